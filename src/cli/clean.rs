@@ -1,0 +1,54 @@
+//! `clean`: removes a conference's worktrees; with `--all`, also its refs and run folder.
+//! Notes in refs/notes/conference are shared by all conferences and stay.
+
+use anyhow::Result;
+use clap::Args;
+
+use crate::git::worktree;
+use crate::lock::RunLock;
+use crate::store::ConferenceRefs;
+
+/// Remove a conference's worktrees (its refs stay); --all also deletes its refs.
+#[derive(Args, Debug)]
+pub struct CleanArgs {
+    /// Conference name (default: the only conference of the repository).
+    pub name: Option<String>,
+    /// Also delete the conference's refs (event log, attempts, researcher and best branches).
+    #[arg(long)]
+    pub all: bool,
+}
+
+pub fn run(args: CleanArgs) -> Result<i32> {
+    let repo = super::discover()?;
+    let name = super::resolve_name(&repo, args.name)?;
+    let run_dir = worktree::run_dir(&repo, &name);
+    let lock = RunLock::acquire(&run_dir, &name)?;
+    let root = worktree::worktree_path(&repo, &name, "x");
+    let root = root.parent().map(|p| p.to_path_buf()).unwrap_or(root);
+    let mut removed = 0;
+    if let Ok(entries) = std::fs::read_dir(&root) {
+        for entry in entries.flatten() {
+            worktree::remove(&repo, &entry.path())?;
+            removed += 1;
+        }
+    }
+    println!("Removed {removed} worktrees of `{name}`.");
+    if args.all {
+        let refs = ConferenceRefs::new(&name);
+        let mut deleted = 0;
+        for prefix in refs.owned_prefixes() {
+            let names: Vec<String> = repo
+                .references_glob(&format!("{prefix}*"))?
+                .filter_map(|r| r.ok().and_then(|r| r.name().map(str::to_string)))
+                .collect();
+            for n in names {
+                repo.find_reference(&n)?.delete()?;
+                deleted += 1;
+            }
+        }
+        drop(lock);
+        let _ = std::fs::remove_dir_all(&run_dir);
+        println!("Deleted {deleted} refs of `{name}` (notes in refs/notes/conference are kept).");
+    }
+    Ok(0)
+}

@@ -1,0 +1,198 @@
+//! `init`: writes a complete, commented conference.md that validates. On a terminal it asks the
+//! seed's pre-flight questions one at a time, each with a default; flags and `--yes` serve scripts.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Args;
+
+use crate::config::template::{render, InitAnswers};
+use crate::config::{self, Direction, Strategy};
+use crate::error::usage;
+
+/// Write conference.md: asks the pre-flight questions on a terminal (count, devil's advocate,
+/// unattended or pause every N rounds, partitioning); use flags or --yes in scripts.
+#[derive(Args, Debug)]
+pub struct InitArgs {
+    /// Conference title (default: the repository folder's name).
+    pub name: Option<String>,
+    /// The file to write.
+    #[arg(long, default_value = "conference.md")]
+    pub config: PathBuf,
+    /// Accept the defaults for every question not given as a flag.
+    #[arg(long, short)]
+    pub yes: bool,
+    /// Overwrite an existing file.
+    #[arg(long)]
+    pub force: bool,
+    /// Number of researchers.
+    #[arg(long)]
+    pub count: Option<usize>,
+    /// Make the last researcher a Devil's Advocate.
+    #[arg(long)]
+    pub devils_advocate: Option<bool>,
+    /// Pause after every N rounds (default: run unattended to the end).
+    #[arg(long)]
+    pub pause_every: Option<u32>,
+    /// How researchers divide the search space: assigned or free.
+    #[arg(long)]
+    pub strategy: Option<String>,
+    /// Evaluation command (prints the metric).
+    #[arg(long = "eval")]
+    pub eval_command: Option<String>,
+    /// Agent command (or builtin:tune).
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// Metric name.
+    #[arg(long)]
+    pub metric: Option<String>,
+    /// minimize or maximize.
+    #[arg(long)]
+    pub direction: Option<String>,
+    /// Target value that ends the conference.
+    #[arg(long)]
+    pub target: Option<f64>,
+    #[arg(long)]
+    pub iterations_per_round: Option<u32>,
+    #[arg(long)]
+    pub max_rounds: Option<u32>,
+}
+
+fn ask(question: &str, default: &str) -> String {
+    eprint!("{question} [{default}] ");
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
+    let line = line.trim();
+    if line.is_empty() {
+        default.to_string()
+    } else {
+        line.to_string()
+    }
+}
+
+fn parse_strategy(s: &str) -> Result<Strategy> {
+    match s.trim().to_lowercase().as_str() {
+        "assigned" => Ok(Strategy::Assigned),
+        "free" => Ok(Strategy::Free),
+        other => Err(usage(format!(
+            "strategy `{other}`: write `assigned` or `free`"
+        ))),
+    }
+}
+
+fn parse_direction(s: &str) -> Result<Direction> {
+    match s.trim().to_lowercase().as_str() {
+        "minimize" | "min" | "minimise" => Ok(Direction::Minimize),
+        "maximize" | "max" | "maximise" => Ok(Direction::Maximize),
+        other => Err(usage(format!(
+            "direction `{other}`: write `minimize` or `maximize`"
+        ))),
+    }
+}
+
+pub fn run(args: InitArgs) -> Result<i32> {
+    let repo = super::discover()?;
+    let top = super::workdir(&repo)?;
+    let path = if args.config.is_absolute() {
+        args.config.clone()
+    } else {
+        top.join(&args.config)
+    };
+    if path.exists() && !args.force {
+        return Err(usage(format!(
+            "{} already exists; pass --force to overwrite it",
+            path.display()
+        )));
+    }
+    let mut a = InitAnswers {
+        title: args.name.clone().unwrap_or_else(|| {
+            top.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "My conference".into())
+        }),
+        ..InitAnswers::default()
+    };
+    let interactive = !args.yes && super::stdin_is_tty();
+    a.count = match args.count {
+        Some(c) => c,
+        None if interactive => ask("How many researchers should participate? (1 = the classic autoresearch loop; 2-3 recommended)", "3")
+            .parse()
+            .map_err(|_| usage("the researcher count must be a whole number"))?,
+        None => a.count,
+    };
+    if a.count == 0 {
+        return Err(usage("the researcher count must be at least 1"));
+    }
+    a.devils_advocate = match args.devils_advocate {
+        Some(d) => d,
+        None if interactive && a.count >= 2 => ask(
+            "Should one researcher be a Devil's Advocate, pursuing contrarian strategies? (yes/no)",
+            "no",
+        )
+        .starts_with('y'),
+        None => false,
+    };
+    match args.pause_every {
+        Some(n) => {
+            a.unattended = false;
+            a.pause_every = Some(n);
+        }
+        None if interactive => {
+            let unattended = ask(
+                "Run unattended (overnight) to the end? (yes/no; no = pause every N rounds)",
+                "yes",
+            );
+            if !unattended.starts_with('y') {
+                a.unattended = false;
+                a.pause_every = Some(
+                    ask("Pause after every how many rounds?", "1")
+                        .parse()
+                        .map_err(|_| usage("pause every: a whole number of rounds"))?,
+                );
+            }
+        }
+        None => {}
+    }
+    a.strategy = match &args.strategy {
+        Some(s) => parse_strategy(s)?,
+        None if interactive && a.count >= 2 => parse_strategy(&ask("How should researchers divide the search space? (assigned = each gets a focus; free = overlap allowed)", "free"))?,
+        None => Strategy::Free,
+    };
+    if let Some(e) = args.eval_command {
+        a.eval_command = e;
+    }
+    if let Some(e) = args.agent {
+        a.agent_command = e;
+    }
+    if let Some(m) = args.metric {
+        a.metric = m;
+    }
+    if let Some(d) = &args.direction {
+        a.direction = parse_direction(d)?;
+    }
+    if args.target.is_some() {
+        a.target = args.target;
+    }
+    if let Some(i) = args.iterations_per_round {
+        a.iterations_per_round = i;
+    }
+    if let Some(r) = args.max_rounds {
+        a.max_rounds = r;
+    }
+    let text = render(&a);
+    if let Err(errs) = config::load(&text) {
+        anyhow::bail!(
+            "internal error: the generated conference.md does not validate:\n{}",
+            errs.iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+    std::fs::write(&path, &text)?;
+    println!("Wrote {} ({} researchers, {} partitioning). Edit the Goal, Success Metric and Evaluation sections, commit your evaluation harness, then run `git conference start`.",
+        path.display(), a.count, if a.strategy == Strategy::Assigned { "assigned" } else { "free" });
+    Ok(0)
+}

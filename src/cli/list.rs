@@ -1,0 +1,37 @@
+//! `list`: the conferences of this repository and their state.
+
+use anyhow::Result;
+use clap::Args;
+
+use crate::engine::review::fmt;
+use crate::engine::Conference;
+use crate::ui::Ui;
+
+/// List the conferences in this repository and their state.
+#[derive(Args, Debug)]
+pub struct ListArgs {}
+
+pub fn run(_: ListArgs) -> Result<i32> {
+    let repo = super::discover()?;
+    let names = super::conference_names(&repo)?;
+    if names.is_empty() {
+        println!("No conference in this repository. Start one with `git conference init` and `git conference start`.");
+        return Ok(0);
+    }
+    for name in names {
+        match Conference::open(repo.path(), &name, Ui::new(true)) {
+            Ok(conf) => {
+                let st = conf.state();
+                println!(
+                    "{name}\t{}\tround {}\tbest {}\t{}",
+                    st.final_status.clone().unwrap_or(st.status.clone()),
+                    st.round,
+                    fmt(st.best.metric),
+                    conf.config.title
+                );
+            }
+            Err(e) => println!("{name}\tunreadable: {e:#}"),
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,105 @@
+//! `log`: the event log, as text, the seed's JSON lines, or the seed's conference_results.tsv;
+//! `--follow` watches it live.
+
+use std::time::Duration;
+
+use anyhow::Result;
+use clap::{Args, ValueEnum};
+use git2::Repository;
+
+use crate::engine::research::round_attempts;
+use crate::engine::review::Finding;
+use crate::engine::state::files;
+use crate::engine::synthesis::{evaluator_source, tsv_row, RESULTS_HEADER};
+use crate::engine::Conference;
+use crate::store::{ConferenceRefs, EventLog, LoggedEvent};
+use crate::ui::Ui;
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Jsonl,
+    Tsv,
+}
+
+/// Show the event log (text, the seed's JSON lines, or the results table as TSV).
+#[derive(Args, Debug)]
+pub struct LogArgs {
+    /// Conference name (default: the only conference of the repository).
+    pub name: Option<String>,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+    /// Keep watching and print new events as they are recorded (until the conference completes).
+    #[arg(long, short)]
+    pub follow: bool,
+}
+
+fn print_event(e: &LoggedEvent, format: Format) {
+    match format {
+        Format::Jsonl => println!("{}", serde_json::to_string(&e.event).unwrap_or_default()),
+        _ => println!("{}  {:<22} {}", e.event.timestamp, e.event.event, e.summary),
+    }
+}
+
+pub fn run(args: LogArgs) -> Result<i32> {
+    let repo = super::discover()?;
+    let name = super::resolve_name(&repo, args.name)?;
+    if args.format == Format::Tsv {
+        return tsv(&repo, &name);
+    }
+    let refs = ConferenceRefs::new(&name);
+    let log = EventLog::open(&repo, refs.clone())?;
+    let events = log.read_all(&repo)?;
+    for e in &events {
+        print_event(e, args.format);
+    }
+    if !args.follow {
+        return Ok(0);
+    }
+    let mut seen = log.tip();
+    let mut done = events
+        .iter()
+        .any(|e| e.event.event == "conference.completed");
+    while !done {
+        std::thread::sleep(Duration::from_millis(500));
+        let log = EventLog::open(&repo, refs.clone())?;
+        if log.tip() == seen {
+            continue;
+        }
+        let mut fresh = Vec::new();
+        log.walk(&repo, |e| {
+            if Some(e.commit) == seen {
+                return false;
+            }
+            fresh.push(e);
+            true
+        })?;
+        for e in fresh.iter().rev() {
+            print_event(e, args.format);
+            done |= e.event.event == "conference.completed";
+        }
+        seen = log.tip();
+    }
+    Ok(0)
+}
+
+fn tsv(repo: &Repository, name: &str) -> Result<i32> {
+    let conf = Conference::open(repo.path(), name, Ui::new(true))?;
+    let st = conf.state();
+    println!("{RESULTS_HEADER}");
+    let evaluator = evaluator_source(&conf);
+    for round in 1..=st.round {
+        let findings: Vec<Finding> = conf
+            .read_state_file(&format!("{}/findings.json", files::round_dir(round)))?
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        for a in round_attempts(&conf, round)? {
+            let verdict = findings
+                .iter()
+                .find(|f| f.commit == a.commit)
+                .map(|f| f.verdict.as_str());
+            println!("{}", tsv_row(&a, &evaluator, verdict));
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,165 @@
+//! The command line: one file per subcommand, each with an `Args` struct whose doc comment is
+//! its help text (and man page, generated from the same definitions by `__man`).
+
+mod apply;
+mod clean;
+mod init;
+mod list;
+mod log;
+mod man;
+mod remote;
+mod report;
+mod run;
+mod status;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use git2::Repository;
+
+use crate::error::{self, usage};
+use crate::store::refs;
+
+/// Run automated research conferences inside a git repository.
+///
+/// Researchers (AI agents, scripts, or the built-in tuner) try changes in their own worktrees;
+/// every attempt is measured by your evaluation command; each round's findings are summarised,
+/// re-checked, and the validated ones are cherry-picked onto a best branch. Everything is stored
+/// in git: `git log refs/conference/<name>/events` is the history.
+#[derive(Parser, Debug)]
+#[command(name = "git-conference", bin_name = "git conference", version)]
+pub struct Cli {
+    /// Only print results (no progress).
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    Init(init::InitArgs),
+    Start(run::StartArgs),
+    Resume(run::ResumeArgs),
+    Status(status::StatusArgs),
+    Log(log::LogArgs),
+    Report(report::ReportArgs),
+    Apply(apply::ApplyArgs),
+    Clean(clean::CleanArgs),
+    Push(remote::PushArgs),
+    Fetch(remote::FetchArgs),
+    List(list::ListArgs),
+    #[command(name = "__man", hide = true)]
+    Man(man::ManArgs),
+}
+
+/// Runs the command line; returns the exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { error::EXIT_USAGE } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    let quiet = cli.quiet;
+    let result = match cli.command {
+        Command::Init(a) => init::run(a),
+        Command::Start(a) => run::start(a, quiet),
+        Command::Resume(a) => run::resume(a, quiet),
+        Command::Status(a) => status::run(a),
+        Command::Log(a) => log::run(a),
+        Command::Report(a) => report::run(a),
+        Command::Apply(a) => apply::run(a),
+        Command::Clean(a) => clean::run(a),
+        Command::Push(a) => remote::push(a),
+        Command::Fetch(a) => remote::fetch(a),
+        Command::List(a) => list::run(a),
+        Command::Man(a) => man::run(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("git-conference: {e:#}");
+            error::exit_code(&e)
+        }
+    }
+}
+
+/// The repository around the current directory.
+pub fn discover() -> Result<Repository> {
+    Repository::discover(".")
+        .map_err(|_| usage("not in a git repository (run this inside one, or `git init` first)"))
+}
+
+/// The folder that holds the repository's main working tree (for conference.md and apply).
+pub fn workdir(repo: &Repository) -> Result<PathBuf> {
+    repo.workdir()
+        .map(Path::to_path_buf)
+        .ok_or_else(|| usage("this repository has no working tree (bare repositories can run `status`, `log` and `report` only)"))
+}
+
+/// Names of the conferences in the repository.
+pub fn conference_names(repo: &Repository) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    for r in repo.references_glob(refs::EVENTS_GLOB)? {
+        let r = r?;
+        if let Some(name) = r.name().and_then(refs::conference_name_from_events_ref) {
+            names.push(name.to_string());
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// Resolves the NAME argument: given, or the only conference of the repository.
+pub fn resolve_name(repo: &Repository, name: Option<String>) -> Result<String> {
+    let names = conference_names(repo)?;
+    match name {
+        Some(n) => {
+            if names.contains(&n) {
+                Ok(n)
+            } else if names.is_empty() {
+                Err(usage(format!("no conference named `{n}`: this repository has none yet (start one with `git conference start`)")))
+            } else {
+                Err(usage(format!("no conference named `{n}`; this repository has: {}", names.join(", "))))
+            }
+        }
+        None => match names.len() {
+            0 => Err(usage("this repository has no conference yet: write conference.md (`git conference init`) and run `git conference start`")),
+            1 => Ok(names[0].clone()),
+            _ => Err(usage(format!(
+                "this repository has several conferences ({}); name one, e.g. `git conference status {}`",
+                names.join(", "),
+                names[0]
+            ))),
+        },
+    }
+}
+
+/// Reads a file, with the path in the error.
+pub fn read_text(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+}
+
+/// Asks a yes/no question on the terminal (default on empty answer).
+pub fn confirm(question: &str, default: bool) -> bool {
+    use std::io::Write;
+    eprint!("{question} [{}] ", if default { "Y/n" } else { "y/N" });
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    if std::io::stdin().read_line(&mut line).is_err() {
+        return default;
+    }
+    match line.trim().to_lowercase().as_str() {
+        "" => default,
+        a => a.starts_with('y'),
+    }
+}
+
+pub fn stdin_is_tty() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdin().is_terminal()
+}

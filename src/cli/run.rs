@@ -1,0 +1,284 @@
+//! `start` and `resume`: take the conference's lock, bring its worktrees in line with the event
+//! log, and run the engine until it converges, hits a budget, pauses (exit 3) or is interrupted.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use git2::Oid;
+use serde_json::json;
+
+use crate::config::{self, DevilsAdvocate};
+use crate::engine::state::Phase;
+use crate::engine::{driver, now_unix, Conference, RunOutcome};
+use crate::error::{usage, EXIT_INTERRUPTED, EXIT_PAUSED};
+use crate::git::{snapshot, worktree};
+use crate::lock::RunLock;
+use crate::store::refs;
+use crate::ui::Ui;
+
+/// Run a conference: rounds of research → poster session → peer review → knowledge transfer,
+/// until a stop rule fires. Reads conference.md, stores it in the conference's refs, and never
+/// touches your branches or working tree.
+#[derive(Args, Debug)]
+pub struct StartArgs {
+    /// Conference name (default: a slug of the `# Conference:` title).
+    pub name: Option<String>,
+    /// The conference file.
+    #[arg(long, default_value = "conference.md")]
+    pub config: PathBuf,
+    /// Baseline revision (default: HEAD). The evaluation harness must be committed there.
+    #[arg(long)]
+    pub base: Option<String>,
+    /// Do not ask: accept `Final confirmation: pending` and answer questions with their defaults.
+    #[arg(long, short)]
+    pub yes: bool,
+}
+
+/// Continue an interrupted or paused conference exactly where its event log says.
+#[derive(Args, Debug)]
+pub struct ResumeArgs {
+    /// Conference name (default: the only conference of the repository).
+    pub name: Option<String>,
+}
+
+pub fn start(args: StartArgs, quiet: bool) -> Result<i32> {
+    let repo = super::discover()?;
+    let top = super::workdir(&repo)?;
+    let config_path = if args.config.is_absolute() {
+        args.config.clone()
+    } else {
+        top.join(&args.config)
+    };
+    if !config_path.exists() {
+        return Err(usage(format!(
+            "{} does not exist; write one with `git conference init`",
+            config_path.display()
+        )));
+    }
+    let text = super::read_text(&config_path)?;
+    let mut cfg = config::load(&text).map_err(|errs| {
+        usage(format!(
+            "{} is not valid:\n{}",
+            config_path.display(),
+            errs.iter()
+                .map(|e| format!("  {}:{e}", config_path.display()))
+                .collect::<Vec<_>>()
+                .join("\n")
+        ))
+    })?;
+    if cfg
+        .final_confirmation
+        .as_deref()
+        .map(|c| c.trim().eq_ignore_ascii_case("pending"))
+        == Some(true)
+        && !args.yes
+    {
+        return Err(usage(
+            "conference.md says `**Final confirmation:** pending`: confirm the pre-flight answers \
+             (write `confirmed`) or pass --yes",
+        ));
+    }
+    if cfg.devils_advocate == DevilsAdvocate::Ask {
+        let yes = !args.yes
+            && super::stdin_is_tty()
+            && super::confirm("Should one researcher be a Devil's Advocate?", false);
+        cfg.devils_advocate = if yes {
+            DevilsAdvocate::Enabled
+        } else {
+            DevilsAdvocate::Disabled
+        };
+    }
+    let name = match args.name {
+        Some(n) => n,
+        None => refs::slug(&cfg.title),
+    };
+    if !refs::is_valid_name(&name) {
+        return Err(usage(format!(
+            "`{name}` cannot be a conference name: use letters, digits, `-`, `_` and `.` (e.g. `git conference start my-run`)"
+        )));
+    }
+    let base_rev = args.base.as_deref().unwrap_or("HEAD");
+    let base = repo
+        .revparse_single(base_rev)
+        .and_then(|o| o.peel_to_commit())
+        .map_err(|_| usage(format!("cannot find the baseline `{base_rev}`: commit your project (with its evaluation harness) first")))?;
+    check_harness(&repo, &cfg, base.id())?;
+    let ui = Ui::new(quiet);
+    let run_dir = worktree::run_dir(&repo, &name);
+    let _lock = RunLock::acquire(&run_dir, &name)?;
+    let conf = Conference::create(repo.path(), &name, cfg, text, base.id(), ui.clone())?;
+    ui.info(&format!(
+        "conference `{name}` started from {} ({} researchers); follow it with `git conference log {name} --follow`",
+        &base.id().to_string()[..10],
+        conf.config.count
+    ));
+    conf.reconcile()?;
+    run_engine(conf)
+}
+
+/// Frozen paths must exist at the baseline, and a `./script` evaluation must be committed there.
+fn check_harness(repo: &git2::Repository, cfg: &config::Config, base: Oid) -> Result<()> {
+    let tree = repo.find_commit(base)?.tree_id();
+    let files = snapshot::list_files(repo, tree)?;
+    for pattern in &cfg.evaluation.frozen {
+        let rules = crate::engine::paths::PathRules::new(std::slice::from_ref(pattern));
+        if !files.iter().any(|f| rules.matches(f)) {
+            return Err(usage(format!(
+                "conference.md, Evaluation → frozen: `{pattern}` matches no file committed at {}; \
+                 commit the evaluation harness or fix the path",
+                &base.to_string()[..10]
+            )));
+        }
+    }
+    let first = cfg
+        .evaluation
+        .command
+        .split_whitespace()
+        .next()
+        .unwrap_or("");
+    if let Some(script) = first.strip_prefix("./") {
+        if !files.iter().any(|f| f == script) {
+            return Err(usage(format!(
+                "the evaluation command runs `{first}`, which is not committed at {}: commit it (`git add {script} && git commit`) so every worktree has it",
+                &base.to_string()[..10]
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The seed's recovery point for a recorded state.
+pub fn recovery_point(conf: &Conference) -> String {
+    let st = conf.state();
+    let iterations: u32 = st.researchers.values().map(|r| r.round_iterations).sum();
+    match st.phase {
+        Phase::Between if st.round == 0 => "Start of Round 1, Phase 1".into(),
+        Phase::Between => format!(
+            "Start of Round {} (after the convergence check)",
+            st.round + 1
+        ),
+        Phase::Research if iterations == 0 => format!("Start of Phase 1, Round {}", st.round),
+        Phase::Research => format!("Mid-Phase 1, Round {}", st.round),
+        Phase::Poster => format!("Phase 2 (poster session), Round {}", st.round),
+        Phase::Review => format!("Start of Phase 3 (peer review), Round {}", st.round),
+        Phase::Transfer => format!("Phase 4 (knowledge transfer), Round {}", st.round),
+        Phase::Synthesis => "Synthesis".into(),
+        Phase::Done => "Nothing to resume".into(),
+    }
+}
+
+pub fn resume(args: ResumeArgs, quiet: bool) -> Result<i32> {
+    let repo = super::discover()?;
+    let name = super::resolve_name(&repo, args.name)?;
+    let ui = Ui::new(quiet);
+    let run_dir = worktree::run_dir(&repo, &name);
+    let _lock = RunLock::acquire(&run_dir, &name)?;
+    let conf = Conference::open(repo.path(), &name, ui.clone()).context("cannot resume")?;
+    let st = conf.state();
+    if st.phase == Phase::Done {
+        println!(
+            "Conference `{name}` is already complete ({}): best {} at {}. Read the report with `git conference report {name}`.",
+            st.final_status.as_deref().unwrap_or("done"),
+            crate::engine::review::fmt(st.best.metric),
+            &st.best.commit[..10]
+        );
+        return Ok(0);
+    }
+    let point = recovery_point(&conf);
+    let active: Vec<&String> = st.researchers.keys().collect();
+    eprintln!("Conference state:");
+    eprintln!("- Total rounds completed: {}", st.round_bests.len());
+    eprintln!(
+        "- Last completed event: {} at {}",
+        st.last_event, st.updated_at
+    );
+    eprintln!(
+        "- Researchers in last round: {}",
+        active
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    eprintln!(
+        "- Convergence reached: {}",
+        if st.final_status.is_some() {
+            "yes"
+        } else {
+            "no"
+        }
+    );
+    eprintln!("- Interruption point: {point}");
+    if let Ok(t) = time::OffsetDateTime::parse(
+        &st.updated_at,
+        &time::format_description::well_known::Rfc3339,
+    ) {
+        let hours = (now_unix() as i64 - t.unix_timestamp()) / 3600;
+        if hours > 24 {
+            eprintln!(
+                "warning: this conference was interrupted {hours} hours ago; dependencies or files outside the conference may have changed"
+            );
+        }
+    }
+    let reverted = conf.reconcile()?;
+    conf.record(
+        "conference.resumed",
+        &point,
+        json!({"recovery_point": point, "round": st.round, "reverted_researchers": reverted}),
+        |next, _| {
+            next.status = "running".into();
+            Ok(vec![])
+        },
+    )?;
+    ui.info(&format!("resuming `{name}` at: {point}"));
+    run_engine(conf)
+}
+
+fn run_engine(conf: Conference) -> Result<i32> {
+    let conf = Arc::new(conf);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .worker_threads(conf.config.count.clamp(2, 16))
+        .build()?;
+    let name = conf.name.clone();
+    let outcome = runtime.block_on(async {
+        tokio::spawn(async {
+            let mut presses = 0;
+            while tokio::signal::ctrl_c().await.is_ok() {
+                presses += 1;
+                if presses == 1 {
+                    eprintln!("\ngit-conference: stopping (agents and evaluations are being killed); press Ctrl-C again to exit at once");
+                    crate::exec::process::cancel_all();
+                } else {
+                    std::process::exit(EXIT_INTERRUPTED);
+                }
+            }
+        });
+        driver::drive(conf.clone()).await
+    });
+    conf.recorder.lock().unwrap().finish_hooks();
+    let st = conf.state();
+    match outcome? {
+        RunOutcome::Completed(status) => {
+            println!(
+                "Conference `{name}` {status}: best {} = {} at {} (branch {}).",
+                crate::engine::evaluate::metric_name(&conf.config),
+                crate::engine::review::fmt(st.best.metric),
+                &st.best.commit[..10],
+                conf.refs.best_branch()
+            );
+            println!("Report: git conference report {name} --output <dir>   ·   Apply: git conference apply {name}");
+            Ok(0)
+        }
+        RunOutcome::Paused => {
+            println!("Conference `{name}` paused after round {} (pause_every). Continue with `git conference resume {name}`.", st.round);
+            Ok(EXIT_PAUSED)
+        }
+        RunOutcome::Interrupted => {
+            eprintln!("git-conference: interrupted; what finished is recorded. Continue with `git conference resume {name}`.");
+            Ok(EXIT_INTERRUPTED)
+        }
+    }
+}

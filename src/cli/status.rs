@@ -1,0 +1,117 @@
+//! `status`: where a conference stands, read from the state tree at the event log's tip (one
+//! blob, however long the log is).
+
+use anyhow::Result;
+use clap::{Args, ValueEnum};
+
+use crate::engine::review::fmt;
+use crate::engine::Conference;
+use crate::ui::Ui;
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+/// Show where a conference stands: round, phase, best metric and commit, per-researcher counts,
+/// stop reason.
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    /// Conference name (default: the only conference of the repository).
+    pub name: Option<String>,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+}
+
+pub fn run(args: StatusArgs) -> Result<i32> {
+    let repo = super::discover()?;
+    let name = super::resolve_name(&repo, args.name)?;
+    let conf = Conference::open(repo.path(), &name, Ui::new(true))?;
+    let st = conf.state();
+    if args.format == Format::Json {
+        println!("{}", serde_json::to_string_pretty(&st)?);
+        return Ok(0);
+    }
+    let metric = crate::engine::evaluate::metric_name(&conf.config);
+    println!("Conference: {} ({})", conf.config.title, name);
+    println!(
+        "Status:     {}{}",
+        st.status,
+        st.final_status
+            .as_ref()
+            .map(|s| format!(" — {s}"))
+            .unwrap_or_default()
+    );
+    if let Some(reason) = &st.stop_reason {
+        println!("Stopped:    {reason}");
+    }
+    println!(
+        "Round:      {} of at most {} · {}",
+        st.round,
+        conf.config.max_rounds,
+        st.phase.label()
+    );
+    println!(
+        "Baseline:   {metric} {} at {}",
+        fmt(st.baseline_metric),
+        &st.baseline_commit[..10]
+    );
+    println!(
+        "Best:       {metric} {} at {} ({}){}",
+        fmt(st.best.metric),
+        &st.best.commit[..10],
+        conf.refs.best_branch(),
+        st.best
+            .researcher
+            .as_ref()
+            .map(|r| format!(", last from researcher {r}"))
+            .unwrap_or_default()
+    );
+    println!(
+        "Iterations: {}{}",
+        st.total_iterations,
+        conf.config
+            .max_total_iterations
+            .map(|m| format!(" of {m}"))
+            .unwrap_or_default()
+    );
+    println!(
+        "Events:     {} (last: {} at {})",
+        st.events, st.last_event, st.updated_at
+    );
+    println!();
+    println!(
+        "{:<11} {:>8} {:>5} {:>9} {:>8} {:>8} {:>9} {:>6} {:>14}  {}",
+        "researcher",
+        "attempts",
+        "kept",
+        "reverted",
+        "crashed",
+        "timeout",
+        "rejected",
+        "stuck",
+        "best",
+        "round"
+    );
+    for (id, r) in &st.researchers {
+        let c = &r.counts;
+        println!(
+            "{:<11} {:>8} {:>5} {:>9} {:>8} {:>8} {:>9} {:>6} {:>14}  {}",
+            id,
+            c.total(),
+            c.kept,
+            c.reverted,
+            c.crashed,
+            c.timeout,
+            c.rejected,
+            format!("L{}", r.stuck_level),
+            fmt(r.best_metric),
+            r.round_finished
+                .as_deref()
+                .map(|f| format!("finished ({f})"))
+                .unwrap_or_else(|| format!("iteration {}", r.round_iterations))
+        );
+    }
+    Ok(0)
+}

@@ -1,0 +1,235 @@
+//! conference.md: the conference's configuration, read from the seed's markdown template.
+//!
+//! Users bring the original skill's file (bold keys, `### Researcher A Focus` sections, prose) or
+//! write plain keys; both parse into [`Config`]. Parsing (`parse`) only reads the text and keeps
+//! every line number; validation (`validate`) checks the values and says, per line, what to write
+//! instead. `template` writes the commented file `init` produces, and `edit` rewrites the parts the
+//! conference maintains (Shared Knowledge, Conference Log) in the stored copy.
+
+pub mod duration;
+pub mod edit;
+pub mod parse;
+pub mod template;
+pub mod validate;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// A problem found in conference.md, tied to the line that needs fixing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// 1-based line number in conference.md; 0 when the problem is a missing section or key.
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+    /// What to write instead (an example line).
+    pub hint: String,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.line > 0 {
+            write!(f, "line {}: {}", self.line, self.message)?;
+        } else {
+            write!(f, "{}", self.message)?;
+        }
+        if !self.hint.is_empty() {
+            write!(f, "\n  hint: {}", self.hint)?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Metric,
+    Qualitative,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    Minimize,
+    Maximize,
+}
+
+impl Direction {
+    /// True when `candidate` is strictly better than `current`.
+    pub fn better(self, candidate: f64, current: f64) -> bool {
+        match self {
+            Direction::Minimize => candidate < current,
+            Direction::Maximize => candidate > current,
+        }
+    }
+    /// Signed improvement of `new` over `old`: positive means better.
+    pub fn gain(self, new: f64, old: f64) -> f64 {
+        match self {
+            Direction::Minimize => old - new,
+            Direction::Maximize => new - old,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricSpec {
+    pub name: String,
+    /// The value that ends the conference when reached (None: no target, run on budgets).
+    pub target: Option<f64>,
+    pub direction: Direction,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Strategy {
+    Assigned,
+    Free,
+}
+
+/// `**Critic / Devil's Advocate:**` in the Pre-Flight Gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DevilsAdvocate {
+    Enabled,
+    Disabled,
+    /// "ask user before run": asked by `init`/`start` on a TTY, treated as disabled otherwise.
+    Ask,
+}
+
+/// A tolerance that is either absolute or a percentage of the baseline metric.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub enum Tolerance {
+    Absolute(f64),
+    Percent(f64),
+}
+
+impl Tolerance {
+    pub fn resolve(self, baseline: f64) -> f64 {
+        match self {
+            Tolerance::Absolute(v) => v.abs(),
+            Tolerance::Percent(p) => (baseline * p / 100.0).abs(),
+        }
+    }
+}
+
+/// A value that came from a line of conference.md, with that line (for error messages).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Located<T> {
+    pub value: T,
+    pub line: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Config {
+    /// From `# Conference: <Title>`.
+    pub title: String,
+    pub goal: String,
+    pub mode: Mode,
+    /// Metric mode only.
+    pub metric: Option<MetricSpec>,
+    /// Qualitative mode only.
+    pub criteria: Option<String>,
+    /// Researcher count (A, B, C, ...).
+    pub count: usize,
+    pub iterations_per_round: u32,
+    pub max_rounds: u32,
+    /// Pre-Flight Gate answers.
+    pub devils_advocate: DevilsAdvocate,
+    /// `**Final confirmation:** pending` means the user has not confirmed: `start` refuses.
+    pub final_confirmation: Option<String>,
+    /// Search Space: allowed and forbidden changes, verbatim bullet items.
+    pub allowed: Vec<String>,
+    pub forbidden: Vec<String>,
+    pub strategy: Strategy,
+    /// `### Researcher A Focus` text by researcher letter.
+    pub focus: BTreeMap<String, String>,
+    /// Guard: free text bullets (conditions a change must keep).
+    pub guard: Vec<String>,
+    /// Noise Handling: runs per candidate in peer review (`**Noise runs:**`).
+    pub noise_runs: u32,
+    /// Noise Handling: `**Min consensus delta:**` (default 0.1% of baseline).
+    pub min_consensus_delta: Option<Tolerance>,
+    pub max_total_iterations: Option<u32>,
+    pub time_budget: Option<Duration>,
+    pub token_budget: Option<String>,
+    pub researcher_timeout: Option<Duration>,
+    /// Stop with exit 3 after every N rounds until `resume` (None: never pause).
+    pub pause_every: Option<u32>,
+    pub evaluation: Evaluation,
+    pub agent: Agent,
+    pub current_approach: String,
+    pub shared_knowledge: Vec<String>,
+    pub context: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evaluation {
+    /// Prints the metric; runs in the candidate's worktree.
+    pub command: String,
+    /// Per experiment; a timed-out run is killed with its process group.
+    pub timeout: Duration,
+    /// Runs per candidate (the metric is their mean).
+    pub repeats: u32,
+    /// Paths (globs) no candidate may change: the evaluation harness.
+    pub frozen: Vec<String>,
+    /// Optional hold-out evaluation run only in peer review, never shown to researchers.
+    pub holdout: Option<String>,
+    /// Qualitative mode: prints a 0-10 score for a candidate.
+    pub judge: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Agent {
+    /// A shell command, or `builtin:tune`.
+    pub command: String,
+    /// Seed for built-in researchers (deterministic per seed).
+    pub seed: u64,
+    /// Optional commands that write prose for the session chair, reviewer and synthesizer.
+    pub chair: Option<String>,
+    pub reviewer: Option<String>,
+    pub synthesizer: Option<String>,
+}
+
+impl Config {
+    /// Researcher IDs in order: A, B, C, ...
+    pub fn researcher_ids(&self) -> Vec<String> {
+        (0..self.count).map(researcher_id).collect()
+    }
+    /// The researcher that plays devil's advocate, if enabled: the last one (when count >= 2).
+    pub fn devils_advocate_id(&self) -> Option<String> {
+        (self.devils_advocate == DevilsAdvocate::Enabled && self.count >= 2)
+            .then(|| researcher_id(self.count - 1))
+    }
+}
+
+/// A, B, ..., Z, then AA, AB, ...
+pub fn researcher_id(index: usize) -> String {
+    let letters = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    if index < 26 {
+        (letters[index] as char).to_string()
+    } else {
+        format!(
+            "{}{}",
+            researcher_id(index / 26 - 1),
+            letters[index % 26] as char
+        )
+    }
+}
+
+/// Parse and validate conference.md text in one step.
+///
+/// Every problem is reported, reading and checking alike, ordered by line (missing fields last).
+pub fn load(text: &str) -> Result<Config, Vec<ConfigError>> {
+    let (doc, mut errors) = parse::read(text);
+    match validate::validate(&doc) {
+        Ok(config) if errors.is_empty() => Ok(config),
+        Ok(_) => Err(errors),
+        Err(more) => {
+            errors.extend(more);
+            validate::sort_errors(&mut errors);
+            Err(errors)
+        }
+    }
+}

@@ -1,0 +1,1171 @@
+//! Reading conference.md into a [`Document`]: sections, settings and text, each with its line.
+//!
+//! This is the markdown half of configuration. It knows the seed template's layout (which sections
+//! exist, which keys each holds, bold or plain spelling) but not what the values mean; that is
+//! `validate`'s job. Keeping every line number here is what lets each error point at the line to fix.
+//! An unknown section or key is reported with the valid names, never skipped.
+
+use super::{ConfigError, Located};
+
+/// The sections conference.md may hold: the seed template's, in its order, plus Evaluation and Agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SectionKind {
+    Goal,
+    Mode,
+    SuccessMetric,
+    SuccessCriteria,
+    Researchers,
+    PreFlightGate,
+    SearchSpace,
+    Partitioning,
+    Guard,
+    NoiseHandling,
+    Constraints,
+    CurrentApproach,
+    SharedKnowledge,
+    Context,
+    ConferenceLog,
+    Evaluation,
+    Agent,
+}
+
+/// How a section's body is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Body {
+    /// Prose kept as text; only the section's own keys (if any) are read as settings.
+    Text,
+    /// `key: value` lines; anything else is an error.
+    Settings,
+    /// One item per line (bullet markers removed).
+    Bullets,
+    /// Maintained by the conference (the log table); not configuration.
+    Ignored,
+}
+
+/// One key a settings section accepts.
+#[derive(Debug)]
+pub struct KeySpec {
+    /// The key as the template writes it (`Iterations per round`).
+    pub name: &'static str,
+    /// Other spellings accepted (compared after normalisation).
+    pub aliases: &'static [&'static str],
+    /// Followed by a bullet list of items (`**Allowed changes:**`).
+    pub list: bool,
+    /// An example line to write, used in hints.
+    pub example: &'static str,
+}
+
+#[derive(Debug)]
+pub struct SectionSpec {
+    pub kind: SectionKind,
+    /// The heading as the template writes it.
+    pub name: &'static str,
+    pub aliases: &'static [&'static str],
+    pub body: Body,
+    pub keys: &'static [KeySpec],
+}
+
+const fn key(
+    name: &'static str,
+    aliases: &'static [&'static str],
+    example: &'static str,
+) -> KeySpec {
+    KeySpec {
+        name,
+        aliases,
+        list: false,
+        example,
+    }
+}
+
+const fn list_key(
+    name: &'static str,
+    aliases: &'static [&'static str],
+    example: &'static str,
+) -> KeySpec {
+    KeySpec {
+        name,
+        aliases,
+        list: true,
+        example,
+    }
+}
+
+/// Every known section, in the template's order (Evaluation and Agent last).
+pub static SECTIONS: &[SectionSpec] = &[
+    SectionSpec {
+        kind: SectionKind::Goal,
+        name: "Goal",
+        aliases: &[],
+        body: Body::Text,
+        keys: &[],
+    },
+    SectionSpec {
+        kind: SectionKind::Mode,
+        name: "Mode",
+        aliases: &[],
+        body: Body::Text,
+        keys: &[key("Mode", &[], "- **Mode:** metric")],
+    },
+    SectionSpec {
+        kind: SectionKind::SuccessMetric,
+        name: "Success Metric",
+        aliases: &["Metric"],
+        body: Body::Settings,
+        keys: &[
+            key(
+                "Metric",
+                &["name", "metric name"],
+                "- **Metric:** median_ms",
+            ),
+            key("Target", &["target value"], "- **Target:** 40   (or: none)"),
+            key(
+                "Direction",
+                &[],
+                "- **Direction:** minimize   (or: maximize)",
+            ),
+        ],
+    },
+    SectionSpec {
+        kind: SectionKind::SuccessCriteria,
+        name: "Success Criteria",
+        aliases: &["Criteria"],
+        body: Body::Text,
+        keys: &[],
+    },
+    SectionSpec {
+        kind: SectionKind::Researchers,
+        name: "Researchers",
+        aliases: &[],
+        body: Body::Settings,
+        keys: &[
+            key(
+                "Count",
+                &["researcher count", "researchers", "number of researchers"],
+                "- **Count:** 3",
+            ),
+            key(
+                "Iterations per round",
+                &["iterations"],
+                "- **Iterations per round:** 5",
+            ),
+            key("Max rounds", &["rounds"], "- **Max rounds:** 4"),
+        ],
+    },
+    SectionSpec {
+        kind: SectionKind::PreFlightGate,
+        name: "Pre-Flight Gate",
+        aliases: &["Pre-Flight", "Preflight Gate", "Pre-Flight Checklist"],
+        body: Body::Settings,
+        keys: &[
+            key(
+                "Researcher count",
+                &["count", "researchers", "number of researchers"],
+                "- **Researcher count:** 3",
+            ),
+            key(
+                "Iterations per round",
+                &["iterations"],
+                "- **Iterations per round:** 5",
+            ),
+            key("Max rounds", &["rounds"], "- **Max rounds:** 4"),
+            key(
+                "Max total iterations",
+                &["total iterations"],
+                "- **Max total iterations:** 60",
+            ),
+            key(
+                "Success definition",
+                &["success"],
+                "- **Success definition:** median_ms <= 40",
+            ),
+            key(
+                "Critic / Devil's Advocate",
+                &["devil's advocate", "devils advocate", "critic"],
+                "- **Critic / Devil's Advocate:** enabled   (or: disabled, ask user before run)",
+            ),
+            key(
+                "Unattended",
+                &["overnight", "run unattended"],
+                "- **Unattended:** yes   (or: no)",
+            ),
+            key(
+                "Pause every",
+                &["pause"],
+                "- **Pause every:** never   (or a number of rounds: 2)",
+            ),
+            key(
+                "Partitioning",
+                &["strategy", "search space partitioning"],
+                "- **Partitioning:** assigned   (or: free)",
+            ),
+            key(
+                "Final confirmation",
+                &["confirmation", "confirmed"],
+                "- **Final confirmation:** confirmed",
+            ),
+        ],
+    },
+    SectionSpec {
+        kind: SectionKind::SearchSpace,
+        name: "Search Space",
+        aliases: &[],
+        body: Body::Settings,
+        keys: &[
+            list_key(
+                "Allowed changes",
+                &["allowed"],
+                "**Allowed changes:**   (then one bullet per path or rule: - src/**)",
+            ),
+            list_key(
+                "Forbidden changes",
+                &["forbidden"],
+                "**Forbidden changes:**   (then one bullet per path or rule: - tests/**)",
+            ),
+        ],
+    },
+    SectionSpec {
+        kind: SectionKind::Partitioning,
+        name: "Search Space Partitioning",
+        aliases: &["Partitioning"],
+        body: Body::Settings,
+        keys: &[key(
+            "Strategy",
+            &["partitioning"],
+            "**Strategy:** assigned   (or: free)",
+        )],
+    },
+    SectionSpec {
+        kind: SectionKind::Guard,
+        name: "Guard",
+        aliases: &["Guards"],
+        body: Body::Bullets,
+        keys: &[],
+    },
+    SectionSpec {
+        kind: SectionKind::NoiseHandling,
+        name: "Noise Handling",
+        aliases: &["Noise"],
+        body: Body::Settings,
+        keys: &[
+            key("Noise runs", &["runs"], "- **Noise runs:** 3"),
+            key(
+                "Min consensus delta",
+                &["consensus delta", "min delta", "minimum consensus delta"],
+                "- **Min consensus delta:** 1%   (or an absolute value: 0.02)",
+            ),
+        ],
+    },
+    SectionSpec {
+        kind: SectionKind::Constraints,
+        name: "Constraints",
+        aliases: &["Budget", "Budgets"],
+        body: Body::Settings,
+        keys: &[
+            key(
+                "Max total iterations",
+                &["total iterations"],
+                "- **Max total iterations:** 60",
+            ),
+            key("Time budget", &[], "- **Time budget:** 2h   (or: none)"),
+            key("Token budget", &[], "- **Token budget:** none"),
+            key(
+                "Researcher timeout",
+                &[],
+                "- **Researcher timeout:** 30m   (or: none)",
+            ),
+            key(
+                "Pause every",
+                &["pause"],
+                "- **Pause every:** never   (or a number of rounds: 2)",
+            ),
+        ],
+    },
+    SectionSpec {
+        kind: SectionKind::CurrentApproach,
+        name: "Current Approach",
+        aliases: &["Baseline"],
+        body: Body::Text,
+        keys: &[],
+    },
+    SectionSpec {
+        kind: SectionKind::SharedKnowledge,
+        name: "Shared Knowledge",
+        aliases: &[],
+        body: Body::Bullets,
+        keys: &[],
+    },
+    SectionSpec {
+        kind: SectionKind::Context,
+        name: "Context & References",
+        aliases: &["Context and References", "Context", "References"],
+        body: Body::Text,
+        keys: &[],
+    },
+    SectionSpec {
+        kind: SectionKind::ConferenceLog,
+        name: "Conference Log",
+        aliases: &["Log"],
+        body: Body::Ignored,
+        keys: &[],
+    },
+    SectionSpec {
+        kind: SectionKind::Evaluation,
+        name: "Evaluation",
+        aliases: &["Evaluator"],
+        body: Body::Settings,
+        keys: &[
+            key("command", &["cmd", "eval command"], "- command: ./eval.sh"),
+            key("timeout", &[], "- timeout: 5m"),
+            key("repeats", &["runs"], "- repeats: 1"),
+            list_key("frozen", &["frozen paths"], "- frozen: eval.sh, data/**"),
+            key(
+                "holdout",
+                &["holdout command"],
+                "- holdout: ./eval.sh --holdout",
+            ),
+            key("judge", &["judge command"], "- judge: ./judge.sh"),
+        ],
+    },
+    SectionSpec {
+        kind: SectionKind::Agent,
+        name: "Agent",
+        aliases: &["Agents"],
+        body: Body::Settings,
+        keys: &[
+            key("command", &["cmd"], "- command: builtin:tune"),
+            key("seed", &[], "- seed: 0"),
+            key("chair", &["chair command"], "- chair: ./prose.sh chair"),
+            key(
+                "reviewer",
+                &["reviewer command"],
+                "- reviewer: ./prose.sh reviewer",
+            ),
+            key(
+                "synthesizer",
+                &["synthesizer command"],
+                "- synthesizer: ./prose.sh synthesizer",
+            ),
+        ],
+    },
+];
+
+/// The spec of a section kind.
+pub fn spec(kind: SectionKind) -> &'static SectionSpec {
+    SECTIONS
+        .iter()
+        .find(|s| s.kind == kind)
+        .expect("every SectionKind has a spec")
+}
+
+/// The key spec of `name` (the template's spelling) in `kind`'s section.
+pub fn key_spec(kind: SectionKind, name: &str) -> &'static KeySpec {
+    spec(kind)
+        .keys
+        .iter()
+        .find(|k| k.name == name)
+        .unwrap_or_else(|| panic!("no key {name:?} in section {kind:?}"))
+}
+
+/// Lower-case letters and digits only: `Iterations per round`, `iterations_per_round` and
+/// `Iterations-Per-Round` compare equal, as do `Critic / Devil's Advocate` and `critic devils advocate`.
+pub fn normalize(name: &str) -> String {
+    name.chars()
+        .filter(|c| c.is_alphanumeric())
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// The section a `## Heading` names, if known.
+pub fn section_kind(heading: &str) -> Option<SectionKind> {
+    let n = normalize(heading);
+    SECTIONS
+        .iter()
+        .find(|s| normalize(s.name) == n || s.aliases.iter().any(|a| normalize(a) == n))
+        .map(|s| s.kind)
+}
+
+fn find_key(spec: &SectionSpec, written: &str) -> Option<&'static KeySpec> {
+    let n = normalize(written);
+    let keys: &'static [KeySpec] = spec.keys;
+    keys.iter()
+        .find(|k| normalize(k.name) == n || k.aliases.iter().any(|a| normalize(a) == n))
+}
+
+/// A parsed conference.md, before its values are checked.
+#[derive(Debug, Clone, Default)]
+pub struct Document {
+    /// From `# Conference: <Title>` (or a plain `# <Title>`).
+    pub title: Option<Located<String>>,
+    pub sections: Vec<Section>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Section {
+    pub kind: SectionKind,
+    /// The heading as written.
+    pub heading: String,
+    pub line: usize,
+    pub settings: Vec<Setting>,
+    /// Text sections: the prose lines (blank lines kept as ""). Bullet sections: one item per line.
+    pub lines: Vec<Located<String>>,
+    /// `### ...` sub-sections (Search Space Partitioning's focus sections).
+    pub subsections: Vec<Subsection>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Setting {
+    /// The key's template spelling (`KeySpec::name`).
+    pub key: &'static str,
+    /// The key as written in the file.
+    pub written: String,
+    /// The whole rest of the line, trimmed (one pair of enclosing backticks removed).
+    pub value: String,
+    pub line: usize,
+    /// For list keys: the bullet items that follow.
+    pub items: Vec<Located<String>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Subsection {
+    pub heading: String,
+    /// `Researcher B Focus` → `B`.
+    pub researcher: Option<String>,
+    pub line: usize,
+    pub lines: Vec<Located<String>>,
+}
+
+impl Document {
+    pub fn section(&self, kind: SectionKind) -> Option<&Section> {
+        self.sections.iter().find(|s| s.kind == kind)
+    }
+    /// The setting `key` (template spelling) of section `kind`, if written.
+    pub fn setting(&self, kind: SectionKind, key: &str) -> Option<&Setting> {
+        self.section(kind)?.setting(key)
+    }
+}
+
+impl Section {
+    pub fn setting(&self, key: &str) -> Option<&Setting> {
+        self.settings.iter().find(|s| s.key == key)
+    }
+    /// The prose lines joined and trimmed.
+    pub fn text(&self) -> String {
+        join_text(&self.lines)
+    }
+}
+
+impl Subsection {
+    pub fn text(&self) -> String {
+        join_text(&self.lines)
+    }
+}
+
+fn join_text(lines: &[Located<String>]) -> String {
+    lines
+        .iter()
+        .map(|l| l.value.as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+        .trim()
+        .to_string()
+}
+
+/// One physical line of the file, with HTML comments removed.
+#[derive(Debug)]
+pub(crate) struct RawLine<'a> {
+    /// 1-based.
+    pub number: usize,
+    /// Byte offset of the line's start in the text.
+    pub start: usize,
+    /// Byte offset just past the line's terminator.
+    pub end: usize,
+    /// The line without its terminator.
+    pub raw: &'a str,
+    /// `raw` without `<!-- ... -->` parts (verbatim inside code fences).
+    pub visible: String,
+    /// Inside a ``` fence (fence lines included).
+    pub in_fence: bool,
+}
+
+impl RawLine<'_> {
+    /// The line had content, all of it commentary.
+    pub fn comment_only(&self) -> bool {
+        self.visible.trim().is_empty() && !self.raw.trim().is_empty()
+    }
+    /// `(level, text)` for an ATX heading outside code fences.
+    pub fn heading(&self) -> Option<(usize, &str)> {
+        if self.in_fence {
+            return None;
+        }
+        heading(&self.visible)
+    }
+}
+
+fn heading(line: &str) -> Option<(usize, &str)> {
+    let trimmed = line.trim_start();
+    let level = trimmed.chars().take_while(|&c| c == '#').count();
+    let rest = &trimmed[level..];
+    if !(1..=6).contains(&level) || !(rest.is_empty() || rest.starts_with([' ', '\t'])) {
+        return None;
+    }
+    let text = rest.trim();
+    let text = match text.trim_end_matches('#') {
+        t if t.len() < text.len() && (t.is_empty() || t.ends_with(' ')) => t.trim_end(),
+        _ => text,
+    };
+    Some((level, text))
+}
+
+/// Split `text` into lines, tracking HTML comments across lines and code fences.
+pub(crate) fn scan(text: &str) -> Vec<RawLine<'_>> {
+    let mut out = Vec::new();
+    let mut in_comment = false;
+    let mut in_fence = false;
+    let mut start = 0;
+    for (index, piece) in text.split_inclusive('\n').enumerate() {
+        let raw = piece
+            .strip_suffix('\n')
+            .map(|l| l.strip_suffix('\r').unwrap_or(l))
+            .unwrap_or(piece);
+        let end = start + piece.len();
+        let fence_line = !in_comment && {
+            let t = raw.trim_start();
+            t.starts_with("```") || t.starts_with("~~~")
+        };
+        let visible = if in_fence || fence_line {
+            raw.to_string()
+        } else {
+            strip_comments(raw, &mut in_comment)
+        };
+        out.push(RawLine {
+            number: index + 1,
+            start,
+            end,
+            raw,
+            visible,
+            in_fence: in_fence || fence_line,
+        });
+        if fence_line {
+            in_fence = !in_fence;
+        }
+        start = end;
+    }
+    out
+}
+
+fn strip_comments(line: &str, in_comment: &mut bool) -> String {
+    let mut visible = String::new();
+    let mut rest = line;
+    loop {
+        if *in_comment {
+            match rest.find("-->") {
+                Some(i) => {
+                    rest = &rest[i + 3..];
+                    *in_comment = false;
+                }
+                None => return visible,
+            }
+        } else {
+            match rest.find("<!--") {
+                Some(i) => {
+                    visible.push_str(&rest[..i]);
+                    rest = &rest[i + 4..];
+                    *in_comment = true;
+                }
+                None => {
+                    visible.push_str(rest);
+                    return visible;
+                }
+            }
+        }
+    }
+}
+
+/// A template placeholder such as `(filled in by the conference ...)` or the original template's
+/// unfilled `{Describe the baseline.}`: a line wholly in parentheses or braces.
+pub(crate) fn is_placeholder(line: &str) -> bool {
+    let t = line.trim();
+    t.len() >= 2
+        && ((t.starts_with('(') && t.ends_with(')')) || (t.starts_with('{') && t.ends_with('}')))
+}
+
+/// `---`, `***`, `___`: a horizontal rule.
+fn is_rule(line: &str) -> bool {
+    let t: String = line.chars().filter(|c| !c.is_whitespace()).collect();
+    t.len() >= 3
+        && ["-", "*", "_"]
+            .iter()
+            .any(|c| t.chars().all(|x| x.to_string() == *c))
+}
+
+/// The text after a bullet marker (`- `, `* `, `+ `), if the line is a bullet.
+fn bullet(line: &str) -> Option<&str> {
+    let t = line.trim_start();
+    let rest = t
+        .strip_prefix('-')
+        .or_else(|| t.strip_prefix('*'))
+        .or_else(|| t.strip_prefix('+'))?;
+    (rest.is_empty() || rest.starts_with([' ', '\t'])).then(|| rest.trim())
+}
+
+/// A `key: value` line, bold (`- **Key:** value`, `**Key**: value`) or plain (`- key: value`).
+struct RawSetting<'a> {
+    key: &'a str,
+    value: &'a str,
+    bold: bool,
+}
+
+fn split_setting(line: &str) -> Option<RawSetting<'_>> {
+    let body = bullet(line).unwrap_or_else(|| line.trim());
+    if let Some(rest) = body.strip_prefix("**") {
+        let close = rest.find("**")?;
+        let inner = rest[..close].trim();
+        let after = &rest[close + 2..];
+        let (key, value) = if let Some(k) = inner.strip_suffix(':') {
+            (k.trim(), after)
+        } else {
+            (inner, after.trim_start().strip_prefix(':')?)
+        };
+        return Some(RawSetting {
+            key,
+            value: value.trim(),
+            bold: true,
+        });
+    }
+    let colon = body.find(':')?;
+    let key = body[..colon].trim();
+    let plausible = key.len() <= 40
+        && key.starts_with(|c: char| c.is_ascii_alphabetic())
+        && key
+            .chars()
+            .all(|c| c.is_alphanumeric() || " _-/'".contains(c));
+    plausible.then(|| RawSetting {
+        key,
+        value: body[colon + 1..].trim(),
+        bold: false,
+    })
+}
+
+/// Remove one pair of enclosing backticks: `` `./eval.sh` `` → `./eval.sh`.
+pub(crate) fn unquote(value: &str) -> &str {
+    let v = value.trim();
+    match v.strip_prefix('`').and_then(|x| x.strip_suffix('`')) {
+        Some(inner) if !inner.contains('`') => inner.trim(),
+        _ => v,
+    }
+}
+
+/// Parse conference.md; any error found while reading fails the parse.
+pub fn parse(text: &str) -> Result<Document, Vec<ConfigError>> {
+    let (doc, errors) = read(text);
+    if errors.is_empty() {
+        Ok(doc)
+    } else {
+        Err(errors)
+    }
+}
+
+/// Read conference.md as far as possible, returning the document and every problem found.
+pub fn read(text: &str) -> (Document, Vec<ConfigError>) {
+    let mut reader = Reader::default();
+    for line in scan(text) {
+        reader.line(&line);
+    }
+    (reader.doc, reader.errors)
+}
+
+#[derive(Default)]
+struct Reader {
+    doc: Document,
+    errors: Vec<ConfigError>,
+    /// Inside an unknown section: its lines are skipped (the heading is already reported).
+    skipping: bool,
+    /// Index of the open list setting in the current section, receiving bullet items.
+    open_list: Option<usize>,
+}
+
+impl Reader {
+    fn error(&mut self, line: usize, message: String, hint: String) {
+        self.errors.push(ConfigError {
+            line,
+            message,
+            hint,
+        });
+    }
+
+    fn line(&mut self, line: &RawLine) {
+        if line.comment_only() {
+            return;
+        }
+        if let Some((level, text)) = line.heading() {
+            return self.heading(line.number, level, text, &line.visible);
+        }
+        if self.skipping {
+            return;
+        }
+        let Some(section) = self.doc.sections.last() else {
+            // Text before the first section (an introduction) is not configuration.
+            return;
+        };
+        let content = line.visible.trim_end();
+        if line.in_fence {
+            if section.kind != SectionKind::ConferenceLog {
+                self.text_line(line.number, content);
+            }
+            return;
+        }
+        if is_placeholder(bullet(content).unwrap_or(content)) || is_rule(content) {
+            return;
+        }
+        let spec = spec(section.kind);
+        match spec.body {
+            Body::Ignored => {}
+            Body::Bullets => {
+                if !content.trim().is_empty() {
+                    let item = bullet(content).unwrap_or_else(|| content.trim());
+                    self.push_line(line.number, item.to_string());
+                }
+            }
+            Body::Text => {
+                match split_setting(content).and_then(|s| Some((find_key(spec, s.key)?, s))) {
+                    Some((key, raw)) => self.setting(line.number, key, &raw),
+                    None => self.text_line(line.number, content),
+                }
+            }
+            Body::Settings => self.settings_line(line.number, spec, content),
+        }
+    }
+
+    fn heading(&mut self, number: usize, level: usize, text: &str, visible: &str) {
+        self.open_list = None;
+        match level {
+            1 => self.title(number, text),
+            2 => {
+                self.skipping = false;
+                match section_kind(text) {
+                    Some(kind) => {
+                        if let Some(first) = self.doc.section(kind) {
+                            let message = format!(
+                                "section `## {text}` appears twice (first at line {})",
+                                first.line
+                            );
+                            self.error(number, message, "merge the two sections into one".into());
+                            self.skipping = true;
+                            return;
+                        }
+                        self.doc.sections.push(Section {
+                            kind,
+                            heading: text.to_string(),
+                            line: number,
+                            settings: Vec::new(),
+                            lines: Vec::new(),
+                            subsections: Vec::new(),
+                        });
+                    }
+                    None => {
+                        let names: Vec<&str> = SECTIONS.iter().map(|s| s.name).collect();
+                        let message = format!("unknown section `## {text}`");
+                        let hint = suggest(text, &names, "sections");
+                        self.error(number, message, hint);
+                        self.skipping = true;
+                    }
+                }
+            }
+            _ => self.subheading(number, text, visible),
+        }
+    }
+
+    fn title(&mut self, number: usize, text: &str) {
+        let title = match text.split_once(':') {
+            Some((prefix, rest)) if normalize(prefix) == "conference" => rest.trim(),
+            _ => text,
+        };
+        if let Some(first) = &self.doc.title {
+            let message = format!("a second title line (the first is at line {})", first.line);
+            let hint = "keep one `# Conference: <Title>` line; use `## ` for sections".into();
+            self.error(number, message, hint);
+        } else {
+            self.doc.title = Some(Located {
+                value: title.to_string(),
+                line: number,
+            });
+        }
+    }
+
+    fn subheading(&mut self, number: usize, text: &str, visible: &str) {
+        if self.skipping {
+            return;
+        }
+        let Some(section) = self.doc.sections.last() else {
+            return;
+        };
+        match spec(section.kind).body {
+            Body::Ignored => {}
+            Body::Text => self.push_line(number, visible.trim_end().to_string()),
+            _ if section.kind == SectionKind::Partitioning => {
+                let researcher = focus_id(text);
+                if researcher.is_none() {
+                    let message = format!("`### {text}` is not a researcher focus section");
+                    let hint = "### Researcher A Focus".to_string();
+                    self.error(number, message, hint);
+                }
+                if let Some(section) = self.doc.sections.last_mut() {
+                    section.subsections.push(Subsection {
+                        heading: text.to_string(),
+                        researcher,
+                        line: number,
+                        lines: Vec::new(),
+                    });
+                }
+            }
+            _ => {
+                let message = format!(
+                    "sub-heading `### {text}` is not allowed in `## {}`",
+                    section.heading
+                );
+                let hint =
+                    "write settings as `- **Key:** value` lines; commentary goes in <!-- -->"
+                        .to_string();
+                self.error(number, message, hint);
+            }
+        }
+    }
+
+    fn settings_line(&mut self, number: usize, spec: &'static SectionSpec, content: &str) {
+        if content.trim().is_empty() {
+            return;
+        }
+        let in_focus = self
+            .doc
+            .sections
+            .last()
+            .is_some_and(|s| !s.subsections.is_empty());
+        let raw = split_setting(content);
+        let known = raw.as_ref().and_then(|r| find_key(spec, r.key));
+        // Under a list key, bullets are items unless they name one of this section's keys.
+        if let (Some(list), Some(item), None) = (self.open_list, bullet(content), known) {
+            if !raw.as_ref().is_some_and(|r| r.bold) {
+                if let Some(setting) = self
+                    .doc
+                    .sections
+                    .last_mut()
+                    .and_then(|s| s.settings.get_mut(list))
+                {
+                    setting.items.push(Located {
+                        value: unquote(item).to_string(),
+                        line: number,
+                    });
+                }
+                return;
+            }
+        }
+        if in_focus && known.is_none() {
+            self.text_line(number, content);
+            return;
+        }
+        match (raw, known) {
+            (Some(raw), Some(key)) => self.setting(number, key, &raw),
+            (Some(raw), None) => {
+                let names: Vec<&str> = spec.keys.iter().map(|k| k.name).collect();
+                let message = format!("unknown key `{}` in `## {}`", raw.key, spec.name);
+                let hint = suggest(raw.key, &names, "keys here");
+                self.error(number, message, hint);
+            }
+            (None, _) => {
+                let message = format!(
+                    "`{}` is not a setting (`## {}` holds `key: value` lines)",
+                    content.trim(),
+                    spec.name
+                );
+                let example = spec.keys.first().map_or("", |k| k.example);
+                let hint = format!("{example}   — put commentary in <!-- -->");
+                self.error(number, message, hint);
+            }
+        }
+    }
+
+    fn setting(&mut self, number: usize, key: &'static KeySpec, raw: &RawSetting) {
+        let Some(section) = self.doc.sections.last_mut() else {
+            return;
+        };
+        if let Some(first) = section.setting(key.name) {
+            let message = format!(
+                "`{}` is set twice in `## {}` (first at line {})",
+                key.name, section.heading, first.line
+            );
+            let hint = format!("keep one line: {}", key.example);
+            self.error(number, message, hint);
+            return;
+        }
+        section.settings.push(Setting {
+            key: key.name,
+            written: raw.key.to_string(),
+            value: unquote(raw.value).to_string(),
+            line: number,
+            items: Vec::new(),
+        });
+        self.open_list = key.list.then(|| section.settings.len() - 1);
+    }
+
+    fn text_line(&mut self, number: usize, content: &str) {
+        let Some(section) = self.doc.sections.last() else {
+            return;
+        };
+        if spec(section.kind).body == Body::Settings && section.subsections.is_empty() {
+            return self.settings_line(number, spec(section.kind), content);
+        }
+        self.push_line(number, content.to_string());
+    }
+
+    fn push_line(&mut self, number: usize, value: String) {
+        let Some(section) = self.doc.sections.last_mut() else {
+            return;
+        };
+        let line = Located {
+            value,
+            line: number,
+        };
+        match section.subsections.last_mut() {
+            Some(sub) if spec(section.kind).body != Body::Text => sub.lines.push(line),
+            _ => section.lines.push(line),
+        }
+    }
+}
+
+/// `Researcher B Focus` (also `Researcher B`, `Researcher B Focus: caching`) → `B`.
+fn focus_id(heading: &str) -> Option<String> {
+    let mut words = heading.split_whitespace();
+    if normalize(words.next()?) != "researcher" {
+        return None;
+    }
+    let id = words
+        .next()?
+        .trim_end_matches([':', '-', '—'])
+        .to_ascii_uppercase();
+    (!id.is_empty() && id.chars().all(|c| c.is_ascii_uppercase())).then_some(id)
+}
+
+/// A hint listing the valid names, with the closest one first when it is close.
+pub(crate) fn suggest(written: &str, names: &[&str], what: &str) -> String {
+    let n = normalize(written);
+    let closest = names
+        .iter()
+        .map(|name| (distance(&n, &normalize(name)), *name))
+        .min();
+    let list = names.join(", ");
+    match closest {
+        Some((d, name)) if d <= 3.max(n.len() / 3) => {
+            format!("did you mean `{name}`? valid {what}: {list}")
+        }
+        _ => format!("valid {what}: {list}"),
+    }
+}
+
+/// Levenshtein distance.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let current = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(current + 1);
+            prev = current;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(text: &str) -> Document {
+        parse(text).unwrap_or_else(|e| panic!("{e:#?}"))
+    }
+
+    fn errors(text: &str) -> Vec<ConfigError> {
+        parse(text).expect_err("should fail")
+    }
+
+    #[test]
+    fn key_names_are_normalised() {
+        let d = doc("## Researchers\n- **Iterations per round:** 5\n- max_rounds: 4\nCOUNT: 3\n");
+        let r = d.section(SectionKind::Researchers).expect("section");
+        let keys: Vec<(&str, &str, usize)> = r
+            .settings
+            .iter()
+            .map(|s| (s.key, s.value.as_str(), s.line))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("Iterations per round", "5", 2),
+                ("Max rounds", "4", 3),
+                ("Count", "3", 4)
+            ]
+        );
+        assert_eq!(
+            normalize("Critic / Devil's Advocate"),
+            "criticdevilsadvocate"
+        );
+        assert_eq!(
+            normalize("iterations_per-round"),
+            normalize("Iterations Per Round")
+        );
+        assert_eq!(
+            section_kind("Context and References"),
+            Some(SectionKind::Context)
+        );
+        assert_eq!(
+            section_kind("pre-flight gate"),
+            Some(SectionKind::PreFlightGate)
+        );
+    }
+
+    #[test]
+    fn bold_key_spellings() {
+        for line in [
+            "- **Count:** 3",
+            "**Count:** 3",
+            "* **Count**: 3",
+            "- count: 3",
+            "  - Count :3",
+        ] {
+            let d = doc(&format!("## Researchers\n{line}\n"));
+            let s = d.setting(SectionKind::Researchers, "Count");
+            assert_eq!(s.map(|s| s.value.as_str()), Some("3"), "{line}");
+        }
+    }
+
+    #[test]
+    fn values_keep_hashes_and_lose_html_comments() {
+        let d = doc("## Evaluation\n- command: ./eval.sh --tag '#1' # why <!-- note -->\n<!--\n- command: hidden\n-->\n- timeout: `5m`\n");
+        let eval = d.section(SectionKind::Evaluation).expect("eval");
+        assert_eq!(eval.settings[0].value, "./eval.sh --tag '#1' # why");
+        assert_eq!(eval.settings[1].value, "5m");
+        assert_eq!(eval.settings[1].line, 6);
+    }
+
+    #[test]
+    fn unknown_section_and_key_suggest_names() {
+        let e =
+            errors("## Goal\nx\n## Reserchers\n- count: 2\n## Constraints\n- time budgit: 2h\n");
+        assert_eq!(e.len(), 2, "{e:#?}");
+        assert_eq!(e[0].line, 3);
+        assert!(
+            e[0].hint.contains("did you mean `Researchers`"),
+            "{:?}",
+            e[0]
+        );
+        assert!(e[0].hint.contains("Conference Log"), "{:?}", e[0]);
+        assert_eq!(e[1].line, 6);
+        assert!(
+            e[1].hint.contains("did you mean `Time budget`"),
+            "{:?}",
+            e[1]
+        );
+    }
+
+    #[test]
+    fn prose_in_a_settings_section_is_an_error() {
+        let e = errors("## Researchers\nWe want three.\n");
+        assert_eq!(e[0].line, 2);
+        assert!(e[0].hint.contains("- **Count:** 3"), "{:?}", e[0]);
+    }
+
+    #[test]
+    fn duplicates_are_errors() {
+        let e = errors("## Goal\na\n## Researchers\n- count: 1\n- Count: 2\n## Goal\nb\n");
+        assert_eq!(e.len(), 2, "{e:#?}");
+        assert!(e[0].line == 5 && e[0].message.contains("line 4"), "{e:#?}");
+        assert!(e[1].line == 6 && e[1].message.contains("line 1"), "{e:#?}");
+    }
+
+    #[test]
+    fn lists_focus_sections_and_placeholders() {
+        let d = doc("\
+# Conference: T
+## Search Space
+**Allowed changes:**
+- src/**
+- (anything else)
+
+**Forbidden changes:** tests/**
+- see: the harness
+## Search Space Partitioning
+**Strategy:** assigned
+### Researcher A Focus
+Loops: unroll them.
+- and: this
+### Researcher b
+Caches.
+## Shared Knowledge
+(filled in by the conference)
+## Success Criteria
+(qualitative mode only: what good means)
+## Context & References
+```sh
+# not a heading
+```
+---
+");
+        assert_eq!(d.title.as_ref().map(|t| t.value.as_str()), Some("T"));
+        let allowed = d
+            .setting(SectionKind::SearchSpace, "Allowed changes")
+            .expect("allowed");
+        let items: Vec<&str> = allowed.items.iter().map(|i| i.value.as_str()).collect();
+        assert_eq!(items, ["src/**"]);
+        let forbidden = d
+            .setting(SectionKind::SearchSpace, "Forbidden changes")
+            .expect("f");
+        assert_eq!(forbidden.value, "tests/**");
+        assert_eq!(forbidden.items[0].value, "see: the harness");
+        let p = d.section(SectionKind::Partitioning).expect("partitioning");
+        assert_eq!(p.subsections.len(), 2);
+        assert_eq!(p.subsections[0].researcher.as_deref(), Some("A"));
+        assert_eq!(p.subsections[0].text(), "Loops: unroll them.\n- and: this");
+        assert_eq!(p.subsections[1].researcher.as_deref(), Some("B"));
+        assert!(d
+            .section(SectionKind::SharedKnowledge)
+            .expect("sk")
+            .lines
+            .is_empty());
+        assert!(d
+            .section(SectionKind::SuccessCriteria)
+            .expect("sc")
+            .text()
+            .is_empty());
+        assert_eq!(
+            d.section(SectionKind::Context).expect("ctx").text(),
+            "```sh\n# not a heading\n```"
+        );
+        let e = errors("## Search Space Partitioning\n### Notes\n");
+        assert!(
+            e[0].line == 2 && e[0].hint.contains("### Researcher A Focus"),
+            "{e:#?}"
+        );
+    }
+
+    #[test]
+    fn conference_log_is_not_configuration() {
+        let d = doc("## Conference Log\n| Round | Researcher |\n|---|---|\n| 1 | A |\n");
+        let log = d.section(SectionKind::ConferenceLog).expect("log");
+        assert!(log.lines.is_empty() && log.settings.is_empty());
+    }
+
+    #[test]
+    fn scan_tracks_offsets_and_crlf() {
+        let text = "a\r\nb <!-- x\ny --> c\n";
+        let lines = scan(text);
+        assert_eq!(lines.len(), 3);
+        assert_eq!((lines[0].raw, lines[0].start, lines[0].end), ("a", 0, 3));
+        assert_eq!(lines[1].visible, "b ");
+        assert_eq!(lines[2].visible, " c");
+        assert_eq!(lines[2].end, text.len());
+    }
+}

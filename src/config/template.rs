@@ -1,0 +1,406 @@
+//! The conference.md that `git conference init` writes.
+//!
+//! A new user learns the format from this file, so it is complete (every section of the seed's
+//! template, in its order, plus Evaluation and Agent), explains itself in HTML comments that the
+//! parser ignores, and always validates: tests load it back for many answer combinations.
+
+use std::fmt::Write as _;
+
+use super::{researcher_id, Direction, Strategy};
+
+/// The answers to `init`'s pre-flight questions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InitAnswers {
+    pub title: String,
+    pub count: usize,
+    pub devils_advocate: bool,
+    pub unattended: bool,
+    /// Pause after every N rounds (ignored when unattended).
+    pub pause_every: Option<u32>,
+    pub strategy: Strategy,
+    pub eval_command: String,
+    pub agent_command: String,
+    pub metric: String,
+    pub direction: Direction,
+    pub target: Option<f64>,
+    pub iterations_per_round: u32,
+    pub max_rounds: u32,
+}
+
+impl Default for InitAnswers {
+    fn default() -> Self {
+        InitAnswers {
+            title: "My conference".to_string(),
+            count: 3,
+            devils_advocate: false,
+            unattended: true,
+            pause_every: None,
+            strategy: Strategy::Free,
+            eval_command: "./eval.sh".to_string(),
+            agent_command: "builtin:tune".to_string(),
+            metric: "score".to_string(),
+            direction: Direction::Maximize,
+            target: None,
+            iterations_per_round: 5,
+            max_rounds: 4,
+        }
+    }
+}
+
+/// Focus suggestions for assigned partitioning, cycled over the researchers.
+const FOCUS: &[&str] = &[
+    "Small, safe refinements of the current approach.",
+    "A different algorithm or structure for the core of the problem.",
+    "Parameters, constants and configuration.",
+    "Data layout, caching and memory use.",
+    "Simplification: remove work that does not pay for itself.",
+];
+
+const DEVILS_ADVOCATE_FOCUS: &str =
+    "Devil's advocate: pursue contrarian strategies the others would dismiss.";
+
+/// Write a complete, commented conference.md for `a`.
+pub fn render(a: &InitAnswers) -> String {
+    let title = one_line(&a.title);
+    let metric = one_line(&a.metric);
+    let count = a.count.max(1);
+    let (direction, better, compare) = match a.direction {
+        Direction::Maximize => ("maximize", "Raise", ">="),
+        Direction::Minimize => ("minimize", "Lower", "<="),
+    };
+    let target = a.target.map_or("none".to_string(), |t| t.to_string());
+    let pause = if a.unattended {
+        None
+    } else {
+        a.pause_every.filter(|&n| n > 0)
+    };
+    let pause = pause.map_or("never".to_string(), |n| n.to_string());
+    let strategy = match a.strategy {
+        Strategy::Assigned => "assigned",
+        Strategy::Free => "free",
+    };
+    let total =
+        count as u64 * u64::from(a.iterations_per_round.max(1)) * u64::from(a.max_rounds.max(1));
+    let total = total.min(u64::from(u32::MAX));
+    let success = match a.target {
+        Some(t) => format!("{metric} {compare} {t}"),
+        None => format!("the best {metric} reached within the budgets"),
+    };
+    let eval_command = one_line(&a.eval_command);
+    let frozen = eval_command
+        .split_whitespace()
+        .next()
+        .and_then(|first| first.strip_prefix("./"))
+        .unwrap_or("");
+
+    let mut s = String::new();
+    let w = &mut s;
+    line(w, &format!("# Conference: {title}"));
+    comment(w, "Written by `git conference init`. Edit freely: `git conference start` validates this file and names the line of any problem. Text inside these comments is ignored. Settings are `- **Key:** value` (or plain `- key: value`); a value is the whole rest of its line.");
+    section(
+        w,
+        "Goal",
+        "What to achieve, specific and measurable. Researchers read this first.",
+    );
+    line(w, &format!("{better} {metric}."));
+    section(
+        w,
+        "Mode",
+        "metric (a number to optimize) or qualitative (a judge scores candidates 0-10).",
+    );
+    line(w, "metric");
+    section(w, "Success Metric", "Metric mode: the metric's name, the value that ends the conference when reached (or none), and which way is better.");
+    setting(w, "Metric", &metric);
+    setting(w, "Target", &target);
+    setting(w, "Direction", direction);
+    section(
+        w,
+        "Success Criteria",
+        "Qualitative mode: what \"good\" looks like, in prose.",
+    );
+    line(w, "(qualitative mode only: what \"good\" means, in prose)");
+    section(
+        w,
+        "Researchers",
+        "Researchers are named A, B, C, ... Each works in its own git worktree.",
+    );
+    setting(w, "Count", &count.to_string());
+    setting(
+        w,
+        "Iterations per round",
+        &a.iterations_per_round.to_string(),
+    );
+    setting(w, "Max rounds", &a.max_rounds.to_string());
+    section(w, "Pre-Flight Gate", "The answers to the pre-flight questions. Values repeated from other sections must agree with them. `Final confirmation: pending` stops `start`.");
+    setting(w, "Researcher count", &count.to_string());
+    setting(
+        w,
+        "Iterations per round",
+        &a.iterations_per_round.to_string(),
+    );
+    setting(w, "Max rounds", &a.max_rounds.to_string());
+    setting(w, "Max total iterations", &total.to_string());
+    setting(w, "Success definition", &success);
+    setting(
+        w,
+        "Critic / Devil's Advocate",
+        if a.devils_advocate {
+            "enabled"
+        } else {
+            "disabled"
+        },
+    );
+    setting(w, "Unattended", if a.unattended { "yes" } else { "no" });
+    setting(w, "Pause every", &pause);
+    setting(w, "Partitioning", strategy);
+    setting(w, "Final confirmation", "confirmed");
+    section(w, "Search Space", "Paths or rules, one bullet each. Candidates touching a forbidden (or frozen) path are rejected before evaluation.");
+    line(w, "**Allowed changes:**");
+    comment(w, "e.g. - src/**");
+    blank(w);
+    line(w, "**Forbidden changes:**");
+    comment(w, "e.g. - tests/**");
+    section(w, "Search Space Partitioning", "assigned: each researcher explores its own focus below; free: all explore the whole space.");
+    line(w, &format!("**Strategy:** {strategy}"));
+    if a.strategy == Strategy::Assigned {
+        for i in 0..count {
+            let focus = if a.devils_advocate && count >= 2 && i == count - 1 {
+                DEVILS_ADVOCATE_FOCUS
+            } else {
+                FOCUS[i % FOCUS.len()]
+            };
+            blank(w);
+            line(w, &format!("### Researcher {} Focus", researcher_id(i)));
+            line(w, focus);
+        }
+    }
+    section(
+        w,
+        "Guard",
+        "Conditions every kept change must preserve, one bullet each (e.g. - cargo test passes).",
+    );
+    section(w, "Noise Handling", "Noise runs: evaluations per candidate in peer review. Min consensus delta: the smallest gain that counts (1% of the baseline, or an absolute 0.02).");
+    setting(w, "Noise runs", "1");
+    setting(w, "Min consensus delta", "0.1%");
+    section(w, "Constraints", "Budgets: whichever is reached first stops the conference. Durations: 30s, 45m, 2h, 1h30m; none for no limit. Pause every: never, or N to stop after every N rounds until `git conference resume`.");
+    setting(w, "Max total iterations", &total.to_string());
+    setting(w, "Time budget", "none");
+    setting(w, "Token budget", "none");
+    setting(w, "Researcher timeout", "none");
+    setting(w, "Pause every", &pause);
+    section(w, "Evaluation", "command prints the metric and runs in the researcher's worktree; timeout is per experiment; repeats is runs per candidate (their mean counts); frozen lists the evaluation harness (paths or globs, comma-separated), which no candidate may change. Optional: holdout (a command run only in peer review), judge (qualitative mode: prints a 0-10 score).");
+    setting(w, "Command", &eval_command);
+    setting(w, "Timeout", "5m");
+    setting(w, "Repeats", "1");
+    setting(w, "Frozen", frozen);
+    section(w, "Agent", "command runs in the researcher's worktree with the prompt in $CONFERENCE_PROMPT_FILE; it edits files and exits (never commits). builtin:tune needs no AI service. seed makes built-in researchers deterministic. Optional: chair, reviewer, synthesizer commands for prose.");
+    setting(w, "Command", &one_line(&a.agent_command));
+    setting(w, "Seed", "0");
+    section(
+        w,
+        "Current Approach",
+        "The baseline: what exists now and how it works.",
+    );
+    section(
+        w,
+        "Shared Knowledge",
+        "Maintained by the conference: validated findings are added here after each round.",
+    );
+    line(
+        w,
+        "(filled in by the conference: one line per validated finding)",
+    );
+    section(
+        w,
+        "Context & References",
+        "Background for the researchers: papers, docs, URLs, code files.",
+    );
+    section(
+        w,
+        "Conference Log",
+        "Maintained by the conference: one row per researcher per round.",
+    );
+    line(w, super::edit::LOG_HEADER);
+    line(w, super::edit::LOG_SEPARATOR);
+    s
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn line(w: &mut String, text: &str) {
+    w.push_str(text);
+    w.push('\n');
+}
+
+fn blank(w: &mut String) {
+    w.push('\n');
+}
+
+fn comment(w: &mut String, text: &str) {
+    // `--` may not appear inside an HTML comment, and `-->` would end it early.
+    let _ = writeln!(w, "<!-- {} -->", text.replace("--", "- -"));
+}
+
+fn section(w: &mut String, name: &str, about: &str) {
+    blank(w);
+    line(w, &format!("## {name}"));
+    comment(w, about);
+}
+
+fn setting(w: &mut String, key: &str, value: &str) {
+    let _ = writeln!(w, "- **{key}:** {value}");
+    if value.is_empty() {
+        // No trailing space after an empty value.
+        w.truncate(w.len() - 2);
+        w.push('\n');
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{load, DevilsAdvocate, Mode};
+
+    fn combinations() -> Vec<InitAnswers> {
+        let base = InitAnswers::default();
+        vec![
+            base.clone(),
+            InitAnswers {
+                title: "Faster\ntokenizer".into(),
+                count: 1,
+                strategy: Strategy::Assigned,
+                direction: Direction::Minimize,
+                target: Some(40.0),
+                metric: "median_ms".into(),
+                ..base.clone()
+            },
+            InitAnswers {
+                count: 7,
+                devils_advocate: true,
+                unattended: false,
+                pause_every: Some(2),
+                strategy: Strategy::Assigned,
+                eval_command: "python eval.py --seed 1 # quick".into(),
+                agent_command: r#"claude -p "$(cat "$CONFERENCE_PROMPT_FILE")""#.into(),
+                target: Some(0.95),
+                iterations_per_round: 1,
+                max_rounds: 1,
+                ..base.clone()
+            },
+            InitAnswers {
+                count: 30,
+                devils_advocate: true,
+                unattended: true,
+                pause_every: Some(3),
+                ..base.clone()
+            },
+            InitAnswers {
+                unattended: false,
+                pause_every: None,
+                target: Some(-1.5),
+                ..base
+            },
+        ]
+    }
+
+    #[test]
+    fn rendered_files_validate_with_the_answers() {
+        for a in combinations() {
+            let text = render(&a);
+            let c = load(&text).unwrap_or_else(|e| panic!("{e:#?}\n{text}"));
+            assert_eq!(
+                c.title,
+                a.title.split_whitespace().collect::<Vec<_>>().join(" ")
+            );
+            assert_eq!(c.mode, Mode::Metric);
+            assert_eq!(c.count, a.count);
+            assert_eq!(c.iterations_per_round, a.iterations_per_round);
+            assert_eq!(c.max_rounds, a.max_rounds);
+            let m = c.metric.as_ref().expect("metric");
+            assert_eq!(
+                (&m.name, m.target, m.direction),
+                (&a.metric, a.target, a.direction)
+            );
+            assert_eq!(c.strategy, a.strategy);
+            let da = if a.devils_advocate {
+                DevilsAdvocate::Enabled
+            } else {
+                DevilsAdvocate::Disabled
+            };
+            assert_eq!(c.devils_advocate, da);
+            let pause = if a.unattended { None } else { a.pause_every };
+            assert_eq!(c.pause_every, pause);
+            assert_eq!(c.evaluation.command, a.eval_command);
+            assert_eq!(c.agent.command, a.agent_command);
+            assert_eq!(c.final_confirmation.as_deref(), Some("confirmed"));
+            let total = a.count as u32 * a.iterations_per_round * a.max_rounds;
+            assert_eq!(c.max_total_iterations, Some(total));
+            let focus = if a.strategy == Strategy::Assigned {
+                a.count
+            } else {
+                0
+            };
+            assert_eq!(c.focus.len(), focus);
+            assert!(c.focus.values().all(|f| !f.is_empty()));
+            assert!(c.shared_knowledge.is_empty() && c.guard.is_empty());
+        }
+    }
+
+    #[test]
+    fn rendered_file_has_the_seed_sections_in_order() {
+        let text = render(&InitAnswers::default());
+        let headings: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("## ")).collect();
+        let expected: Vec<&str> = [
+            "Goal",
+            "Mode",
+            "Success Metric",
+            "Success Criteria",
+            "Researchers",
+            "Pre-Flight Gate",
+            "Search Space",
+            "Search Space Partitioning",
+            "Guard",
+            "Noise Handling",
+            "Constraints",
+            "Evaluation",
+            "Agent",
+            "Current Approach",
+            "Shared Knowledge",
+            "Context & References",
+            "Conference Log",
+        ]
+        .to_vec();
+        assert_eq!(headings, expected);
+        assert!(text.starts_with("# Conference: My conference\n<!-- "));
+        assert!(text.lines().all(|l| l == l.trim_end()), "trailing spaces");
+        assert!(text.contains("- **Frozen:** eval.sh\n"));
+    }
+
+    #[test]
+    fn the_devils_advocate_gets_the_last_focus() {
+        let a = InitAnswers {
+            count: 3,
+            devils_advocate: true,
+            strategy: Strategy::Assigned,
+            ..InitAnswers::default()
+        };
+        let c = load(&render(&a)).expect("valid");
+        assert_eq!(c.devils_advocate_id().as_deref(), Some("C"));
+        assert!(c.focus["C"].starts_with("Devil's advocate"));
+    }
+
+    #[test]
+    fn edits_keep_a_rendered_file_valid() {
+        let text = render(&InitAnswers::default());
+        let text = crate::config::edit::append_shared_knowledge(&text, "a finding");
+        let row: Vec<String> = ["1", "A", "0.5", "a finding", "kept"]
+            .iter()
+            .map(|c| c.to_string())
+            .collect();
+        let text = crate::config::edit::append_conference_log_row(&text, &row);
+        let c = load(&text).expect("valid");
+        assert_eq!(c.shared_knowledge, ["a finding"]);
+    }
+}

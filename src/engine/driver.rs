@@ -1,0 +1,261 @@
+//! The conference's main loop: looks at the recorded phase and does the next step, until a stop
+//! rule fires, the conference pauses, or Ctrl-C. Because every step starts from the recorded
+//! state, `start` and `resume` run the same loop.
+
+use std::sync::Arc;
+
+use anyhow::{bail, Result};
+use git2::Oid;
+use serde_json::json;
+
+use super::evaluate::{self, EvalRequest};
+use super::review::fmt;
+use super::state::{files, Phase};
+use super::{research, review, stop, synthesis, transfer, Conference, RunOutcome};
+use crate::exec::process;
+use crate::store::StateChange;
+
+pub async fn drive(conf: Arc<Conference>) -> Result<RunOutcome> {
+    loop {
+        if process::cancelled() {
+            return Ok(RunOutcome::Interrupted);
+        }
+        let st = conf.state();
+        match st.phase {
+            Phase::Between => {
+                if st.baseline_metric.is_none() && st.round == 0 {
+                    measure_baseline(&conf).await?;
+                    continue;
+                }
+                if st.round > 0 {
+                    if let Some((status, why)) = stop::check(&conf, &st) {
+                        begin_synthesis(&conf, status, &why)?;
+                        continue;
+                    }
+                    if stop::should_pause(&conf, &st) && st.paused_at_round != st.round {
+                        pause(&conf)?;
+                        return Ok(RunOutcome::Paused);
+                    }
+                }
+                start_round(&conf)?;
+            }
+            Phase::Research => research::run_phase(&conf).await?,
+            Phase::Poster => review::poster_session(&conf)?,
+            Phase::Review => review::peer_review(&conf).await?,
+            Phase::Transfer => transfer::run_phase(&conf).await?,
+            Phase::Synthesis => write_synthesis(&conf)?,
+            Phase::Done => {
+                return Ok(RunOutcome::Completed(
+                    st.final_status.unwrap_or_else(|| "converged".into()),
+                ))
+            }
+        }
+    }
+}
+
+async fn measure_baseline(conf: &Conference) -> Result<()> {
+    let st = conf.state();
+    conf.ui.info(&format!(
+        "measuring the baseline {}",
+        &st.baseline_commit[..10]
+    ));
+    let path = conf.prepare_worktree("best", None, &st.baseline_commit)?;
+    let metric = evaluate::metric_name(&conf.config);
+    let result = evaluate::evaluate(EvalRequest {
+        command: &conf.config.evaluation.command,
+        metric: &metric,
+        runs: conf.config.evaluation.repeats,
+        timeout: conf.config.evaluation.timeout,
+        cwd: &path,
+        env: conf.context_env("baseline", 0, 0, None),
+        log_prefix: conf.log_path("baseline.eval"),
+    })
+    .await?;
+    if result.status == "interrupted" {
+        return Ok(());
+    }
+    let Some(value) = result.metric else {
+        bail!(
+            "the evaluation fails on the baseline: {} (logs in {}); fix the harness, commit it, then run `git conference resume {}`",
+            result.reason.unwrap_or_default(),
+            conf.run_dir.join("logs").display(),
+            conf.name
+        );
+    };
+    let repo = conf.open_repo()?;
+    let tree = repo
+        .find_commit(Oid::from_str(&st.baseline_commit)?)?
+        .tree_id();
+    let note = json!({"commit": st.baseline_commit, "conference": conf.name, "verdict": "baseline",
+                      "metric": value, "runs": result.runs, "sub_metrics": result.sub_metrics});
+    conf.record(
+        "baseline.measured",
+        &format!("{metric} = {value}"),
+        json!({"metric_value": value, "runs": result.runs, "commit": st.baseline_commit,
+               "sub_metrics": result.sub_metrics, "notes": [note.clone()]}),
+        |next, _| {
+            next.baseline_metric = Some(value);
+            next.best.metric = Some(value);
+            for r in next.researchers.values_mut() {
+                r.best_metric = Some(value);
+                r.round_start_metric = Some(value);
+            }
+            Ok(vec![StateChange::Put(
+                files::eval_cache(&next.eval_settings, &tree.to_string()),
+                serde_json::to_vec(&result)?,
+            )])
+        },
+    )?;
+    conf.note(&[(Oid::from_str(&st.baseline_commit)?, note)])?;
+    conf.ui.info(&format!("baseline {metric}: {value}"));
+    Ok(())
+}
+
+/// The commit a researcher starts a round from: best, joined to its own kept path so that
+/// `git log` of its branch shows every round.
+fn round_start_commit(conf: &Conference, head: &str, best: &str, round: u32) -> Result<String> {
+    if head == best {
+        return Ok(best.to_string());
+    }
+    let repo = conf.open_repo()?;
+    let head_id = Oid::from_str(head)?;
+    let best_id = Oid::from_str(best)?;
+    if repo.graph_descendant_of(best_id, head_id)? {
+        return Ok(best.to_string());
+    }
+    let best_tree = repo.find_commit(best_id)?.tree_id();
+    let message = format!("Round {round}: start from best {}\n", &best[..10]);
+    let sig = crate::store::signature(&repo);
+    let commit =
+        crate::git::snapshot::commit(&repo, best_tree, &[head_id, best_id], &message, &sig)?;
+    Ok(commit.to_string())
+}
+
+fn start_round(conf: &Conference) -> Result<()> {
+    let st = conf.state();
+    let round = st.round + 1;
+    let mut heads = std::collections::BTreeMap::new();
+    for (id, r) in &st.researchers {
+        heads.insert(
+            id.clone(),
+            round_start_commit(conf, &r.head, &st.best.commit, round)?,
+        );
+    }
+    let mut upcoming = st.clone();
+    upcoming.round = round;
+    for r in upcoming.researchers.values_mut() {
+        r.round_iterations = 0;
+    }
+    let endgame = stop::is_endgame(conf, &upcoming);
+    let states: Vec<String> = st
+        .researchers
+        .iter()
+        .map(|(id, r)| {
+            format!(
+                "{id}:{}",
+                if r.stuck_level >= 3 {
+                    "respawned"
+                } else {
+                    "ready"
+                }
+            )
+        })
+        .collect();
+    conf.record(
+        "round.started",
+        &format!("round {round}{}", if endgame { " (endgame)" } else { "" }),
+        json!({"round": round, "researcher_states": states, "endgame": endgame,
+               "best_metric": st.best.metric, "best_commit": st.best.commit, "heads": heads}),
+        |next, _| {
+            next.phase = Phase::Research;
+            next.round = round;
+            let best_metric = next.best.metric;
+            for (id, r) in next.researchers.iter_mut() {
+                r.head = heads[id].clone();
+                r.round_start = heads[id].clone();
+                r.best_metric = best_metric;
+                r.round_start_metric = best_metric;
+                r.round_iterations = 0;
+                r.round_finished = None;
+                r.round_counts = Default::default();
+                if r.stuck_level >= 3 {
+                    r.stuck_level = 0;
+                    r.consecutive_fails = 0;
+                }
+            }
+            Ok(vec![])
+        },
+    )?;
+    for (id, head) in &heads {
+        conf.move_branch(&conf.refs.researcher(id), head, None)?;
+    }
+    conf.ui.info(&format!(
+        "round {round}{} — best {}",
+        if endgame { " (endgame)" } else { "" },
+        fmt(st.best.metric)
+    ));
+    Ok(())
+}
+
+fn pause(conf: &Conference) -> Result<()> {
+    let st = conf.state();
+    conf.record(
+        "conference.paused",
+        &format!("paused after round {}", st.round),
+        json!({"round": st.round, "pause_every": conf.config.pause_every}),
+        |next, _| {
+            next.status = "paused".into();
+            next.paused_at_round = next.round;
+            Ok(vec![])
+        },
+    )
+}
+
+fn begin_synthesis(conf: &Conference, status: &str, why: &str) -> Result<()> {
+    let st = conf.state();
+    let event = match status {
+        "converged" => "conference.converged",
+        "stalled" => "conference.stalled",
+        _ => "conference.budget_stop",
+    };
+    conf.record(
+        event,
+        why,
+        json!({"final_best_metric": st.best.metric, "round_count": st.round, "reason": why,
+               "status": status}),
+        |next, _| {
+            next.phase = Phase::Synthesis;
+            next.final_status = Some(status.to_string());
+            next.stop_reason = Some(why.to_string());
+            Ok(vec![])
+        },
+    )?;
+    conf.ui.info(&format!("stopping: {status} ({why})"));
+    Ok(())
+}
+
+fn write_synthesis(conf: &Conference) -> Result<()> {
+    let st = conf.state();
+    let outputs = synthesis::build(conf, &st)?;
+    conf.record(
+        "conference.completed",
+        &format!(
+            "{} after {} rounds: best {} ({})",
+            st.final_status.as_deref().unwrap_or("done"),
+            st.round,
+            fmt(st.best.metric),
+            &st.best.commit[..10]
+        ),
+        json!({"synthesis_path": files::SYNTHESIS, "final_report_path": files::FINAL_REPORT,
+               "total_iterations": st.total_iterations, "status": st.final_status,
+               "best_metric": st.best.metric, "best_commit": st.best.commit}),
+        |next, _| {
+            next.phase = Phase::Done;
+            next.status = "completed".into();
+            Ok(outputs
+                .into_iter()
+                .map(|(p, b)| StateChange::Put(p, b))
+                .collect())
+        },
+    )
+}

@@ -1,0 +1,172 @@
+//! Running the evaluation command on a candidate and turning it into a result.
+//!
+//! A result is cached in the conference state by tree id and evaluation settings, so the same tree
+//! is never evaluated twice with the same settings (not by two researchers, not after a resume).
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::config::Config;
+use crate::exec::metric::{self, Reading};
+use crate::exec::process::{self, Outcome, Spec};
+
+/// What one evaluation (all its repeats) gave.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct EvalResult {
+    /// Mean of the runs' metrics; None when the candidate crashed.
+    pub metric: Option<f64>,
+    /// Each run's metric.
+    pub runs: Vec<f64>,
+    pub sub_metrics: std::collections::BTreeMap<String, f64>,
+    /// ok | crashed | timeout | interrupted
+    pub status: String,
+    /// Why it crashed, in words.
+    pub reason: Option<String>,
+    pub seconds: f64,
+}
+
+impl EvalResult {
+    pub fn ok(&self) -> bool {
+        self.status == "ok"
+    }
+}
+
+/// The cache key part that stands for the evaluation settings.
+pub fn settings_hash(command: &str, repeats: u32, timeout: Duration, metric: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(command.as_bytes());
+    h.update(b"\0");
+    h.update(repeats.to_le_bytes());
+    h.update(timeout.as_secs().to_le_bytes());
+    h.update(metric.as_bytes());
+    let digest = h.finalize();
+    digest.iter().take(6).map(|b| format!("{b:02x}")).collect()
+}
+
+/// The metric name evaluations are read for.
+pub fn metric_name(config: &Config) -> String {
+    config
+        .metric
+        .as_ref()
+        .map(|m| m.name.clone())
+        .unwrap_or_else(|| "score".to_string())
+}
+
+pub struct EvalRequest<'a> {
+    pub command: &'a str,
+    pub metric: &'a str,
+    pub runs: u32,
+    pub timeout: Duration,
+    pub cwd: &'a Path,
+    pub env: Vec<(String, String)>,
+    /// Log file prefix, e.g. `<run-dir>/logs/A-r1-i3.eval`.
+    pub log_prefix: std::path::PathBuf,
+}
+
+/// Runs the evaluation `runs` times; stops at the first run that fails.
+pub async fn evaluate(req: EvalRequest<'_>) -> Result<EvalResult> {
+    let mut runs = Vec::new();
+    let mut sub_metrics = Default::default();
+    let mut seconds = 0.0;
+    for run in 0..req.runs.max(1) {
+        let stdout = req.log_prefix.with_extension(format!("{run}.out"));
+        let stderr = req.log_prefix.with_extension(format!("{run}.err"));
+        let mut env = req.env.clone();
+        env.push(("CONFERENCE_EVAL_RUN".into(), run.to_string()));
+        let finished = process::run(Spec {
+            command: req.command,
+            cwd: req.cwd,
+            env,
+            timeout: Some(req.timeout),
+            stdout: stdout.clone(),
+            stderr: stderr.clone(),
+            stdin: None,
+        })
+        .await?;
+        seconds += finished.elapsed.as_secs_f64();
+        let failure = |status: &str, reason: String| EvalResult {
+            metric: None,
+            runs: runs.clone(),
+            sub_metrics: Default::default(),
+            status: status.to_string(),
+            reason: Some(reason),
+            seconds,
+        };
+        match finished.outcome {
+            Outcome::TimedOut => {
+                return Ok(failure(
+                    "timeout",
+                    format!("evaluation timed out after {:?}", req.timeout),
+                ))
+            }
+            Outcome::Cancelled => return Ok(failure("interrupted", "interrupted".into())),
+            ref o if !o.success() => {
+                let tail = tail(&process::read_output(&stderr), 3);
+                return Ok(failure(
+                    "crashed",
+                    format!("evaluation {}{tail}", o.describe()),
+                ));
+            }
+            _ => {}
+        }
+        let out = process::read_output(&stdout);
+        let mut m = metric::parse(&out, req.metric);
+        if m.reading == Reading::Missing {
+            m = metric::parse(&process::read_output(&stderr), req.metric);
+        }
+        match m.reading {
+            Reading::Value(v) => {
+                runs.push(v);
+                sub_metrics = m.sub_metrics;
+            }
+            Reading::NotFinite(text) => {
+                return Ok(failure(
+                    "crashed",
+                    format!("metric {} is {text}", req.metric),
+                ))
+            }
+            Reading::Missing => {
+                return Ok(failure(
+                    "crashed",
+                    format!("no metric `{}` in the output", req.metric),
+                ))
+            }
+        }
+    }
+    let mean = runs.iter().sum::<f64>() / runs.len() as f64;
+    Ok(EvalResult {
+        metric: Some(mean),
+        runs,
+        sub_metrics,
+        status: "ok".into(),
+        reason: None,
+        seconds,
+    })
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    if all.is_empty() {
+        return String::new();
+    }
+    let start = all.len().saturating_sub(lines);
+    format!(": {}", all[start..].join(" | "))
+}
+
+/// Mean and sample standard deviation.
+pub fn mean_sd(values: &[f64]) -> (f64, f64) {
+    if values.is_empty() {
+        return (f64::NAN, 0.0);
+    }
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    if values.len() < 2 {
+        return (mean, 0.0);
+    }
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    (mean, var.sqrt())
+}

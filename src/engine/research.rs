@@ -1,0 +1,649 @@
+//! Phase 1: every researcher runs its iterations in its own worktree, all at once.
+//!
+//! One iteration: write the prompt, run the agent, take what changed as a snapshot, reject it if
+//! it touches a frozen or forbidden path, evaluate it (or reuse the cached result for that tree),
+//! keep it only if strictly better than the researcher's best, record the event (the commit
+//! point), then write the note, move the branch and put the worktree back to the kept snapshot.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use git2::{Oid, Repository, Signature};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::agent::{self, AgentCall, AgentOutcome};
+use super::evaluate::{self, EvalRequest, EvalResult};
+use super::prompt::{self, PromptContext};
+use super::state::{files, Phase};
+use super::Conference;
+use crate::exec::process;
+use crate::git::{snapshot, worktree};
+use crate::store::{self, StateChange};
+
+/// How many recent attempts a researcher's file in the state keeps.
+const RECENT_ATTEMPTS: usize = 200;
+/// Stuck levels: consecutive non-improving iterations that reach level 1, 2 and 3.
+pub const STUCK_LEVELS: [u32; 3] = [3, 5, 7];
+/// Agent crashes in a row after which a researcher is marked failed for the round.
+const CRASHES_TO_FAIL: u32 = 3;
+
+/// One attempt, as the state's attempts files and the results table have it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AttemptRecord {
+    pub round: u32,
+    pub researcher: String,
+    pub iteration: u32,
+    pub commit: String,
+    pub tree: String,
+    pub metric: Option<f64>,
+    pub delta: Option<f64>,
+    pub verdict: String,
+    pub description: String,
+    #[serde(default)]
+    pub reason: Option<String>,
+    pub timestamp: String,
+    #[serde(default)]
+    pub sub_metrics: std::collections::BTreeMap<String, f64>,
+}
+
+/// Reads a JSON-lines file of the state tree.
+pub fn read_jsonl<T: for<'de> Deserialize<'de>>(conf: &Conference, path: &str) -> Result<Vec<T>> {
+    let bytes = conf.read_state_file(path)?.unwrap_or_default();
+    Ok(String::from_utf8_lossy(&bytes)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect())
+}
+
+/// A researcher's recent attempts (bounded), oldest first.
+pub fn recent_attempts(conf: &Conference, researcher: &str) -> Result<Vec<AttemptRecord>> {
+    read_jsonl(conf, &files::attempts(researcher))
+}
+
+/// All attempts of a round, in the order they were recorded.
+pub fn round_attempts(conf: &Conference, round: u32) -> Result<Vec<AttemptRecord>> {
+    read_jsonl(conf, &format!("{}/attempts.jsonl", files::round_dir(round)))
+}
+
+/// Runs phase 1 of the current round for every researcher that has not finished it.
+pub async fn run_phase(conf: &std::sync::Arc<Conference>) -> Result<()> {
+    let st = conf.state();
+    let pending: Vec<String> = st
+        .researchers
+        .iter()
+        .filter(|(_, r)| r.round_finished.is_none())
+        .map(|(id, _)| id.clone())
+        .collect();
+    let mut tasks = tokio::task::JoinSet::new();
+    for id in pending {
+        let conf = conf.clone();
+        tasks.spawn(async move {
+            let result = researcher_loop(&conf, &id).await;
+            (id, result)
+        });
+    }
+    let mut first_error = None;
+    while let Some(joined) = tasks.join_next().await {
+        let (id, result) = joined?;
+        if let Err(e) = result {
+            conf.ui.info(&format!("researcher {id}: {e:#}"));
+            if first_error.is_none() {
+                first_error = Some(e);
+            }
+        }
+    }
+    conf.ui.clear_researchers();
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+fn researcher_label(id: &str) -> String {
+    format!("researcher-{id}")
+}
+
+async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
+    let started = Instant::now();
+    let limit = conf.config.researcher_timeout;
+    let branch = conf.refs.researcher_branch(id);
+    let head = conf.state().researcher(id).head.clone();
+    let wt_path = conf.prepare_worktree(&researcher_label(id), Some(&branch), &head)?;
+    let mut agent_crashes = 0;
+    loop {
+        if process::cancelled() {
+            return Ok(());
+        }
+        let st = conf.state();
+        let r = st.researcher(id).clone();
+        if r.round_iterations >= conf.config.iterations_per_round {
+            return finish(conf, id, "completed");
+        }
+        if super::stop::budget_exhausted(conf, &st).is_some() {
+            return finish(conf, id, "budget");
+        }
+        let remaining = limit.map(|l| l.saturating_sub(started.elapsed()));
+        if remaining == Some(Duration::ZERO) {
+            return finish(conf, id, "timeout");
+        }
+        let iteration = r.round_iterations + 1;
+        conf.ui.researcher(
+            id,
+            &format!(
+                "round {} iteration {iteration}/{}  best {}  last {}",
+                st.round,
+                conf.config.iterations_per_round,
+                fmt_metric(r.best_metric),
+                r.last_verdict.as_deref().unwrap_or("-")
+            ),
+        );
+        let recent: Vec<(String, String, Option<f64>, String)> = recent_attempts(conf, id)?
+            .iter()
+            .rev()
+            .take(10)
+            .rev()
+            .map(|a| {
+                (
+                    format!("r{}i{}", a.round, a.iteration),
+                    a.verdict.clone(),
+                    a.metric,
+                    a.description.clone(),
+                )
+            })
+            .collect();
+        let prompt = prompt::render(&PromptContext {
+            config: &conf.config,
+            researcher: id,
+            round: st.round,
+            iteration,
+            best_metric: r.best_metric,
+            conference_best: st.best.metric,
+            shared_knowledge: &st.shared_knowledge,
+            recent: &recent,
+            stuck_level: r.stuck_level,
+            endgame: super::stop::is_endgame(conf, &st),
+            devils_advocate: conf.config.devils_advocate_id().as_deref() == Some(id),
+        });
+        let head_tree = conf
+            .open_repo()?
+            .find_commit(Oid::from_str(&r.head)?)?
+            .tree_id();
+        let env = conf.context_env(id, st.round, iteration, r.best_metric);
+        let outcome = agent::run(
+            conf,
+            AgentCall {
+                researcher: id,
+                round: st.round,
+                iteration,
+                worktree: &wt_path,
+                prompt: &prompt,
+                timeout: remaining,
+                env: env.clone(),
+                head_tree,
+                attempts: r.attempts,
+            },
+        )
+        .await?;
+        let agent_timed_out = matches!(outcome, AgentOutcome::TimedOut);
+        let (description, agent_failure) = match outcome {
+            AgentOutcome::Interrupted => return Ok(()),
+            AgentOutcome::Exhausted => return finish(conf, id, "exhausted"),
+            AgentOutcome::Done(note) => (note, None),
+            AgentOutcome::Crashed(why) => (None, Some(("crashed", why))),
+            AgentOutcome::TimedOut => (
+                None,
+                Some((
+                    "timeout",
+                    "agent ran past the researcher timeout".to_string(),
+                )),
+            ),
+        };
+        // Whatever the agent left is the attempt, even when it failed: record it, then revert.
+        let repo = conf.open_repo()?;
+        let wt = open_worktree(conf, &wt_path)?;
+        restore_head(&wt, &conf.refs.researcher(id), &r.head)?;
+        let tree = snapshot::capture(&wt)?;
+        drop(wt);
+        let description =
+            description.unwrap_or_else(|| default_description(&repo, head_tree, tree));
+        let attempt = Attempt {
+            id,
+            iteration,
+            tree,
+            head: &r.head,
+            description: &description,
+        };
+        let changed = snapshot::changed_paths(&repo, head_tree, tree)?;
+        let commit = if tree == head_tree {
+            None
+        } else {
+            Some(commit_attempt(conf, &repo, &attempt)?)
+        };
+        drop(repo);
+        let verdict = if let Some((kind, why)) = agent_failure {
+            agent_crashes += 1;
+            let result = failed_eval(kind, &why);
+            record_iteration(conf, &attempt, commit, &result, kind, Some(why))?;
+            kind
+        } else if tree == head_tree {
+            agent_crashes = 0;
+            record_iteration(
+                conf,
+                &attempt,
+                None,
+                &failed_eval("no_change", "no change"),
+                "no_change",
+                None,
+            )?;
+            "no_change"
+        } else {
+            agent_crashes = 0;
+            if let Some(why) = conf.guard.violation(&changed) {
+                record_iteration(
+                    conf,
+                    &attempt,
+                    commit,
+                    &failed_eval("rejected", &why),
+                    "rejected",
+                    Some(why),
+                )?;
+                "rejected"
+            } else {
+                let result =
+                    evaluate_cached(conf, id, st.round, iteration, tree, &wt_path, env).await?;
+                if result.status == "interrupted" {
+                    return Ok(());
+                }
+                let kept = result
+                    .metric
+                    .is_some_and(|m| match (r.best_metric, conf.direction()) {
+                        (Some(best), Some(dir)) => dir.better(m, best),
+                        (None, _) => true,
+                        (Some(best), None) => m > best,
+                    });
+                let verdict = match result.status.as_str() {
+                    "ok" if kept => "kept",
+                    "ok" => "reverted",
+                    "timeout" => "timeout",
+                    _ => "crashed",
+                };
+                let reason = result.reason.clone();
+                record_iteration(conf, &attempt, commit, &result, verdict, reason)?;
+                verdict
+            }
+        };
+        // Effects of the recorded event: branch (if kept), worktree back to the kept snapshot.
+        let head_now = conf.state().researcher(id).head.clone();
+        let wt = open_worktree(conf, &wt_path)?;
+        if verdict == "kept" {
+            conf.move_branch(&conf.refs.researcher(id), &head_now, Some(&r.head))?;
+        }
+        snapshot::reset(
+            &wt,
+            Oid::from_str(&head_now)?,
+            Some(&conf.refs.researcher(id)),
+        )?;
+        let now = conf.state();
+        conf.ui.info(&format!(
+            "  {id} r{} i{iteration}: {verdict:<9} best {}  {description}",
+            st.round,
+            fmt_metric(now.researcher(id).best_metric),
+        ));
+        if agent_timed_out {
+            return finish(conf, id, "timeout");
+        }
+        if agent_crashes >= CRASHES_TO_FAIL {
+            return finish(conf, id, "failed");
+        }
+        if conf.state().researcher(id).stuck_level >= 3 {
+            return finish(conf, id, "stuck");
+        }
+    }
+}
+
+struct Attempt<'a> {
+    id: &'a str,
+    iteration: u32,
+    tree: Oid,
+    head: &'a str,
+    description: &'a str,
+}
+
+fn fmt_metric(m: Option<f64>) -> String {
+    m.map(|v| format!("{v:.6}")).unwrap_or_else(|| "-".into())
+}
+
+fn failed_eval(status: &str, why: &str) -> EvalResult {
+    EvalResult {
+        metric: None,
+        runs: vec![],
+        sub_metrics: Default::default(),
+        status: status.to_string(),
+        reason: Some(why.to_string()),
+        seconds: 0.0,
+    }
+}
+
+fn open_worktree(conf: &Conference, path: &std::path::Path) -> Result<Repository> {
+    let repo = conf.open_repo()?;
+    worktree::repair_gitfile(&repo, path)?;
+    Ok(Repository::open(path)?)
+}
+
+/// An agent that committed or switched branches in its worktree is put back: only the files count.
+fn restore_head(wt: &Repository, branch_ref: &str, expected: &str) -> Result<()> {
+    let expected = Oid::from_str(expected)?;
+    let current = wt.find_reference(branch_ref).ok().and_then(|r| r.target());
+    if current != Some(expected) {
+        wt.reference(
+            branch_ref,
+            expected,
+            true,
+            "git conference: undo an agent's commit",
+        )?;
+    }
+    let head_ok = wt
+        .head()
+        .ok()
+        .and_then(|h| h.name().map(str::to_string))
+        .as_deref()
+        == Some(branch_ref);
+    if !head_ok {
+        wt.set_head(branch_ref)?;
+    }
+    Ok(())
+}
+
+fn default_description(repo: &Repository, old: Oid, new: Oid) -> String {
+    match snapshot::changed_paths(repo, old, new) {
+        Ok(paths) if paths.is_empty() => "no change".into(),
+        Ok(paths) if paths.len() <= 3 => format!("change {}", paths.join(", ")),
+        Ok(paths) => format!(
+            "change {} and {} more files",
+            paths[..2].join(", "),
+            paths.len() - 2
+        ),
+        Err(_) => "change".into(),
+    }
+}
+
+fn commit_attempt(conf: &Conference, repo: &Repository, a: &Attempt) -> Result<Oid> {
+    let st = conf.state();
+    let message = format!(
+        "{}\n\nResearcher {} · round {} · iteration {}\nConference: {}\n",
+        a.description.lines().next().unwrap_or("change"),
+        a.id,
+        st.round,
+        a.iteration,
+        conf.name
+    );
+    let author = researcher_signature(repo, a.id);
+    let commit = snapshot::commit(repo, a.tree, &[Oid::from_str(a.head)?], &message, &author)?;
+    // Reachable before it is recorded: a kill now loses no attempt.
+    store::keep_reachable(repo, &conf.refs, &[commit])?;
+    Ok(commit)
+}
+
+/// Snapshots are authored by the researcher that made them.
+pub fn researcher_signature(repo: &Repository, id: &str) -> Signature<'static> {
+    let email = store::signature(repo)
+        .email()
+        .unwrap_or("git-conference@localhost")
+        .to_string();
+    Signature::now(&format!("Researcher {id} (git-conference)"), &email)
+        .unwrap_or_else(|_| store::signature(repo))
+}
+
+/// Evaluates a tree in the researcher's worktree, or returns the cached result for it.
+async fn evaluate_cached(
+    conf: &Conference,
+    id: &str,
+    round: u32,
+    iteration: u32,
+    tree: Oid,
+    wt_path: &std::path::Path,
+    env: Vec<(String, String)>,
+) -> Result<EvalResult> {
+    let st = conf.state();
+    let key = files::eval_cache(&st.eval_settings, &tree.to_string());
+    if let Some(bytes) = conf.read_state_file(&key)? {
+        if let Ok(cached) = serde_json::from_slice::<EvalResult>(&bytes) {
+            return Ok(cached);
+        }
+    }
+    let metric = evaluate::metric_name(&conf.config);
+    evaluate::evaluate(EvalRequest {
+        command: &conf.config.evaluation.command,
+        metric: &metric,
+        runs: conf.config.evaluation.repeats,
+        timeout: conf.config.evaluation.timeout,
+        cwd: wt_path,
+        env,
+        log_prefix: conf.log_path(&format!("{id}-r{round}-i{iteration}.eval")),
+    })
+    .await
+}
+
+/// Records `researcher.iteration`: the commit point of an attempt.
+fn record_iteration(
+    conf: &Conference,
+    a: &Attempt,
+    commit: Option<Oid>,
+    result: &EvalResult,
+    verdict: &str,
+    reason: Option<String>,
+) -> Result<()> {
+    let st = conf.state();
+    let r = st.researcher(a.id);
+    let delta = match (result.metric, r.best_metric) {
+        (Some(m), Some(b)) => Some(m - b),
+        _ => None,
+    };
+    let commit_hex = commit
+        .map(|c| c.to_string())
+        .unwrap_or_else(|| a.head.to_string());
+    let record = AttemptRecord {
+        round: st.round,
+        researcher: a.id.to_string(),
+        iteration: a.iteration,
+        commit: commit_hex.clone(),
+        tree: a.tree.to_string(),
+        metric: result.metric,
+        delta,
+        verdict: verdict.to_string(),
+        description: a.description.lines().next().unwrap_or("").to_string(),
+        reason: reason.clone(),
+        timestamp: super::now_iso(),
+        sub_metrics: result.sub_metrics.clone(),
+    };
+    let note = commit.map(|c| {
+        json!({
+            "commit": c.to_string(),
+            "conference": conf.name,
+            "researcher": a.id,
+            "round": st.round,
+            "iteration": a.iteration,
+            "verdict": verdict,
+            "metric": result.metric,
+            "runs": result.runs,
+            "sub_metrics": result.sub_metrics,
+            "reason": reason,
+        })
+    });
+    let payload = json!({
+        "researcher": a.id,
+        "round": st.round,
+        "iteration": a.iteration,
+        "metric_value": result.metric,
+        "delta": delta.map(|d| format!("{d:+}")),
+        "status": verdict,
+        "commit": commit.map(|c| c.to_string()),
+        "tree": a.tree.to_string(),
+        "description": record.description,
+        "reason": reason,
+        "sub_metrics": result.sub_metrics,
+        "notes": note.iter().collect::<Vec<_>>(),
+    });
+    let summary = format!(
+        "{} r{} i{} {} {}",
+        a.id,
+        st.round,
+        a.iteration,
+        verdict,
+        result.metric.map(|m| format!("{m}")).unwrap_or_default()
+    );
+    let cache_result = (commit.is_some()
+        && matches!(result.status.as_str(), "ok" | "crashed" | "timeout"))
+    .then(|| result.clone());
+    conf.record("researcher.iteration", &summary, payload, |next, rec| {
+        let mut changes = Vec::new();
+        let round_path = format!("{}/attempts.jsonl", files::round_dir(next.round));
+        let line = serde_json::to_string(&record)?;
+        changes.push(append_line(rec, &round_path, &line, usize::MAX)?);
+        changes.push(append_line(
+            rec,
+            &files::attempts(a.id),
+            &line,
+            RECENT_ATTEMPTS,
+        )?);
+        if let Some(result) = &cache_result {
+            changes.push(StateChange::Put(
+                files::eval_cache(&next.eval_settings, &a.tree.to_string()),
+                serde_json::to_vec(result)?,
+            ));
+        }
+        next.total_iterations += 1;
+        let r = next.researcher_mut(a.id);
+        r.round_iterations = a.iteration;
+        r.attempts += 1;
+        r.counts.add(verdict);
+        r.round_counts.add(verdict);
+        r.last_verdict = Some(verdict.to_string());
+        if verdict == "kept" {
+            r.head = commit_hex.clone();
+            r.best_metric = result.metric;
+            r.consecutive_fails = 0;
+            r.stuck_level = 0;
+        } else {
+            r.consecutive_fails += 1;
+            r.stuck_level = STUCK_LEVELS
+                .iter()
+                .filter(|&&l| r.consecutive_fails >= l)
+                .count() as u8;
+        }
+        Ok(changes)
+    })?;
+    if let Some(n) = note {
+        conf.note(&[(commit.unwrap(), n)])?;
+    }
+    let r = conf.state().researcher(a.id).clone();
+    if verdict != "kept" && STUCK_LEVELS.contains(&r.consecutive_fails) {
+        let level = r.stuck_level;
+        conf.record(
+            "researcher.stuck",
+            &format!("{} at level {level}", a.id),
+            json!({"researcher": a.id, "round": st.round, "stuck_level": level,
+                   "consecutive_non_improving": r.consecutive_fails}),
+            |_, _| Ok(vec![]),
+        )?;
+    }
+    Ok(())
+}
+
+/// Appends a line to a JSON-lines file of the state tree, keeping at most `keep` lines.
+pub fn append_line(
+    rec: &super::Recorder,
+    path: &str,
+    line: &str,
+    keep: usize,
+) -> Result<StateChange> {
+    let old = rec.log.read(&rec.repo, path)?.unwrap_or_default();
+    let mut text = String::from_utf8_lossy(&old).into_owned();
+    text.push_str(line);
+    text.push('\n');
+    let lines: Vec<&str> = text.lines().collect();
+    let text = if lines.len() > keep {
+        lines[lines.len() - keep..].join("\n") + "\n"
+    } else {
+        text
+    };
+    Ok(StateChange::Put(path.to_string(), text.into_bytes()))
+}
+
+/// Records that a researcher is done with phase 1 of this round; the last one moves the
+/// conference to the poster session.
+fn finish(conf: &Conference, id: &str, why: &str) -> Result<()> {
+    let st = conf.state();
+    conf.record(
+        "researcher.finished",
+        &format!("{id} finished round {} ({why})", st.round),
+        json!({"researcher": id, "round": st.round, "reason": why,
+               "iterations": st.researcher(id).round_iterations}),
+        |next, _| {
+            next.researcher_mut(id).round_finished = Some(why.to_string());
+            if next
+                .researchers
+                .values()
+                .all(|r| r.round_finished.is_some())
+            {
+                next.phase = Phase::Poster;
+            }
+            Ok(vec![])
+        },
+    )?;
+    conf.ui
+        .researcher(id, &format!("finished round {} ({why})", st.round));
+    Ok(())
+}
+
+/// On resume: a worktree caught mid-iteration holds a partial attempt. It is committed, kept
+/// reachable and recorded (`attempt.interrupted`), never silently deleted. Returns its commit.
+pub fn set_aside_partial(conf: &Conference, id: &str, wt: &Repository) -> Result<Option<String>> {
+    let st = conf.state();
+    let r = st.researcher(id);
+    let repo = conf.open_repo()?;
+    let head = Oid::from_str(&r.head)?;
+    let head_tree = repo.find_commit(head)?.tree_id();
+    restore_head(wt, &conf.refs.researcher(id), &r.head)?;
+    let tree = snapshot::capture(wt)?;
+    if tree == head_tree {
+        return Ok(None);
+    }
+    // Already recorded (killed after the event, before the reset)?
+    let recorded = recent_attempts(conf, id)?
+        .iter()
+        .any(|a| a.tree == tree.to_string());
+    if recorded {
+        return Ok(None);
+    }
+    let description = format!(
+        "interrupted attempt: {}",
+        default_description(&repo, head_tree, tree)
+    );
+    let attempt = Attempt {
+        id,
+        iteration: r.round_iterations + 1,
+        tree,
+        head: &r.head,
+        description: &description,
+    };
+    let commit = commit_attempt(conf, &repo, &attempt)?;
+    let note = json!({"commit": commit.to_string(), "conference": conf.name, "researcher": id,
+                      "round": st.round, "iteration": attempt.iteration, "verdict": "interrupted"});
+    conf.record(
+        "attempt.interrupted",
+        &format!("{id} r{} partial attempt set aside", st.round),
+        json!({"researcher": id, "round": st.round, "commit": commit.to_string(),
+               "tree": tree.to_string(), "notes": [note.clone()]}),
+        |_, _| Ok(vec![]),
+    )?;
+    conf.note(&[(commit, note)])?;
+    Ok(Some(commit.to_string()))
+}
+
+impl Conference {
+    pub fn direction(&self) -> Option<crate::config::Direction> {
+        self.config.metric.as_ref().map(|m| m.direction)
+    }
+}

@@ -1,0 +1,185 @@
+//! The conference state stored as `state.json` in the event log's tip tree.
+//!
+//! It is a summary that every event updates, so `status` answers from one blob and `resume`
+//! knows where it stands without replaying the log. Anything that can be derived from it (branch
+//! positions, worktree contents, notes) is reconciled from it on resume.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Round not started yet (before round 1, or between rounds).
+    Between,
+    Research,
+    Poster,
+    Review,
+    Transfer,
+    Synthesis,
+    Done,
+}
+
+impl Phase {
+    pub fn label(self) -> &'static str {
+        match self {
+            Phase::Between => "between rounds",
+            Phase::Research => "phase 1: research",
+            Phase::Poster => "phase 2: poster session",
+            Phase::Review => "phase 3: peer review",
+            Phase::Transfer => "phase 4: knowledge transfer",
+            Phase::Synthesis => "synthesis",
+            Phase::Done => "done",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Counts {
+    pub kept: u64,
+    pub reverted: u64,
+    pub crashed: u64,
+    pub timeout: u64,
+    pub rejected: u64,
+    pub no_change: u64,
+}
+
+impl Counts {
+    pub fn add(&mut self, verdict: &str) {
+        match verdict {
+            "kept" => self.kept += 1,
+            "reverted" => self.reverted += 1,
+            "crashed" => self.crashed += 1,
+            "timeout" => self.timeout += 1,
+            "rejected" => self.rejected += 1,
+            _ => self.no_change += 1,
+        }
+    }
+    pub fn total(&self) -> u64 {
+        self.kept + self.reverted + self.crashed + self.timeout + self.rejected + self.no_change
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ResearcherState {
+    /// The researcher's kept snapshot: its branch points here.
+    pub head: String,
+    /// Metric of `head` (None before the baseline is measured).
+    pub best_metric: Option<f64>,
+    /// Commit and metric the researcher started the current round from.
+    pub round_start: String,
+    pub round_start_metric: Option<f64>,
+    /// Iterations done in the current round.
+    pub round_iterations: u32,
+    /// `None` while researching; else why it stopped this round (completed, stuck, timeout, failed).
+    pub round_finished: Option<String>,
+    pub counts: Counts,
+    pub round_counts: Counts,
+    /// Consecutive non-improving iterations, and the stuck level they give (0-3).
+    pub consecutive_fails: u32,
+    pub stuck_level: u8,
+    /// Attempts ever made by this researcher (seeds the built-in tuner deterministically).
+    pub attempts: u64,
+    pub last_verdict: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Best {
+    pub commit: String,
+    pub metric: Option<f64>,
+    pub researcher: Option<String>,
+    pub round: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct State {
+    pub name: String,
+    /// running | paused | completed
+    pub status: String,
+    pub phase: Phase,
+    pub round: u32,
+    pub baseline_commit: String,
+    pub baseline_metric: Option<f64>,
+    pub best: Best,
+    pub researchers: BTreeMap<String, ResearcherState>,
+    pub total_iterations: u64,
+    pub started_at: String,
+    pub updated_at: String,
+    /// Seconds since the epoch when the conference started (time budget).
+    pub started_unix: u64,
+    pub events: u64,
+    pub last_event: String,
+    /// Best metric after each completed round (index 0 = round 1).
+    pub round_bests: Vec<Option<f64>>,
+    /// Consecutive rounds without progress beyond the noise threshold.
+    pub plateau_rounds: u32,
+    /// Consecutive rounds where every qualitative score was >= 8.
+    pub high_score_rounds: u32,
+    /// Why it stopped: converged | budget_stop | stalled (None while running).
+    pub final_status: Option<String>,
+    pub stop_reason: Option<String>,
+    /// Findings validated so far (one line each), as the Shared Knowledge section has them.
+    pub shared_knowledge: Vec<String>,
+    /// Hash of the evaluation settings, part of the evaluation cache key.
+    pub eval_settings: String,
+    /// Knowledge transfer progress in the current round: picks already decided.
+    pub transfer_done: Vec<String>,
+    /// The round after which the conference last paused (so a resume does not pause again).
+    #[serde(default)]
+    pub paused_at_round: u32,
+}
+
+impl State {
+    pub fn researcher(&self, id: &str) -> &ResearcherState {
+        &self.researchers[id]
+    }
+    pub fn researcher_mut(&mut self, id: &str) -> &mut ResearcherState {
+        self.researchers.get_mut(id).expect("known researcher")
+    }
+    pub fn counts(&self) -> Counts {
+        let mut c = Counts::default();
+        for r in self.researchers.values() {
+            c.kept += r.counts.kept;
+            c.reverted += r.counts.reverted;
+            c.crashed += r.counts.crashed;
+            c.timeout += r.counts.timeout;
+            c.rejected += r.counts.rejected;
+            c.no_change += r.counts.no_change;
+        }
+        c
+    }
+}
+
+/// Paths inside the state tree.
+pub mod files {
+    pub const STATE: &str = "state.json";
+    pub const CONFIG: &str = "conference.md";
+    pub const SYNTHESIS: &str = "synthesis.md";
+    pub const FINAL_REPORT: &str = "final_report.md";
+    pub const PLOT: &str = "conference_progress.png";
+
+    pub fn round_dir(round: u32) -> String {
+        format!("round-{round}")
+    }
+    pub fn results(round: u32) -> String {
+        format!("round-{round}/results.tsv")
+    }
+    pub fn poster(round: u32) -> String {
+        format!("round-{round}/poster_session_round_{round}.md")
+    }
+    pub fn review(round: u32) -> String {
+        format!("round-{round}/peer_review_round_{round}.md")
+    }
+    pub fn transfer(round: u32) -> String {
+        format!("round-{round}/knowledge_transfer_round_{round}.md")
+    }
+    /// Recent attempts of a researcher (JSON lines, bounded), for prompts and the tuner.
+    pub fn attempts(researcher: &str) -> String {
+        format!("researchers/{researcher}/attempts.jsonl")
+    }
+    /// Evaluation cache entry for a tree under the current evaluation settings.
+    pub fn eval_cache(settings: &str, tree: &str) -> String {
+        format!("evaluations/{settings}/{}/{}", &tree[..2], &tree[2..])
+    }
+}

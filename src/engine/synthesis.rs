@@ -1,0 +1,363 @@
+//! The end of a conference: `synthesis.md` (what was learned), `final_report.md` (status, rounds
+//! table, trajectory, validated and overturned findings with their diffs, best vs baseline,
+//! per-researcher statistics) and `conference_progress.png`, all built from the recorded data.
+//! Also the results tables in the original skill's TSV format.
+
+use std::fmt::Write;
+
+use anyhow::Result;
+use git2::Oid;
+
+use super::research::{round_attempts, AttemptRecord};
+use super::review::{fmt, Finding};
+use super::state::{files, State};
+use super::Conference;
+use crate::git::snapshot;
+use crate::report_plot::{self, PlotData, PlotSeries};
+
+/// Header of conference_results.tsv (the original skill's columns).
+pub const RESULTS_HEADER: &str = "round\tresearcher\titeration\tmetric_value\tdelta\tdelta_pct\tstatus\tdescription\tevaluator_source\tpeer_review_verdict\ttimestamp";
+
+/// The seed's status column: kept | reverted | failed.
+fn tsv_status(verdict: &str) -> &str {
+    match verdict {
+        "kept" => "kept",
+        "reverted" | "no_change" | "rejected" => "reverted",
+        _ => "failed",
+    }
+}
+
+fn tsv_clean(s: &str) -> String {
+    s.replace(['\t', '\n', '\r'], " ")
+}
+
+/// One results row.
+pub fn tsv_row(a: &AttemptRecord, evaluator: &str, verdict: Option<&str>) -> String {
+    let delta = a
+        .delta
+        .map(|d| format!("{d:+}"))
+        .unwrap_or_else(|| "-".into());
+    let delta_pct = match (a.delta, a.metric) {
+        (Some(d), Some(m)) if (m - d).abs() > f64::EPSILON => {
+            format!("{:+.2}", 100.0 * d / (m - d).abs())
+        }
+        _ => "-".into(),
+    };
+    format!(
+        "{}\t{}\t{}\t{}\t{delta}\t{delta_pct}\t{}\t{}\t{evaluator}\t{}\t{}",
+        a.round,
+        a.researcher,
+        a.iteration,
+        a.metric
+            .map(|m| m.to_string())
+            .unwrap_or_else(|| "-".into()),
+        tsv_status(&a.verdict),
+        tsv_clean(&a.description),
+        verdict.unwrap_or("-"),
+        a.timestamp
+    )
+}
+
+pub fn evaluator_source(conf: &Conference) -> String {
+    format!("script:{}", tsv_clean(&conf.config.evaluation.command))
+}
+
+/// The results table of one round, with the peer review verdict on each researcher's round-best.
+pub fn round_results_tsv(conf: &Conference, round: u32, findings: &[Finding]) -> Result<String> {
+    let mut out = String::from(RESULTS_HEADER);
+    out.push('\n');
+    let evaluator = evaluator_source(conf);
+    for a in round_attempts(conf, round)? {
+        let verdict = findings
+            .iter()
+            .find(|f| f.commit == a.commit)
+            .map(|f| f.verdict.as_str());
+        out.push_str(&tsv_row(&a, &evaluator, verdict));
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+pub fn read_findings(conf: &Conference, round: u32) -> Vec<Finding> {
+    conf.read_state_file(&format!("{}/findings.json", files::round_dir(round)))
+        .ok()
+        .flatten()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
+}
+
+/// Every attempt of the conference, round by round.
+pub fn all_attempts(conf: &Conference, st: &State) -> Result<Vec<AttemptRecord>> {
+    let mut all = Vec::new();
+    for round in 1..=st.round {
+        all.extend(round_attempts(conf, round)?);
+    }
+    Ok(all)
+}
+
+pub fn plot(conf: &Conference, st: &State, attempts: &[AttemptRecord]) -> Result<Vec<u8>> {
+    let mut series: Vec<PlotSeries> = st
+        .researchers
+        .keys()
+        .map(|id| PlotSeries {
+            label: format!("Researcher {id}"),
+            points: vec![],
+        })
+        .collect();
+    let mut boundaries = Vec::new();
+    let mut last_round = 0;
+    for (i, a) in attempts.iter().enumerate() {
+        let x = (i + 1) as f64;
+        if a.round != last_round && last_round != 0 {
+            boundaries.push(x - 0.5);
+        }
+        last_round = a.round;
+        if let Some(s) = series
+            .iter_mut()
+            .find(|s| s.label == format!("Researcher {}", a.researcher))
+        {
+            s.points.push((x, a.metric));
+        }
+    }
+    let spec = conf.config.metric.as_ref();
+    report_plot::render_png(&PlotData {
+        metric: super::evaluate::metric_name(&conf.config),
+        minimize: spec
+            .map(|m| m.direction == crate::config::Direction::Minimize)
+            .unwrap_or(false),
+        target: spec.and_then(|m| m.target),
+        series,
+        baseline: st.baseline_metric,
+        round_boundaries: boundaries,
+    })
+}
+
+/// Writes synthesis.md, final_report.md and the plot: (path, bytes) for the state tree.
+pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
+    let repo = conf.open_repo()?;
+    let attempts = all_attempts(conf, st)?;
+    let findings: Vec<(u32, Finding)> = (1..=st.round)
+        .flat_map(|r| read_findings(conf, r).into_iter().map(move |f| (r, f)))
+        .collect();
+    let status = st.final_status.clone().unwrap_or_else(|| "running".into());
+    let metric = super::evaluate::metric_name(&conf.config);
+    let baseline = Oid::from_str(&st.baseline_commit)?;
+    let best = Oid::from_str(&st.best.commit)?;
+    let base_tree = repo.find_commit(baseline)?.tree_id();
+    let best_tree = repo.find_commit(best)?.tree_id();
+
+    let mut report = String::new();
+    let _ = writeln!(report, "# Final Report — {}\n", conf.config.title);
+    let _ = writeln!(report, "- **Status:** {status}");
+    let _ = writeln!(
+        report,
+        "- **Reason:** {}",
+        st.stop_reason.as_deref().unwrap_or("-")
+    );
+    let _ = writeln!(
+        report,
+        "- **Goal:** {}",
+        conf.config.goal.lines().next().unwrap_or("")
+    );
+    let _ = writeln!(
+        report,
+        "- **Metric:** {metric}{}",
+        conf.config
+            .metric
+            .as_ref()
+            .map(|m| format!(
+                " ({:?}, target {})",
+                m.direction,
+                m.target
+                    .map(|t| t.to_string())
+                    .unwrap_or_else(|| "none".into())
+            ))
+            .unwrap_or_default()
+    );
+    let _ = writeln!(
+        report,
+        "- **Baseline:** {} at `{}`",
+        fmt(st.baseline_metric),
+        &st.baseline_commit[..10]
+    );
+    let _ = writeln!(
+        report,
+        "- **Best:** {} at `{}` (branch `{}`)",
+        fmt(st.best.metric),
+        &st.best.commit[..10],
+        conf.refs.best_branch()
+    );
+    let _ = writeln!(
+        report,
+        "- **Rounds:** {} · **iterations:** {}\n",
+        st.round, st.total_iterations
+    );
+
+    let _ = writeln!(report, "## Rounds\n");
+    let _ = writeln!(
+        report,
+        "| Round | Best after round | Validated | Challenged | Overturned |"
+    );
+    let _ = writeln!(report, "|---|---|---|---|---|");
+    for round in 1..=st.round {
+        let fs: Vec<&Finding> = findings
+            .iter()
+            .filter(|(r, _)| *r == round)
+            .map(|(_, f)| f)
+            .collect();
+        let n = |v: &str| fs.iter().filter(|f| f.verdict == v).count();
+        let _ = writeln!(
+            report,
+            "| {round} | {} | {} | {} | {} |",
+            fmt(st.round_bests.get(round as usize - 1).copied().flatten()),
+            n("validated"),
+            n("challenged"),
+            n("overturned")
+        );
+    }
+    let _ = writeln!(report, "\n## Metric trajectory\n");
+    let trajectory: Vec<String> = std::iter::once(fmt(st.baseline_metric))
+        .chain(st.round_bests.iter().map(|m| fmt(*m)))
+        .collect();
+    let _ = writeln!(
+        report,
+        "{} (baseline, then after each round)\n",
+        trajectory.join(" → ")
+    );
+    let _ = writeln!(report, "![progress](conference_progress.png)\n");
+
+    for (title, verdicts) in [
+        ("Validated findings", &["validated"][..]),
+        (
+            "Challenged and overturned findings",
+            &["challenged", "overturned"][..],
+        ),
+    ] {
+        let _ = writeln!(report, "## {title}\n");
+        let mut any = false;
+        for (round, f) in findings
+            .iter()
+            .filter(|(_, f)| verdicts.contains(&f.verdict.as_str()))
+        {
+            any = true;
+            let _ = writeln!(
+                report,
+                "### Round {round}, Researcher {} — {}\n\n{} · claimed {} · reproduced {} · gain {:+.6}\n\n{}\n",
+                f.researcher,
+                f.description.lines().next().unwrap_or(""),
+                f.verdict,
+                fmt(f.claimed),
+                fmt(f.reproduced),
+                f.gain_reproduced,
+                f.reasoning
+            );
+            if let (Ok(a), Ok(b)) = (Oid::from_str(&f.round_start), Oid::from_str(&f.commit)) {
+                if let (Ok(a), Ok(b)) = (repo.find_commit(a), repo.find_commit(b)) {
+                    let diff = snapshot::diff_text(&repo, a.tree_id(), b.tree_id())?;
+                    let _ = writeln!(report, "```diff\n{}```\n", truncate(&diff, 4000));
+                }
+            }
+        }
+        if !any {
+            let _ = writeln!(report, "None.\n");
+        }
+    }
+    let _ = writeln!(report, "## Best vs baseline\n");
+    let (files_changed, ins, del) = snapshot::diff_stat(&repo, base_tree, best_tree)?;
+    let _ = writeln!(report, "{files_changed} files changed, +{ins} −{del}\n");
+    let _ = writeln!(
+        report,
+        "```diff\n{}```\n",
+        truncate(&snapshot::diff_text(&repo, base_tree, best_tree)?, 8000)
+    );
+    let _ = writeln!(report, "## Researchers\n");
+    let _ = writeln!(report, "| Researcher | Attempts | Kept | Reverted | Crashed | Timeout | Rejected | No change | Best |");
+    let _ = writeln!(report, "|---|---|---|---|---|---|---|---|---|");
+    for (id, r) in &st.researchers {
+        let c = &r.counts;
+        let _ = writeln!(
+            report,
+            "| {id} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            c.total(),
+            c.kept,
+            c.reverted,
+            c.crashed,
+            c.timeout,
+            c.rejected,
+            c.no_change,
+            fmt(r.best_metric)
+        );
+    }
+    let _ = writeln!(
+        report,
+        "\nApply the best branch to your branch with `git conference apply {}`.",
+        conf.name
+    );
+
+    let mut synthesis = String::new();
+    let _ = writeln!(synthesis, "# Synthesis — {}\n", conf.config.title);
+    let _ = writeln!(
+        synthesis,
+        "The conference ran {} round(s) and {} iterations and ended **{status}** ({}). Best {metric}: {} (baseline {}).\n",
+        st.round,
+        st.total_iterations,
+        st.stop_reason.as_deref().unwrap_or("-"),
+        fmt(st.best.metric),
+        fmt(st.baseline_metric)
+    );
+    let _ = writeln!(
+        synthesis,
+        "## What worked (validated and combined on best)\n"
+    );
+    if st.shared_knowledge.is_empty() {
+        let _ = writeln!(synthesis, "No finding was validated.\n");
+    }
+    for k in &st.shared_knowledge {
+        let _ = writeln!(synthesis, "- {k}");
+    }
+    let _ = writeln!(synthesis, "\n## What did not hold up\n");
+    let failed: Vec<_> = findings
+        .iter()
+        .filter(|(_, f)| f.verdict != "validated")
+        .collect();
+    if failed.is_empty() {
+        let _ = writeln!(synthesis, "Every reviewed finding was validated.");
+    }
+    for (round, f) in failed {
+        let _ = writeln!(
+            synthesis,
+            "- Round {round}, Researcher {}: {} — {} ({})",
+            f.researcher,
+            f.description.lines().next().unwrap_or(""),
+            f.verdict,
+            f.reasoning
+        );
+    }
+    let _ = writeln!(synthesis, "\n## Open questions\n");
+    let _ = writeln!(
+        synthesis,
+        "- Challenged findings may hold with more noise runs (Noise Handling → Noise runs).\n- {}",
+        if st.final_status.as_deref() == Some("budget_stop") {
+            "The budget ended the conference before convergence: more rounds may still improve the metric."
+        } else {
+            "The conference stopped on its own rule; a new search space or focus may find more."
+        }
+    );
+    let png = plot(conf, st, &attempts)?;
+    Ok(vec![
+        (files::SYNTHESIS.to_string(), synthesis.into_bytes()),
+        (files::FINAL_REPORT.to_string(), report.into_bytes()),
+        (files::PLOT.to_string(), png),
+    ])
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}\n… ({} more bytes)\n", &s[..end], s.len() - end)
+}

@@ -1,0 +1,188 @@
+//! Child processes with a timeout that kills the whole process group.
+//!
+//! Every command runs through `sh -c` in its own process group, so a timeout or Ctrl-C kills the
+//! evaluation together with everything it started. Output goes to files rather than pipes: a
+//! grandchild that keeps a pipe open can then never hang the conference, and the log of every run
+//! stays on disk for the user to read.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use tokio::io::AsyncWriteExt;
+
+/// Variables from the user's git invocation that must not leak into commands run in worktrees.
+const GIT_ENV_TO_CLEAR: &[&str] = &[
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_PREFIX",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+];
+
+static CANCELLED: AtomicBool = AtomicBool::new(false);
+static RUNNING_GROUPS: Mutex<Option<HashSet<i32>>> = Mutex::new(None);
+
+/// What to run.
+pub struct Spec<'a> {
+    pub command: &'a str,
+    pub cwd: &'a Path,
+    pub env: Vec<(String, String)>,
+    pub timeout: Option<Duration>,
+    /// Where stdout and stderr are written (the directory must exist).
+    pub stdout: PathBuf,
+    pub stderr: PathBuf,
+    pub stdin: Option<Vec<u8>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Exited(i32),
+    Signaled(i32),
+    TimedOut,
+    Cancelled,
+}
+
+impl Outcome {
+    pub fn success(&self) -> bool {
+        *self == Outcome::Exited(0)
+    }
+    pub fn describe(&self) -> String {
+        match self {
+            Outcome::Exited(code) => format!("exit status {code}"),
+            Outcome::Signaled(sig) => format!("killed by signal {sig}"),
+            Outcome::TimedOut => "timed out".into(),
+            Outcome::Cancelled => "interrupted".into(),
+        }
+    }
+}
+
+pub struct Finished {
+    pub outcome: Outcome,
+    pub elapsed: Duration,
+}
+
+/// Asks every running command to stop (Ctrl-C): kills their process groups.
+pub fn cancel_all() {
+    CANCELLED.store(true, Ordering::SeqCst);
+    let groups = RUNNING_GROUPS.lock().unwrap();
+    if let Some(groups) = groups.as_ref() {
+        for pgid in groups {
+            kill_group(*pgid);
+        }
+    }
+}
+
+pub fn cancelled() -> bool {
+    CANCELLED.load(Ordering::SeqCst)
+}
+
+fn kill_group(pgid: i32) {
+    // SAFETY: killpg only sends a signal; a stale group id is harmless (ESRCH).
+    unsafe {
+        libc::killpg(pgid, libc::SIGKILL);
+    }
+}
+
+fn register(pgid: i32) {
+    RUNNING_GROUPS
+        .lock()
+        .unwrap()
+        .get_or_insert_with(HashSet::new)
+        .insert(pgid);
+}
+
+fn unregister(pgid: i32) {
+    if let Some(groups) = RUNNING_GROUPS.lock().unwrap().as_mut() {
+        groups.remove(&pgid);
+    }
+}
+
+/// Runs `spec` to completion, timeout or cancellation.
+pub async fn run(spec: Spec<'_>) -> Result<Finished> {
+    let started = Instant::now();
+    if cancelled() {
+        return Ok(Finished {
+            outcome: Outcome::Cancelled,
+            elapsed: Duration::ZERO,
+        });
+    }
+    let stdout = std::fs::File::create(&spec.stdout)
+        .with_context(|| format!("cannot create {}", spec.stdout.display()))?;
+    let stderr = std::fs::File::create(&spec.stderr)
+        .with_context(|| format!("cannot create {}", spec.stderr.display()))?;
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(spec.command)
+        .current_dir(spec.cwd)
+        .stdout(Stdio::from(stdout))
+        .stderr(Stdio::from(stderr))
+        .stdin(if spec.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .process_group(0)
+        .kill_on_drop(true);
+    for var in GIT_ENV_TO_CLEAR {
+        cmd.env_remove(var);
+    }
+    for (k, v) in &spec.env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("cannot run `{}` in {}", spec.command, spec.cwd.display()))?;
+    let pgid = child.id().map(|p| p as i32).unwrap_or(0);
+    register(pgid);
+    if cancelled() {
+        kill_group(pgid);
+    }
+    if let (Some(input), Some(mut stdin)) = (spec.stdin, child.stdin.take()) {
+        // A command that does not read its stdin must not fail the run.
+        let _ = stdin.write_all(&input).await;
+        drop(stdin);
+    }
+    let waited = match spec.timeout {
+        Some(limit) => tokio::time::timeout(limit, child.wait()).await.ok(),
+        None => Some(child.wait().await),
+    };
+    let outcome = match waited {
+        Some(status) => {
+            let status = status?;
+            // The leader is gone; stragglers it left in its group go with it.
+            kill_group(pgid);
+            if cancelled() {
+                Outcome::Cancelled
+            } else if let Some(code) = status.code() {
+                Outcome::Exited(code)
+            } else {
+                use std::os::unix::process::ExitStatusExt;
+                Outcome::Signaled(status.signal().unwrap_or(0))
+            }
+        }
+        None => {
+            kill_group(pgid);
+            let _ = child.wait().await;
+            Outcome::TimedOut
+        }
+    };
+    unregister(pgid);
+    Ok(Finished {
+        outcome,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// Reads a log file written by [`run`], lossily.
+pub fn read_output(path: &Path) -> String {
+    std::fs::read(path)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}

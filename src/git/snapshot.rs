@@ -1,0 +1,142 @@
+//! Taking what an agent changed in a worktree as a tree, and putting a worktree back.
+//!
+//! The worktree's own index is the stat cache: adding everything looks at each file's stat data
+//! and hashes only files that changed, so a snapshot costs what git itself must do. New, modified
+//! and deleted files count; ignored files (build caches) are neither snapshotted nor removed.
+//! Putting a worktree back is a forced checkout that also removes untracked, non-ignored files, so
+//! junk left by an agent or an evaluation never leaks into the next attempt.
+
+use std::path::Path;
+
+use anyhow::Result;
+use git2::{build::CheckoutBuilder, IndexAddOption, Oid, Repository, Signature};
+
+/// The tree of the worktree's current files (writes the objects that changed).
+pub fn capture(wt: &Repository) -> Result<Oid> {
+    let mut index = wt.index()?;
+    index.add_all(["*"], IndexAddOption::DEFAULT, None)?;
+    index.update_all(["*"], None)?;
+    let tree = index.write_tree()?;
+    index.write()?;
+    Ok(tree)
+}
+
+/// Paths that differ between two trees (added, modified, deleted, both sides of a rename).
+pub fn changed_paths(repo: &Repository, old: Oid, new: Oid) -> Result<Vec<String>> {
+    if old == new {
+        return Ok(Vec::new());
+    }
+    let old = repo.find_tree(old)?;
+    let new = repo.find_tree(new)?;
+    let diff = repo.diff_tree_to_tree(Some(&old), Some(&new), None)?;
+    let mut paths = Vec::new();
+    for delta in diff.deltas() {
+        for file in [delta.old_file(), delta.new_file()] {
+            if let Some(p) = file.path() {
+                let p = p.to_string_lossy().into_owned();
+                if !paths.contains(&p) {
+                    paths.push(p);
+                }
+            }
+        }
+    }
+    Ok(paths)
+}
+
+/// `git diff --stat`-like summary of two trees: (files changed, insertions, deletions).
+pub fn diff_stat(repo: &Repository, old: Oid, new: Oid) -> Result<(usize, usize, usize)> {
+    let old = repo.find_tree(old)?;
+    let new = repo.find_tree(new)?;
+    let diff = repo.diff_tree_to_tree(Some(&old), Some(&new), None)?;
+    let stats = diff.stats()?;
+    Ok((stats.files_changed(), stats.insertions(), stats.deletions()))
+}
+
+/// A unified diff of two trees, as text.
+pub fn diff_text(repo: &Repository, old: Oid, new: Oid) -> Result<String> {
+    let old = repo.find_tree(old)?;
+    let new = repo.find_tree(new)?;
+    let diff = repo.diff_tree_to_tree(Some(&old), Some(&new), None)?;
+    let mut out = String::new();
+    diff.print(git2::DiffFormat::Patch, |_, _, line| {
+        match line.origin() {
+            '+' | '-' | ' ' => out.push(line.origin()),
+            _ => {}
+        }
+        out.push_str(&String::from_utf8_lossy(line.content()));
+        true
+    })?;
+    Ok(out)
+}
+
+/// Writes a commit object (no ref moves): the snapshot of an attempt.
+pub fn commit(
+    repo: &Repository,
+    tree: Oid,
+    parents: &[Oid],
+    message: &str,
+    author: &Signature,
+) -> Result<Oid> {
+    let tree = repo.find_tree(tree)?;
+    let parents: Vec<git2::Commit> = parents
+        .iter()
+        .map(|p| repo.find_commit(*p))
+        .collect::<Result<_, _>>()?;
+    let parent_refs: Vec<&git2::Commit> = parents.iter().collect();
+    let committer = crate::store::signature(repo);
+    Ok(repo.commit(None, author, &committer, message, &tree, &parent_refs)?)
+}
+
+/// Puts the worktree's files and index exactly at `commit`'s tree and points HEAD at `head_ref`
+/// (a branch) or detaches it at `commit` when `head_ref` is None. Only differing files are written.
+pub fn reset(wt: &Repository, commit: Oid, head_ref: Option<&str>) -> Result<()> {
+    let target = wt.find_commit(commit)?;
+    let mut opts = CheckoutBuilder::new();
+    opts.force().remove_untracked(true);
+    wt.checkout_tree(target.as_object(), Some(&mut opts))?;
+    match head_ref {
+        Some(name) => {
+            if wt
+                .head()
+                .ok()
+                .and_then(|h| h.name().map(str::to_string))
+                .as_deref()
+                != Some(name)
+                || !wt.head_detached().map(|d| !d).unwrap_or(false)
+            {
+                wt.set_head(name)?;
+            }
+        }
+        None => wt.set_head_detached(commit)?,
+    }
+    Ok(())
+}
+
+/// Reads the files under `paths` at `tree` (text files only), for the built-in tuner.
+pub fn read_files(repo: &Repository, tree: Oid, paths: &[String]) -> Result<Vec<(String, String)>> {
+    let tree = repo.find_tree(tree)?;
+    let mut out = Vec::new();
+    for p in paths {
+        if let Ok(entry) = tree.get_path(Path::new(p)) {
+            if let Ok(blob) = repo.find_blob(entry.id()) {
+                if let Ok(text) = std::str::from_utf8(blob.content()) {
+                    out.push((p.clone(), text.to_string()));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Every file path in a tree (for matching globs against the whole project).
+pub fn list_files(repo: &Repository, tree: Oid) -> Result<Vec<String>> {
+    let tree = repo.find_tree(tree)?;
+    let mut out = Vec::new();
+    tree.walk(git2::TreeWalkMode::PreOrder, |root, entry| {
+        if entry.kind() == Some(git2::ObjectType::Blob) {
+            out.push(format!("{root}{}", entry.name().unwrap_or("")));
+        }
+        git2::TreeWalkResult::Ok
+    })?;
+    Ok(out)
+}

@@ -1,0 +1,115 @@
+//! Researcher, review and best worktrees: real `git worktree`s outside the user's working tree.
+//!
+//! They live under `<git-common-dir>/conference/<name>/worktrees/` (or under the folder named by
+//! the git config `conference.worktreesPath`), so the user's tree, index and branches are never
+//! touched. Registration goes through the user's `git` once per conference; after that, moving a
+//! worktree from one snapshot to another is a checkout of the files that differ (see `snapshot`).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use git2::Repository;
+
+use super::git;
+
+/// Git config key naming the folder that holds conference worktrees.
+pub const WORKTREES_PATH_KEY: &str = "conference.worktreesPath";
+
+/// Per-conference working folder inside the git dir: lock, logs, prompts.
+pub fn run_dir(repo: &Repository, name: &str) -> PathBuf {
+    repo.commondir().join("conference").join(name)
+}
+
+/// Where the worktree `label` (e.g. `researcher-A`, `review`, `best`) of conference `name` lives.
+pub fn worktree_path(repo: &Repository, name: &str, label: &str) -> PathBuf {
+    let configured = repo
+        .config()
+        .ok()
+        .and_then(|c| c.get_path(WORKTREES_PATH_KEY).ok());
+    match configured {
+        Some(root) => root.join(name).join(label),
+        None => run_dir(repo, name).join("worktrees").join(label),
+    }
+}
+
+/// What a worktree should have checked out.
+pub enum Checkout<'a> {
+    /// A branch (short name, e.g. `conference/x/researcher-A`).
+    Branch(&'a str),
+    /// A detached commit.
+    Detached(git2::Oid),
+}
+
+/// Makes sure the worktree exists and is registered; re-creates it when it went missing.
+/// Returns its path. Does not change the files of an existing worktree.
+pub fn ensure(repo: &Repository, name: &str, label: &str, checkout: Checkout) -> Result<PathBuf> {
+    let path = worktree_path(repo, name, label);
+    if path.join(".git").exists() && Repository::open(&path).is_ok() {
+        return Ok(path);
+    }
+    let top = repo.commondir().to_path_buf();
+    // A registration whose folder is gone blocks `worktree add`: prune it first.
+    let _ = git(&top, &["worktree", "prune"]);
+    if path.exists() {
+        std::fs::remove_dir_all(&path)
+            .with_context(|| format!("cannot clear broken worktree {}", path.display()))?;
+    }
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let path_str = path.to_string_lossy().into_owned();
+    match checkout {
+        Checkout::Branch(branch) => {
+            git(
+                &top,
+                &["worktree", "add", "--force", "--quiet", &path_str, branch],
+            )?;
+        }
+        Checkout::Detached(commit) => {
+            git(
+                &top,
+                &[
+                    "worktree",
+                    "add",
+                    "--force",
+                    "--quiet",
+                    "--detach",
+                    &path_str,
+                    &commit.to_string(),
+                ],
+            )?;
+        }
+    }
+    Ok(path)
+}
+
+/// Removes a worktree (files and registration). Missing ones are fine.
+pub fn remove(repo: &Repository, path: &Path) -> Result<()> {
+    let top = repo.commondir().to_path_buf();
+    if path.exists() {
+        let p = path.to_string_lossy().into_owned();
+        if git(&top, &["worktree", "remove", "--force", "--force", &p]).is_err() {
+            std::fs::remove_dir_all(path)?;
+        }
+    }
+    let _ = git(&top, &["worktree", "prune"]);
+    Ok(())
+}
+
+/// Repairs the `.git` file of a worktree whose agent deleted it, so it can be opened again.
+pub fn repair_gitfile(repo: &Repository, path: &Path) -> Result<()> {
+    let gitfile = path.join(".git");
+    if gitfile.exists() {
+        return Ok(());
+    }
+    // Each registration's `gitdir` file names the worktree's `.git`: find the one pointing here.
+    let admin_root = repo.commondir().join("worktrees");
+    for entry in std::fs::read_dir(&admin_root)?.flatten() {
+        let pointer = std::fs::read_to_string(entry.path().join("gitdir")).unwrap_or_default();
+        if Path::new(pointer.trim()) == gitfile {
+            std::fs::write(&gitfile, format!("gitdir: {}\n", entry.path().display()))?;
+            return Ok(());
+        }
+    }
+    anyhow::bail!("worktree {} lost its registration", path.display())
+}

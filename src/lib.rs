@@ -1,0 +1,19 @@
+//! git-conference: automated research conferences inside a git repository.
+//!
+//! Layout: `config` reads conference.md; `store` owns every ref, the event log and the notes;
+//! `git` moves worktrees and snapshots; `exec` runs commands and reads metrics; `engine` runs the
+//! protocol (research, poster session, peer review, knowledge transfer, stop rules, synthesis);
+//! `tune` is the built-in researcher; `cli` has one file per subcommand.
+
+pub mod cli;
+pub mod config;
+pub mod engine;
+pub mod error;
+pub mod exec;
+pub mod git;
+pub mod hooks;
+pub mod lock;
+pub mod report_plot;
+pub mod store;
+pub mod tune;
+pub mod ui;

@@ -1,0 +1,5 @@
+//! The `git-conference` binary: parses the command line and hands over to the library.
+
+fn main() {
+    std::process::exit(git_conference::cli::main());
+}

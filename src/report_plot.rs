@@ -1,0 +1,655 @@
+//! Renders `conference_progress.png`, the progress chart of a research conference.
+//!
+//! The final report needs a picture of how the metric evolved: one line per
+//! researcher over the conference's global iteration index, the running best of
+//! the whole conference (black envelope), the target as a horizontal line and
+//! light vertical lines at round boundaries. It exists as its own module so the
+//! synthesis code only assembles a [`PlotData`] and gets PNG bytes back.
+//!
+//! Two constraints shape it: plotters is built without system fonts (feature
+//! `ab_glyph`), so DejaVu Sans is embedded from `assets/` and registered once;
+//! and the crate has no `image` dependency, so the RGB buffer is written out by
+//! the small PNG encoder at the bottom (stored, i.e. uncompressed, deflate).
+
+use std::sync::OnceLock;
+
+use anyhow::{anyhow, Result};
+use plotters::prelude::*;
+use plotters::style::FontStyle;
+
+/// One researcher's attempts.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PlotSeries {
+    /// Legend label, e.g. "Researcher A".
+    pub label: String,
+    /// (global 1-based iteration index of the conference, metric); `None` = crashed attempt.
+    pub points: Vec<(f64, Option<f64>)>,
+}
+
+/// Everything the progress chart shows.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PlotData {
+    /// Metric name, used as the y-axis label.
+    pub metric: String,
+    /// Whether lower is better (decides the direction of the best-so-far envelope).
+    pub minimize: bool,
+    /// Target value, drawn as a horizontal dashed line.
+    pub target: Option<f64>,
+    /// One series per researcher.
+    pub series: Vec<PlotSeries>,
+    /// Baseline metric; the envelope starts from it.
+    pub baseline: Option<f64>,
+    /// x positions of round boundaries (e.g. 4.5), drawn as light vertical lines.
+    pub round_boundaries: Vec<f64>,
+}
+
+const WIDTH: u32 = 1200;
+const HEIGHT: u32 = 800;
+const FONT: &str = "sans-serif";
+
+/// Okabe-Ito palette without black (black is the envelope); yellow last since
+/// it is the least legible on white.
+const SERIES_COLORS: [RGBColor; 7] = [
+    RGBColor(0xE6, 0x9F, 0x00), // orange
+    RGBColor(0x56, 0xB4, 0xE9), // sky blue
+    RGBColor(0x00, 0x9E, 0x73), // bluish green
+    RGBColor(0x00, 0x72, 0xB2), // blue
+    RGBColor(0xD5, 0x5E, 0x00), // vermillion
+    RGBColor(0xCC, 0x79, 0xA7), // reddish purple
+    RGBColor(0xF0, 0xE4, 0x42), // yellow
+];
+const ENVELOPE_COLOR: RGBColor = RGBColor(0, 0, 0);
+const TARGET_COLOR: RGBColor = RGBColor(0x55, 0x55, 0x55);
+const ROUND_COLOR: RGBColor = RGBColor(0xDD, 0xDD, 0xDD);
+
+fn ensure_font() -> Result<()> {
+    static REGISTERED: OnceLock<bool> = OnceLock::new();
+    let ok = *REGISTERED.get_or_init(|| {
+        plotters::style::register_font(
+            FONT,
+            FontStyle::Normal,
+            include_bytes!("../assets/DejaVuSans.ttf"),
+        )
+        .is_ok()
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(anyhow!(
+            "failed to load embedded font assets/DejaVuSans.ttf"
+        ))
+    }
+}
+
+fn plot_err<E: std::fmt::Display>(e: E) -> anyhow::Error {
+    anyhow!("rendering progress plot: {e}")
+}
+
+/// All finite (x, metric) points of all series, sorted by x (stable).
+fn all_points(data: &PlotData) -> Vec<(f64, f64)> {
+    let mut pts: Vec<(f64, f64)> = data
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter())
+        .filter_map(|&(x, y)| match y {
+            Some(y) if x.is_finite() && y.is_finite() => Some((x, y)),
+            _ => None,
+        })
+        .collect();
+    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    pts
+}
+
+/// Running best over all points in x order, starting from `baseline`.
+/// Returns (x, best after x) for every point.
+fn envelope(points: &[(f64, f64)], baseline: Option<f64>, minimize: bool) -> Vec<(f64, f64)> {
+    let mut best = baseline.filter(|b| b.is_finite());
+    points
+        .iter()
+        .map(|&(x, y)| {
+            let b = match best {
+                Some(b) if (minimize && b <= y) || (!minimize && b >= y) => b,
+                _ => y,
+            };
+            best = Some(b);
+            (x, b)
+        })
+        .collect()
+}
+
+/// Pads a range so it is never empty and the data does not touch the frame.
+fn padded(lo: f64, hi: f64, min_span: f64) -> (f64, f64) {
+    let (lo, hi) = if hi - lo < 1e-12 {
+        let half = (lo.abs() * 0.05).max(min_span / 2.0);
+        (lo - half, hi + half)
+    } else {
+        (lo, hi)
+    };
+    let pad = (hi - lo) * 0.05;
+    (lo - pad, hi + pad)
+}
+
+fn fmt_x(x: &f64) -> String {
+    if (x - x.round()).abs() < 1e-6 {
+        format!("{}", x.round() as i64)
+    } else {
+        format!("{x:.1}")
+    }
+}
+
+fn fmt_y(y: &f64, span: f64) -> String {
+    let decimals = if span <= 0.0 {
+        2
+    } else {
+        (1.0 - span.log10().floor()).clamp(0.0, 8.0) as usize
+    };
+    format!("{y:.decimals$}")
+}
+
+/// Renders the progress chart and returns the PNG file's bytes.
+pub fn render_png(data: &PlotData) -> Result<Vec<u8>> {
+    ensure_font()?;
+    let (w, h) = (WIDTH, HEIGHT);
+    let mut buf = vec![0u8; (w * h * 3) as usize];
+    draw(data, &mut buf, (w, h))?;
+    Ok(encode_png_rgb(w, h, &buf))
+}
+
+fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<()> {
+    let points = all_points(data);
+    let env = envelope(&points, data.baseline, data.minimize);
+
+    // x range: every attempt (crashed ones too) and round boundaries.
+    let xs = data
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .chain(data.round_boundaries.iter().copied())
+        .filter(|x| x.is_finite());
+    let (x_lo, x_hi) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
+        (lo.min(x), hi.max(x))
+    });
+    let (x_lo, x_hi) = if x_lo.is_finite() {
+        (x_lo.min(1.0), x_hi.max(1.0))
+    } else {
+        (1.0, 1.0)
+    };
+    let (x_lo, x_hi) = padded(x_lo, x_hi, 2.0);
+
+    let ys = points
+        .iter()
+        .map(|p| p.1)
+        .chain(data.target)
+        .chain(data.baseline)
+        .filter(|y| y.is_finite());
+    let (y_lo, y_hi) = ys.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), y| {
+        (lo.min(y), hi.max(y))
+    });
+    let (y_lo, y_hi) = if y_lo.is_finite() {
+        padded(y_lo, y_hi, 1e-3)
+    } else {
+        (0.0, 1.0)
+    };
+    let y_span = y_hi - y_lo;
+
+    let root = BitMapBackend::with_buffer(buf, size).into_drawing_area();
+    root.fill(&WHITE).map_err(plot_err)?;
+    let root = root.margin(20, 20, 20, 30);
+
+    let x_ticks = ((x_hi - x_lo).round() as usize + 1).clamp(2, 12);
+    let y_label = if data.metric.trim().is_empty() {
+        "metric"
+    } else {
+        data.metric.as_str()
+    };
+    let mut chart = ChartBuilder::on(&root)
+        .x_label_area_size(60)
+        .y_label_area_size(100)
+        .build_cartesian_2d(x_lo..x_hi, y_lo..y_hi)
+        .map_err(plot_err)?;
+    chart
+        .configure_mesh()
+        .light_line_style(WHITE)
+        .bold_line_style(RGBColor(0xEE, 0xEE, 0xEE))
+        .axis_style(BLACK)
+        .x_labels(x_ticks)
+        .y_labels(8)
+        .x_label_formatter(&fmt_x)
+        .y_label_formatter(&|y| fmt_y(y, y_span))
+        .x_desc("iteration")
+        .y_desc(y_label)
+        .label_style((FONT, 18))
+        .axis_desc_style((FONT, 22))
+        .draw()
+        .map_err(plot_err)?;
+
+    // Round boundaries first, so everything else is drawn over them.
+    for &bx in data.round_boundaries.iter().filter(|x| x.is_finite()) {
+        chart
+            .draw_series(LineSeries::new(
+                [(bx, y_lo), (bx, y_hi)],
+                ROUND_COLOR.stroke_width(2),
+            ))
+            .map_err(plot_err)?;
+    }
+
+    if let Some(t) = data.target.filter(|t| t.is_finite()) {
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(x_lo, t), (x_hi, t)],
+                10,
+                6,
+                TARGET_COLOR.stroke_width(2),
+            ))
+            .map_err(plot_err)?
+            .label(format!("target ({})", fmt_y(&t, y_span)))
+            .legend(|(x, y)| {
+                EmptyElement::at((x, y))
+                    + PathElement::new([(0, 0), (8, 0)], TARGET_COLOR.stroke_width(2))
+                    + PathElement::new([(13, 0), (20, 0)], TARGET_COLOR.stroke_width(2))
+            });
+    }
+
+    for (i, s) in data.series.iter().enumerate() {
+        let color = SERIES_COLORS[i % SERIES_COLORS.len()];
+        // Contiguous runs of successful attempts; crashes leave gaps.
+        let mut runs: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
+        for &(x, y) in &s.points {
+            match y {
+                Some(y) if x.is_finite() && y.is_finite() => runs.last_mut().unwrap().push((x, y)),
+                _ if runs.last().is_some_and(|r| !r.is_empty()) => runs.push(Vec::new()),
+                _ => {}
+            }
+        }
+        for run in runs.iter().filter(|r| r.len() > 1) {
+            chart
+                .draw_series(LineSeries::new(run.iter().copied(), color.stroke_width(2)))
+                .map_err(plot_err)?;
+        }
+        let label = if s.label.trim().is_empty() {
+            format!("series {}", i + 1)
+        } else {
+            s.label.clone()
+        };
+        chart
+            .draw_series(
+                runs.iter()
+                    .flatten()
+                    .map(|&p| Circle::new(p, 4, color.filled())),
+            )
+            .map_err(plot_err)?
+            .label(label)
+            .legend(move |(x, y)| {
+                EmptyElement::at((x, y))
+                    + PathElement::new([(0, 0), (20, 0)], color.stroke_width(3))
+                    + Circle::new((10, 0), 4, color.filled())
+            });
+    }
+
+    if !env.is_empty() {
+        // Step line: the best value holds until an attempt improves it.
+        let mut steps: Vec<(f64, f64)> = Vec::with_capacity(env.len() * 2 + 1);
+        if let Some(b) = data.baseline.filter(|b| b.is_finite()) {
+            steps.push((x_lo.max(env[0].0.min(1.0)), b));
+        }
+        for &(x, b) in &env {
+            // Only corners: collinear extra vertices make thick lines wobble.
+            match steps.last() {
+                Some(&(_, prev)) if prev == b => continue,
+                Some(&(_, prev)) => steps.push((x, prev)),
+                None => {}
+            }
+            steps.push((x, b));
+        }
+        if let Some(&(x, b)) = steps.last() {
+            let end = data
+                .series
+                .iter()
+                .flat_map(|s| s.points.iter().map(|p| p.0))
+                .filter(|x| x.is_finite())
+                .fold(x, f64::max);
+            if end > x {
+                steps.push((end, b));
+            }
+        }
+        chart
+            .draw_series(LineSeries::new(steps, ENVELOPE_COLOR.stroke_width(3)))
+            .map_err(plot_err)?
+            .label("best so far")
+            .legend(|(x, y)| {
+                PathElement::new([(x, y), (x + 20, y)], ENVELOPE_COLOR.stroke_width(3))
+            });
+    }
+
+    if points.is_empty() {
+        let (px, py) = chart.plotting_area().get_pixel_range();
+        let centre = ((px.start + px.end) / 2, (py.start + py.end) / 2);
+        let style = TextStyle::from((FONT, 28).into_font())
+            .color(&RGBColor(0x77, 0x77, 0x77))
+            .pos(plotters::style::text_anchor::Pos::new(
+                plotters::style::text_anchor::HPos::Center,
+                plotters::style::text_anchor::VPos::Center,
+            ));
+        root.draw_text("no data", &style, centre)
+            .map_err(plot_err)?;
+    }
+
+    let has_legend = !data.series.is_empty() || !env.is_empty() || data.target.is_some();
+    if has_legend {
+        chart
+            .configure_series_labels()
+            .position(if data.minimize {
+                SeriesLabelPosition::UpperRight
+            } else {
+                SeriesLabelPosition::LowerRight
+            })
+            .margin(15)
+            .legend_area_size(30)
+            .label_font((FONT, 18))
+            .background_style(WHITE.mix(0.9))
+            .border_style(RGBColor(0x99, 0x99, 0x99))
+            .draw()
+            .map_err(plot_err)?;
+    }
+
+    root.present().map_err(plot_err)?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Minimal PNG encoder: 8-bit RGB, filter 0 on every row, zlib with stored
+// (uncompressed) deflate blocks.
+
+const PNG_SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A];
+
+fn crc32_table() -> &'static [u32; 256] {
+    static TABLE: OnceLock<[u32; 256]> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut table = [0u32; 256];
+        for (n, entry) in table.iter_mut().enumerate() {
+            let mut c = n as u32;
+            for _ in 0..8 {
+                c = if c & 1 != 0 {
+                    0xEDB8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
+            }
+            *entry = c;
+        }
+        table
+    })
+}
+
+fn crc32(parts: &[&[u8]]) -> u32 {
+    let table = crc32_table();
+    let mut c = 0xFFFF_FFFFu32;
+    for part in parts {
+        for &b in *part {
+            c = table[((c ^ b as u32) & 0xFF) as usize] ^ (c >> 8);
+        }
+    }
+    c ^ 0xFFFF_FFFF
+}
+
+fn adler32(data: &[u8]) -> u32 {
+    const MOD: u32 = 65521;
+    let (mut a, mut b) = (1u32, 0u32);
+    // 5552 is the largest n with no u32 overflow before reducing.
+    for chunk in data.chunks(5552) {
+        for &byte in chunk {
+            a += byte as u32;
+            b += a;
+        }
+        a %= MOD;
+        b %= MOD;
+    }
+    (b << 16) | a
+}
+
+fn write_chunk(out: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
+    out.extend_from_slice(&(data.len() as u32).to_be_bytes());
+    out.extend_from_slice(kind);
+    out.extend_from_slice(data);
+    out.extend_from_slice(&crc32(&[kind, data]).to_be_bytes());
+}
+
+/// Zlib stream of `raw` using only stored deflate blocks.
+fn zlib_stored(raw: &[u8]) -> Vec<u8> {
+    const MAX_BLOCK: usize = 65535;
+    let blocks = raw.len().div_ceil(MAX_BLOCK).max(1);
+    let mut out = Vec::with_capacity(raw.len() + blocks * 5 + 6);
+    out.extend_from_slice(&[0x78, 0x01]); // deflate, 32K window, no dict, check bits ok
+    let mut chunks = raw.chunks(MAX_BLOCK).peekable();
+    if chunks.peek().is_none() {
+        out.extend_from_slice(&[1, 0, 0, 0xFF, 0xFF]);
+    }
+    while let Some(chunk) = chunks.next() {
+        let last = chunks.peek().is_none();
+        let len = chunk.len() as u16;
+        out.push(u8::from(last)); // BFINAL, BTYPE = 00 (stored)
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(&(!len).to_le_bytes());
+        out.extend_from_slice(chunk);
+    }
+    out.extend_from_slice(&adler32(raw).to_be_bytes());
+    out
+}
+
+/// Encodes a tightly packed 8-bit RGB buffer (`w * h * 3` bytes) as PNG.
+fn encode_png_rgb(w: u32, h: u32, rgb: &[u8]) -> Vec<u8> {
+    let row = w as usize * 3;
+    debug_assert_eq!(rgb.len(), row * h as usize);
+    let mut raw = Vec::with_capacity((row + 1) * h as usize);
+    for line in rgb.chunks(row.max(1)).take(h as usize) {
+        raw.push(0); // filter type: None
+        raw.extend_from_slice(line);
+    }
+    let idat = zlib_stored(&raw);
+
+    let mut ihdr = Vec::with_capacity(13);
+    ihdr.extend_from_slice(&w.to_be_bytes());
+    ihdr.extend_from_slice(&h.to_be_bytes());
+    ihdr.extend_from_slice(&[8, 2, 0, 0, 0]); // depth 8, RGB, deflate, adaptive, no interlace
+
+    let mut out = Vec::with_capacity(idat.len() + 64);
+    out.extend_from_slice(&PNG_SIGNATURE);
+    write_chunk(&mut out, b"IHDR", &ihdr);
+    write_chunk(&mut out, b"IDAT", &idat);
+    write_chunk(&mut out, b"IEND", &[]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parses the PNG, checks every CRC, returns (width, height, inflated IDAT data).
+    fn decode(png: &[u8]) -> (u32, u32, Vec<u8>) {
+        assert_eq!(&png[..8], &PNG_SIGNATURE);
+        let mut pos = 8;
+        let (mut w, mut h) = (0, 0);
+        let mut idat = Vec::new();
+        let mut kinds = Vec::new();
+        while pos < png.len() {
+            let len = u32::from_be_bytes(png[pos..pos + 4].try_into().unwrap()) as usize;
+            let kind = &png[pos + 4..pos + 8];
+            let body = &png[pos + 8..pos + 8 + len];
+            let crc = u32::from_be_bytes(png[pos + 8 + len..pos + 12 + len].try_into().unwrap());
+            assert_eq!(crc, crc32(&[kind, body]), "bad CRC in {:?}", kind);
+            match kind {
+                b"IHDR" => {
+                    assert_eq!(len, 13);
+                    w = u32::from_be_bytes(body[0..4].try_into().unwrap());
+                    h = u32::from_be_bytes(body[4..8].try_into().unwrap());
+                    assert_eq!(&body[8..], &[8, 2, 0, 0, 0]);
+                }
+                b"IDAT" => idat.extend_from_slice(body),
+                _ => {}
+            }
+            kinds.push(kind.to_vec());
+            pos += 12 + len;
+        }
+        assert_eq!(pos, png.len());
+        assert_eq!(kinds.first().unwrap(), b"IHDR");
+        assert_eq!(kinds.last().unwrap(), b"IEND");
+
+        // zlib header, stored blocks, Adler-32.
+        assert_eq!(idat[0], 0x78);
+        assert_eq!((u16::from(idat[0]) << 8 | u16::from(idat[1])) % 31, 0);
+        let mut p = 2;
+        let mut raw = Vec::new();
+        loop {
+            let header = idat[p];
+            assert_eq!(header & 0b110, 0, "not a stored block");
+            let len = u16::from_le_bytes([idat[p + 1], idat[p + 2]]);
+            let nlen = u16::from_le_bytes([idat[p + 3], idat[p + 4]]);
+            assert_eq!(len, !nlen);
+            raw.extend_from_slice(&idat[p + 5..p + 5 + len as usize]);
+            p += 5 + len as usize;
+            if header & 1 == 1 {
+                break;
+            }
+        }
+        assert_eq!(idat.len(), p + 4);
+        let adler = u32::from_be_bytes(idat[p..p + 4].try_into().unwrap());
+        assert_eq!(adler, adler32(&raw));
+        (w, h, raw)
+    }
+
+    fn pixel(raw: &[u8], w: u32, x: u32, y: u32) -> [u8; 3] {
+        let row = (w * 3 + 1) as usize;
+        let i = y as usize * row + 1 + x as usize * 3;
+        [raw[i], raw[i + 1], raw[i + 2]]
+    }
+
+    fn sample() -> PlotData {
+        let mut series = Vec::new();
+        for (k, name) in ["A", "B", "C"].iter().enumerate() {
+            let points = (0..20)
+                .filter(|i| i % 3 == k)
+                .map(|i| {
+                    let x = (i + 1) as f64;
+                    let y = if i == 7 {
+                        None
+                    } else {
+                        Some(1.0 / (1.0 + 0.2 * x) + 0.05 * ((i * 7 + k) % 5) as f64)
+                    };
+                    (x, y)
+                })
+                .collect();
+            series.push(PlotSeries {
+                label: format!("Researcher {name}"),
+                points,
+            });
+        }
+        PlotData {
+            metric: "val_loss".into(),
+            minimize: true,
+            target: Some(0.3),
+            series,
+            baseline: Some(1.0),
+            round_boundaries: vec![6.5, 12.5],
+        }
+    }
+
+    fn check(data: &PlotData) -> Vec<u8> {
+        let png = render_png(data).unwrap();
+        let (w, h, raw) = decode(&png);
+        assert_eq!((w, h), (WIDTH, HEIGHT));
+        assert_eq!(raw.len(), (w * h * 3 + h) as usize);
+        for y in 0..h {
+            assert_eq!(raw[(y * (w * 3 + 1)) as usize], 0, "filter byte of row {y}");
+        }
+        assert_eq!(pixel(&raw, w, 2, 2), [255, 255, 255]);
+        raw
+    }
+
+    #[test]
+    fn sample_chart_is_valid_png_with_colours() {
+        let raw = check(&sample());
+        let has = |c: [u8; 3]| {
+            raw.chunks(3 * WIDTH as usize + 1)
+                .any(|r| r[1..].chunks(3).any(|p| p == c))
+        };
+        assert!(has([0xE6, 0x9F, 0x00]), "orange series drawn");
+        assert!(has([0, 0, 0]), "black envelope/axes drawn");
+    }
+
+    #[test]
+    fn empty_data_works() {
+        check(&PlotData::default());
+        check(&PlotData {
+            metric: "score".into(),
+            series: vec![PlotSeries {
+                label: "Researcher A".into(),
+                points: vec![(1.0, None), (2.0, None)],
+            }],
+            ..Default::default()
+        });
+    }
+
+    #[test]
+    fn single_point_and_flat_values() {
+        check(&PlotData {
+            metric: "acc".into(),
+            series: vec![PlotSeries {
+                label: "Researcher A".into(),
+                points: vec![(1.0, Some(0.5))],
+            }],
+            ..Default::default()
+        });
+        check(&PlotData {
+            metric: "acc".into(),
+            target: Some(0.0),
+            baseline: Some(0.0),
+            series: vec![PlotSeries {
+                label: "Researcher A".into(),
+                points: vec![(1.0, Some(0.0)), (2.0, Some(0.0)), (3.0, Some(0.0))],
+            }],
+            ..Default::default()
+        });
+    }
+
+    #[test]
+    fn envelope_respects_direction_and_baseline() {
+        let pts = [(1.0, 3.0), (2.0, 1.0), (3.0, 2.0), (4.0, 5.0)];
+        let ys = |e: Vec<(f64, f64)>| e.into_iter().map(|p| p.1).collect::<Vec<_>>();
+        assert_eq!(ys(envelope(&pts, None, true)), [3.0, 1.0, 1.0, 1.0]);
+        assert_eq!(ys(envelope(&pts, None, false)), [3.0, 3.0, 3.0, 5.0]);
+        assert_eq!(ys(envelope(&pts, Some(0.5), true)), [0.5; 4]);
+        assert_eq!(ys(envelope(&pts, Some(4.0), false)), [4.0, 4.0, 4.0, 5.0]);
+        // all_points merges series in x order and drops crashes.
+        let data = PlotData {
+            series: vec![
+                PlotSeries {
+                    label: "A".into(),
+                    points: vec![(1.0, Some(2.0)), (3.0, None)],
+                },
+                PlotSeries {
+                    label: "B".into(),
+                    points: vec![(2.0, Some(1.0))],
+                },
+            ],
+            ..Default::default()
+        };
+        assert_eq!(all_points(&data), [(1.0, 2.0), (2.0, 1.0)]);
+    }
+
+    #[test]
+    fn png_encoder_small_and_multi_block() {
+        assert_eq!(crc32(&[b"IEND"]), 0xAE42_6082);
+        assert_eq!(adler32(b"Wikipedia"), 0x11E6_0398);
+        let (w, h) = (3u32, 2u32);
+        let rgb: Vec<u8> = (0..18).collect();
+        let (dw, dh, raw) = decode(&encode_png_rgb(w, h, &rgb));
+        assert_eq!((dw, dh), (w, h));
+        assert_eq!(raw.len(), 20);
+        assert_eq!(pixel(&raw, w, 1, 1), [12, 13, 14]);
+        // > 65535 bytes forces several stored blocks.
+        let (w, h) = (200u32, 150u32);
+        let rgb = vec![7u8; (w * h * 3) as usize];
+        let (_, _, raw) = decode(&encode_png_rgb(w, h, &rgb));
+        assert_eq!(raw.len(), (w * h * 3 + h) as usize);
+    }
+}

@@ -1,0 +1,230 @@
+//! The event log: an append-only chain of commits on `refs/conference/<name>/events`.
+//!
+//! Each event is one commit whose message is `<event>: <summary>` followed by the seed's JSON line
+//! (`{"event", "timestamp", "payload"}`), and whose tree is the whole conference state after that
+//! event (config, state.json, results, posters, reviews, report). Appending is the commit point of
+//! every step of the conference: the ref moves by compare-and-swap from the tip we read, so a crash
+//! before the swap leaves the previous state intact, and a crash after it has recorded the step.
+//! `status` reads one tree (the tip's) instead of replaying the log.
+
+use anyhow::{anyhow, bail, Context, Result};
+use git2::{build::TreeUpdateBuilder, FileMode, Oid, Repository, Sort};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::refs::ConferenceRefs;
+use super::signature;
+
+/// One event as the seed's JSON line has it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Event {
+    pub event: String,
+    pub timestamp: String,
+    pub payload: Value,
+}
+
+/// An event read back from the log, with the commit that records it.
+#[derive(Debug, Clone)]
+pub struct LoggedEvent {
+    pub commit: Oid,
+    pub summary: String,
+    pub event: Event,
+}
+
+/// A change to the state tree made together with an event.
+pub enum StateChange {
+    Put(String, Vec<u8>),
+    Remove(String),
+}
+
+/// Handle on one conference's event log and state tree.
+pub struct EventLog {
+    refs: ConferenceRefs,
+    tip: Option<Oid>,
+}
+
+impl EventLog {
+    /// Reads the current tip (None: the conference has not started).
+    pub fn open(repo: &Repository, refs: ConferenceRefs) -> Result<Self> {
+        let tip = match repo.find_reference(&refs.events()) {
+            Ok(r) => Some(r.peel_to_commit()?.id()),
+            Err(e) if e.code() == git2::ErrorCode::NotFound => None,
+            Err(e) => return Err(e.into()),
+        };
+        Ok(EventLog { refs, tip })
+    }
+
+    pub fn tip(&self) -> Option<Oid> {
+        self.tip
+    }
+
+    pub fn refs(&self) -> &ConferenceRefs {
+        &self.refs
+    }
+
+    /// The state tree at the tip.
+    pub fn state_tree(&self, repo: &Repository) -> Result<Option<Oid>> {
+        Ok(match self.tip {
+            Some(tip) => Some(repo.find_commit(tip)?.tree_id()),
+            None => None,
+        })
+    }
+
+    /// A file of the current state (None when absent or before the first event).
+    pub fn read(&self, repo: &Repository, path: &str) -> Result<Option<Vec<u8>>> {
+        let Some(tree) = self.state_tree(repo)? else {
+            return Ok(None);
+        };
+        read_path(repo, tree, path)
+    }
+
+    /// Records `event` with `changes` to the state tree; returns the event commit.
+    pub fn append(
+        &mut self,
+        repo: &Repository,
+        event: &Event,
+        summary: &str,
+        changes: &[StateChange],
+    ) -> Result<Oid> {
+        let base_tree = match self.state_tree(repo)? {
+            Some(t) => repo.find_tree(t)?,
+            None => repo.find_tree(repo.treebuilder(None)?.write()?)?,
+        };
+        let mut update = TreeUpdateBuilder::new();
+        for change in changes {
+            match change {
+                StateChange::Put(path, bytes) => {
+                    let blob = repo.blob(bytes)?;
+                    update.upsert(path.as_str(), blob, FileMode::Blob);
+                }
+                StateChange::Remove(path) => {
+                    update.remove(path.as_str());
+                }
+            }
+        }
+        let tree_id = update.create_updated(repo, &base_tree)?;
+        let tree = repo.find_tree(tree_id)?;
+        let summary_line: String = summary.replace('\n', " ");
+        let message = format!(
+            "{}: {}\n\n{}\n",
+            event.event,
+            summary_line,
+            serde_json::to_string(event)?
+        );
+        let sig = signature(repo);
+        let parents: Vec<git2::Commit> = match self.tip {
+            Some(tip) => vec![repo.find_commit(tip)?],
+            None => vec![],
+        };
+        let parent_refs: Vec<&git2::Commit> = parents.iter().collect();
+        let commit = repo.commit(None, &sig, &sig, &message, &tree, &parent_refs)?;
+        cas_update(
+            repo,
+            &self.refs.events(),
+            commit,
+            self.tip,
+            &message_first_line(&message),
+        )?;
+        self.tip = Some(commit);
+        Ok(commit)
+    }
+
+    /// Every event, oldest first.
+    pub fn read_all(&self, repo: &Repository) -> Result<Vec<LoggedEvent>> {
+        let mut out = Vec::new();
+        self.walk(repo, |e| {
+            out.push(e);
+            true
+        })?;
+        out.reverse();
+        Ok(out)
+    }
+
+    /// Walks events newest first until `visit` returns false.
+    pub fn walk(
+        &self,
+        repo: &Repository,
+        mut visit: impl FnMut(LoggedEvent) -> bool,
+    ) -> Result<()> {
+        let Some(tip) = self.tip else { return Ok(()) };
+        let mut walk = repo.revwalk()?;
+        walk.push(tip)?;
+        walk.simplify_first_parent()?;
+        walk.set_sorting(Sort::NONE)?;
+        for oid in walk {
+            let oid = oid?;
+            let commit = repo.find_commit(oid)?;
+            let logged = parse_event_commit(oid, commit.message_raw().unwrap_or(""))?;
+            if !visit(logged) {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn message_first_line(message: &str) -> String {
+    message.lines().next().unwrap_or("").to_string()
+}
+
+/// Parses an event commit's message back into the event.
+pub fn parse_event_commit(commit: Oid, message: &str) -> Result<LoggedEvent> {
+    let (first, body) = message.split_once('\n').unwrap_or((message, ""));
+    let summary = first
+        .split_once(": ")
+        .map(|(_, s)| s.to_string())
+        .unwrap_or_default();
+    let json = body
+        .lines()
+        .find(|l| l.trim_start().starts_with('{'))
+        .ok_or_else(|| anyhow!("event commit {commit} has no JSON payload"))?;
+    let event: Event = serde_json::from_str(json)
+        .with_context(|| format!("event commit {commit} has a malformed JSON payload"))?;
+    Ok(LoggedEvent {
+        commit,
+        summary,
+        event,
+    })
+}
+
+/// Reads the blob at `path` inside `tree`.
+pub fn read_path(repo: &Repository, tree: Oid, path: &str) -> Result<Option<Vec<u8>>> {
+    let tree = repo.find_tree(tree)?;
+    match tree.get_path(std::path::Path::new(path)) {
+        Ok(entry) => {
+            let blob = repo.find_blob(entry.id())?;
+            Ok(Some(blob.content().to_vec()))
+        }
+        Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Moves `name` to `new` only if it still points at `expected` (None: must not exist yet).
+pub fn cas_update(
+    repo: &Repository,
+    name: &str,
+    new: Oid,
+    expected: Option<Oid>,
+    log_message: &str,
+) -> Result<()> {
+    let result = match expected {
+        Some(old) => repo.reference_matching(name, new, true, old, log_message),
+        None => repo.reference(name, new, false, log_message),
+    };
+    match result {
+        Ok(_) => Ok(()),
+        Err(e)
+            if matches!(
+                e.code(),
+                git2::ErrorCode::Modified | git2::ErrorCode::Exists | git2::ErrorCode::Locked
+            ) =>
+        {
+            bail!(
+                "{name} was changed by someone else (expected {}); is another git-conference running?",
+                expected.map(|o| o.to_string()).unwrap_or_else(|| "no ref".into())
+            )
+        }
+        Err(e) => Err(e).with_context(|| format!("cannot update {name}")),
+    }
+}

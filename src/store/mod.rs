@@ -1,0 +1,59 @@
+//! Everything git-conference stores in git, behind one module (DESIGN.md §3): ref names
+//! (`refs`), the event log whose tip tree is the conference state (`events`), notes on snapshots
+//! (`notes`), and the chain that keeps every attempt reachable (`keep_reachable`).
+
+pub mod events;
+pub mod notes;
+pub mod refs;
+
+use anyhow::Result;
+use git2::{Oid, Repository, Signature};
+
+pub use events::{Event, EventLog, LoggedEvent, StateChange};
+pub use refs::{ConferenceRefs, NOTES_REF};
+
+/// The identity git-conference commits with: the user's, else a fixed one.
+pub fn signature(repo: &Repository) -> Signature<'static> {
+    repo.signature()
+        .map(|s| s.to_owned())
+        .unwrap_or_else(|_| Signature::now("git-conference", "git-conference@localhost").unwrap())
+}
+
+/// Makes `commits` reachable from `refs/conference/<name>/attempts` so that gc, fsck and push
+/// keep every attempt, including reverted and crashed ones that are on no branch.
+pub fn keep_reachable(repo: &Repository, refs: &ConferenceRefs, commits: &[Oid]) -> Result<()> {
+    if commits.is_empty() {
+        return Ok(());
+    }
+    let name = refs.attempts();
+    for _ in 0..5 {
+        let tip = match repo.find_reference(&name) {
+            Ok(r) => Some(r.peel_to_commit()?.id()),
+            Err(e) if e.code() == git2::ErrorCode::NotFound => None,
+            Err(e) => return Err(e.into()),
+        };
+        let mut parents = Vec::new();
+        if let Some(t) = tip {
+            parents.push(repo.find_commit(t)?);
+        }
+        for c in commits {
+            parents.push(repo.find_commit(*c)?);
+        }
+        let parent_refs: Vec<&git2::Commit> = parents.iter().collect();
+        let empty = repo.find_tree(repo.treebuilder(None)?.write()?)?;
+        let sig = signature(repo);
+        let message = format!(
+            "attempts: keep {}",
+            commits
+                .iter()
+                .map(|c| c.to_string()[..10].to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        let commit = repo.commit(None, &sig, &sig, &message, &empty, &parent_refs)?;
+        if events::cas_update(repo, &name, commit, tip, "git conference: keep attempt").is_ok() {
+            return Ok(());
+        }
+    }
+    anyhow::bail!("could not update {name}: it kept changing under us")
+}

@@ -1,0 +1,124 @@
+//! Every ref name git-conference reads or writes, in one place (DESIGN.md §3).
+//!
+//! Nothing else in the crate formats a `refs/...` string: a reader who wants to know where a
+//! conference keeps something looks here.
+
+/// Notes on snapshot commits: one JSON object per line, shared by all conferences of a repository.
+pub const NOTES_REF: &str = "refs/notes/conference";
+
+/// The ref names of one conference.
+#[derive(Debug, Clone)]
+pub struct ConferenceRefs {
+    pub name: String,
+}
+
+impl ConferenceRefs {
+    pub fn new(name: &str) -> Self {
+        ConferenceRefs {
+            name: name.to_string(),
+        }
+    }
+
+    /// Event log: one commit per event; each commit's tree is the conference state after it.
+    pub fn events(&self) -> String {
+        format!("refs/conference/{}/events", self.name)
+    }
+
+    /// Every attempt (kept or not) is a parent of a commit on this chain, so gc and push keep it.
+    pub fn attempts(&self) -> String {
+        format!("refs/conference/{}/attempts", self.name)
+    }
+
+    /// A researcher's branch: kept snapshots only.
+    pub fn researcher(&self, id: &str) -> String {
+        format!("refs/heads/{}", self.researcher_branch(id))
+    }
+
+    /// The short branch name (what `git log` and `git worktree list` show).
+    pub fn researcher_branch(&self, id: &str) -> String {
+        format!("conference/{}/researcher-{}", self.name, id)
+    }
+
+    /// The best branch: validated findings, cherry-picked.
+    pub fn best(&self) -> String {
+        format!("refs/heads/{}", self.best_branch())
+    }
+
+    pub fn best_branch(&self) -> String {
+        format!("conference/{}/best", self.name)
+    }
+
+    /// Refspecs that carry the whole conference to or from a remote.
+    pub fn refspecs(&self) -> Vec<String> {
+        vec![
+            format!("+refs/conference/{0}/*:refs/conference/{0}/*", self.name),
+            format!(
+                "+refs/heads/conference/{0}/*:refs/heads/conference/{0}/*",
+                self.name
+            ),
+        ]
+    }
+
+    /// Every ref glob owned by this conference (for `clean --all`).
+    pub fn owned_prefixes(&self) -> Vec<String> {
+        vec![
+            format!("refs/conference/{}/", self.name),
+            format!("refs/heads/conference/{}/", self.name),
+        ]
+    }
+}
+
+/// Conference names found under `refs/conference/*/events`.
+pub fn conference_name_from_events_ref(refname: &str) -> Option<&str> {
+    refname
+        .strip_prefix("refs/conference/")?
+        .strip_suffix("/events")
+}
+
+/// The glob that lists every conference's event log.
+pub const EVENTS_GLOB: &str = "refs/conference/*/events";
+
+/// A name is usable in ref names and paths: lowercase letters, digits, `-`, `_`, `.` (not leading).
+pub fn is_valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with(['.', '-'])
+        && !name.ends_with(".lock")
+        && !name.contains("..")
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+/// A slug of a title: "Faster tokenizer" -> "faster-tokenizer".
+pub fn slug(title: &str) -> String {
+    let mut out = String::new();
+    for c in title.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.is_empty() && !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    let out = out.trim_end_matches('-');
+    let out: String = out.chars().take(48).collect();
+    out.trim_end_matches('-').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        let r = ConferenceRefs::new("tok");
+        assert_eq!(r.events(), "refs/conference/tok/events");
+        assert_eq!(r.researcher("B"), "refs/heads/conference/tok/researcher-B");
+        assert_eq!(r.best(), "refs/heads/conference/tok/best");
+        assert_eq!(conference_name_from_events_ref(&r.events()), Some("tok"));
+        assert_eq!(slug("Faster tokenizer!  v2"), "faster-tokenizer-v2");
+        assert!(is_valid_name("faster-tokenizer"));
+        assert!(!is_valid_name("a/b"));
+        assert!(!is_valid_name(""));
+    }
+}

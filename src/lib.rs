@@ -10,6 +10,7 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod exec;
+pub mod failpoint;
 pub mod git;
 pub mod hooks;
 pub mod lock;

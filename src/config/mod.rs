@@ -184,6 +184,8 @@ pub struct Evaluation {
 pub struct Agent {
     /// A shell command, or `builtin:tune`.
     pub command: String,
+    /// Per agent run: an agent still running then is killed and its attempt recorded as timeout.
+    pub timeout: Duration,
     /// Seed for built-in researchers (deterministic per seed).
     pub seed: u64,
     /// Optional commands that write prose for the session chair, reviewer and synthesizer.

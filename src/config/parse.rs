@@ -334,6 +334,7 @@ pub static SECTIONS: &[SectionSpec] = &[
         body: Body::Settings,
         keys: &[
             key("command", &["cmd"], "- command: builtin:tune"),
+            key("timeout", &["agent timeout"], "- timeout: 30m"),
             key("seed", &[], "- seed: 0"),
             key("chair", &["chair command"], "- chair: ./prose.sh chair"),
             key(

@@ -18,6 +18,8 @@ use SectionKind as S;
 
 /// Default per-experiment evaluation timeout.
 pub const DEFAULT_EVAL_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long one agent run may take unless `- timeout:` in the Agent section says otherwise.
+pub const DEFAULT_AGENT_TIMEOUT: Duration = Duration::from_secs(1800);
 
 /// Check `doc` and build the configuration, or return every problem found.
 pub fn validate(doc: &Document) -> Result<Config, Vec<ConfigError>> {
@@ -540,8 +542,17 @@ impl<'a> Validator<'a> {
                 v.parse::<u64>().ok()
             })
             .map_or(0, |(v, _, _)| v);
+        let timeout = self
+            .value(
+                S::Agent,
+                "timeout",
+                "must be a positive duration (30m, 2h)",
+                positive_duration,
+            )
+            .map_or(DEFAULT_AGENT_TIMEOUT, |(v, _, _)| v);
         Some(Agent {
             command: command?,
+            timeout,
             seed,
             chair: self.optional(S::Agent, "chair"),
             reviewer: self.optional(S::Agent, "reviewer"),
@@ -786,6 +797,7 @@ Make it fast.
                 command: s(
                     r#"claude -p "$(cat "$CONFERENCE_PROMPT_FILE")" --permission-mode acceptEdits"#,
                 ),
+                timeout: DEFAULT_AGENT_TIMEOUT,
                 seed: 0,
                 chair: None,
                 reviewer: None,

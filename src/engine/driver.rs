@@ -167,6 +167,8 @@ fn start_round(conf: &Conference) -> Result<()> {
         json!({"round": round, "researcher_states": states, "endgame": endgame,
                "best_metric": st.best.metric, "best_commit": st.best.commit, "heads": heads}),
         |next, _| {
+            // A researcher restarting from a best that moved last round starts a fresh streak.
+            let best_moved = next.round > 0 && next.best.round == next.round;
             next.phase = Phase::Research;
             next.round = round;
             let best_metric = next.best.metric;
@@ -178,7 +180,7 @@ fn start_round(conf: &Conference) -> Result<()> {
                 r.round_iterations = 0;
                 r.round_finished = None;
                 r.round_counts = Default::default();
-                if r.stuck_level >= 3 {
+                if r.stuck_level >= 3 || best_moved {
                     r.stuck_level = 0;
                     r.consecutive_fails = 0;
                 }
@@ -237,6 +239,7 @@ fn begin_synthesis(conf: &Conference, status: &str, why: &str) -> Result<()> {
 fn write_synthesis(conf: &Conference) -> Result<()> {
     let st = conf.state();
     let outputs = synthesis::build(conf, &st)?;
+    crate::failpoint::hit("report.built");
     conf.record(
         "conference.completed",
         &format!(

@@ -178,7 +178,9 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
                 iteration,
                 worktree: &wt_path,
                 prompt: &prompt,
-                timeout: remaining,
+                timeout: Some(remaining.map_or(conf.config.agent.timeout, |r| {
+                    r.min(conf.config.agent.timeout)
+                })),
                 env: env.clone(),
                 head_tree,
                 attempts: r.attempts,
@@ -199,6 +201,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
                 )),
             ),
         };
+        crate::failpoint::hit("agent.finished");
         // Whatever the agent left is the attempt, even when it failed: record it, then revert.
         let repo = conf.open_repo()?;
         let wt = open_worktree(conf, &wt_path)?;
@@ -255,6 +258,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
                 if result.status == "interrupted" {
                     return Ok(());
                 }
+                crate::failpoint::hit("eval.finished");
                 let kept = result
                     .metric
                     .is_some_and(|m| match (r.best_metric, conf.direction()) {
@@ -276,8 +280,10 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         // Effects of the recorded event: branch (if kept), worktree back to the kept snapshot.
         let head_now = conf.state().researcher(id).head.clone();
         let wt = open_worktree(conf, &wt_path)?;
+        crate::failpoint::hit("iteration.recorded");
         if verdict == "kept" {
             conf.move_branch(&conf.refs.researcher(id), &head_now, Some(&r.head))?;
+            crate::failpoint::hit("branch.moved");
         }
         snapshot::reset(
             &wt,
@@ -290,7 +296,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             st.round,
             fmt_metric(now.researcher(id).best_metric),
         ));
-        if agent_timed_out {
+        if agent_timed_out && limit.is_some_and(|l| started.elapsed() >= l) {
             return finish(conf, id, "timeout");
         }
         if agent_crashes >= CRASHES_TO_FAIL {
@@ -380,8 +386,10 @@ fn commit_attempt(conf: &Conference, repo: &Repository, a: &Attempt) -> Result<O
     );
     let author = researcher_signature(repo, a.id);
     let commit = snapshot::commit(repo, a.tree, &[Oid::from_str(a.head)?], &message, &author)?;
+    crate::failpoint::hit("snapshot.committed");
     // Reachable before it is recorded: a kill now loses no attempt.
     store::keep_reachable(repo, &conf.refs, &[commit])?;
+    crate::failpoint::hit("snapshot.reachable");
     Ok(commit)
 }
 

@@ -264,6 +264,7 @@ pub async fn peer_review(conf: &Conference) -> Result<()> {
         if result.status == "interrupted" {
             return Ok(());
         }
+        crate::failpoint::hit("review.measured");
         f.runs = result.runs.clone();
         let Some(mean) = result.metric else {
             f.verdict = "overturned".into();

@@ -116,6 +116,7 @@ async fn pick(conf: &Conference, f: &Finding, start_runs: &[f64]) -> Result<()> 
         );
             let author = researcher_signature(&repo, &f.researcher);
             let commit = snapshot::commit(&repo, tree, &[best], &message, &author)?;
+            crate::failpoint::hit("transfer.cherry-picked");
             crate::store::keep_reachable(&repo, &conf.refs, &[commit])?;
             // The finding alone on an unchanged best is what the review already measured.
             let finding_tree = repo.find_commit(Oid::from_str(&f.commit)?)?.tree_id();
@@ -211,6 +212,7 @@ async fn pick(conf: &Conference, f: &Finding, start_runs: &[f64]) -> Result<()> 
     if let (Some(c), Some(n)) = (candidate, note) {
         conf.note(&[(c, n)])?;
     }
+    crate::failpoint::hit("transfer.recorded");
     if verdict == "merged" {
         conf.move_branch(
             &conf.refs.best(),

@@ -118,6 +118,7 @@ impl EventLog {
         };
         let parent_refs: Vec<&git2::Commit> = parents.iter().collect();
         let commit = repo.commit(None, &sig, &sig, &message, &tree, &parent_refs)?;
+        crate::failpoint::hit("event.before-ref");
         cas_update(
             repo,
             &self.refs.events(),
@@ -125,6 +126,7 @@ impl EventLog {
             self.tip,
             &message_first_line(&message),
         )?;
+        crate::failpoint::hit(&format!("event.{}", event.event));
         self.tip = Some(commit);
         Ok(commit)
     }

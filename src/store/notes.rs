@@ -94,8 +94,10 @@ pub fn append_lines(repo: &Repository, entries: &[(Oid, String)]) -> Result<()> 
         let parent_refs: Vec<&git2::Commit> = parents.iter().collect();
         let message = format!("Notes added by 'git conference' ({} notes)", pending.len());
         let commit = repo.commit(None, &sig, &sig, &message, &tree, &parent_refs)?;
+        crate::failpoint::hit("note.before-ref");
         // Another conference of this repository may write notes at the same time: retry on a race.
         if cas_update(repo, NOTES_REF, commit, parent, "git conference: notes").is_ok() {
+            crate::failpoint::hit("note.written");
             return Ok(());
         }
     }

@@ -3,13 +3,14 @@
 
 mod apply;
 mod clean;
+mod demo;
 mod init;
 mod list;
 mod log;
 mod man;
 mod remote;
-mod report;
-mod run;
+pub mod report;
+pub mod run;
 mod status;
 
 use std::path::{Path, PathBuf};
@@ -50,6 +51,7 @@ pub enum Command {
     Push(remote::PushArgs),
     Fetch(remote::FetchArgs),
     List(list::ListArgs),
+    Demo(demo::DemoArgs),
     #[command(name = "__man", hide = true)]
     Man(man::ManArgs),
 }
@@ -77,6 +79,7 @@ pub fn main() -> i32 {
         Command::Push(a) => remote::push(a),
         Command::Fetch(a) => remote::fetch(a),
         Command::List(a) => list::run(a),
+        Command::Demo(a) => demo::run(a, quiet),
         Command::Man(a) => man::run(a),
     };
     match result {

@@ -1,0 +1,136 @@
+//! `demo`: the embedded default, runnable on a fresh machine with nothing but git. It copies the
+//! bundled 2-D tuning fixture into a new temporary repository, runs a 3-researcher conference
+//! with `builtin:tune`, writes the report, and says how close the best is to the known optimum.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::{bail, Result};
+use clap::Args;
+
+/// The fixture, bundled into the binary so the demo needs no source tree.
+const PARAMS: &str = include_str!("../../fixtures/tune-2d/params.sh");
+const EVAL: &str = include_str!("../../fixtures/tune-2d/eval.sh");
+/// Known global minimum of f(x, y) = sin x · cos y + sin(xy) + (x² + y²)/20.
+pub const OPTIMUM: f64 = -1.51868;
+
+const CONFERENCE_MD: &str = "# Conference: Demo 2-D tuning
+
+## Goal
+Minimise f(x, y) = sin x · cos y + sin(xy) + (x² + y²)/20 by tuning the literals in params.sh.
+
+## Mode
+metric
+
+## Success Metric
+- **Metric:** f
+- **Target:** -1.515
+- **Direction:** minimize
+
+## Researchers
+- **Count:** 3
+- **Iterations per round:** 5
+- **Max rounds:** 4
+
+## Pre-Flight Gate
+- **Critic / Devil's Advocate:** disabled
+- **Final confirmation:** confirmed
+
+## Search Space
+**Allowed changes:**
+- params.sh
+
+**Forbidden changes:**
+- eval.sh (the evaluation harness)
+
+## Search Space Partitioning
+**Strategy:** free
+
+## Noise Handling
+- **Noise runs:** 1
+
+## Constraints
+- **Max total iterations:** 60
+
+## Evaluation
+- command: ./eval.sh
+- timeout: 30s
+- frozen: eval.sh
+
+## Agent
+- command: builtin:tune
+- seed: 1
+
+## Current Approach
+x = -1.0, y = 1.0 (f ≈ -1.196).
+
+## Shared Knowledge
+
+## Conference Log
+| Round | Researcher | Best Metric | Key Finding | Status |
+|---|---|---|---|---|
+";
+
+/// Run a demo conference (3 researchers, builtin:tune, a 2-D function with a known minimum) in a
+/// new temporary repository; needs only git.
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Folder for the demo repository (default: a new folder under the system temp dir).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Seed of the built-in tuner.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+fn git(dir: &std::path::Path, args: &[&str]) -> Result<()> {
+    let status = Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "git-conference demo")
+        .env("GIT_AUTHOR_EMAIL", "demo@git-conference.invalid")
+        .env("GIT_COMMITTER_NAME", "git-conference demo")
+        .env("GIT_COMMITTER_EMAIL", "demo@git-conference.invalid")
+        .status()?;
+    if !status.success() {
+        bail!("git {} failed in {}", args.join(" "), dir.display());
+    }
+    Ok(())
+}
+
+pub fn run(args: DemoArgs, quiet: bool) -> Result<i32> {
+    let dir = match args.dir {
+        Some(d) => d,
+        None => tempfile::Builder::new().prefix("git-conference-demo-").tempdir()?.keep(),
+    };
+    std::fs::create_dir_all(&dir)?;
+    if dir.join(".git").exists() {
+        bail!("{} already holds a repository; pass an empty --dir", dir.display());
+    }
+    git(&dir, &["init", "-q"])?;
+    std::fs::write(dir.join("params.sh"), PARAMS)?;
+    std::fs::write(dir.join("eval.sh"), EVAL)?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.join("eval.sh"), std::fs::Permissions::from_mode(0o755))?;
+    std::fs::write(dir.join("conference.md"), CONFERENCE_MD.replace("- seed: 1", &format!("- seed: {}", args.seed)))?;
+    git(&dir, &["add", "-A"])?;
+    git(&dir, &["commit", "-q", "-m", "demo: a 2-D function to minimise"])?;
+    eprintln!("demo repository: {}", dir.display());
+    eprintln!("running: git conference start   (3 researchers, builtin:tune, at most 60 iterations)\n");
+    std::env::set_current_dir(&dir)?;
+    let code = super::run::start(
+        super::run::StartArgs { name: Some("demo".into()), config: "conference.md".into(), base: None, yes: true },
+        quiet,
+    )?;
+    let report_dir = dir.join("report");
+    super::report::run(super::report::ReportArgs { name: Some("demo".into()), output: Some(report_dir.clone()) })?;
+    let repo = git2::Repository::open(&dir)?;
+    let conf = crate::engine::Conference::open(repo.path(), "demo", crate::ui::Ui::new(true))?;
+    let st = conf.state();
+    let best = st.best.metric.unwrap_or(f64::NAN);
+    println!();
+    println!("Best f = {best:.6} (baseline {:.6}); known optimum {OPTIMUM}: gap {:.6}", st.baseline_metric.unwrap_or(f64::NAN), best - OPTIMUM);
+    println!("Report: {}/final_report.md (plot: conference_progress.png)", report_dir.display());
+    println!("Look around: cd {} && git log --oneline refs/conference/demo/events && git conference status", dir.display());
+    Ok(code)
+}

@@ -136,9 +136,9 @@ def run_tpe(space, evaluate, budget, seed):
     return study.best_value
 
 
-def conference_md(metric, target, budget, seed):
+def conference_md(metric, target, budget, seed, count=3):
     """The conference.md builtin:tune runs with (one place, so the shape is easy to adjust)."""
-    per_round = 3 * 5
+    per_round = count * 5
     rounds = max(1, math.ceil(budget / per_round))
     return f"""# Conference: Tune bench
 ## Goal
@@ -150,7 +150,7 @@ metric
 - **Target:** {target}
 - **Direction:** minimize
 ## Researchers
-- **Count:** 3
+- **Count:** {count}
 - **Iterations per round:** 5
 - **Max rounds:** {rounds}
 ## Search Space Partitioning
@@ -167,12 +167,12 @@ metric
 """
 
 
-def run_builtin(fixture_dir, metric, target, budget, seed, env):
+def run_builtin(fixture_dir, metric, target, budget, seed, env, count):
     repo = tempfile.mkdtemp(prefix="tunebench-repo-")
     try:
         shutil.copytree(fixture_dir, repo, dirs_exist_ok=True)
         with open(os.path.join(repo, "conference.md"), "w") as f:
-            f.write(conference_md(metric, target, budget, seed))
+            f.write(conference_md(metric, target, budget, seed, count))
         git = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.invalid"]
         subprocess.run(git + ["init", "-q"], cwd=repo, check=True)
         subprocess.run(git + ["add", "-A"], cwd=repo, check=True)
@@ -217,15 +217,17 @@ def main():
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--binary", help="path to git-conference (default: found on PATH)")
     ap.add_argument("--fixtures", default=",".join(FIXTURES))
-    ap.add_argument("--methods", default="random,tpe,builtin")
+    ap.add_argument("--methods", default="random,tpe,builtin1,builtin3",
+                    help="random, tpe, builtin1 (1-researcher conference), builtin3 (3 researchers)")
     args = ap.parse_args()
     methods = args.methods.split(",")
+    builtins = [m for m in methods if m.startswith("builtin")]
     if "tpe" in methods:
         ensure_optuna()
-    env = builtin_env(args.binary) if "builtin" in methods else None
-    if "builtin" in methods and env is None:
+    env = builtin_env(args.binary) if builtins else None
+    if builtins and env is None:
         print("builtin:tune skipped: git-conference not found (use --binary PATH)", file=sys.stderr)
-        methods.remove("builtin")
+        methods = [m for m in methods if m not in builtins]
 
     rows = []
     for name in args.fixtures.split(","):
@@ -235,9 +237,10 @@ def main():
         for method in methods:
             gaps = []
             for seed in range(args.seeds):
-                if method == "builtin":
+                if method.startswith("builtin"):
+                    count = int(method[len("builtin"):] or 3)
                     try:
-                        best = run_builtin(fdir, metric, target, args.budget, seed, env)
+                        best = run_builtin(fdir, metric, target, args.budget, seed, env, count)
                     except (RuntimeError, subprocess.CalledProcessError, KeyError, ValueError) as e:
                         print(f"{name} builtin seed {seed}: {e}", file=sys.stderr)
                         best = math.inf
@@ -253,12 +256,11 @@ def main():
             rows.append((name, method) + summary(gaps))
 
     print(f"budget {args.budget} evaluations, {args.seeds} seeds; gap = best metric - known optimum")
-    print(f"{'fixture':<10} {'method':<8} {'median gap':>12} {'IQR':>10} {'best':>10} {'worst':>10}")
+    print(f"{'fixture':<10} {'method':<9} {'median gap':>12} {'IQR':>10} {'best':>10} {'worst':>10}")
     for name, method, med, iqr, best, worst in rows:
-        print(f"{name:<10} {method:<8} {med:>12.4f} {iqr:>10.4f} {best:>10.4f} {worst:>10.4f}")
-    if args.binary or "builtin" in args.methods.split(","):
-        if "builtin" not in methods:
-            print("builtin:tune: skipped (binary not available)")
+        print(f"{name:<10} {method:<9} {med:>12.4f} {iqr:>10.4f} {best:>10.4f} {worst:>10.4f}")
+    if builtins and not any(m.startswith("builtin") for m in methods):
+        print("builtin:tune: skipped (binary not available)")
 
 
 if __name__ == "__main__":

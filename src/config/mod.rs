@@ -199,6 +199,14 @@ impl Config {
     pub fn researcher_ids(&self) -> Vec<String> {
         (0..self.count).map(researcher_id).collect()
     }
+    /// The command that measures a candidate: the judge in qualitative mode (it prints a 0-10
+    /// score), the evaluation command otherwise.
+    pub fn eval_command(&self) -> &str {
+        match (self.mode, &self.evaluation.judge) {
+            (Mode::Qualitative, Some(judge)) => judge,
+            _ => &self.evaluation.command,
+        }
+    }
     /// The researcher that plays devil's advocate, if enabled: the last one (when count >= 2).
     pub fn devils_advocate_id(&self) -> Option<String> {
         (self.devils_advocate == DevilsAdvocate::Enabled && self.count >= 2)

@@ -40,10 +40,10 @@ pub async fn drive(conf: Arc<Conference>) -> Result<RunOutcome> {
                 start_round(&conf)?;
             }
             Phase::Research => research::run_phase(&conf).await?,
-            Phase::Poster => review::poster_session(&conf)?,
+            Phase::Poster => review::poster_session(&conf).await?,
             Phase::Review => review::peer_review(&conf).await?,
             Phase::Transfer => transfer::run_phase(&conf).await?,
-            Phase::Synthesis => write_synthesis(&conf)?,
+            Phase::Synthesis => write_synthesis(&conf).await?,
             Phase::Done => {
                 return Ok(RunOutcome::Completed(
                     st.final_status.unwrap_or_else(|| "converged".into()),
@@ -62,7 +62,7 @@ async fn measure_baseline(conf: &Conference) -> Result<()> {
     let path = conf.prepare_worktree("best", None, &st.baseline_commit)?;
     let metric = evaluate::metric_name(&conf.config);
     let result = evaluate::evaluate(EvalRequest {
-        command: &conf.config.evaluation.command,
+        command: conf.config.eval_command(),
         metric: &metric,
         runs: conf.config.evaluation.repeats,
         timeout: conf.config.evaluation.timeout,
@@ -236,9 +236,13 @@ fn begin_synthesis(conf: &Conference, status: &str, why: &str) -> Result<()> {
     Ok(())
 }
 
-fn write_synthesis(conf: &Conference) -> Result<()> {
+async fn write_synthesis(conf: &Conference) -> Result<()> {
     let st = conf.state();
-    let outputs = synthesis::build(conf, &st)?;
+    let mut outputs = synthesis::build(conf, &st)?;
+    if let Some((_, bytes)) = outputs.iter_mut().find(|(p, _)| p == files::SYNTHESIS) {
+        let md = String::from_utf8_lossy(bytes).into_owned();
+        *bytes = super::prose::with_prose(conf, conf.config.agent.synthesizer.as_ref(), "synthesizer", md).await.into_bytes();
+    }
     crate::failpoint::hit("report.built");
     conf.record(
         "conference.completed",

@@ -13,6 +13,7 @@ pub mod driver;
 pub mod evaluate;
 pub mod paths;
 pub mod prompt;
+pub mod prose;
 pub mod research;
 pub mod review;
 pub mod state;
@@ -225,7 +226,7 @@ impl Conference {
             stop_reason: None,
             shared_knowledge: config.shared_knowledge.clone(),
             eval_settings: evaluate::settings_hash(
-                &config.evaluation.command,
+                config.eval_command(),
                 config.evaluation.repeats,
                 config.evaluation.timeout,
                 &metric,
@@ -307,6 +308,12 @@ impl Conference {
         let rec = self.recorder.lock().unwrap();
         let lines: Vec<(Oid, String)> = entries.iter().map(|(c, v)| (*c, v.to_string())).collect();
         notes::append_lines(&rec.repo, &lines)
+    }
+
+    /// Keeps attempt commits reachable from the attempts ref (serialised with the other writers).
+    pub fn keep_reachable(&self, commits: &[Oid]) -> Result<()> {
+        let rec = self.recorder.lock().unwrap();
+        store::keep_reachable(&rec.repo, &self.refs, commits)
     }
 
     /// Moves a branch to `new`, from whatever it points at now if `expected` is None.

@@ -388,7 +388,7 @@ fn commit_attempt(conf: &Conference, repo: &Repository, a: &Attempt) -> Result<O
     let commit = snapshot::commit(repo, a.tree, &[Oid::from_str(a.head)?], &message, &author)?;
     crate::failpoint::hit("snapshot.committed");
     // Reachable before it is recorded: a kill now loses no attempt.
-    store::keep_reachable(repo, &conf.refs, &[commit])?;
+    conf.keep_reachable(&[commit])?;
     crate::failpoint::hit("snapshot.reachable");
     Ok(commit)
 }
@@ -422,7 +422,7 @@ async fn evaluate_cached(
     }
     let metric = evaluate::metric_name(&conf.config);
     evaluate::evaluate(EvalRequest {
-        command: &conf.config.evaluation.command,
+        command: conf.config.eval_command(),
         metric: &metric,
         runs: conf.config.evaluation.repeats,
         timeout: conf.config.evaluation.timeout,

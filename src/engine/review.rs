@@ -52,7 +52,7 @@ pub fn review_runs(conf: &Conference) -> u32 {
 pub fn review_settings(conf: &Conference) -> String {
     let metric = evaluate::metric_name(&conf.config);
     evaluate::settings_hash(
-        &format!("review\0{}", conf.config.evaluation.command),
+        &format!("review\0{}", conf.config.eval_command()),
         review_runs(conf),
         conf.config.evaluation.timeout,
         &metric,
@@ -89,7 +89,7 @@ pub async fn measure(
 }
 
 /// Phase 2: builds and records the poster session of the current round.
-pub fn poster_session(conf: &Conference) -> Result<()> {
+pub async fn poster_session(conf: &Conference) -> Result<()> {
     let st = conf.state();
     let repo = conf.open_repo()?;
     let attempts = round_attempts(conf, st.round)?;
@@ -168,6 +168,7 @@ pub fn poster_session(conf: &Conference) -> Result<()> {
         summary_parts.push(format!("{id}: {} ({} kept)", fmt(r.best_metric), c.kept));
     }
     let summary = summary_parts.join(", ");
+    let md = super::prose::with_prose(conf, conf.config.agent.chair.as_ref(), "session chair", md).await;
     conf.record(
         "round.poster_session",
         &format!("round {}: {summary}", st.round),
@@ -201,7 +202,7 @@ pub async fn peer_review(conf: &Conference) -> Result<()> {
             conf,
             "review",
             &round_start,
-            &conf.config.evaluation.command,
+            conf.config.eval_command(),
             "start",
         )
         .await?;
@@ -260,7 +261,7 @@ pub async fn peer_review(conf: &Conference) -> Result<()> {
             findings.push(f);
             continue;
         }
-        let result = measure(conf, "review", &head, &conf.config.evaluation.command, &id).await?;
+        let result = measure(conf, "review", &head, conf.config.eval_command(), &id).await?;
         if result.status == "interrupted" {
             return Ok(());
         }
@@ -339,7 +340,7 @@ pub async fn peer_review(conf: &Conference) -> Result<()> {
         }
         findings.push(f);
     }
-    record_review(conf, findings, &start_runs)
+    record_review(conf, findings, &start_runs).await
 }
 
 /// Validated findings in transfer order: larger reproduced gain first, ties to the lower letter.
@@ -377,11 +378,12 @@ pub fn conflicts(order: &[Finding]) -> Vec<(String, String, String)> {
     out
 }
 
-fn record_review(conf: &Conference, findings: Vec<Finding>, start_runs: &[f64]) -> Result<()> {
+async fn record_review(conf: &Conference, findings: Vec<Finding>, start_runs: &[f64]) -> Result<()> {
     let st = conf.state();
     let order = transfer_order(&findings);
     let conflicts = conflicts(&order);
     let md = render_review(conf, st.round, &findings, &order, &conflicts, start_runs);
+    let md = super::prose::with_prose(conf, conf.config.agent.reviewer.as_ref(), "reviewer", md).await;
     let count = |v: &str| findings.iter().filter(|f| f.verdict == v).count();
     let notes: Vec<serde_json::Value> = findings
         .iter()

@@ -59,7 +59,7 @@ pub fn tsv_row(a: &AttemptRecord, evaluator: &str, verdict: Option<&str>) -> Str
 }
 
 pub fn evaluator_source(conf: &Conference) -> String {
-    format!("script:{}", tsv_clean(&conf.config.evaluation.command))
+    format!("script:{}", tsv_clean(conf.config.eval_command()))
 }
 
 /// The results table of one round, with the peer review verdict on each researcher's round-best.

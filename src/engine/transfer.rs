@@ -117,7 +117,7 @@ async fn pick(conf: &Conference, f: &Finding, start_runs: &[f64]) -> Result<()> 
             let author = researcher_signature(&repo, &f.researcher);
             let commit = snapshot::commit(&repo, tree, &[best], &message, &author)?;
             crate::failpoint::hit("transfer.cherry-picked");
-            crate::store::keep_reachable(&repo, &conf.refs, &[commit])?;
+            conf.keep_reachable(&[commit])?;
             // The finding alone on an unchanged best is what the review already measured.
             let finding_tree = repo.find_commit(Oid::from_str(&f.commit)?)?.tree_id();
             let result = if tree == finding_tree && !f.runs.is_empty() {
@@ -134,7 +134,7 @@ async fn pick(conf: &Conference, f: &Finding, start_runs: &[f64]) -> Result<()> 
                     conf,
                     "best",
                     &commit.to_string(),
-                    &conf.config.evaluation.command,
+                    conf.config.eval_command(),
                     &format!("transfer-{}", f.researcher),
                 )
                 .await?;

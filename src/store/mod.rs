@@ -26,7 +26,10 @@ pub fn keep_reachable(repo: &Repository, refs: &ConferenceRefs, commits: &[Oid])
         return Ok(());
     }
     let name = refs.attempts();
-    for _ in 0..5 {
+    for attempt in 0..20u64 {
+        if attempt > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(attempt * 5));
+        }
         let tip = match repo.find_reference(&name) {
             Ok(r) => Some(r.peel_to_commit()?.id()),
             Err(e) if e.code() == git2::ErrorCode::NotFound => None,

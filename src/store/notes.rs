@@ -31,7 +31,11 @@ pub fn append_lines(repo: &Repository, entries: &[(Oid, String)]) -> Result<()> 
     if entries.is_empty() {
         return Ok(());
     }
-    for _attempt in 0..5 {
+    for attempt in 0..20u64 {
+        if attempt > 0 {
+            // Another process (a second conference) writes notes too: back off and retry.
+            std::thread::sleep(std::time::Duration::from_millis(attempt * 5));
+        }
         let parent = current_notes_commit(repo)?;
         let base = match parent {
             Some(c) => repo.find_commit(c)?.tree()?,

@@ -389,22 +389,18 @@ impl Conference {
         Ok(reverted)
     }
 
-    /// Notes are written right after their event; a kill in between leaves a note missing. The
-    /// events of the current round (and the last completed one) carry every note's content.
+    /// Notes are written right after their event; a kill in between leaves a note missing. A
+    /// live process writes every note before it records `round.completed`, and a resume replays
+    /// them before it records `conference.resumed`: only events after the latest of those two
+    /// can lack their note, so the walk stops there (resume cost does not grow with the log).
     fn replay_missing_notes(&self) -> Result<()> {
         let rec = self.recorder.lock().unwrap();
         let mut pending: Vec<(Oid, String)> = Vec::new();
-        let mut completed_rounds_seen = 0;
         rec.log.walk(&rec.repo, |e| {
-            if e.event.event == "round.completed" {
-                completed_rounds_seen += 1;
-                if completed_rounds_seen > 1 {
-                    return false;
-                }
+            if matches!(e.event.event.as_str(), "round.completed" | "conference.resumed") {
+                return false;
             }
-            for (commit, note) in notes_of_event(&e.event) {
-                pending.push((commit, note));
-            }
+            pending.extend(notes_of_event(&e.event));
             true
         })?;
         let mut missing = Vec::new();

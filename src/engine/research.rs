@@ -484,7 +484,7 @@ fn record_iteration(
         "round": st.round,
         "iteration": a.iteration,
         "metric_value": result.metric,
-        "delta": delta.map(|d| format!("{d:+}")),
+        "delta": delta.map(super::synthesis::signed),
         "status": verdict,
         "commit": commit.map(|c| c.to_string()),
         "tree": a.tree.to_string(),

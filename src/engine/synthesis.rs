@@ -31,11 +31,22 @@ fn tsv_clean(s: &str) -> String {
     s.replace(['\t', '\n', '\r'], " ")
 }
 
+/// A signed number as the seed's logs write deltas: `+6.0`, `-0.0125` (at most 6 decimals).
+pub fn signed(d: f64) -> String {
+    let s = format!("{d:+.6}");
+    let s = s.trim_end_matches('0');
+    if s.ends_with('.') {
+        format!("{s}0")
+    } else {
+        s.to_string()
+    }
+}
+
 /// One results row.
 pub fn tsv_row(a: &AttemptRecord, evaluator: &str, verdict: Option<&str>) -> String {
     let delta = a
         .delta
-        .map(|d| format!("{d:+}"))
+        .map(signed)
         .unwrap_or_else(|| "-".into());
     let delta_pct = match (a.delta, a.metric) {
         (Some(d), Some(m)) if (m - d).abs() > f64::EPSILON => {

@@ -347,7 +347,7 @@ impl<'a> Search<'a> {
         // Points where parameters this researcher does not tune changed (restarts from a combined
         // best under `assigned`) move the reference without touching the step size.
         let base = [1.0, 1.5, 0.67][req.researcher % 3];
-        let mut sigma: f64 = 0.15 * base;
+        let mut sigma: f64 = 0.06 * base;
         if req.role == Role::DevilsAdvocate {
             sigma *= 2.0;
         }
@@ -374,7 +374,7 @@ impl<'a> Search<'a> {
                 }
                 best = Some(i);
             } else if local && len < 2.0 * sigma {
-                sigma = (sigma * 0.85).max(SIGMA_MIN);
+                sigma = (sigma * 0.7).max(SIGMA_MIN);
             }
         }
         let inc = points.iter().rposition(|p| p.key == cur_key).or(best);

@@ -101,36 +101,62 @@ fn git(dir: &std::path::Path, args: &[&str]) -> Result<()> {
 pub fn run(args: DemoArgs, quiet: bool) -> Result<i32> {
     let dir = match args.dir {
         Some(d) => d,
-        None => tempfile::Builder::new().prefix("git-conference-demo-").tempdir()?.keep(),
+        None => tempfile::Builder::new()
+            .prefix("git-conference-demo-")
+            .tempdir()?
+            .keep(),
     };
     std::fs::create_dir_all(&dir)?;
     if dir.join(".git").exists() {
-        bail!("{} already holds a repository; pass an empty --dir", dir.display());
+        bail!(
+            "{} already holds a repository; pass an empty --dir",
+            dir.display()
+        );
     }
     git(&dir, &["init", "-q"])?;
     std::fs::write(dir.join("params.sh"), PARAMS)?;
     std::fs::write(dir.join("eval.sh"), EVAL)?;
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(dir.join("eval.sh"), std::fs::Permissions::from_mode(0o755))?;
-    std::fs::write(dir.join("conference.md"), CONFERENCE_MD.replace("- seed: 1", &format!("- seed: {}", args.seed)))?;
+    std::fs::write(
+        dir.join("conference.md"),
+        CONFERENCE_MD.replace("- seed: 1", &format!("- seed: {}", args.seed)),
+    )?;
     git(&dir, &["add", "-A"])?;
-    git(&dir, &["commit", "-q", "-m", "demo: a 2-D function to minimise"])?;
+    git(
+        &dir,
+        &["commit", "-q", "-m", "demo: a 2-D function to minimise"],
+    )?;
     eprintln!("demo repository: {}", dir.display());
-    eprintln!("running: git conference start   (3 researchers, builtin:tune, at most 60 iterations)\n");
+    eprintln!(
+        "running: git conference start   (3 researchers, builtin:tune, at most 60 iterations)\n"
+    );
     std::env::set_current_dir(&dir)?;
     let code = super::run::start(
-        super::run::StartArgs { name: Some("demo".into()), config: "conference.md".into(), base: None, yes: true },
+        super::run::StartArgs {
+            name: Some("demo".into()),
+            config: "conference.md".into(),
+            base: None,
+            yes: true,
+        },
         quiet,
     )?;
     let report_dir = dir.join("report");
-    super::report::run(super::report::ReportArgs { name: Some("demo".into()), output: Some(report_dir.clone()) })?;
     let repo = git2::Repository::open(&dir)?;
+    super::report::write(&repo, "demo", &report_dir)?;
     let conf = crate::engine::Conference::open(repo.path(), "demo", crate::ui::Ui::new(true))?;
     let st = conf.state();
     let best = st.best.metric.unwrap_or(f64::NAN);
     println!();
-    println!("Best f = {best:.6} (baseline {:.6}); known optimum {OPTIMUM}: gap {:.6}", st.baseline_metric.unwrap_or(f64::NAN), best - OPTIMUM);
-    println!("Report: {}/final_report.md (plot: conference_progress.png)", report_dir.display());
+    println!(
+        "Best f = {best:.6} (baseline {:.6}); known optimum {OPTIMUM}: gap {:.6}",
+        st.baseline_metric.unwrap_or(f64::NAN),
+        best - OPTIMUM
+    );
+    println!(
+        "Report: {}/final_report.md (plot: conference_progress.png)",
+        report_dir.display()
+    );
     println!("Look around: cd {} && git log --oneline refs/conference/demo/events && git conference status", dir.display());
     Ok(code)
 }

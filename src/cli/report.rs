@@ -24,12 +24,22 @@ pub struct ReportArgs {
 pub fn run(args: ReportArgs) -> Result<i32> {
     let repo = super::discover()?;
     let name = super::resolve_name(&repo, args.name)?;
-    let conf = Conference::open(repo.path(), &name, Ui::new(true))?;
-    let st = conf.state();
     let out = args
         .output
         .unwrap_or_else(|| PathBuf::from(format!("conference-{name}-report")));
-    std::fs::create_dir_all(&out)?;
+    let written = write(&repo, &name, &out)?;
+    println!("Report of `{name}` written to {}:", out.display());
+    for w in written {
+        println!("  {w}");
+    }
+    Ok(0)
+}
+
+/// Writes the report files of conference `name` into `out`; returns the file names.
+pub fn write(repo: &git2::Repository, name: &str, out: &std::path::Path) -> Result<Vec<String>> {
+    let conf = Conference::open(repo.path(), name, Ui::new(true))?;
+    let st = conf.state();
+    std::fs::create_dir_all(out)?;
     let mut written = Vec::new();
     let generated = if st.phase == Phase::Done {
         None
@@ -73,17 +83,13 @@ pub fn run(args: ReportArgs) -> Result<i32> {
     }
     std::fs::write(out.join("conference_results.tsv"), tsv)?;
     written.push("conference_results.tsv".into());
-    let log = crate::store::EventLog::open(&repo, conf.refs.clone())?;
+    let log = crate::store::EventLog::open(repo, conf.refs.clone())?;
     let mut jsonl = String::new();
-    for e in log.read_all(&repo)? {
+    for e in log.read_all(repo)? {
         jsonl.push_str(&serde_json::to_string(&e.event)?);
         jsonl.push('\n');
     }
     std::fs::write(out.join("conference_events.jsonl"), jsonl)?;
     written.push("conference_events.jsonl".into());
-    println!("Report of `{name}` written to {}:", out.display());
-    for w in written {
-        println!("  {w}");
-    }
-    Ok(0)
+    Ok(written)
 }

@@ -82,7 +82,7 @@ pub fn run(args: StatusArgs) -> Result<i32> {
     );
     println!();
     println!(
-        "{:<11} {:>8} {:>5} {:>9} {:>8} {:>8} {:>9} {:>6} {:>14}  {}",
+        "{:<11} {:>8} {:>5} {:>9} {:>8} {:>8} {:>9} {:>6} {:>14}  round",
         "researcher",
         "attempts",
         "kept",
@@ -92,7 +92,6 @@ pub fn run(args: StatusArgs) -> Result<i32> {
         "rejected",
         "stuck",
         "best",
-        "round"
     );
     for (id, r) in &st.researchers {
         let c = &r.counts;

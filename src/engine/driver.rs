@@ -241,7 +241,14 @@ async fn write_synthesis(conf: &Conference) -> Result<()> {
     let mut outputs = synthesis::build(conf, &st)?;
     if let Some((_, bytes)) = outputs.iter_mut().find(|(p, _)| p == files::SYNTHESIS) {
         let md = String::from_utf8_lossy(bytes).into_owned();
-        *bytes = super::prose::with_prose(conf, conf.config.agent.synthesizer.as_ref(), "synthesizer", md).await.into_bytes();
+        *bytes = super::prose::with_prose(
+            conf,
+            conf.config.agent.synthesizer.as_ref(),
+            "synthesizer",
+            md,
+        )
+        .await
+        .into_bytes();
     }
     crate::failpoint::hit("report.built");
     conf.record(

@@ -397,7 +397,10 @@ impl Conference {
         let rec = self.recorder.lock().unwrap();
         let mut pending: Vec<(Oid, String)> = Vec::new();
         rec.log.walk(&rec.repo, |e| {
-            if matches!(e.event.event.as_str(), "round.completed" | "conference.resumed") {
+            if matches!(
+                e.event.event.as_str(),
+                "round.completed" | "conference.resumed"
+            ) {
                 return false;
             }
             pending.extend(notes_of_event(&e.event));

@@ -7,7 +7,12 @@ use super::Conference;
 use crate::exec::process::{self, Outcome, Spec};
 
 /// `md` with the commentary of `command` (if configured) appended.
-pub async fn with_prose(conf: &Conference, command: Option<&String>, role: &str, md: String) -> String {
+pub async fn with_prose(
+    conf: &Conference,
+    command: Option<&String>,
+    role: &str,
+    md: String,
+) -> String {
     let Some(command) = command else { return md };
     let st = conf.state();
     let log = conf.log_path(&format!("r{}-{role}.prose", st.round));
@@ -28,7 +33,10 @@ pub async fn with_prose(conf: &Conference, command: Option<&String>, role: &str,
         Ok(f) if f.outcome == Outcome::Exited(0) && !text.trim().is_empty() => {
             format!("{md}\n## Commentary ({role})\n\n{}\n", text.trim())
         }
-        Ok(f) => format!("{md}\n_The {role} command `{command}` gave no commentary ({})._\n", f.outcome.describe()),
+        Ok(f) => format!(
+            "{md}\n_The {role} command `{command}` gave no commentary ({})._\n",
+            f.outcome.describe()
+        ),
         Err(e) => format!("{md}\n_The {role} command `{command}` could not run: {e}._\n"),
     }
 }

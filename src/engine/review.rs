@@ -168,7 +168,8 @@ pub async fn poster_session(conf: &Conference) -> Result<()> {
         summary_parts.push(format!("{id}: {} ({} kept)", fmt(r.best_metric), c.kept));
     }
     let summary = summary_parts.join(", ");
-    let md = super::prose::with_prose(conf, conf.config.agent.chair.as_ref(), "session chair", md).await;
+    let md =
+        super::prose::with_prose(conf, conf.config.agent.chair.as_ref(), "session chair", md).await;
     conf.record(
         "round.poster_session",
         &format!("round {}: {summary}", st.round),
@@ -378,12 +379,17 @@ pub fn conflicts(order: &[Finding]) -> Vec<(String, String, String)> {
     out
 }
 
-async fn record_review(conf: &Conference, findings: Vec<Finding>, start_runs: &[f64]) -> Result<()> {
+async fn record_review(
+    conf: &Conference,
+    findings: Vec<Finding>,
+    start_runs: &[f64],
+) -> Result<()> {
     let st = conf.state();
     let order = transfer_order(&findings);
     let conflicts = conflicts(&order);
     let md = render_review(conf, st.round, &findings, &order, &conflicts, start_runs);
-    let md = super::prose::with_prose(conf, conf.config.agent.reviewer.as_ref(), "reviewer", md).await;
+    let md =
+        super::prose::with_prose(conf, conf.config.agent.reviewer.as_ref(), "reviewer", md).await;
     let count = |v: &str| findings.iter().filter(|f| f.verdict == v).count();
     let notes: Vec<serde_json::Value> = findings
         .iter()

@@ -104,5 +104,5 @@ pub fn is_endgame(conf: &Conference, st: &State) -> bool {
 
 /// Pause after this round (`pause_every: N`).
 pub fn should_pause(conf: &Conference, st: &State) -> bool {
-    matches!(conf.config.pause_every, Some(n) if n > 0 && st.round > 0 && st.round % n == 0)
+    matches!(conf.config.pause_every, Some(n) if n > 0 && st.round > 0 && st.round.is_multiple_of(n))
 }

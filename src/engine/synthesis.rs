@@ -44,10 +44,7 @@ pub fn signed(d: f64) -> String {
 
 /// One results row.
 pub fn tsv_row(a: &AttemptRecord, evaluator: &str, verdict: Option<&str>) -> String {
-    let delta = a
-        .delta
-        .map(signed)
-        .unwrap_or_else(|| "-".into());
+    let delta = a.delta.map(signed).unwrap_or_else(|| "-".into());
     let delta_pct = match (a.delta, a.metric) {
         (Some(d), Some(m)) if (m - d).abs() > f64::EPSILON => {
             format!("{:+.2}", 100.0 * d / (m - d).abs())

@@ -63,7 +63,14 @@ pub fn start(args: StartArgs, quiet: bool) -> Result<i32> {
             "{} is not valid:\n{}",
             config_path.display(),
             errs.iter()
-                .map(|e| format!("  {}:{e}", config_path.display()))
+                .map(|e| {
+                    let place = match e.line {
+                        0 => config_path.display().to_string(),
+                        n => format!("{}:{n}", config_path.display()),
+                    };
+                    let hint = if e.hint.is_empty() { String::new() } else { format!("\n      fix: {}", e.hint) };
+                    format!("  {place}: {}{hint}", e.message)
+                })
                 .collect::<Vec<_>>()
                 .join("\n")
         ))

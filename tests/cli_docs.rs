@@ -18,9 +18,17 @@ fn man_pages_are_up_to_date() {
         let entry = entry.unwrap();
         let name = entry.file_name();
         let fresh = std::fs::read(entry.path()).unwrap();
-        let committed = std::fs::read(shipped.join(&name))
-            .unwrap_or_else(|_| panic!("man/{} is missing: run `cargo run -- __man man`", name.to_string_lossy()));
-        assert!(fresh == committed, "man/{} is out of date: run `cargo run -- __man man`", name.to_string_lossy());
+        let committed = std::fs::read(shipped.join(&name)).unwrap_or_else(|_| {
+            panic!(
+                "man/{} is missing: run `cargo run -- __man man`",
+                name.to_string_lossy()
+            )
+        });
+        assert!(
+            fresh == committed,
+            "man/{} is out of date: run `cargo run -- __man man`",
+            name.to_string_lossy()
+        );
         count += 1;
     }
     assert!(count >= 12, "expected a page per command, got {count}");
@@ -28,9 +36,15 @@ fn man_pages_are_up_to_date() {
 
 #[test]
 fn help_names_every_command() {
-    let out = Command::new(env!("CARGO_BIN_EXE_git-conference")).arg("-h").output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_git-conference"))
+        .arg("-h")
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    for cmd in ["init", "start", "resume", "status", "log", "report", "apply", "clean", "push", "fetch", "list", "demo"] {
+    for cmd in [
+        "init", "start", "resume", "status", "log", "report", "apply", "clean", "push", "fetch",
+        "list", "demo",
+    ] {
         assert!(text.contains(cmd), "`-h` does not mention {cmd}:\n{text}");
     }
     assert!(!text.contains("__man"));
@@ -38,6 +52,9 @@ fn help_names_every_command() {
 
 #[test]
 fn bad_usage_exits_2() {
-    let out = Command::new(env!("CARGO_BIN_EXE_git-conference")).arg("no-such-command").output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_git-conference"))
+        .arg("no-such-command")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }

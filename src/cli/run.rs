@@ -68,7 +68,11 @@ pub fn start(args: StartArgs, quiet: bool) -> Result<i32> {
                         0 => config_path.display().to_string(),
                         n => format!("{}:{n}", config_path.display()),
                     };
-                    let hint = if e.hint.is_empty() { String::new() } else { format!("\n      fix: {}", e.hint) };
+                    let hint = if e.hint.is_empty() {
+                        String::new()
+                    } else {
+                        format!("\n      fix: {}", e.hint)
+                    };
                     format!("  {place}: {}{hint}", e.message)
                 })
                 .collect::<Vec<_>>()
@@ -115,6 +119,7 @@ pub fn start(args: StartArgs, quiet: bool) -> Result<i32> {
     let ui = Ui::new(quiet);
     let run_dir = worktree::run_dir(&repo, &name);
     let _lock = RunLock::acquire(&run_dir, &name)?;
+    crate::exec::process::handle_early_interrupts();
     let conf = Conference::create(repo.path(), &name, cfg, text, base.id(), ui.clone())?;
     ui.info(&format!(
         "conference `{name}` started from {} ({} researchers); follow it with `git conference log {name} --follow`",
@@ -182,6 +187,7 @@ pub fn resume(args: ResumeArgs, quiet: bool) -> Result<i32> {
     let ui = Ui::new(quiet);
     let run_dir = worktree::run_dir(&repo, &name);
     let _lock = RunLock::acquire(&run_dir, &name)?;
+    crate::exec::process::handle_early_interrupts();
     let conf = Conference::open(repo.path(), &name, ui.clone()).context("cannot resume")?;
     let st = conf.state();
     if st.phase == Phase::Done {

@@ -62,6 +62,9 @@ pub struct Conference {
     pub guard: paths::Guard,
     pub recorder: Arc<Mutex<Recorder>>,
     pub ui: Ui,
+    /// Evaluations of this run by cache key, shared so a tree is measured once at a time.
+    pub evaluations:
+        Mutex<std::collections::HashMap<String, Arc<tokio::sync::OnceCell<evaluate::EvalResult>>>>,
 }
 
 /// Current time as the seed's ISO-8601 timestamp.
@@ -151,6 +154,7 @@ impl Conference {
                 hooks,
             })),
             ui,
+            evaluations: Mutex::new(Default::default()),
         })
     }
 
@@ -168,10 +172,10 @@ impl Conference {
         let refs = ConferenceRefs::new(name);
         let mut log = EventLog::open(&repo, refs.clone())?;
         if log.tip().is_some() {
-            bail!(
+            return Err(crate::error::usage(format!(
                 "conference `{name}` already exists; continue it with `git conference resume {name}` \
                  or remove it with `git conference clean --all {name}`"
-            );
+            )));
         }
         let base_hex = base.to_string();
         let researchers = config
@@ -366,6 +370,7 @@ impl Conference {
     pub fn reconcile(&self) -> Result<Vec<String>> {
         let st = self.state();
         let mut reverted = Vec::new();
+        self.clear_stale_locks()?;
         for (id, r) in &st.researchers {
             self.move_branch(&self.refs.researcher(id), &r.head, None)?;
             let branch = self.refs.researcher_branch(id);
@@ -376,10 +381,9 @@ impl Conference {
                 let _ = worktree::repair_gitfile(&repo, &path);
             }
             if let Ok(wt) = Repository::open(&path) {
-                if st.phase == Phase::Research && r.round_finished.is_none() {
-                    if let Some(commit) = research::set_aside_partial(self, id, &wt)? {
-                        reverted.push(format!("{id}:{commit}"));
-                    }
+                // Partial work, or changes made by hand in any phase: recorded, never dropped.
+                if let Some(commit) = research::set_aside_partial(self, id, &wt)? {
+                    reverted.push(format!("{id}:{commit}"));
                 }
             }
             self.prepare_worktree(&label, Some(&branch), &r.head)?;
@@ -387,6 +391,35 @@ impl Conference {
         self.move_branch(&self.refs.best(), &st.best.commit, None)?;
         self.replay_missing_notes()?;
         Ok(reverted)
+    }
+
+    /// A run killed while git wrote a worktree's index or HEAD, or one of this conference's refs,
+    /// leaves its `.lock` file behind, and every later write fails with "locked". Only a runner
+    /// holding the conference's run lock calls this, so no live process owns those files.
+    fn clear_stale_locks(&self) -> Result<()> {
+        let repo = self.open_repo()?;
+        let mut labels: Vec<String> = self
+            .state()
+            .researchers
+            .keys()
+            .map(|id| format!("researcher-{id}"))
+            .collect();
+        labels.extend(["best".to_string(), "review".to_string()]);
+        for label in labels {
+            let path = worktree::worktree_path(&repo, &self.name, &label);
+            if let Ok(wt) = Repository::open(&path) {
+                for file in ["index.lock", "HEAD.lock"] {
+                    let _ = std::fs::remove_file(wt.path().join(file));
+                }
+            }
+        }
+        for prefix in [
+            format!("refs/conference/{}", self.name),
+            format!("refs/heads/conference/{}", self.name),
+        ] {
+            remove_lock_files(&repo.commondir().join(prefix));
+        }
+        Ok(())
     }
 
     /// Notes are written right after their event; a kill in between leaves a note missing. A
@@ -454,6 +487,21 @@ impl Conference {
     /// The log file prefix for a step (`<run-dir>/logs/<what>`).
     pub fn log_path(&self, what: &str) -> PathBuf {
         self.run_dir.join("logs").join(what)
+    }
+}
+
+/// Removes `*.lock` files under `dir` (recursively); a missing folder is fine.
+fn remove_lock_files(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            remove_lock_files(&path);
+        } else if path.extension().is_some_and(|e| e == "lock") {
+            let _ = std::fs::remove_file(&path);
+        }
     }
 }
 

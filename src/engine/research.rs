@@ -415,22 +415,40 @@ async fn evaluate_cached(
 ) -> Result<EvalResult> {
     let st = conf.state();
     let key = files::eval_cache(&st.eval_settings, &tree.to_string());
-    if let Some(bytes) = conf.read_state_file(&key)? {
-        if let Ok(cached) = serde_json::from_slice::<EvalResult>(&bytes) {
-            return Ok(cached);
-        }
+    // One evaluation per tree even when two researchers produce it at the same moment: the
+    // second waits for the first one's result instead of starting the command again.
+    let cell = conf
+        .evaluations
+        .lock()
+        .unwrap()
+        .entry(key.clone())
+        .or_default()
+        .clone();
+    let result = cell
+        .get_or_try_init(|| async {
+            if let Some(bytes) = conf.read_state_file(&key)? {
+                if let Ok(cached) = serde_json::from_slice::<EvalResult>(&bytes) {
+                    return Ok::<_, anyhow::Error>(cached);
+                }
+            }
+            let metric = evaluate::metric_name(&conf.config);
+            evaluate::evaluate(EvalRequest {
+                command: conf.config.eval_command(),
+                metric: &metric,
+                runs: conf.config.evaluation.repeats,
+                timeout: conf.config.evaluation.timeout,
+                cwd: wt_path,
+                env,
+                log_prefix: conf.log_path(&format!("{id}-r{round}-i{iteration}.eval")),
+            })
+            .await
+        })
+        .await?
+        .clone();
+    if result.status == "interrupted" {
+        conf.evaluations.lock().unwrap().remove(&key);
     }
-    let metric = evaluate::metric_name(&conf.config);
-    evaluate::evaluate(EvalRequest {
-        command: conf.config.eval_command(),
-        metric: &metric,
-        runs: conf.config.evaluation.repeats,
-        timeout: conf.config.evaluation.timeout,
-        cwd: wt_path,
-        env,
-        log_prefix: conf.log_path(&format!("{id}-r{round}-i{iteration}.eval")),
-    })
-    .await
+    Ok(result)
 }
 
 /// Records `researcher.iteration`: the commit point of an attempt.
@@ -625,6 +643,15 @@ pub fn set_aside_partial(conf: &Conference, id: &str, wt: &Repository) -> Result
     if recorded {
         return Ok(None);
     }
+    // Still the snapshot the round started from (killed after `round.started` moved the branch,
+    // before the worktree followed): nothing new.
+    let stale = repo
+        .find_commit(head)?
+        .parents()
+        .any(|p| p.tree_id() == tree);
+    if stale {
+        return Ok(None);
+    }
     let description = format!(
         "interrupted attempt: {}",
         default_description(&repo, head_tree, tree)
@@ -647,6 +674,13 @@ pub fn set_aside_partial(conf: &Conference, id: &str, wt: &Repository) -> Result
         |_, _| Ok(vec![]),
     )?;
     conf.note(&[(commit, note)])?;
+    let changed = snapshot::changed_paths(&repo, head_tree, tree)?;
+    eprintln!(
+        "warning: researcher {id}'s worktree had uncommitted changes ({}); set aside as attempt {} \
+         (recorded as attempt.interrupted; nothing was deleted)",
+        changed.join(", "),
+        &commit.to_string()[..10]
+    );
     Ok(Some(commit.to_string()))
 }
 

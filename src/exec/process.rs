@@ -83,6 +83,25 @@ pub fn cancelled() -> bool {
     CANCELLED.load(Ordering::SeqCst)
 }
 
+/// Ctrl-C while a run starts up (lock taken, worktrees being prepared), before the engine's
+/// handler is in place: the first press asks for a graceful stop (the engine sees `cancelled()`
+/// and exits 130 with the resume hint), a second one exits at once.
+pub fn handle_early_interrupts() {
+    extern "C" fn on_sigint(_: libc::c_int) {
+        if CANCELLED.swap(true, Ordering::SeqCst) {
+            // SAFETY: _exit is async-signal-safe.
+            unsafe { libc::_exit(130) };
+        }
+    }
+    // SAFETY: the handler only touches an atomic and calls _exit.
+    unsafe {
+        libc::signal(
+            libc::SIGINT,
+            on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
+    }
+}
+
 fn kill_group(pgid: i32) {
     // SAFETY: killpg only sends a signal; a stale group id is harmless (ESRCH).
     unsafe {

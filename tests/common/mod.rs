@@ -46,7 +46,11 @@ impl Run {
         }
     }
     pub fn ok(self) -> Run {
-        assert_eq!(self.code, 0, "command failed\nstdout:\n{}\nstderr:\n{}", self.stdout, self.stderr);
+        assert_eq!(
+            self.code, 0,
+            "command failed\nstdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        );
         self
     }
 }
@@ -61,8 +65,17 @@ impl TestRepo {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::create_dir_all(&bin_dir).unwrap();
         std::fs::create_dir_all(&home).unwrap();
-        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_git-conference"), bin_dir.join("git-conference")).unwrap();
-        let repo = TestRepo { tmp, dir, bin_dir, home };
+        std::os::unix::fs::symlink(
+            env!("CARGO_BIN_EXE_git-conference"),
+            bin_dir.join("git-conference"),
+        )
+        .unwrap();
+        let repo = TestRepo {
+            tmp,
+            dir,
+            bin_dir,
+            home,
+        };
         repo.git(&["init", "-q", "-b", "main"]);
         repo
     }
@@ -78,7 +91,11 @@ impl TestRepo {
     /// A command with the hermetic environment, run in the repository.
     pub fn command(&self, program: &str) -> Command {
         let mut cmd = Command::new(program);
-        let path = format!("{}:{}", self.bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+        let path = format!(
+            "{}:{}",
+            self.bin_dir.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
         cmd.current_dir(&self.dir)
             .env("PATH", path)
             .env("HOME", &self.home)
@@ -97,7 +114,11 @@ impl TestRepo {
     /// `git <args>`; panics on failure; returns stdout.
     pub fn git(&self, args: &[&str]) -> String {
         let run = self.git_run(args);
-        assert_eq!(run.code, 0, "git {args:?} failed: {}{}", run.stdout, run.stderr);
+        assert_eq!(
+            run.code, 0,
+            "git {args:?} failed: {}{}",
+            run.stdout, run.stderr
+        );
         run.stdout
     }
 
@@ -110,7 +131,13 @@ impl TestRepo {
     pub fn conference(&self, args: &[&str]) -> Run {
         let mut full = vec!["conference"];
         full.extend_from_slice(args);
-        Run::from(self.command("git").args(&full).stdin(std::process::Stdio::null()).output().unwrap())
+        Run::from(
+            self.command("git")
+                .args(&full)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap(),
+        )
     }
 
     pub fn write(&self, path: &str, text: &str) {
@@ -138,11 +165,19 @@ impl TestRepo {
 
     /// Every event of a conference, read with `git log` (not through the program).
     pub fn events(&self, name: &str) -> Vec<serde_json::Value> {
-        let out = self.git(&["log", "--reverse", "--format=%B%x00", &format!("refs/conference/{name}/events")]);
+        let out = self.git(&[
+            "log",
+            "--reverse",
+            "--format=%B%x00",
+            &format!("refs/conference/{name}/events"),
+        ]);
         out.split('\0')
             .filter(|m| !m.trim().is_empty())
             .map(|m| {
-                let json = m.lines().find(|l| l.starts_with('{')).expect("event has a JSON line");
+                let json = m
+                    .lines()
+                    .find(|l| l.starts_with('{'))
+                    .expect("event has a JSON line");
                 serde_json::from_str(json).unwrap()
             })
             .collect()
@@ -154,6 +189,240 @@ impl TestRepo {
         if run.code != 0 {
             return vec![];
         }
-        run.stdout.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect()
+        run.stdout
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Additions for the end-to-end tests (loop_e2e, conference_e2e).
+
+impl TestRepo {
+    /// `program <args>` with the hermetic environment, run in `dir` (e.g. a clone), any exit code.
+    pub fn run_in(&self, dir: &Path, program: &str, args: &[&str]) -> Run {
+        let mut cmd = self.command(program);
+        cmd.current_dir(dir)
+            .args(args)
+            .stdin(std::process::Stdio::null());
+        Run::from(cmd.output().unwrap())
+    }
+
+    /// `git <args>` in `dir`; panics on failure; returns stdout.
+    pub fn git_in(&self, dir: &Path, args: &[&str]) -> String {
+        let run = self.run_in(dir, "git", args);
+        assert_eq!(
+            run.code,
+            0,
+            "git {args:?} in {} failed: {}{}",
+            dir.display(),
+            run.stdout,
+            run.stderr
+        );
+        run.stdout
+    }
+
+    /// `git conference <args>` in `dir`, any exit code.
+    pub fn conference_in(&self, dir: &Path, args: &[&str]) -> Run {
+        let mut full = vec!["conference"];
+        full.extend_from_slice(args);
+        self.run_in(dir, "git", &full)
+    }
+
+    /// Writes conference.md and runs `git conference start <name>`.
+    pub fn start(&self, name: &str, config: &str) -> Run {
+        self.write("conference.md", config);
+        self.conference(&["start", name])
+    }
+
+    /// The repository's git dir (`.git`).
+    pub fn git_dir(&self) -> PathBuf {
+        self.dir.join(".git")
+    }
+
+    /// The path of a conference worktree (`researcher-A`, `review`, `best`).
+    pub fn worktree(&self, name: &str, label: &str) -> PathBuf {
+        self.git_dir()
+            .join("conference")
+            .join(name)
+            .join("worktrees")
+            .join(label)
+    }
+
+    /// A file of the git dir as text ("" when missing): the fixtures log there.
+    pub fn git_dir_file(&self, file: &str) -> String {
+        std::fs::read_to_string(self.git_dir().join(file)).unwrap_or_default()
+    }
+
+    /// Every event of a conference with its commit message's first line, read with `git log`.
+    pub fn event_subjects(&self, name: &str) -> Vec<String> {
+        self.git(&[
+            "log",
+            "--reverse",
+            "--format=%s",
+            &format!("refs/conference/{name}/events"),
+        ])
+        .lines()
+        .map(str::to_string)
+        .collect()
+    }
+
+    /// The events named `event`.
+    pub fn events_named(&self, name: &str, event: &str) -> Vec<serde_json::Value> {
+        self.events(name)
+            .into_iter()
+            .filter(|e| e["event"] == event)
+            .collect()
+    }
+
+    /// A file of a revision, read with `git show REV:PATH` (None when it does not exist).
+    pub fn show(&self, rev: &str, path: &str) -> Option<String> {
+        let run = self.git_run(&["show", &format!("{rev}:{path}")]);
+        (run.code == 0).then_some(run.stdout)
+    }
+
+    /// Every file of the working tree (not `.git`), with its bytes.
+    pub fn files(&self) -> std::collections::BTreeMap<String, Vec<u8>> {
+        fn walk(root: &Path, dir: &Path, out: &mut std::collections::BTreeMap<String, Vec<u8>>) {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let entry = entry.unwrap();
+                let path = entry.path();
+                let rel = path
+                    .strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                if rel == ".git" {
+                    continue;
+                }
+                if entry.file_type().unwrap().is_dir() {
+                    walk(root, &path, out);
+                } else {
+                    out.insert(rel, std::fs::read(&path).unwrap());
+                }
+            }
+        }
+        let mut out = std::collections::BTreeMap::new();
+        walk(&self.dir, &self.dir, &mut out);
+        out
+    }
+
+    /// Makes `path` (relative to the repository) an executable file.
+    pub fn write_executable(&self, path: &str, text: &str) {
+        use std::os::unix::fs::PermissionsExt;
+        self.write(path, text);
+        let p = self.dir.join(path);
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+/// A conference.md in the seed's bold-key format, built from a few knobs; `extra` lines can be
+/// added to any section.
+#[derive(Clone, Debug)]
+pub struct ConfigBuilder {
+    pub title: String,
+    pub count: u32,
+    pub iterations: u32,
+    pub rounds: u32,
+    pub agent: String,
+    pub agent_timeout: String,
+    pub eval: String,
+    pub eval_timeout: String,
+    pub frozen: String,
+    pub noise_runs: u32,
+    pub max_total_iterations: u32,
+    /// Extra lines for `## Constraints`.
+    pub constraints: Vec<String>,
+    /// Extra lines for `## Noise Handling`.
+    pub noise: Vec<String>,
+}
+
+impl ConfigBuilder {
+    pub fn new(title: &str, agent: &str) -> ConfigBuilder {
+        ConfigBuilder {
+            title: title.to_string(),
+            count: 1,
+            iterations: 3,
+            rounds: 1,
+            agent: agent.to_string(),
+            agent_timeout: "30s".into(),
+            eval: "./eval.sh".into(),
+            eval_timeout: "30s".into(),
+            frozen: "eval.sh".into(),
+            noise_runs: 1,
+            max_total_iterations: 100,
+            constraints: vec![],
+            noise: vec![],
+        }
+    }
+    pub fn count(mut self, n: u32) -> Self {
+        self.count = n;
+        self
+    }
+    pub fn iterations(mut self, n: u32) -> Self {
+        self.iterations = n;
+        self
+    }
+    pub fn rounds(mut self, n: u32) -> Self {
+        self.rounds = n;
+        self
+    }
+    pub fn agent_timeout(mut self, t: &str) -> Self {
+        self.agent_timeout = t.to_string();
+        self
+    }
+    pub fn frozen(mut self, f: &str) -> Self {
+        self.frozen = f.to_string();
+        self
+    }
+    pub fn noise_runs(mut self, n: u32) -> Self {
+        self.noise_runs = n;
+        self
+    }
+    pub fn constraint(mut self, line: &str) -> Self {
+        self.constraints.push(line.to_string());
+        self
+    }
+
+    pub fn build(&self) -> String {
+        let mut s = String::new();
+        s.push_str(&format!("# Conference: {}\n\n", self.title));
+        s.push_str("## Goal\nLower the score.\n\n");
+        s.push_str("## Mode\nmetric\n\n");
+        s.push_str("## Success Metric\n- **Metric:** score\n- **Target:** none\n- **Direction:** minimize\n\n");
+        s.push_str(&format!(
+            "## Researchers\n- **Count:** {}\n- **Iterations per round:** {}\n- **Max rounds:** {}\n\n",
+            self.count, self.iterations, self.rounds
+        ));
+        s.push_str("## Search Space Partitioning\n**Strategy:** free\n\n");
+        s.push_str(&format!(
+            "## Noise Handling\n- **Noise runs:** {}\n",
+            self.noise_runs
+        ));
+        for l in &self.noise {
+            s.push_str(l);
+            s.push('\n');
+        }
+        s.push('\n');
+        s.push_str(&format!(
+            "## Constraints\n- **Max total iterations:** {}\n",
+            self.max_total_iterations
+        ));
+        for l in &self.constraints {
+            s.push_str(l);
+            s.push('\n');
+        }
+        s.push('\n');
+        s.push_str(&format!(
+            "## Evaluation\n- command: {}\n- timeout: {}\n- frozen: {}\n\n",
+            self.eval, self.eval_timeout, self.frozen
+        ));
+        s.push_str(&format!(
+            "## Agent\n- command: {}\n- timeout: {}\n",
+            self.agent, self.agent_timeout
+        ));
+        s
     }
 }

@@ -120,6 +120,8 @@ pub fn start(args: StartArgs, quiet: bool) -> Result<i32> {
     let run_dir = worktree::run_dir(&repo, &name);
     let _lock = RunLock::acquire(&run_dir, &name)?;
     crate::exec::process::handle_early_interrupts();
+    // A start killed while it wrote its first event leaves a lock on the events ref.
+    crate::engine::clear_stale_ref_locks(repo.commondir(), &name);
     let conf = Conference::create(repo.path(), &name, cfg, text, base.id(), ui.clone())?;
     ui.info(&format!(
         "conference `{name}` started from {} ({} researchers); follow it with `git conference log {name} --follow`",

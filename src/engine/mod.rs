@@ -413,11 +413,19 @@ impl Conference {
                 }
             }
         }
-        for prefix in [
-            format!("refs/conference/{}", self.name),
-            format!("refs/heads/conference/{}", self.name),
-        ] {
-            remove_lock_files(&repo.commondir().join(prefix));
+        clear_stale_ref_locks(repo.commondir(), &self.name);
+        // Shared with other conferences of the repository: a live writer holds these for an
+        // instant, so only a lock that stays for a second is stale.
+        for shared in ["refs/notes/conference.lock", "packed-refs.lock"] {
+            let path = repo.commondir().join(shared);
+            let mut waits = 0;
+            while path.exists() && waits < 20 {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                waits += 1;
+            }
+            if waits == 20 {
+                let _ = std::fs::remove_file(&path);
+            }
         }
         Ok(())
     }
@@ -487,6 +495,17 @@ impl Conference {
     /// The log file prefix for a step (`<run-dir>/logs/<what>`).
     pub fn log_path(&self, what: &str) -> PathBuf {
         self.run_dir.join("logs").join(what)
+    }
+}
+
+/// Removes lock files left on the refs of conference `name` by a killed run. Call it only with
+/// the conference's run lock held (no live process of this conference writes them then).
+pub fn clear_stale_ref_locks(common_dir: &Path, name: &str) {
+    for prefix in [
+        format!("refs/conference/{name}"),
+        format!("refs/heads/conference/{name}"),
+    ] {
+        remove_lock_files(&common_dir.join(prefix));
     }
 }
 

@@ -664,23 +664,47 @@ pub fn set_aside_partial(conf: &Conference, id: &str, wt: &Repository) -> Result
         description: &description,
     };
     let commit = commit_attempt(conf, &repo, &attempt)?;
+    let changed = snapshot::changed_paths(&repo, head_tree, tree)?;
+    eprintln!(
+        "warning: researcher {id}'s worktree has uncommitted changes ({}); setting them aside as \
+         attempt {} (recorded as attempt.interrupted; nothing is deleted)",
+        changed.join(", "),
+        &commit.to_string()[..10]
+    );
     let note = json!({"commit": commit.to_string(), "conference": conf.name, "researcher": id,
                       "round": st.round, "iteration": attempt.iteration, "verdict": "interrupted"});
+    // Also in the researcher's attempts (the tuner skips `interrupted` ones), so a resume killed
+    // before the worktree was reset finds it recorded instead of recording it again.
+    let record = AttemptRecord {
+        round: st.round,
+        researcher: id.to_string(),
+        iteration: attempt.iteration,
+        commit: commit.to_string(),
+        tree: tree.to_string(),
+        metric: None,
+        delta: None,
+        verdict: "interrupted".into(),
+        description: description.clone(),
+        reason: Some("set aside on resume".into()),
+        timestamp: super::now_iso(),
+        sub_metrics: Default::default(),
+    };
     conf.record(
         "attempt.interrupted",
         &format!("{id} r{} partial attempt set aside", st.round),
         json!({"researcher": id, "round": st.round, "commit": commit.to_string(),
                "tree": tree.to_string(), "notes": [note.clone()]}),
-        |_, _| Ok(vec![]),
+        |_, rec| {
+            let line = serde_json::to_string(&record)?;
+            Ok(vec![append_line(
+                rec,
+                &files::attempts(id),
+                &line,
+                RECENT_ATTEMPTS,
+            )?])
+        },
     )?;
     conf.note(&[(commit, note)])?;
-    let changed = snapshot::changed_paths(&repo, head_tree, tree)?;
-    eprintln!(
-        "warning: researcher {id}'s worktree had uncommitted changes ({}); set aside as attempt {} \
-         (recorded as attempt.interrupted; nothing was deleted)",
-        changed.join(", "),
-        &commit.to_string()[..10]
-    );
     Ok(Some(commit.to_string()))
 }
 

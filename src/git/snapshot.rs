@@ -12,10 +12,41 @@ use anyhow::Result;
 use git2::{build::CheckoutBuilder, IndexAddOption, Oid, Repository, Signature};
 
 /// The tree of the worktree's current files (writes the objects that changed).
+///
+/// One pass over the worktree (what `git add -A` does): a diff of the index against the files,
+/// untracked ones included, then only the paths it names are added to or removed from the index.
+/// (`add_all` followed by `update_all` walked the whole worktree twice.)
 pub fn capture(wt: &Repository) -> Result<Oid> {
     let mut index = wt.index()?;
-    index.add_all(["*"], IndexAddOption::DEFAULT, None)?;
-    index.update_all(["*"], None)?;
+    let mut opts = git2::DiffOptions::new();
+    opts.include_untracked(true)
+        .recurse_untracked_dirs(true)
+        .include_typechange(true)
+        .update_index(true); // refreshes the stat data of files touched but not changed
+    let diff = wt.diff_index_to_workdir(Some(&index), Some(&mut opts))?;
+    let mut removed = Vec::new();
+    let mut added = Vec::new();
+    for delta in diff.deltas() {
+        match delta.status() {
+            git2::Delta::Deleted => removed.extend(delta.old_file().path().map(Path::to_path_buf)),
+            git2::Delta::Unmodified | git2::Delta::Ignored => {}
+            _ => added.extend(delta.new_file().path().map(Path::to_path_buf)),
+        }
+    }
+    drop(diff);
+    // Removals first, so that a file replaced by a folder (or the reverse) never collides.
+    for path in &removed {
+        index.remove_path(path)?;
+    }
+    let workdir = wt.workdir().map(Path::to_path_buf).unwrap_or_default();
+    for path in &added {
+        if workdir.join(path).is_dir() {
+            // A nested repository (or a folder the diff did not open): as `add_all` would.
+            index.add_all([path], IndexAddOption::DISABLE_PATHSPEC_MATCH, None)?;
+        } else {
+            index.add_path(path)?;
+        }
+    }
     let tree = index.write_tree()?;
     index.write()?;
     Ok(tree)
@@ -139,4 +170,74 @@ pub fn list_files(repo: &Repository, tree: Oid) -> Result<Vec<String>> {
         git2::TreeWalkResult::Ok
     })?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args([
+                "-c",
+                "user.name=T",
+                "-c",
+                "user.email=t@e",
+                "-c",
+                "core.autocrlf=false",
+            ])
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// `capture` takes exactly what `git add -A` would: new (also in new folders), modified,
+    /// deleted, mode changes, a file replaced by a folder; ignored files stay out.
+    #[test]
+    fn capture_matches_git_add_all() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        git(dir, &["init", "-q"]);
+        for (p, t) in [
+            ("a.txt", "a"),
+            ("d/b.txt", "b"),
+            ("d/e/c.txt", "c"),
+            ("x", "x"),
+            (".gitignore", "build/\n*.log\n"),
+            ("run.sh", "#!/bin/sh\n"),
+        ] {
+            std::fs::create_dir_all(dir.join(p).parent().unwrap()).unwrap();
+            std::fs::write(dir.join(p), t).unwrap();
+        }
+        git(dir, &["add", "-A"]);
+        git(dir, &["commit", "-q", "-m", "base"]);
+        std::fs::write(dir.join("a.txt"), "changed").unwrap();
+        std::fs::remove_file(dir.join("d/e/c.txt")).unwrap();
+        std::fs::create_dir_all(dir.join("new/deep")).unwrap();
+        std::fs::write(dir.join("new/deep/n.txt"), "n").unwrap();
+        std::fs::remove_file(dir.join("x")).unwrap();
+        std::fs::create_dir_all(dir.join("x")).unwrap();
+        std::fs::write(dir.join("x/inside.txt"), "i").unwrap();
+        std::fs::set_permissions(dir.join("run.sh"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        std::fs::create_dir_all(dir.join("build")).unwrap();
+        std::fs::write(dir.join("build/out.o"), "o").unwrap();
+        std::fs::write(dir.join("debug.log"), "l").unwrap();
+        let repo = Repository::open(dir).unwrap();
+        let tree = capture(&repo).unwrap();
+        git(dir, &["add", "-A"]);
+        assert_eq!(tree.to_string(), git(dir, &["write-tree"]));
+        // Nothing changed since: the same tree again.
+        assert_eq!(capture(&repo).unwrap(), tree);
+    }
 }

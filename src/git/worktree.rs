@@ -48,8 +48,10 @@ pub fn ensure(repo: &Repository, name: &str, label: &str, checkout: Checkout) ->
         return Ok(path);
     }
     let top = repo.commondir().to_path_buf();
-    // A registration whose folder is gone blocks `worktree add`: prune it first.
+    // A registration whose folder is gone blocks `worktree add`: prune it first. One left
+    // `locked` by an `add` that was killed half-way is not pruned: `--force` twice overrides it.
     let _ = git(&top, &["worktree", "prune"]);
+    drop_dead_registration(repo, &path);
     if path.exists() {
         std::fs::remove_dir_all(&path)
             .with_context(|| format!("cannot clear broken worktree {}", path.display()))?;
@@ -62,7 +64,9 @@ pub fn ensure(repo: &Repository, name: &str, label: &str, checkout: Checkout) ->
         Checkout::Branch(branch) => {
             git(
                 &top,
-                &["worktree", "add", "--force", "--quiet", &path_str, branch],
+                &[
+                    "worktree", "add", "--force", "--force", "--quiet", &path_str, branch,
+                ],
             )?;
         }
         Checkout::Detached(commit) => {
@@ -71,6 +75,7 @@ pub fn ensure(repo: &Repository, name: &str, label: &str, checkout: Checkout) ->
                 &[
                     "worktree",
                     "add",
+                    "--force",
                     "--force",
                     "--quiet",
                     "--detach",
@@ -81,6 +86,21 @@ pub fn ensure(repo: &Repository, name: &str, label: &str, checkout: Checkout) ->
         }
     }
     Ok(path)
+}
+
+/// Removes the registration of the worktree at `path`, which `ensure` found unusable. An `add`
+/// killed half-way leaves one without `commondir`, on which every later `worktree add` fails.
+fn drop_dead_registration(repo: &Repository, path: &Path) {
+    let gitfile = path.join(".git");
+    let Ok(entries) = std::fs::read_dir(repo.commondir().join("worktrees")) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let pointer = std::fs::read_to_string(entry.path().join("gitdir")).unwrap_or_default();
+        if Path::new(pointer.trim()) == gitfile {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// Removes a worktree (files and registration). Missing ones are fine.

@@ -1,0 +1,1349 @@
+//! Crash safety of `git conference resume`: the conference is killed (SIGKILL through the product's
+//! failpoints, SIGKILL after a delay, SIGINT once or twice) at many instants over every phase, then
+//! resumed, and the result is checked with plain git against an uninterrupted run of the same
+//! deterministic conference (fixtures/resume: three script researchers on complementary files).
+//!
+//! Checked after every recovered run: the conference completes; each round has exactly one
+//! `round.completed` (and one start, poster session, peer review); every attempt is recorded once
+//! with the same verdict and metric as the uninterrupted run; every kept snapshot named in an event
+//! is on its researcher branch; every attempt named in an event has its note and stays reachable;
+//! `conference.resumed` comes before anything a resume runs; best (tree and metric) equals the
+//! uninterrupted run's; `git fsck` is clean; the user's branch and working tree are untouched.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use common::TestRepo;
+use serde_json::Value;
+
+const NAME: &str = "res";
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_git-conference")
+}
+
+fn fixture() -> TestRepo {
+    TestRepo::from_fixture("resume")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running the program and killing it
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    Code(i32),
+    Signal(i32),
+}
+
+struct Leg {
+    ending: Ending,
+    stdout: String,
+    stderr: String,
+}
+
+impl std::fmt::Display for Leg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:?}\n--- stdout\n{}\n--- stderr\n{}",
+            self.ending, self.stdout, self.stderr
+        )
+    }
+}
+
+/// How a leg is stopped from outside.
+#[derive(Clone, Copy, Debug)]
+enum Stop {
+    /// Runs until it exits (or a failpoint kills it).
+    Never,
+    /// `kill -<signal>` this long after the process started.
+    After(Duration, i32),
+    /// `kill -<signal>` this long after the run recorded `conference.resumed` (or
+    /// `conference.started`), i.e. once the engine runs and Ctrl-C is handled.
+    AfterEngine(Duration, i32),
+}
+
+/// `git-conference <args>` run directly (not through `git`), so that its pid and how it ended are
+/// the program's own.
+fn spawn(repo: &TestRepo, args: &[&str], env: &[(&str, &str)]) -> Child {
+    let mut cmd = repo.command(bin());
+    cmd.args(args)
+        .env_remove("GIT_CONFERENCE_FAILPOINT")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.spawn().expect("spawn git-conference")
+}
+
+fn finish(child: Child) -> Leg {
+    let out = child.wait_with_output().expect("wait for git-conference");
+    use std::os::unix::process::ExitStatusExt;
+    let ending = match out.status.code() {
+        Some(c) => Ending::Code(c),
+        None => Ending::Signal(out.status.signal().unwrap_or(0)),
+    };
+    Leg {
+        ending,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn send(pid: u32, signal: i32) {
+    // SAFETY: sending a signal to our own child (not yet reaped, so the pid is still ours).
+    unsafe {
+        libc::kill(pid as i32, signal);
+    }
+}
+
+fn run(repo: &TestRepo, args: &[&str], env: &[(&str, &str)], stop: Stop) -> Leg {
+    let started = Instant::now();
+    let mut child = spawn(repo, args, env);
+    match stop {
+        Stop::Never => {}
+        Stop::After(delay, signal) => {
+            std::thread::sleep(delay.saturating_sub(started.elapsed()));
+            send(child.id(), signal);
+        }
+        Stop::AfterEngine(delay, signal) => {
+            let before = count_events(repo, &["conference.resumed", "conference.started"]);
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                if child.try_wait().unwrap().is_some() {
+                    break;
+                }
+                if count_events(repo, &["conference.resumed", "conference.started"]) > before {
+                    std::thread::sleep(delay);
+                    send(child.id(), signal);
+                    break;
+                }
+                assert!(Instant::now() < deadline, "the run never got going");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    }
+    finish(child)
+}
+
+/// Events of the conference whose names are in `names`, counted from `git log` subjects.
+fn count_events(repo: &TestRepo, names: &[&str]) -> usize {
+    let r = repo.git_run(&["log", "--format=%s", &events_ref()]);
+    r.stdout
+        .lines()
+        .filter(|l| names.iter().any(|n| l.starts_with(&format!("{n}:"))))
+        .count()
+}
+
+/// The name of the last recorded event ("-" when none).
+fn last_event(repo: &TestRepo) -> String {
+    let r = repo.git_run(&["log", "-1", "--format=%s", &events_ref()]);
+    r.stdout
+        .split(':')
+        .next()
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or("-")
+        .trim()
+        .to_string()
+}
+
+fn events_ref() -> String {
+    format!("refs/conference/{NAME}/events")
+}
+
+fn has_conference(repo: &TestRepo) -> bool {
+    repo.git_run(&["rev-parse", "--verify", "-q", &events_ref()])
+        .code
+        == 0
+}
+
+/// Kills what a SIGKILLed conference left running (agents and evaluations live in their own
+/// process groups, so killing the conference does not stop them): every process whose working
+/// directory is inside this test's temporary folder. Returns how many it found.
+fn kill_strays(repo: &TestRepo) -> usize {
+    let root = std::fs::canonicalize(repo.tmp.path()).unwrap();
+    let me = std::process::id();
+    let mut total = 0;
+    for _ in 0..100 {
+        let mut found = 0;
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            if pid == me {
+                continue;
+            }
+            if let Ok(cwd) = std::fs::read_link(entry.path().join("cwd")) {
+                if cwd.starts_with(&root) {
+                    send(pid, libc::SIGKILL);
+                    found += 1;
+                }
+            }
+        }
+        if found == 0 {
+            return total;
+        }
+        total += found;
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("processes under {} keep running", root.display());
+}
+
+/// Runs the next leg of a conference: `start` when nothing was recorded yet (a kill before
+/// `conference.started`), `resume` otherwise. A resume is checked for the recovery rule:
+/// whatever it appends starts with set-aside partial attempts, then `conference.resumed`.
+fn next_leg(
+    repo: &TestRepo,
+    failpoint: Option<&str>,
+    env: &[(&str, &str)],
+    stop: Stop,
+    log: &mut Log,
+) -> Leg {
+    let mut env: Vec<(&str, &str)> = env.to_vec();
+    if let Some(fp) = failpoint {
+        env.push(("GIT_CONFERENCE_FAILPOINT", fp));
+    }
+    if !has_conference(repo) {
+        return run(repo, &["start", NAME, "--yes"], &env, stop);
+    }
+    let before = repo.events(NAME).len();
+    let leg = run(repo, &["resume", NAME], &env, stop);
+    let events = repo.events(NAME);
+    let added: Vec<&str> = events[before..]
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    let first_other = added.iter().position(|e| *e != "attempt.interrupted");
+    if let Some(i) = first_other {
+        assert_eq!(
+            added[i],
+            "conference.resumed",
+            "a resume ran {:?} before recording conference.resumed\n{leg}",
+            &added[..=i]
+        );
+        let ev = &events[before + i];
+        assert!(
+            ev["payload"]["recovery_point"]
+                .as_str()
+                .is_some_and(|p| !p.is_empty()),
+            "conference.resumed without a recovery point: {ev}"
+        );
+        log.resumed += 1;
+    }
+    if matches!(leg.ending, Ending::Code(0)) && added.is_empty() {
+        assert!(
+            leg.stdout.contains("already complete"),
+            "a resume that did nothing must say the conference is complete\n{leg}"
+        );
+    }
+    leg
+}
+
+/// What happened to one conference over its legs.
+#[derive(Default, Debug)]
+struct Log {
+    /// Failpoints (or delays) at which the program was really killed.
+    kills: Vec<String>,
+    /// Resumes that recorded `conference.resumed`.
+    resumed: usize,
+}
+
+/// Resumes (no failpoint, no kill) until the conference completes; a few tries at most.
+fn resume_to_end(repo: &TestRepo, log: &mut Log) {
+    for _ in 0..3 {
+        let leg = next_leg(repo, None, &[], Stop::Never, log);
+        match leg.ending {
+            Ending::Code(0) => return,
+            _ => eprintln!("resume did not finish, retrying:\n{leg}"),
+        }
+    }
+    panic!("the conference did not complete after 3 resumes");
+}
+
+/// Runs `legs` failpoints one after the other (each leg resumes where the last one died), then
+/// resumes to the end. A failpoint that is never reached lets its leg complete the conference;
+/// the remaining legs are then not kill points.
+fn failpoint_chain(repo: &TestRepo, legs: &[&str], log: &mut Log) {
+    for fp in legs {
+        let leg = next_leg(repo, Some(fp), &[], Stop::Never, log);
+        match leg.ending {
+            Ending::Signal(9) => {
+                log.kills.push(fp.to_string());
+                kill_strays(repo);
+            }
+            Ending::Code(0) => {
+                eprintln!("failpoint {fp} was not reached: the conference completed");
+                return;
+            }
+            _ => panic!("failpoint {fp}: unexpected ending\n{leg}"),
+        }
+    }
+    resume_to_end(repo, log);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The uninterrupted run and the invariants
+
+/// The user's side of the repository, which a conference must never touch.
+#[derive(Debug, PartialEq)]
+struct UserSide {
+    head: String,
+    main: String,
+    status: String,
+}
+
+fn user_side(repo: &TestRepo) -> UserSide {
+    UserSide {
+        head: repo.git(&["symbolic-ref", "HEAD"]),
+        main: repo.git(&["rev-parse", "refs/heads/main"]),
+        status: repo.git(&["status", "--porcelain", "--untracked-files=all"]),
+    }
+}
+
+type IterKey = (String, u64, u64);
+
+/// The outcome of a conference, as compared between runs.
+#[derive(Debug, Clone, PartialEq)]
+struct Outcome {
+    best_tree: String,
+    best_metric: f64,
+    /// (researcher, round, iteration) → (verdict, metric).
+    iterations: BTreeMap<IterKey, (String, Option<f64>)>,
+    /// (round, researcher) → (result, metric).
+    picks: BTreeMap<(u64, String), (String, Option<f64>)>,
+    /// Best metric after each round.
+    round_bests: Vec<Option<f64>>,
+}
+
+fn outcome(repo: &TestRepo) -> Outcome {
+    let events = repo.events(NAME);
+    let mut iterations = BTreeMap::new();
+    let mut picks = BTreeMap::new();
+    let mut round_bests = Vec::new();
+    for e in &events {
+        let p = &e["payload"];
+        match e["event"].as_str().unwrap() {
+            "researcher.iteration" => {
+                let key = (
+                    p["researcher"].as_str().unwrap().to_string(),
+                    p["round"].as_u64().unwrap(),
+                    p["iteration"].as_u64().unwrap(),
+                );
+                let value = (
+                    p["status"].as_str().unwrap().to_string(),
+                    p["metric_value"].as_f64(),
+                );
+                assert!(
+                    iterations.insert(key.clone(), value).is_none(),
+                    "iteration {key:?} recorded twice"
+                );
+            }
+            "transfer.pick" => {
+                let key = (
+                    p["round"].as_u64().unwrap(),
+                    p["researcher"].as_str().unwrap().to_string(),
+                );
+                let value = (
+                    p["result"].as_str().unwrap().to_string(),
+                    p["metric"].as_f64(),
+                );
+                assert!(
+                    picks.insert(key.clone(), value).is_none(),
+                    "transfer pick {key:?} made twice"
+                );
+            }
+            "round.completed" => round_bests.push(p["best_metric"].as_f64()),
+            _ => {}
+        }
+    }
+    let status = repo.status_json(NAME);
+    Outcome {
+        best_tree: repo
+            .git(&["rev-parse", &format!("conference/{NAME}/best^{{tree}}")])
+            .trim()
+            .to_string(),
+        best_metric: status["best"]["metric"].as_f64().expect("a best metric"),
+        iterations,
+        picks,
+        round_bests,
+    }
+}
+
+fn reference() -> &'static Outcome {
+    static REFERENCE: OnceLock<Outcome> = OnceLock::new();
+    REFERENCE.get_or_init(|| {
+        let repo = fixture();
+        let before = user_side(&repo);
+        let leg = run(&repo, &["start", NAME, "--yes"], &[], Stop::Never);
+        assert_eq!(
+            leg.ending,
+            Ending::Code(0),
+            "the uninterrupted run failed\n{leg}"
+        );
+        let out = outcome(&repo);
+        // The fixture must exercise what the tests claim: reverts, a no-change iteration, and a
+        // knowledge transfer that merges several findings per round.
+        let verdicts: Vec<&str> = out.iterations.values().map(|(v, _)| v.as_str()).collect();
+        assert!(
+            verdicts.contains(&"kept")
+                && verdicts.contains(&"reverted")
+                && verdicts.contains(&"no_change")
+        );
+        for round in 1..=2 {
+            let merged = out
+                .picks
+                .iter()
+                .filter(|((r, _), (res, _))| *r == round && res == "merged")
+                .count();
+            assert!(
+                merged >= 2,
+                "round {round} merged {merged} findings: {:?}",
+                out.picks
+            );
+        }
+        check_invariants(&repo, &before, &out, &Log::default());
+        out
+    })
+}
+
+/// Every invariant of a completed conference; `expected` is the uninterrupted run's outcome.
+fn check_invariants(repo: &TestRepo, user_before: &UserSide, expected: &Outcome, log: &Log) {
+    let events = repo.events(NAME);
+    let names: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    let count = |name: &str| names.iter().filter(|n| **n == name).count();
+    let per_round = |name: &str, round: u64| {
+        events
+            .iter()
+            .filter(|e| e["event"] == name && e["payload"]["round"].as_u64() == Some(round))
+            .count()
+    };
+
+    // The conference completed, once.
+    assert_eq!(
+        names.last(),
+        Some(&"conference.completed"),
+        "events: {names:?}"
+    );
+    assert_eq!(count("conference.completed"), 1, "events: {names:?}");
+    assert_eq!(count("conference.started"), 1);
+    assert_eq!(
+        count("baseline.measured"),
+        1,
+        "the baseline was measured twice: {names:?}"
+    );
+    let status = repo.status_json(NAME);
+    assert_eq!(status["status"], "completed", "{status}");
+
+    // Each round ran once, phase by phase.
+    for round in 1..=2 {
+        for name in [
+            "round.started",
+            "round.poster_session",
+            "round.peer_review",
+            "round.completed",
+        ] {
+            assert_eq!(
+                per_round(name, round),
+                1,
+                "round {round}: {name} ×{}; events: {names:?}",
+                per_round(name, round)
+            );
+        }
+    }
+    assert_eq!(count("round.completed"), 2);
+    let mut finished: BTreeMap<(String, u64), usize> = BTreeMap::new();
+    for e in events
+        .iter()
+        .filter(|e| e["event"] == "researcher.finished")
+    {
+        let p = &e["payload"];
+        *finished
+            .entry((
+                p["researcher"].as_str().unwrap().into(),
+                p["round"].as_u64().unwrap(),
+            ))
+            .or_default() += 1;
+    }
+    assert_eq!(finished.len(), 6, "researcher.finished: {finished:?}");
+    assert!(
+        finished.values().all(|&n| n == 1),
+        "a researcher finished a round twice: {finished:?}"
+    );
+    assert_eq!(
+        count("conference.resumed"),
+        log.resumed,
+        "conference.resumed events"
+    );
+
+    // Nothing lost, nothing done twice, the same results: every attempt and pick as in the
+    // uninterrupted run, and the same best.
+    let got = outcome(repo);
+    assert_eq!(
+        got.iterations, expected.iterations,
+        "recorded iterations differ from the uninterrupted run"
+    );
+    assert_eq!(
+        got.picks, expected.picks,
+        "knowledge transfer differs from the uninterrupted run"
+    );
+    assert_eq!(got.round_bests, expected.round_bests);
+    assert_eq!(
+        got.best_tree, expected.best_tree,
+        "best tree differs from the uninterrupted run"
+    );
+    assert_eq!(got.best_metric, expected.best_metric);
+    let best = repo
+        .git(&["rev-parse", &format!("refs/heads/conference/{NAME}/best")])
+        .trim()
+        .to_string();
+    let completed = events.last().unwrap();
+    assert_eq!(
+        completed["payload"]["best_commit"].as_str(),
+        Some(best.as_str()),
+        "best branch ≠ recorded best"
+    );
+    assert_eq!(status["best"]["commit"].as_str(), Some(best.as_str()));
+
+    // Snapshots: kept ones on their branch, every named attempt reachable and noted.
+    let ancestor = |commit: &str, of: &str| {
+        repo.git_run(&["merge-base", "--is-ancestor", commit, of])
+            .code
+            == 0
+    };
+    let attempts_ref = format!("refs/conference/{NAME}/attempts");
+    for e in &events {
+        let p = &e["payload"];
+        match e["event"].as_str().unwrap() {
+            "researcher.iteration" => {
+                if let Some(commit) = p["commit"].as_str() {
+                    assert!(
+                        ancestor(commit, &attempts_ref),
+                        "attempt {commit} is not kept reachable"
+                    );
+                    if p["status"] == "kept" {
+                        let branch = format!(
+                            "refs/heads/conference/{NAME}/researcher-{}",
+                            p["researcher"].as_str().unwrap()
+                        );
+                        assert!(
+                            ancestor(commit, &branch),
+                            "kept snapshot {commit} is not on {branch}"
+                        );
+                    }
+                }
+            }
+            "attempt.interrupted" => {
+                let commit = p["commit"].as_str().unwrap();
+                assert!(
+                    ancestor(commit, &attempts_ref),
+                    "interrupted attempt {commit} is not kept reachable"
+                );
+            }
+            "transfer.pick" => {
+                if let Some(commit) = p["commit"].as_str() {
+                    assert!(
+                        ancestor(commit, &attempts_ref),
+                        "transfer candidate {commit} is not kept reachable"
+                    );
+                    if p["result"] == "merged" {
+                        assert!(
+                            ancestor(commit, &best),
+                            "merged pick {commit} is not on best"
+                        );
+                    }
+                }
+            }
+            _ => {}
+        }
+        for note in p["notes"].as_array().into_iter().flatten() {
+            let commit = note["commit"].as_str().unwrap();
+            let lines = repo.notes(commit);
+            assert!(
+                lines.contains(note),
+                "{} names {commit} but its note lacks {note}; note: {lines:?}",
+                e["event"]
+            );
+        }
+        if e["event"] == "researcher.iteration" {
+            if let Some(commit) = p["commit"].as_str() {
+                assert!(
+                    !repo.notes(commit).is_empty(),
+                    "attempt {commit} has no note"
+                );
+            }
+        }
+    }
+
+    // The repository is sound, the user's side untouched, the lock released.
+    let fsck = repo.git_run(&["fsck", "--no-progress", "--no-dangling"]);
+    assert_eq!(fsck.code, 0, "git fsck: {}{}", fsck.stdout, fsck.stderr);
+    assert!(
+        !fsck.stdout.contains("error")
+            && !fsck.stderr.contains("error")
+            && !fsck.stderr.contains("missing"),
+        "git fsck: {}{}",
+        fsck.stdout,
+        fsck.stderr
+    );
+    assert_eq!(
+        &user_side(repo),
+        user_before,
+        "the user's branch or working tree changed"
+    );
+    assert!(!lock_path(repo).exists(), "the run lock was left behind");
+}
+
+fn run_dir(repo: &TestRepo) -> PathBuf {
+    repo.dir.join(".git").join("conference").join(NAME)
+}
+
+fn lock_path(repo: &TestRepo) -> PathBuf {
+    run_dir(repo).join("lock")
+}
+
+fn worktree(repo: &TestRepo, label: &str) -> PathBuf {
+    run_dir(repo).join("worktrees").join(label)
+}
+
+/// A small deterministic pseudo-random sequence (no dependency, same delays on every run).
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self, lo: u64, hi: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        lo + (self.0 >> 33) % (hi - lo + 1)
+    }
+}
+
+/// One conference killed at each failpoint of `legs` in turn, then resumed to the end and checked.
+fn failpoint_scenario(legs: &[&str], min_kills: usize) -> Log {
+    let expected = reference();
+    let repo = fixture();
+    let before = user_side(&repo);
+    let mut log = Log::default();
+    failpoint_chain(&repo, legs, &mut log);
+    check_invariants(&repo, &before, expected, &log);
+    eprintln!("kill points ({}): {:?}", log.kills.len(), log.kills);
+    assert!(
+        log.kills.len() >= min_kills,
+        "only {} of {} failpoints were reached: {:?}",
+        log.kills.len(),
+        legs.len(),
+        log.kills
+    );
+    log
+}
+
+// ---------------------------------------------------------------------------------------------
+// SIGKILL at named points of every phase
+
+/// Start, baseline, the first round's research (agent runs, snapshot commits, evaluations).
+#[test]
+fn sigkill_during_startup_and_research() {
+    // Killed before `conference.started` is recorded: there is no conference, `start` again.
+    let repo = fixture();
+    let leg = run(
+        &repo,
+        &["start", NAME, "--yes"],
+        &[("GIT_CONFERENCE_FAILPOINT", "event.before-ref:1")],
+        Stop::Never,
+    );
+    assert_eq!(leg.ending, Ending::Signal(9), "{leg}");
+    assert!(!has_conference(&repo));
+    let again = repo.conference(&["resume", NAME]);
+    assert_ne!(
+        again.code, 0,
+        "resume of a conference that never started must fail"
+    );
+    drop(repo);
+
+    failpoint_scenario(
+        &[
+            "event.conference.started:1",
+            "event.baseline.measured:1",
+            "event.conference.resumed:1",
+            "event.round.started:1",
+            "agent.finished:2",
+            "snapshot.committed:2",
+            "snapshot.reachable:2",
+            "eval.finished:2",
+            "event.before-ref:3",
+            "event.researcher.iteration:2",
+        ],
+        10,
+    );
+}
+
+/// The effects that follow an attempt's event: note, branch move, worktree reset.
+#[test]
+fn sigkill_between_an_attempt_and_its_effects() {
+    failpoint_scenario(
+        &[
+            "iteration.recorded:3",
+            "note.before-ref:2",
+            "note.written:2",
+            "branch.moved:1",
+            "iteration.recorded:2",
+            "event.researcher.finished:1",
+            "event.researcher.finished:2",
+            "event.round.poster_session:1",
+        ],
+        8,
+    );
+}
+
+/// Peer review and knowledge transfer of round 1, the end of the round.
+#[test]
+fn sigkill_during_review_and_transfer() {
+    failpoint_scenario(
+        &[
+            "review.measured:2",
+            "note.before-ref:1",
+            "event.round.peer_review:1",
+            "transfer.cherry-picked:1",
+            "event.transfer.pick:1",
+            "transfer.recorded:1",
+            "transfer.cherry-picked:1",
+            "note.written:1",
+            "event.round.completed:1",
+        ],
+        9,
+    );
+}
+
+/// Round 2 (from the merged best), the final transfer, the report and the completion.
+#[test]
+fn sigkill_during_the_last_round_and_synthesis() {
+    failpoint_scenario(
+        &[
+            // Round 2 has 9 iterations: these three legs record at most 7 of them, whatever
+            // the interleaving of the researchers, so the peer review is still ahead.
+            "event.round.started:2",
+            "agent.finished:3",
+            "eval.finished:2",
+            "event.researcher.iteration:2",
+            "event.round.peer_review:1",
+            "transfer.recorded:2",
+            "event.before-ref:2",
+            "event.round.completed:1",
+            "event.conference.budget_stop:1",
+            "report.built:1",
+        ],
+        10,
+    );
+}
+
+/// Killed right after `conference.completed`: resume says it is complete, exits 0, changes nothing.
+#[test]
+fn resume_of_a_completed_conference_says_so() {
+    let expected = reference();
+    let repo = fixture();
+    let before = user_side(&repo);
+    let mut log = Log::default();
+    failpoint_chain(&repo, &["event.conference.completed:1"], &mut log);
+    assert_eq!(log.kills.len(), 1);
+    check_invariants(&repo, &before, expected, &log);
+    let events = repo.events(NAME).len();
+    let r = repo.conference(&["resume", NAME]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("already complete"), "{}", r.stdout);
+    assert_eq!(
+        repo.events(NAME).len(),
+        events,
+        "resume of a completed conference recorded something"
+    );
+    let r = repo.conference(&["resume"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    check_invariants(&repo, &before, expected, &log);
+}
+
+// ---------------------------------------------------------------------------------------------
+// SIGKILL at arbitrary instants
+
+/// Kills after pseudo-random delays while agents and evaluations sleep briefly, resuming each time.
+#[test]
+fn sigkill_at_arbitrary_instants() {
+    let expected = reference();
+    let env = [
+        ("RESUME_AGENT_SLEEP", "0.03"),
+        ("RESUME_EVAL_SLEEP", "0.02"),
+    ];
+    let mut total = 0;
+    // RESUME_E2E_SEEDS=1,2,3 runs other delay sequences (for stress runs).
+    let seeds: Vec<u64> = std::env::var("RESUME_E2E_SEEDS")
+        .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_else(|_| vec![7, 1234, 42]);
+    for seed in seeds {
+        let repo = fixture();
+        let before = user_side(&repo);
+        let mut log = Log::default();
+        let mut rng = Lcg(seed);
+        for i in 0..10 {
+            // Alternately counted from the process start (startup and worktree preparation
+            // included) and from `conference.resumed` (so that later phases get their share).
+            let delay = rng.next(5, 600);
+            let stop = if i % 2 == 0 {
+                Stop::After(Duration::from_millis(delay), libc::SIGKILL)
+            } else {
+                Stop::AfterEngine(Duration::from_millis(delay), libc::SIGKILL)
+            };
+            let leg = next_leg(&repo, None, &env, stop, &mut log);
+            match leg.ending {
+                Ending::Signal(9) => {
+                    log.kills.push(format!("{delay}ms@{}", last_event(&repo)));
+                    kill_strays(&repo);
+                }
+                Ending::Code(0) => break,
+                _ => panic!("killed after {delay} ms: unexpected ending\n{leg}"),
+            }
+        }
+        resume_to_end(&repo, &mut log);
+        check_invariants(&repo, &before, expected, &log);
+        eprintln!("timed kills (seed {seed}): {:?}", log.kills);
+        total += log.kills.len();
+    }
+    assert!(total >= 8, "only {total} timed kills landed");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ctrl-C
+
+/// One SIGINT: agents and evaluations are killed, what finished is recorded, exit 130 with the
+/// resume command; resume completes the conference.
+#[test]
+fn sigint_once_stops_gracefully_and_resume_completes() {
+    let expected = reference();
+    let repo = fixture();
+    let before = user_side(&repo);
+    let mut log = Log::default();
+    let env = [("RESUME_AGENT_SLEEP", "0.2")];
+    let mut child = spawn(&repo, &["start", NAME, "--yes"], &env);
+    wait_for_event(&repo, &mut child, "researcher.iteration");
+    send(child.id(), libc::SIGINT);
+    let leg = finish_within(child, Duration::from_secs(20));
+    assert_eq!(leg.ending, Ending::Code(130), "{leg}");
+    assert!(
+        leg.stderr
+            .contains(&format!("git conference resume {NAME}")),
+        "says how to resume:\n{leg}"
+    );
+    check_graceful_stop(&repo);
+    let status = repo.status_json(NAME);
+    assert!(
+        status["researchers"]
+            .as_object()
+            .unwrap()
+            .values()
+            .any(|r| r["attempts"].as_u64() > Some(0)),
+        "nothing finished was recorded: {status}"
+    );
+    resume_to_end(&repo, &mut log);
+    check_invariants(&repo, &before, expected, &log);
+}
+
+/// Two SIGINTs: the second exits at once; resume still completes the conference.
+#[test]
+fn sigint_twice_exits_at_once_and_resume_completes() {
+    let expected = reference();
+    let repo = fixture();
+    let before = user_side(&repo);
+    let mut log = Log::default();
+    let env = [("RESUME_AGENT_SLEEP", "0.2"), ("RESUME_EVAL_SLEEP", "0.1")];
+    let mut child = spawn(&repo, &["start", NAME, "--yes"], &env);
+    wait_for_event(&repo, &mut child, "researcher.iteration");
+    send(child.id(), libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(20));
+    send(child.id(), libc::SIGINT);
+    let leg = finish_within(child, Duration::from_secs(20));
+    assert_eq!(leg.ending, Ending::Code(130), "{leg}");
+    kill_strays(&repo);
+    resume_to_end(&repo, &mut log);
+    check_invariants(&repo, &before, expected, &log);
+}
+
+/// SIGINT at several instants of the run (once the engine runs), resuming each time.
+#[test]
+fn sigint_at_many_instants() {
+    let expected = reference();
+    let repo = fixture();
+    let before = user_side(&repo);
+    let mut log = Log::default();
+    let env = [
+        ("RESUME_AGENT_SLEEP", "0.03"),
+        ("RESUME_EVAL_SLEEP", "0.02"),
+    ];
+    let mut rng = Lcg(99);
+    let mut interrupts = 0;
+    let mut landed = Vec::new();
+    for i in 0..8 {
+        // Alternately at any instant (startup included, while worktrees are prepared) and once
+        // the engine runs.
+        let delay = rng.next(40, 400);
+        let stop = if i % 2 == 0 {
+            Stop::After(Duration::from_millis(delay), libc::SIGINT)
+        } else {
+            Stop::AfterEngine(Duration::from_millis(delay / 2), libc::SIGINT)
+        };
+        let leg = next_leg(&repo, None, &env, stop, &mut log);
+        match leg.ending {
+            Ending::Code(130) => {
+                interrupts += 1;
+                landed.push(format!("{delay}ms@{}", last_event(&repo)));
+                assert!(leg.stderr.contains("git conference resume"), "{leg}");
+                check_graceful_stop(&repo);
+            }
+            Ending::Code(0) => break,
+            _ => panic!("SIGINT after {delay} ms: unexpected ending\n{leg}"),
+        }
+    }
+    resume_to_end(&repo, &mut log);
+    check_invariants(&repo, &before, expected, &log);
+    eprintln!("graceful interrupts: {interrupts}: {landed:?}");
+    assert!(interrupts >= 4, "only {interrupts} interrupts landed");
+}
+
+/// After a graceful stop (first Ctrl-C) everything that finished is recorded with all its
+/// effects — no resume needed to make it consistent: notes written, branches where the state says,
+/// agents and evaluations killed, lock released.
+fn check_graceful_stop(repo: &TestRepo) {
+    assert_eq!(
+        kill_strays(repo),
+        0,
+        "agents or evaluations outlived the graceful stop"
+    );
+    assert!(
+        !lock_path(repo).exists(),
+        "a graceful stop releases the lock"
+    );
+    let status = repo.status_json(NAME);
+    let branch = |b: &str| {
+        repo.git(&["rev-parse", &format!("refs/heads/conference/{NAME}/{b}")])
+            .trim()
+            .to_string()
+    };
+    assert_eq!(
+        status["best"]["commit"].as_str(),
+        Some(branch("best").as_str()),
+        "best branch"
+    );
+    for (id, r) in status["researchers"].as_object().unwrap() {
+        if has_ref(
+            repo,
+            &format!("refs/heads/conference/{NAME}/researcher-{id}"),
+        ) {
+            assert_eq!(
+                r["head"].as_str(),
+                Some(branch(&format!("researcher-{id}")).as_str()),
+                "researcher {id} branch"
+            );
+        }
+    }
+    for e in repo.events(NAME) {
+        for note in e["payload"]["notes"].as_array().into_iter().flatten() {
+            let commit = note["commit"].as_str().unwrap();
+            assert!(
+                repo.notes(commit).contains(note),
+                "{} lacks its note on {commit}",
+                e["event"]
+            );
+        }
+    }
+}
+
+fn has_ref(repo: &TestRepo, name: &str) -> bool {
+    repo.git_run(&["rev-parse", "--verify", "-q", name]).code == 0
+}
+
+fn wait_for_event(repo: &TestRepo, child: &mut Child, event: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while count_events(repo, &[event]) == 0 {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before {event}"
+        );
+        assert!(Instant::now() < deadline, "no {event} within 30 s");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn finish_within(mut child: Child, limit: Duration) -> Leg {
+    let deadline = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            send(child.id(), libc::SIGKILL);
+            panic!("the run did not stop within {limit:?}: {}", finish(child));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    finish(child)
+}
+
+// ---------------------------------------------------------------------------------------------
+// One runner at a time
+
+#[test]
+fn a_second_runner_is_refused_and_a_stale_lock_is_taken_over() {
+    let expected = reference();
+    let repo = fixture();
+    let before = user_side(&repo);
+    let mut log = Log::default();
+    let mut child = spawn(
+        &repo,
+        &["start", NAME, "--yes"],
+        &[("RESUME_AGENT_SLEEP", "30")],
+    );
+    wait_for_event(&repo, &mut child, "round.started");
+    let pid = child.id();
+    for args in [
+        vec!["resume", NAME],
+        vec!["start", NAME, "--yes"],
+        vec!["resume"],
+    ] {
+        let r = repo.conference(&args);
+        assert_ne!(
+            r.code, 0,
+            "{args:?} ran beside a live runner: {}{}",
+            r.stdout, r.stderr
+        );
+        assert!(
+            r.stderr.contains(&format!("process {pid}")),
+            "{args:?} must name the running process {pid}: {}",
+            r.stderr
+        );
+    }
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the running conference was disturbed"
+    );
+    send(pid, libc::SIGKILL);
+    let leg = finish(child);
+    assert_eq!(leg.ending, Ending::Signal(9));
+    kill_strays(&repo);
+    // The lock names a dead process: stale, taken over by the next resume.
+    let lock = std::fs::read_to_string(lock_path(&repo)).expect("SIGKILL leaves the lock file");
+    assert!(lock.starts_with(&format!("{pid} ")), "lock: {lock}");
+    log.kills.push("slow agent".into());
+    resume_to_end(&repo, &mut log);
+    check_invariants(&repo, &before, expected, &log);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation on resume: partial work, missing worktrees, staleness
+
+/// An uncommitted change found in a researcher's worktree is shown and recorded as an attempt
+/// (`attempt.interrupted`, note verdict `interrupted`), never silently deleted — mid-research and
+/// after the research phase.
+#[test]
+fn uncommitted_changes_are_set_aside_as_recorded_attempts() {
+    let expected = reference();
+    // (kill point of the first run, researcher whose worktree gets the change, kill point of the
+    // resume that sets it aside — it must then be recorded once, not twice)
+    for (failpoint, researcher, set_aside_kill) in [
+        (
+            "event.researcher.iteration:1",
+            "A",
+            "event.attempt.interrupted:1",
+        ),
+        ("event.round.poster_session:1", "B", "note.written:1"),
+    ] {
+        let repo = fixture();
+        let before = user_side(&repo);
+        let mut log = Log::default();
+        let leg = next_leg(&repo, Some(failpoint), &[], Stop::Never, &mut log);
+        assert_eq!(leg.ending, Ending::Signal(9), "{leg}");
+        kill_strays(&repo);
+        let wt = worktree(&repo, &format!("researcher-{researcher}"));
+        assert!(wt.join(".git").exists(), "no worktree at {}", wt.display());
+        std::fs::write(wt.join("planted.txt"), "planted by the test\n").unwrap();
+        std::fs::write(wt.join("a.txt"), "999\n").unwrap();
+        let leg = next_leg(&repo, Some(set_aside_kill), &[], Stop::Never, &mut log);
+        assert_eq!(leg.ending, Ending::Signal(9), "{leg}");
+        assert!(
+            leg.stderr.contains("planted.txt"),
+            "the set-aside change is shown:\n{leg}"
+        );
+        let leg = next_leg(&repo, None, &[], Stop::Never, &mut log);
+        assert_eq!(leg.ending, Ending::Code(0), "{leg}");
+        let events = repo.events(NAME);
+        let set_aside: Vec<&Value> = events
+            .iter()
+            .filter(|e| {
+                e["event"] == "attempt.interrupted" && e["payload"]["researcher"] == researcher
+            })
+            .filter(|e| {
+                let c = e["payload"]["commit"].as_str().unwrap();
+                repo.git_run(&["show", &format!("{c}:planted.txt")]).stdout
+                    == "planted by the test\n"
+            })
+            .collect();
+        assert_eq!(
+            set_aside.len(),
+            1,
+            "[{failpoint}] the planted change was not recorded as an attempt: {events:#?}"
+        );
+        let commit = set_aside[0]["payload"]["commit"].as_str().unwrap();
+        assert_eq!(repo.git(&["show", &format!("{commit}:a.txt")]), "999\n");
+        let notes = repo.notes(commit);
+        assert!(
+            notes.iter().any(|n| n["verdict"] == "interrupted"),
+            "note of {commit}: {notes:?}"
+        );
+        check_invariants(&repo, &before, expected, &log);
+        let best_files = repo.git(&["ls-tree", "--name-only", &format!("conference/{NAME}/best")]);
+        assert!(
+            !best_files.contains("planted.txt"),
+            "a set-aside attempt leaked into best"
+        );
+    }
+}
+
+/// Worktrees deleted behind the conference's back are re-created by resume.
+#[test]
+fn deleted_worktrees_are_recreated() {
+    let expected = reference();
+    let repo = fixture();
+    let before = user_side(&repo);
+    let mut log = Log::default();
+    let leg = next_leg(
+        &repo,
+        Some("event.researcher.iteration:2"),
+        &[],
+        Stop::Never,
+        &mut log,
+    );
+    assert_eq!(leg.ending, Ending::Signal(9), "{leg}");
+    kill_strays(&repo);
+    for label in ["researcher-B", "best"] {
+        let wt = worktree(&repo, label);
+        assert!(wt.exists(), "{}", wt.display());
+        std::fs::remove_dir_all(&wt).unwrap();
+    }
+    resume_to_end(&repo, &mut log);
+    let list = repo.git(&["worktree", "list", "--porcelain"]);
+    let path = std::fs::canonicalize(worktree(&repo, "researcher-B"))
+        .expect("researcher-B worktree re-created");
+    assert!(list.contains(&path.display().to_string()), "{list}");
+    assert!(!list.contains("prunable"), "{list}");
+    check_invariants(&repo, &before, expected, &log);
+}
+
+/// A conference whose last event is more than 24 h old is resumed with a warning.
+#[test]
+fn resume_warns_when_the_last_event_is_old() {
+    let expected = reference();
+    let repo = fixture();
+    let before = user_side(&repo);
+    let mut log = Log::default();
+    let leg = next_leg(
+        &repo,
+        Some("event.round.started:1"),
+        &[],
+        Stop::Never,
+        &mut log,
+    );
+    assert_eq!(leg.ending, Ending::Signal(9), "{leg}");
+    kill_strays(&repo);
+    age_last_event(&repo, "2000-01-01T00:00:00Z");
+    let leg = next_leg(&repo, None, &[], Stop::Never, &mut log);
+    assert_eq!(leg.ending, Ending::Code(0), "{leg}");
+    assert!(
+        leg.stderr.contains("warning") && leg.stderr.contains("hours ago"),
+        "no staleness warning:\n{leg}"
+    );
+    check_invariants(&repo, &before, expected, &log);
+}
+
+/// Rewrites the tip event's state so its last update looks `when` (git plumbing only).
+fn age_last_event(repo: &TestRepo, when: &str) {
+    let r = events_ref();
+    let tip = repo.git(&["rev-parse", &r]).trim().to_string();
+    let mut state: Value =
+        serde_json::from_str(&repo.git(&["show", &format!("{tip}:state.json")])).unwrap();
+    state["updated_at"] = Value::String(when.into());
+    let scratch = repo.tmp.path();
+    std::fs::write(
+        scratch.join("state.json"),
+        serde_json::to_vec_pretty(&state).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(
+        scratch.join("message"),
+        repo.git(&["log", "-1", "--format=%B", &tip]),
+    )
+    .unwrap();
+    let blob = repo
+        .git(&[
+            "hash-object",
+            "-w",
+            &scratch.join("state.json").display().to_string(),
+        ])
+        .trim()
+        .to_string();
+    let index = scratch.join("index.tmp");
+    let git_idx = |args: &[&str]| {
+        let out = repo
+            .command("git")
+            .env("GIT_INDEX_FILE", &index)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    git_idx(&["read-tree", &tip]);
+    git_idx(&[
+        "update-index",
+        "--cacheinfo",
+        &format!("100644,{blob},state.json"),
+    ]);
+    let tree = git_idx(&["write-tree"]);
+    let commit = repo
+        .git(&[
+            "commit-tree",
+            &tree,
+            "-p",
+            &format!("{tip}^"),
+            "-F",
+            &scratch.join("message").display().to_string(),
+        ])
+        .trim()
+        .to_string();
+    repo.git(&["update-ref", &r, &commit, &tip]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Resume elsewhere
+
+/// Replaces the (empty) repository of a fresh TestRepo with a clone of `url`.
+fn clone_of(url: &Path) -> TestRepo {
+    let repo = TestRepo::new();
+    std::fs::remove_dir_all(&repo.dir).unwrap();
+    let out = repo
+        .command("git")
+        .current_dir(repo.tmp.path())
+        .args(["clone", "-q", &url.display().to_string(), "repo"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "clone: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    repo
+}
+
+fn bare_remote(repo: &TestRepo) -> PathBuf {
+    let remote = repo.tmp.path().join("remote.git");
+    repo.git(&[
+        "init",
+        "-q",
+        "--bare",
+        "--initial-branch=main",
+        &remote.display().to_string(),
+    ]);
+    repo.git(&["remote", "add", "origin", &remote.display().to_string()]);
+    repo.git(&["push", "-q", "origin", "main"]);
+    remote
+}
+
+/// Killed on one machine, pushed with `git conference push`, resumed in a fresh clone after
+/// `git conference fetch` — and killed and resumed there too.
+#[test]
+fn resume_in_a_fresh_clone_after_conference_push() {
+    let expected = reference();
+    let origin = fixture();
+    let mut log = Log::default();
+    let leg = next_leg(
+        &origin,
+        Some("note.before-ref:6"),
+        &[],
+        Stop::Never,
+        &mut log,
+    );
+    assert_eq!(leg.ending, Ending::Signal(9), "{leg}");
+    kill_strays(&origin);
+    let remote = bare_remote(&origin);
+    let r = origin.conference(&["push", "origin"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+
+    let clone = clone_of(&remote);
+    let before = user_side(&clone);
+    let r = clone.conference(&["fetch", "origin"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let mut log = Log {
+        kills: vec!["origin: note.before-ref:6".into()],
+        resumed: 0,
+    };
+    let leg = next_leg(
+        &clone,
+        Some("transfer.cherry-picked:2"),
+        &[],
+        Stop::Never,
+        &mut log,
+    );
+    assert_eq!(leg.ending, Ending::Signal(9), "{leg}");
+    log.kills.push("clone: transfer.cherry-picked:2".into());
+    kill_strays(&clone);
+    resume_to_end(&clone, &mut log);
+    for id in ["A", "B", "C"] {
+        assert!(
+            worktree(&clone, &format!("researcher-{id}"))
+                .join(".git")
+                .exists(),
+            "researcher-{id} worktree in the clone"
+        );
+    }
+    check_invariants(&clone, &before, expected, &log);
+}
+
+/// The same after a plain `git push` of the conference's refs and notes.
+#[test]
+fn resume_in_a_fresh_clone_after_plain_git_push() {
+    let expected = reference();
+    let origin = fixture();
+    let mut log = Log::default();
+    let leg = next_leg(
+        &origin,
+        Some("transfer.recorded:2"),
+        &[],
+        Stop::Never,
+        &mut log,
+    );
+    assert_eq!(leg.ending, Ending::Signal(9), "{leg}");
+    kill_strays(&origin);
+    let remote = bare_remote(&origin);
+    origin.git(&[
+        "push",
+        "-q",
+        "origin",
+        &format!("refs/conference/{NAME}/*:refs/conference/{NAME}/*"),
+        &format!("refs/heads/conference/{NAME}/*:refs/heads/conference/{NAME}/*"),
+        "refs/notes/conference:refs/notes/conference",
+    ]);
+    let clone = clone_of(&remote);
+    let before = user_side(&clone);
+    let r = clone.conference(&["fetch", "origin"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let mut log = Log {
+        kills: vec!["origin: transfer.recorded:2".into()],
+        resumed: 0,
+    };
+    resume_to_end(&clone, &mut log);
+    check_invariants(&clone, &before, expected, &log);
+}

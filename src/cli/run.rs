@@ -119,6 +119,11 @@ pub fn start(args: StartArgs, quiet: bool) -> Result<i32> {
     let ui = Ui::new(quiet);
     let run_dir = worktree::run_dir(&repo, &name);
     let _lock = RunLock::acquire(&run_dir, &name)?;
+    let killed = crate::exec::process::kill_orphaned_groups(&run_dir.join("running"));
+    if killed > 0 {
+        eprintln!("git-conference: stopped {killed} agent or evaluation process group(s) left running by a killed run");
+    }
+    crate::exec::process::track_groups_in(&run_dir.join("running"));
     crate::exec::process::handle_early_interrupts();
     // A start killed while it wrote its first event leaves a lock on the events ref.
     crate::engine::clear_stale_ref_locks(repo.commondir(), &name);
@@ -189,6 +194,11 @@ pub fn resume(args: ResumeArgs, quiet: bool) -> Result<i32> {
     let ui = Ui::new(quiet);
     let run_dir = worktree::run_dir(&repo, &name);
     let _lock = RunLock::acquire(&run_dir, &name)?;
+    let killed = crate::exec::process::kill_orphaned_groups(&run_dir.join("running"));
+    if killed > 0 {
+        eprintln!("git-conference: stopped {killed} agent or evaluation process group(s) left running by a killed run");
+    }
+    crate::exec::process::track_groups_in(&run_dir.join("running"));
     crate::exec::process::handle_early_interrupts();
     let conf = Conference::open(repo.path(), &name, ui.clone()).context("cannot resume")?;
     let st = conf.state();

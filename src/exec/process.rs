@@ -28,6 +28,9 @@ const GIT_ENV_TO_CLEAR: &[&str] = &[
 
 static CANCELLED: AtomicBool = AtomicBool::new(false);
 static RUNNING_GROUPS: Mutex<Option<HashSet<i32>>> = Mutex::new(None);
+/// Folder where each running group leaves a file (`<pgid>` holding its leader's start time), so
+/// that the next runner can kill the groups a killed runner left behind.
+static GROUPS_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
 /// What to run.
 pub struct Spec<'a> {
@@ -115,12 +118,58 @@ fn register(pgid: i32) {
         .unwrap()
         .get_or_insert_with(HashSet::new)
         .insert(pgid);
+    if let (Some(dir), Some(start)) = (GROUPS_DIR.get(), start_time(pgid)) {
+        let _ = std::fs::write(dir.join(pgid.to_string()), start);
+    }
 }
 
 fn unregister(pgid: i32) {
     if let Some(groups) = RUNNING_GROUPS.lock().unwrap().as_mut() {
         groups.remove(&pgid);
     }
+    if let Some(dir) = GROUPS_DIR.get() {
+        let _ = std::fs::remove_file(dir.join(pgid.to_string()));
+    }
+}
+
+/// The start time of process `pid` (field 22 of /proc/<pid>/stat), to tell it from a later
+/// process that got the same id.
+fn start_time(pid: i32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(19).map(str::to_string)
+}
+
+/// Records running process groups under `dir` from now on (call with the run lock held).
+pub fn track_groups_in(dir: &Path) {
+    if std::fs::create_dir_all(dir).is_ok() {
+        let _ = GROUPS_DIR.set(dir.to_path_buf());
+    }
+}
+
+/// Kills the process groups that a killed runner left running (agents and evaluations still
+/// writing into worktrees). A group whose leader now has another start time is someone else's.
+pub fn kill_orphaned_groups(dir: &Path) -> usize {
+    let mut killed = 0;
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        let recorded = std::fs::read_to_string(&path).unwrap_or_default();
+        if let Ok(pgid) = entry.file_name().to_string_lossy().parse::<i32>() {
+            let same_leader = match start_time(pgid) {
+                Some(now) => now == recorded.trim(),
+                // The leader is gone; while its group lives, no new process can take its id.
+                None => true,
+            };
+            if pgid > 1 && same_leader {
+                // SAFETY: signals a process group we started; ESRCH when it is already gone.
+                if unsafe { libc::killpg(pgid, libc::SIGKILL) } == 0 {
+                    killed += 1;
+                }
+            }
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+    killed
 }
 
 /// Runs `spec` to completion, timeout or cancellation.

@@ -1,0 +1,79 @@
+//! A runner killed with SIGKILL leaves its agent running in its own process group; the next
+//! `resume` must stop it before it touches the worktrees again.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{ConfigBuilder, TestRepo};
+
+fn alive(pid: i32) -> bool {
+    // A zombie still has /proc/<pid>; only a running or sleeping process counts.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            !s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn resume_kills_agents_left_running_by_a_killed_runner() {
+    let repo = TestRepo::from_fixture("loop");
+    let config = ConfigBuilder::new("Orphans", "./agents/seq.sh hang improve")
+        .iterations(2)
+        .agent_timeout("3s")
+        .frozen("eval.sh, agents/**")
+        .build();
+    repo.write("conference.md", &config);
+    let mut runner = repo
+        .command("git")
+        .args(["conference", "start", "orphans"])
+        .spawn()
+        .unwrap();
+    let pid_file = repo.git_dir().join("agent-sleep.pid");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !pid_file.exists() {
+        assert!(Instant::now() < deadline, "the hanging agent never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let sleeper: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // SIGKILL the conference process itself (the lock names it; `git` is only its parent).
+    let lock = std::fs::read_to_string(repo.git_dir().join("conference/orphans/lock")).unwrap();
+    let conference_pid: i32 = lock.split_whitespace().next().unwrap().parse().unwrap();
+    std::process::Command::new("kill")
+        .args(["-KILL", &conference_pid.to_string()])
+        .status()
+        .unwrap();
+    runner.wait().unwrap();
+    assert!(
+        alive(sleeper),
+        "the agent should have outlived the killed runner"
+    );
+    std::fs::remove_file(&pid_file).unwrap();
+
+    let resumed = repo.conference(&["resume", "orphans"]);
+    assert_eq!(resumed.code, 0, "{}{}", resumed.stdout, resumed.stderr);
+    assert!(
+        resumed.stderr.contains("left running by a killed run"),
+        "{}",
+        resumed.stderr
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while alive(sleeper) {
+        assert!(
+            Instant::now() < deadline,
+            "the orphaned agent {sleeper} is still running"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = repo.status_json("orphans");
+    assert_eq!(status["status"], "completed");
+}

@@ -1,0 +1,62 @@
+//! Grows a real conference's event log with synthetic events through `Conference::record`, the
+//! code path every step of the engine records with (one commit per event, state.json rewritten).
+//! Driven by bench/run.py, which then times `git conference status` and `resume` on it.
+//!
+//! Usage: events <repo> <conference-name> <count>
+//!
+//! The synthetic stream looks like a real one: rounds of 48 `researcher.iteration` events with
+//! realistic payloads, each round closed by `round.completed` (resume's note replay walks back to
+//! the latest `round.completed`, as it would in a real conference).
+
+use std::path::Path;
+use std::time::Instant;
+
+use git_conference::engine::Conference;
+use git_conference::ui::Ui;
+use serde_json::json;
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    if args.len() != 3 {
+        eprintln!("usage: events <repo> <conference-name> <count>");
+        std::process::exit(2);
+    }
+    let count: u64 = args[2].parse().expect("count");
+    let conf =
+        Conference::open(Path::new(&args[0]), &args[1], Ui::new(true)).expect("open conference");
+    let start = conf.state().events;
+    let t = Instant::now();
+    for i in 0..count {
+        let n = start + i;
+        if n % 49 == 48 {
+            conf.record(
+                "round.completed",
+                &format!("synthetic round {n}"),
+                json!({"round": n / 49, "best_metric": 1.0, "synthetic": true}),
+                |_, _| Ok(vec![]),
+            )
+            .expect("record");
+        } else {
+            let commit = format!("{:040x}", n);
+            conf.record(
+                "researcher.iteration",
+                &format!("A r{} i{} reverted 1", n / 49, n % 49),
+                json!({"researcher": "A", "round": n / 49, "iteration": n % 49,
+                       "metric_value": 1.0, "delta": "+0.000000", "status": "reverted",
+                       "commit": commit, "tree": commit,
+                       "description": "synthetic event for the status/resume benchmark",
+                       "reason": null, "sub_metrics": {}, "notes": [], "synthetic": true}),
+                |_, _| Ok(vec![]),
+            )
+            .expect("record");
+        }
+    }
+    println!(
+        "{{\"appended\": {count}, \"seconds\": {:.3}, \"events\": {}}}",
+        t.elapsed().as_secs_f64(),
+        conf.state().events
+    );
+}

@@ -18,6 +18,7 @@ use super::prompt::{self, PromptContext};
 use super::state::{files, Phase};
 use super::Conference;
 use crate::exec::process;
+use crate::git::watch::{self, Changes, Watch};
 use crate::git::{snapshot, worktree};
 use crate::store::{self, StateChange};
 
@@ -110,6 +111,10 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
     let branch = conf.refs.researcher_branch(id);
     let head = conf.state().researcher(id).head.clone();
     let wt_path = conf.prepare_worktree(&researcher_label(id), Some(&branch), &head)?;
+    // One handle for the whole phase: its index stays in memory between iterations instead of
+    // being read (and checksummed) from disk at every step.
+    let wt = open_worktree(conf, &wt_path)?;
+    let mut watch = start_watch(&wt, &wt_path);
     let mut agent_crashes = 0;
     loop {
         if process::cancelled() {
@@ -203,11 +208,15 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         };
         crate::failpoint::hit("agent.finished");
         // Whatever the agent left is the attempt, even when it failed: record it, then revert.
+        let agent_changes = take_changes(&mut watch);
         let repo = conf.open_repo()?;
-        let wt = open_worktree(conf, &wt_path)?;
+        worktree::repair_gitfile(&repo, &wt_path)?;
         restore_head(&wt, &conf.refs.researcher(id), &r.head)?;
-        let tree = snapshot::capture(&wt)?;
-        drop(wt);
+        let tree = match &agent_changes {
+            Changes::Paths(paths) => snapshot::capture_paths(&wt, paths)?,
+            Changes::Everything => snapshot::capture(&wt)?,
+        };
+        settle(&mut watch);
         let description =
             description.unwrap_or_else(|| default_description(&repo, head_tree, tree));
         let attempt = Attempt {
@@ -279,17 +288,32 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         };
         // Effects of the recorded event: branch (if kept), worktree back to the kept snapshot.
         let head_now = conf.state().researcher(id).head.clone();
-        let wt = open_worktree(conf, &wt_path)?;
         crate::failpoint::hit("iteration.recorded");
         if verdict == "kept" {
             conf.move_branch(&conf.refs.researcher(id), &head_now, Some(&r.head))?;
             crate::failpoint::hit("branch.moved");
         }
-        snapshot::reset(
-            &wt,
-            Oid::from_str(&head_now)?,
-            Some(&conf.refs.researcher(id)),
-        )?;
+        // Only what the agent and the evaluation touched needs putting back.
+        let eval_changes = take_changes(&mut watch);
+        let touched = if verdict == "kept" {
+            eval_changes
+        } else {
+            watch::union(&agent_changes, &eval_changes)
+        };
+        let branch_ref = conf.refs.researcher(id);
+        match touched {
+            Changes::Paths(paths) => snapshot::reset_paths(
+                &wt,
+                Oid::from_str(&head_now)?,
+                Some(&branch_ref),
+                &paths,
+                verdict == "kept",
+            )?,
+            Changes::Everything => {
+                snapshot::reset(&wt, Oid::from_str(&head_now)?, Some(&branch_ref))?
+            }
+        }
+        settle(&mut watch);
         let now = conf.state();
         conf.ui.info(&format!(
             "  {id} r{} i{iteration}: {verdict:<9} best {}  {description}",
@@ -328,6 +352,23 @@ fn failed_eval(status: &str, why: &str) -> EvalResult {
         status: status.to_string(),
         reason: Some(why.to_string()),
         seconds: 0.0,
+    }
+}
+
+/// Watches the researcher's worktree so that snapshots and reverts touch only what changed.
+fn start_watch(wt: &Repository, wt_path: &std::path::Path) -> Option<Watch> {
+    let index_file = wt.path().join("index");
+    let skip = |p: &std::path::Path| wt.is_path_ignored(p).unwrap_or(false);
+    Watch::start(wt_path, &index_file, &skip)
+}
+
+fn take_changes(watch: &mut Option<Watch>) -> Changes {
+    watch.as_mut().map_or(Changes::Everything, Watch::take)
+}
+
+fn settle(watch: &mut Option<Watch>) {
+    if let Some(w) = watch.as_mut() {
+        w.settle();
     }
 }
 

@@ -3,6 +3,7 @@
 //! event log live in `store`; this module only moves files, indexes and commits.
 
 pub mod snapshot;
+pub mod watch;
 pub mod worktree;
 
 use std::path::Path;

@@ -6,7 +6,8 @@
 //! Putting a worktree back is a forced checkout that also removes untracked, non-ignored files, so
 //! junk left by an agent or an evaluation never leaks into the next attempt.
 
-use std::path::Path;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use git2::{build::CheckoutBuilder, IndexAddOption, Oid, Repository, Signature};
@@ -125,20 +126,143 @@ pub fn reset(wt: &Repository, commit: Oid, head_ref: Option<&str>) -> Result<()>
     let mut opts = CheckoutBuilder::new();
     opts.force().remove_untracked(true);
     wt.checkout_tree(target.as_object(), Some(&mut opts))?;
+    point_head(wt, commit, head_ref)
+}
+
+fn point_head(wt: &Repository, commit: Oid, head_ref: Option<&str>) -> Result<()> {
     match head_ref {
         Some(name) => {
-            if wt
-                .head()
-                .ok()
-                .and_then(|h| h.name().map(str::to_string))
-                .as_deref()
-                != Some(name)
-                || !wt.head_detached().map(|d| !d).unwrap_or(false)
-            {
+            let current = wt.head().ok().and_then(|h| h.name().map(str::to_string));
+            if current.as_deref() != Some(name) || wt.head_detached().unwrap_or(true) {
                 wt.set_head(name)?;
             }
         }
         None => wt.set_head_detached(commit)?,
+    }
+    Ok(())
+}
+
+/// The tree of the worktree after changes to `paths` only (files or folders, deleted ones
+/// included), the rest being as the index has it: what [`capture`] gives when the caller knows
+/// which paths changed (see `watch`).
+pub fn capture_paths(wt: &Repository, paths: &[PathBuf]) -> Result<Oid> {
+    let mut index = wt.index()?;
+    let workdir = wt.workdir().map(Path::to_path_buf).unwrap_or_default();
+    for path in paths {
+        match std::fs::symlink_metadata(workdir.join(path)) {
+            Err(_) => {
+                let _ = index.remove_path(path);
+                let _ = index.remove_dir(path, 0);
+            }
+            Ok(meta) if meta.is_dir() => {
+                let _ = index.remove_path(path);
+                index.add_all([path], IndexAddOption::DEFAULT, None)?;
+            }
+            Ok(_) => {
+                if index.get_path(path, 0).is_none() && wt.is_path_ignored(path)? {
+                    continue;
+                }
+                let _ = index.remove_dir(path, 0);
+                index.add_path(path)?;
+            }
+        }
+    }
+    // The index stays in memory (the caller's handle); the revert that follows writes it.
+    Ok(index.write_tree()?)
+}
+
+/// Puts `paths` (and only them) back as they are at `commit`, in the files and the in-memory
+/// index: what [`reset`] does when the caller knows which paths changed. Untracked, non-ignored
+/// paths are removed; ignored ones are left alone. The index file is written only with
+/// `write_index` (when its content moved to a new commit): after a revert it already holds the
+/// right content, and writing it would cost a pass over every entry.
+pub fn reset_paths(
+    wt: &Repository,
+    commit: Oid,
+    head_ref: Option<&str>,
+    paths: &[PathBuf],
+    write_index: bool,
+) -> Result<()> {
+    let tree = wt.find_commit(commit)?.tree()?;
+    let workdir = wt.workdir().map(Path::to_path_buf).unwrap_or_default();
+    let mut index = wt.index()?;
+    let mut restore: Vec<(PathBuf, git2::Oid, i32)> = Vec::new();
+    for path in paths {
+        match tree.get_path(path) {
+            Ok(entry) if entry.kind() == Some(git2::ObjectType::Tree) => {
+                // A folder at `commit` (the agent replaced or removed it): restore all of it.
+                let full = workdir.join(path);
+                if std::fs::symlink_metadata(&full)
+                    .map(|m| !m.is_dir())
+                    .unwrap_or(false)
+                {
+                    std::fs::remove_file(&full)?;
+                    let _ = index.remove_path(path);
+                }
+                let sub = wt.find_tree(entry.id())?;
+                sub.walk(git2::TreeWalkMode::PreOrder, |root, e| {
+                    if e.kind() != Some(git2::ObjectType::Tree) {
+                        let p = path.join(root).join(e.name().unwrap_or(""));
+                        restore.push((p, e.id(), e.filemode()));
+                    }
+                    git2::TreeWalkResult::Ok
+                })?;
+            }
+            Ok(entry) => restore.push((path.clone(), entry.id(), entry.filemode())),
+            Err(_) => {
+                let tracked = index.get_path(path, 0).is_some();
+                if !tracked && wt.is_path_ignored(path)? {
+                    continue;
+                }
+                let full = workdir.join(path);
+                match std::fs::symlink_metadata(&full) {
+                    Ok(m) if m.is_dir() => std::fs::remove_dir_all(&full)?,
+                    Ok(_) => std::fs::remove_file(&full)?,
+                    Err(_) => {}
+                }
+                let _ = index.remove_path(path);
+                let _ = index.remove_dir(path, 0);
+            }
+        }
+    }
+    for (path, blob, mode) in restore {
+        write_blob(wt, &workdir.join(&path), blob, mode)?;
+        // A folder the agent put where this file was is gone with its entries.
+        let _ = index.remove_dir(&path, 0);
+        if mode != 0o160000 {
+            index.add_path(&path)?;
+        }
+    }
+    if write_index {
+        index.write()?;
+    }
+    point_head(wt, commit, head_ref)
+}
+
+/// Writes a blob to `full` as git would check it out (regular, executable or symlink).
+fn write_blob(wt: &Repository, full: &Path, blob: Oid, mode: i32) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if mode == 0o160000 {
+        return Ok(()); // a submodule: nothing to write here
+    }
+    if let Ok(m) = std::fs::symlink_metadata(full) {
+        if m.is_dir() {
+            std::fs::remove_dir_all(full)?;
+        } else {
+            std::fs::remove_file(full)?;
+        }
+    }
+    if let Some(parent) = full.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let blob = wt.find_blob(blob)?;
+    if mode == 0o120000 {
+        let target = std::ffi::OsStr::from_bytes(blob.content());
+        std::os::unix::fs::symlink(target, full)?;
+    } else {
+        std::fs::write(full, blob.content())?;
+        let perm = if mode == 0o100755 { 0o755 } else { 0o644 };
+        std::fs::set_permissions(full, std::fs::Permissions::from_mode(perm))?;
     }
     Ok(())
 }
@@ -239,5 +363,84 @@ mod tests {
         assert_eq!(tree.to_string(), git(dir, &["write-tree"]));
         // Nothing changed since: the same tree again.
         assert_eq!(capture(&repo).unwrap(), tree);
+    }
+
+    /// With a watch, the snapshot of the reported paths equals `git add -A`, and putting only
+    /// those paths back leaves a clean worktree at the base commit, ignored files untouched.
+    #[test]
+    fn watched_capture_and_reset_follow_the_changed_paths() {
+        use crate::git::watch::{Changes, Watch};
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        git(dir, &["init", "-q"]);
+        for (p, t) in [
+            ("a.txt", "a"),
+            ("d/b.txt", "b"),
+            ("d/e/c.txt", "c"),
+            ("x", "x"),
+            ("gone/g.txt", "g"),
+            (".gitignore", "build/\n*.log\n"),
+            ("run.sh", "#!/bin/sh\n"),
+        ] {
+            std::fs::create_dir_all(dir.join(p).parent().unwrap()).unwrap();
+            std::fs::write(dir.join(p), t).unwrap();
+        }
+        git(dir, &["add", "-A"]);
+        git(dir, &["commit", "-q", "-m", "base"]);
+        let base = Oid::from_str(&git(dir, &["rev-parse", "HEAD"])).unwrap();
+        let repo = Repository::open(dir).unwrap();
+        let index_file = repo.path().join("index");
+        std::fs::create_dir_all(dir.join("build")).unwrap();
+        let skip = |p: &Path| repo.is_path_ignored(p).unwrap_or(false);
+        let mut watch = Watch::start(dir, &index_file, &skip).expect("inotify");
+        assert_eq!(watch.take(), Changes::Paths(vec![]));
+
+        std::fs::write(dir.join("a.txt"), "changed").unwrap();
+        std::fs::remove_file(dir.join("d/e/c.txt")).unwrap();
+        std::fs::create_dir_all(dir.join("new/deep")).unwrap();
+        std::fs::write(dir.join("new/deep/n.txt"), "n").unwrap();
+        std::fs::remove_file(dir.join("x")).unwrap();
+        std::fs::create_dir_all(dir.join("x")).unwrap();
+        std::fs::write(dir.join("x/inside.txt"), "i").unwrap();
+        std::fs::remove_dir_all(dir.join("gone")).unwrap();
+        std::fs::set_permissions(dir.join("run.sh"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        std::fs::write(dir.join("build/out.o"), "o").unwrap();
+        std::fs::write(dir.join("debug.log"), "l").unwrap();
+
+        let Changes::Paths(paths) = watch.take() else {
+            panic!("expected paths")
+        };
+        let tree = capture_paths(&repo, &paths).unwrap();
+        watch.settle();
+        git(dir, &["add", "-A"]);
+        assert_eq!(tree.to_string(), git(dir, &["write-tree"]));
+        watch.settle();
+
+        reset_paths(&repo, base, None, &paths, true).unwrap();
+        assert_eq!(git(dir, &["status", "--porcelain"]), "");
+        assert_eq!(std::fs::read_to_string(dir.join("a.txt")).unwrap(), "a");
+        assert_eq!(std::fs::read_to_string(dir.join("x")).unwrap(), "x");
+        assert!(dir.join("gone/g.txt").exists() && !dir.join("new").exists());
+        assert!(dir.join("build/out.o").exists() && dir.join("debug.log").exists());
+
+        // A revert that does not write the index file leaves it right for git too.
+        watch.settle();
+        std::fs::write(dir.join("a.txt"), "again").unwrap();
+        std::fs::write(dir.join("junk.txt"), "j").unwrap();
+        let Changes::Paths(paths) = watch.take() else {
+            panic!("expected paths")
+        };
+        capture_paths(&repo, &paths).unwrap();
+        reset_paths(&repo, base, None, &paths, false).unwrap();
+        assert_eq!(git(dir, &["status", "--porcelain"]), "");
+        assert_eq!(std::fs::read_to_string(dir.join("a.txt")).unwrap(), "a");
+
+        // Touching the index (an agent running `git add`) makes the watch ask for a scan.
+        watch.settle();
+        std::fs::write(dir.join("a.txt"), "staged").unwrap();
+        git(dir, &["add", "a.txt"]);
+        assert_eq!(watch.take(), Changes::Everything);
     }
 }

@@ -16,7 +16,7 @@ fn main() {
         .skip(1)
         .filter(|a| a != "--bench")
         .collect();
-    if args.len() < 4 || args.len() % 2 != 0 {
+    if args.len() < 4 || !args.len().is_multiple_of(2) {
         eprintln!("usage: transition <main-repo> <new-commit> (<worktree> <branch>)...");
         std::process::exit(2);
     }

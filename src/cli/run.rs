@@ -283,7 +283,9 @@ fn run_engine(conf: Conference) -> Result<i32> {
         });
         driver::drive(conf.clone()).await
     });
+    let flushed = conf.flush_notes();
     conf.recorder.lock().unwrap().finish_hooks();
+    flushed?;
     let st = conf.state();
     match outcome? {
         RunOutcome::Completed(status) => {

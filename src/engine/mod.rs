@@ -50,7 +50,21 @@ pub struct Recorder {
     pub log: EventLog,
     pub state: State,
     hooks: Hooks,
+    /// Note lines of recorded events not written yet: notes go out in batches (one notes commit
+    /// for many attempts). Every note is also in its event's payload, so none is lost to a kill.
+    pending_notes: Vec<(Oid, String)>,
+    notes_flushed: std::time::Instant,
 }
+
+/// Events before which every pending note must be written: `reconcile` replays notes only back
+/// to the latest of these.
+const NOTE_CHECKPOINTS: &[&str] = &[
+    "round.completed",
+    "conference.resumed",
+    "conference.completed",
+];
+/// Pending notes are written at least this often while researchers iterate.
+const NOTES_MAX_DELAY: std::time::Duration = std::time::Duration::from_secs(2);
 
 pub struct Conference {
     pub name: String,
@@ -152,6 +166,8 @@ impl Conference {
                 log,
                 state,
                 hooks,
+                pending_notes: Vec::new(),
+                notes_flushed: std::time::Instant::now(),
             })),
             ui,
             evaluations: Mutex::new(Default::default()),
@@ -294,10 +310,17 @@ impl Conference {
             timestamp,
             payload,
         };
+        if NOTE_CHECKPOINTS.contains(&event) {
+            rec.flush_notes()?;
+        }
         let Recorder { repo, log, .. } = &mut *rec;
         log.append(repo, &ev, summary, &changes)?;
         rec.state = next;
         rec.run_hook(&ev);
+        // Between iterations notes wait for a batch; any other step writes them out.
+        if !matches!(event, "researcher.iteration" | "researcher.stuck") {
+            rec.flush_notes()?;
+        }
         Ok(())
     }
 
@@ -309,9 +332,18 @@ impl Conference {
 
     /// Writes notes (one JSON line each) on snapshot commits.
     pub fn note(&self, entries: &[(Oid, Value)]) -> Result<()> {
-        let rec = self.recorder.lock().unwrap();
-        let lines: Vec<(Oid, String)> = entries.iter().map(|(c, v)| (*c, v.to_string())).collect();
-        notes::append_lines(&rec.repo, &lines)
+        let mut rec = self.recorder.lock().unwrap();
+        rec.pending_notes
+            .extend(entries.iter().map(|(c, v)| (*c, v.to_string())));
+        if rec.notes_flushed.elapsed() >= NOTES_MAX_DELAY {
+            rec.flush_notes()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the notes still waiting for a batch (before the program exits).
+    pub fn flush_notes(&self) -> Result<()> {
+        self.recorder.lock().unwrap().flush_notes()
     }
 
     /// Keeps attempt commits reachable from the attempts ref (serialised with the other writers).
@@ -539,6 +571,15 @@ pub fn notes_of_event(event: &Event) -> Vec<(Oid, String)> {
 }
 
 impl Recorder {
+    fn flush_notes(&mut self) -> Result<()> {
+        if !self.pending_notes.is_empty() {
+            notes::append_lines(&self.repo, &self.pending_notes)?;
+            self.pending_notes.clear();
+        }
+        self.notes_flushed = std::time::Instant::now();
+        Ok(())
+    }
+
     fn run_hook(&mut self, event: &Event) {
         self.hooks.run(&self.state.name, event);
     }

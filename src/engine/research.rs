@@ -114,6 +114,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
     // One handle for the whole phase: its index stays in memory between iterations instead of
     // being read (and checksummed) from disk at every step.
     let wt = open_worktree(conf, &wt_path)?;
+    let repo = conf.open_repo()?;
     let mut watch = start_watch(&wt, &wt_path);
     let mut agent_crashes = 0;
     loop {
@@ -170,10 +171,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             endgame: super::stop::is_endgame(conf, &st),
             devils_advocate: conf.config.devils_advocate_id().as_deref() == Some(id),
         });
-        let head_tree = conf
-            .open_repo()?
-            .find_commit(Oid::from_str(&r.head)?)?
-            .tree_id();
+        let head_tree = repo.find_commit(Oid::from_str(&r.head)?)?.tree_id();
         let env = conf.context_env(id, st.round, iteration, r.best_metric);
         let outcome = agent::run(
             conf,
@@ -209,7 +207,6 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         crate::failpoint::hit("agent.finished");
         // Whatever the agent left is the attempt, even when it failed: record it, then revert.
         let agent_changes = take_changes(&mut watch);
-        let repo = conf.open_repo()?;
         worktree::repair_gitfile(&repo, &wt_path)?;
         restore_head(&wt, &conf.refs.researcher(id), &r.head)?;
         let tree = match &agent_changes {
@@ -232,7 +229,6 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         } else {
             Some(commit_attempt(conf, &repo, &attempt)?)
         };
-        drop(repo);
         let verdict = if let Some((kind, why)) = agent_failure {
             agent_crashes += 1;
             let result = failed_eval(kind, &why);

@@ -544,7 +544,9 @@ impl<'a> Search<'a> {
             (2, full)
         } else if count > diag + 1 {
             (1, diag)
-        } else if count > lin {
+        } else if count > lin && n <= 2 {
+            // A plane through a few points is a fair guide in 1-2 dimensions only; in more, the
+            // coordinate polls explore better until a curved model can be fitted.
             (0, lin)
         } else {
             return None;

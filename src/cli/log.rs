@@ -7,10 +7,7 @@ use anyhow::Result;
 use clap::{Args, ValueEnum};
 use git2::Repository;
 
-use crate::engine::research::round_attempts;
-use crate::engine::review::Finding;
-use crate::engine::state::files;
-use crate::engine::synthesis::{evaluator_source, tsv_row, RESULTS_HEADER};
+use crate::engine::synthesis::conference_results_tsv;
 use crate::engine::Conference;
 use crate::store::{ConferenceRefs, EventLog, LoggedEvent};
 use crate::ui::Ui;
@@ -85,21 +82,6 @@ pub fn run(args: LogArgs) -> Result<i32> {
 
 fn tsv(repo: &Repository, name: &str) -> Result<i32> {
     let conf = Conference::open(repo.path(), name, Ui::new(true))?;
-    let st = conf.state();
-    println!("{RESULTS_HEADER}");
-    let evaluator = evaluator_source(&conf);
-    for round in 1..=st.round {
-        let findings: Vec<Finding> = conf
-            .read_state_file(&format!("{}/findings.json", files::round_dir(round)))?
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default();
-        for a in round_attempts(&conf, round)? {
-            let verdict = findings
-                .iter()
-                .find(|f| f.commit == a.commit)
-                .map(|f| f.verdict.as_str());
-            println!("{}", tsv_row(&a, &evaluator, verdict));
-        }
-    }
+    print!("{}", conference_results_tsv(&conf, &conf.state())?);
     Ok(0)
 }

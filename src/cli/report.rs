@@ -60,8 +60,6 @@ pub fn write(repo: &git2::Repository, name: &str, out: &std::path::Path) -> Resu
         std::fs::write(out.join(files::CONFIG), text)?;
         written.push(files::CONFIG.into());
     }
-    let mut tsv = String::from(synthesis::RESULTS_HEADER);
-    tsv.push('\n');
     for round in 1..=st.round {
         for path in [
             files::poster(round),
@@ -74,14 +72,11 @@ pub fn write(repo: &git2::Repository, name: &str, out: &std::path::Path) -> Resu
                 written.push(file);
             }
         }
-        let findings = synthesis::read_findings(&conf, round);
-        let table = synthesis::round_results_tsv(&conf, round, &findings)?;
-        for line in table.lines().skip(1) {
-            tsv.push_str(line);
-            tsv.push('\n');
-        }
     }
-    std::fs::write(out.join("conference_results.tsv"), tsv)?;
+    std::fs::write(
+        out.join("conference_results.tsv"),
+        synthesis::conference_results_tsv(&conf, &st)?,
+    )?;
     written.push("conference_results.tsv".into());
     let log = crate::store::EventLog::open(repo, conf.refs.clone())?;
     let mut jsonl = String::new();

@@ -86,6 +86,20 @@ pub fn round_results_tsv(conf: &Conference, round: u32, findings: &[Finding]) ->
     Ok(out)
 }
 
+/// conference_results.tsv: every round's rows under one header.
+pub fn conference_results_tsv(conf: &Conference, st: &State) -> Result<String> {
+    let mut out = String::from(RESULTS_HEADER);
+    out.push('\n');
+    for round in 1..=st.round {
+        let table = round_results_tsv(conf, round, &read_findings(conf, round))?;
+        for line in table.lines().skip(1) {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    Ok(out)
+}
+
 pub fn read_findings(conf: &Conference, round: u32) -> Vec<Finding> {
     conf.read_state_file(&format!("{}/findings.json", files::round_dir(round)))
         .ok()

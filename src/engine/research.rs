@@ -597,8 +597,8 @@ fn record_iteration(
         }
         Ok(changes)
     })?;
-    if let Some(n) = note {
-        conf.note(&[(commit.unwrap(), n)])?;
+    if let (Some(c), Some(n)) = (commit, note) {
+        conf.note(&[(c, n)])?;
     }
     let r = conf.state().researcher(a.id).clone();
     if verdict != "kept" && STUCK_LEVELS.contains(&r.consecutive_fails) {

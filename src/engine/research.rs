@@ -59,7 +59,22 @@ pub fn read_jsonl<T: for<'de> Deserialize<'de>>(conf: &Conference, path: &str) -
 
 /// A researcher's recent attempts (bounded), oldest first.
 pub fn recent_attempts(conf: &Conference, researcher: &str) -> Result<Vec<AttemptRecord>> {
-    read_jsonl(conf, &files::attempts(researcher))
+    // Read from the round files, newest round first, until enough are found: each iteration then
+    // writes one attempts file (its round's), not a second per-researcher copy.
+    let mut found: Vec<AttemptRecord> = Vec::new();
+    for round in (1..=conf.state().round).rev() {
+        let mut batch: Vec<AttemptRecord> = round_attempts(conf, round)?
+            .into_iter()
+            .filter(|a| a.researcher == researcher)
+            .collect();
+        batch.append(&mut found);
+        found = batch;
+        if found.len() >= RECENT_ATTEMPTS {
+            break;
+        }
+    }
+    let skip = found.len().saturating_sub(RECENT_ATTEMPTS);
+    Ok(found.split_off(skip))
 }
 
 /// All attempts of a round, in the order they were recorded.
@@ -563,13 +578,7 @@ fn record_iteration(
         let mut changes = Vec::new();
         let round_path = format!("{}/attempts.jsonl", files::round_dir(next.round));
         let line = serde_json::to_string(&record)?;
-        changes.push(append_line(rec, &round_path, &line, usize::MAX)?);
-        changes.push(append_line(
-            rec,
-            &files::attempts(a.id),
-            &line,
-            RECENT_ATTEMPTS,
-        )?);
+        changes.push(append_line(rec, &round_path, &line)?);
         if let Some(result) = &cache_result {
             changes.push(StateChange::Put(
                 files::eval_cache(&next.eval_settings, &a.tree.to_string()),
@@ -614,23 +623,12 @@ fn record_iteration(
     Ok(())
 }
 
-/// Appends a line to a JSON-lines file of the state tree, keeping at most `keep` lines.
-pub fn append_line(
-    rec: &super::Recorder,
-    path: &str,
-    line: &str,
-    keep: usize,
-) -> Result<StateChange> {
+/// Appends a line to a JSON-lines file of the state tree.
+pub fn append_line(rec: &super::Recorder, path: &str, line: &str) -> Result<StateChange> {
     let old = rec.log.read(&rec.repo, path)?.unwrap_or_default();
     let mut text = String::from_utf8_lossy(&old).into_owned();
     text.push_str(line);
     text.push('\n');
-    let lines: Vec<&str> = text.lines().collect();
-    let text = if lines.len() > keep {
-        lines[lines.len() - keep..].join("\n") + "\n"
-    } else {
-        text
-    };
     Ok(StateChange::Put(path.to_string(), text.into_bytes()))
 }
 
@@ -731,14 +729,10 @@ pub fn set_aside_partial(conf: &Conference, id: &str, wt: &Repository) -> Result
         &format!("{id} r{} partial attempt set aside", st.round),
         json!({"researcher": id, "round": st.round, "commit": commit.to_string(),
                "tree": tree.to_string(), "notes": [note.clone()]}),
-        |_, rec| {
+        |next, rec| {
             let line = serde_json::to_string(&record)?;
-            Ok(vec![append_line(
-                rec,
-                &files::attempts(id),
-                &line,
-                RECENT_ATTEMPTS,
-            )?])
+            let round_path = format!("{}/attempts.jsonl", files::round_dir(next.round.max(1)));
+            Ok(vec![append_line(rec, &round_path, &line)?])
         },
     )?;
     conf.note(&[(commit, note)])?;

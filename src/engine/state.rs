@@ -174,10 +174,6 @@ pub mod files {
     pub fn transfer(round: u32) -> String {
         format!("round-{round}/knowledge_transfer_round_{round}.md")
     }
-    /// Recent attempts of a researcher (JSON lines, bounded), for prompts and the tuner.
-    pub fn attempts(researcher: &str) -> String {
-        format!("researchers/{researcher}/attempts.jsonl")
-    }
     /// Evaluation cache entry for a tree under the current evaluation settings.
     pub fn eval_cache(settings: &str, tree: &str) -> String {
         format!("evaluations/{settings}/{}/{}", &tree[..2], &tree[2..])

@@ -53,26 +53,54 @@ pub fn capture(wt: &Repository) -> Result<Oid> {
     Ok(tree)
 }
 
-/// Paths that differ between two trees (added, modified, deleted, both sides of a rename).
+/// Paths that differ between two trees (added, modified, deleted, both sides of a rename), in
+/// tree order.
+///
+/// Subtrees with the same id on both sides are skipped unopened, so the cost follows what changed,
+/// not the size of the repository (a libgit2 tree diff walks every entry of both trees).
 pub fn changed_paths(repo: &Repository, old: Oid, new: Oid) -> Result<Vec<String>> {
-    if old == new {
-        return Ok(Vec::new());
-    }
-    let old = repo.find_tree(old)?;
-    let new = repo.find_tree(new)?;
-    let diff = repo.diff_tree_to_tree(Some(&old), Some(&new), None)?;
     let mut paths = Vec::new();
-    for delta in diff.deltas() {
-        for file in [delta.old_file(), delta.new_file()] {
-            if let Some(p) = file.path() {
-                let p = p.to_string_lossy().into_owned();
-                if !paths.contains(&p) {
-                    paths.push(p);
-                }
-            }
-        }
+    if old != new {
+        diff_subtrees(repo, Some(old), Some(new), "", &mut paths)?;
     }
     Ok(paths)
+}
+
+/// One side of a tree entry: its id, its mode, and whether it is a folder.
+type Side = Option<(Oid, i32, bool)>;
+
+fn diff_subtrees(
+    repo: &Repository,
+    old: Option<Oid>,
+    new: Option<Oid>,
+    prefix: &str,
+    out: &mut Vec<String>,
+) -> Result<()> {
+    let mut entries: std::collections::BTreeMap<Vec<u8>, [Side; 2]> = Default::default();
+    for (side, tree) in [old, new].into_iter().enumerate() {
+        let Some(tree) = tree else { continue };
+        for entry in repo.find_tree(tree)?.iter() {
+            let is_tree = entry.kind() == Some(git2::ObjectType::Tree);
+            entries.entry(entry.name_bytes().to_vec()).or_default()[side] =
+                Some((entry.id(), entry.filemode(), is_tree));
+        }
+    }
+    for (name, [a, b]) in entries {
+        if a == b {
+            continue;
+        }
+        let path = format!("{prefix}{}", String::from_utf8_lossy(&name));
+        let file = |s: Side| s.filter(|(_, _, is_tree)| !is_tree);
+        let folder = |s: Side| s.filter(|(_, _, is_tree)| *is_tree).map(|(id, _, _)| id);
+        if file(a).is_some() || file(b).is_some() {
+            out.push(path.clone());
+        }
+        let (fa, fb) = (folder(a), folder(b));
+        if (fa.is_some() || fb.is_some()) && fa != fb {
+            diff_subtrees(repo, fa, fb, &format!("{path}/"), out)?;
+        }
+    }
+    Ok(())
 }
 
 /// `git diff --stat`-like summary of two trees: (files changed, insertions, deletions).
@@ -363,6 +391,66 @@ mod tests {
         assert_eq!(tree.to_string(), git(dir, &["write-tree"]));
         // Nothing changed since: the same tree again.
         assert_eq!(capture(&repo).unwrap(), tree);
+    }
+
+    /// `changed_paths` names what `git diff --name-only --no-renames` names: modified, deleted,
+    /// added in new folders, a file replaced by a folder, a mode change; untouched folders are
+    /// left out.
+    #[test]
+    fn changed_paths_matches_git_diff_name_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        git(dir, &["init", "-q"]);
+        for (p, t) in [
+            ("a.txt", "a"),
+            ("d/b.txt", "b"),
+            ("d/e/c.txt", "c"),
+            ("same/s.txt", "s"),
+            ("x", "x"),
+            ("run.sh", "#!/bin/sh\n"),
+        ] {
+            std::fs::create_dir_all(dir.join(p).parent().unwrap()).unwrap();
+            std::fs::write(dir.join(p), t).unwrap();
+        }
+        git(dir, &["add", "-A"]);
+        git(dir, &["commit", "-q", "-m", "base"]);
+        std::fs::write(dir.join("a.txt"), "changed").unwrap();
+        std::fs::remove_file(dir.join("d/e/c.txt")).unwrap();
+        std::fs::create_dir_all(dir.join("new/deep")).unwrap();
+        std::fs::write(dir.join("new/deep/n.txt"), "n").unwrap();
+        std::fs::remove_file(dir.join("x")).unwrap();
+        std::fs::create_dir_all(dir.join("x")).unwrap();
+        std::fs::write(dir.join("x/inside.txt"), "i").unwrap();
+        std::fs::set_permissions(dir.join("run.sh"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        git(dir, &["add", "-A"]);
+        git(dir, &["commit", "-q", "-m", "changes"]);
+        let repo = Repository::open(dir).unwrap();
+        let tree = |rev: &str| {
+            repo.revparse_single(rev)
+                .unwrap()
+                .peel_to_tree()
+                .unwrap()
+                .id()
+        };
+        let mut ours = changed_paths(&repo, tree("HEAD~1"), tree("HEAD")).unwrap();
+        ours.sort();
+        let theirs = git(
+            dir,
+            &["diff", "--name-only", "--no-renames", "HEAD~1", "HEAD"],
+        );
+        let mut theirs: Vec<String> = theirs.lines().map(str::to_string).collect();
+        theirs.sort();
+        assert_eq!(ours, theirs);
+        assert!(ours.contains(&"x/inside.txt".to_string()) && ours.contains(&"x".to_string()));
+        // Both directions, and nothing for the same tree.
+        let mut back = changed_paths(&repo, tree("HEAD"), tree("HEAD~1")).unwrap();
+        back.sort();
+        assert_eq!(back, theirs);
+        assert!(changed_paths(&repo, tree("HEAD"), tree("HEAD"))
+            .unwrap()
+            .is_empty());
     }
 
     /// With a watch, the snapshot of the reported paths equals `git add -A`, and putting only

@@ -1,11 +1,12 @@
 //! Child processes with a timeout that kills the whole process group.
 //!
-//! Every command runs through `sh -c` in its own process group, so a timeout or Ctrl-C kills the
-//! evaluation together with everything it started. Output goes to files rather than pipes: a
+//! Every command runs as `sh -c` would run it, in its own process group, so a timeout or Ctrl-C
+//! kills the evaluation together with everything it started. A command made of plain words naming
+//! an executable file (`./eval.sh`, `python3 train.py --fast`) is started directly, as git does
+//! for such commands: the same program with the same arguments, one process fewer per run. Output goes to files rather than pipes: a
 //! grandchild that keeps a pipe open can then never hang the conference, and the log of every run
 //! stays on disk for the user to read.
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,9 +28,12 @@ const GIT_ENV_TO_CLEAR: &[&str] = &[
 ];
 
 static CANCELLED: AtomicBool = AtomicBool::new(false);
-static RUNNING_GROUPS: Mutex<Option<HashSet<i32>>> = Mutex::new(None);
-/// Folder where each running group leaves a file (`<pgid>` holding its leader's start time), so
-/// that the next runner can kill the groups a killed runner left behind.
+/// Running process groups by slot; a finished run frees its slot for the next one.
+static RUNNING_GROUPS: Mutex<Vec<Option<i32>>> = Mutex::new(Vec::new());
+/// Folder where each running group is written down, so that the next runner can kill the groups
+/// a killed runner left behind: file `slot-<n>` holds `<pgid> <leader start time>` while slot n
+/// is in use and nothing after. The files are rewritten in place, not created and deleted per
+/// run (on a busy filesystem each new file costs more than the write).
 static GROUPS_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
 /// What to run.
@@ -74,11 +78,8 @@ pub struct Finished {
 /// Asks every running command to stop (Ctrl-C): kills their process groups.
 pub fn cancel_all() {
     CANCELLED.store(true, Ordering::SeqCst);
-    let groups = RUNNING_GROUPS.lock().unwrap();
-    if let Some(groups) = groups.as_ref() {
-        for pgid in groups {
-            kill_group(*pgid);
-        }
+    for pgid in RUNNING_GROUPS.lock().unwrap().iter().flatten() {
+        kill_group(*pgid);
     }
 }
 
@@ -112,24 +113,31 @@ fn kill_group(pgid: i32) {
     }
 }
 
-fn register(pgid: i32) {
-    RUNNING_GROUPS
-        .lock()
-        .unwrap()
-        .get_or_insert_with(HashSet::new)
-        .insert(pgid);
+/// Notes a running group (in memory for Ctrl-C, on disk for the next runner); returns its slot.
+fn register(pgid: i32) -> usize {
+    let slot = {
+        let mut groups = RUNNING_GROUPS.lock().unwrap();
+        let slot = groups
+            .iter()
+            .position(Option::is_none)
+            .unwrap_or(groups.len());
+        if slot == groups.len() {
+            groups.push(None);
+        }
+        groups[slot] = Some(pgid);
+        slot
+    };
     if let (Some(dir), Some(start)) = (GROUPS_DIR.get(), start_time(pgid)) {
-        let _ = std::fs::write(dir.join(pgid.to_string()), start);
+        let _ = std::fs::write(dir.join(format!("slot-{slot}")), format!("{pgid} {start}"));
     }
+    slot
 }
 
-fn unregister(pgid: i32) {
-    if let Some(groups) = RUNNING_GROUPS.lock().unwrap().as_mut() {
-        groups.remove(&pgid);
-    }
+fn unregister(slot: usize) {
     if let Some(dir) = GROUPS_DIR.get() {
-        let _ = std::fs::remove_file(dir.join(pgid.to_string()));
+        let _ = std::fs::write(dir.join(format!("slot-{slot}")), "");
     }
+    RUNNING_GROUPS.lock().unwrap()[slot] = None;
 }
 
 /// The start time of process `pid` (field 22 of /proc/<pid>/stat), to tell it from a later
@@ -154,17 +162,23 @@ pub fn kill_orphaned_groups(dir: &Path) -> usize {
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let path = entry.path();
         let recorded = std::fs::read_to_string(&path).unwrap_or_default();
-        if let Ok(pgid) = entry.file_name().to_string_lossy().parse::<i32>() {
-            let same_leader = match start_time(pgid) {
-                Some(now) => now == recorded.trim(),
-                // The leader is gone; while its group lives, no new process can take its id.
-                None => true,
-            };
-            if pgid > 1 && same_leader {
-                // SAFETY: signals a process group we started; ESRCH when it is already gone.
-                if unsafe { libc::killpg(pgid, libc::SIGKILL) } == 0 {
-                    killed += 1;
-                }
+        let mut fields = recorded.split_whitespace();
+        let (Some(Ok(pgid)), Some(recorded)) =
+            (fields.next().map(str::parse::<i32>), fields.next())
+        else {
+            // A free slot (or one cut short by a kill while it was written).
+            let _ = std::fs::remove_file(&path);
+            continue;
+        };
+        let same_leader = match start_time(pgid) {
+            Some(now) => now == recorded,
+            // The leader is gone; while its group lives, no new process can take its id.
+            None => true,
+        };
+        if pgid > 1 && same_leader {
+            // SAFETY: signals a process group we started; ESRCH when it is already gone.
+            if unsafe { libc::killpg(pgid, libc::SIGKILL) } == 0 {
+                killed += 1;
             }
         }
         let _ = std::fs::remove_file(&path);
@@ -185,10 +199,19 @@ pub async fn run(spec: Spec<'_>) -> Result<Finished> {
         .with_context(|| format!("cannot create {}", spec.stdout.display()))?;
     let stderr = std::fs::File::create(&spec.stderr)
         .with_context(|| format!("cannot create {}", spec.stderr.display()))?;
-    let mut cmd = tokio::process::Command::new("sh");
-    cmd.arg("-c")
-        .arg(spec.command)
-        .current_dir(spec.cwd)
+    let mut cmd = match direct_argv(spec.command, spec.cwd, &spec.env) {
+        Some((program, args)) => {
+            let mut cmd = tokio::process::Command::new(program);
+            cmd.args(args);
+            cmd
+        }
+        None => {
+            let mut cmd = tokio::process::Command::new("sh");
+            cmd.arg("-c").arg(spec.command);
+            cmd
+        }
+    };
+    cmd.current_dir(spec.cwd)
         .stdout(Stdio::from(stdout))
         .stderr(Stdio::from(stderr))
         .stdin(if spec.stdin.is_some() {
@@ -208,7 +231,7 @@ pub async fn run(spec: Spec<'_>) -> Result<Finished> {
         .spawn()
         .with_context(|| format!("cannot run `{}` in {}", spec.command, spec.cwd.display()))?;
     let pgid = child.id().map(|p| p as i32).unwrap_or(0);
-    register(pgid);
+    let slot = register(pgid);
     if cancelled() {
         kill_group(pgid);
     }
@@ -241,11 +264,77 @@ pub async fn run(spec: Spec<'_>) -> Result<Finished> {
             Outcome::TimedOut
         }
     };
-    unregister(pgid);
+    unregister(slot);
     Ok(Finished {
         outcome,
         elapsed: started.elapsed(),
     })
+}
+
+/// Characters that give a command a meaning only a shell can provide (quoting, expansion,
+/// redirection, pipes, assignments, globs, comments).
+const SHELL_SYNTAX: &[char] = &[
+    '|', '&', ';', '<', '>', '(', ')', '$', '`', '\\', '"', '\'', '*', '?', '[', ']', '#', '~',
+    '=', '%', '{', '}', '!', '\n',
+];
+
+/// Words that are shell builtins or keywords (or behave differently outside a shell).
+const SHELL_WORDS: &[&str] = &[
+    ".", ":", "alias", "bg", "break", "case", "cd", "command", "continue", "do", "done", "elif",
+    "else", "esac", "eval", "exec", "exit", "export", "false", "fg", "fi", "for", "getopts",
+    "hash", "if", "in", "jobs", "local", "read", "readonly", "return", "select", "set", "shift",
+    "source", "then", "time", "times", "trap", "true", "type", "ulimit", "umask", "unalias",
+    "unset", "until", "wait", "while",
+];
+
+/// The program and arguments of a command that `sh -c` would run as one plain program: words
+/// separated by blanks, no shell syntax, the first naming an executable file that the kernel can
+/// start itself (a `#!` script or a binary). None: the command goes through `sh -c`.
+fn direct_argv(
+    command: &str,
+    cwd: &Path,
+    env: &[(String, String)],
+) -> Option<(PathBuf, Vec<String>)> {
+    if command.contains(SHELL_SYNTAX) {
+        return None;
+    }
+    let mut words = command.split([' ', '\t']).filter(|w| !w.is_empty());
+    let program = words.next()?;
+    if SHELL_WORDS.contains(&program) {
+        return None;
+    }
+    let path = if program.contains('/') {
+        Some(cwd.join(program))
+    } else {
+        let path_var = env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| std::ffi::OsString::from(v))
+            .or_else(|| std::env::var_os("PATH"))?;
+        std::env::split_paths(&path_var)
+            .filter(|dir| !dir.as_os_str().is_empty())
+            .map(|dir| cwd.join(dir).join(program))
+            .find(|p| is_executable_file(p))
+    }?;
+    if !is_executable_file(&path) || !kernel_can_start(&path) {
+        return None;
+    }
+    Some((path, words.map(str::to_string).collect()))
+}
+
+fn is_executable_file(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// A `#!` script or an ELF binary; anything else `sh` would read as a shell script.
+fn kernel_can_start(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|_| head.starts_with(b"#!") || head == *b"\x7fELF")
 }
 
 /// Reads a log file written by [`run`], lossily.
@@ -253,4 +342,81 @@ pub fn read_output(path: &Path) -> String {
     std::fs::read(path)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn script(dir: &Path, name: &str, text: &str) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(dir.join(name), text).unwrap();
+        std::fs::set_permissions(dir.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    /// Plain words naming an executable start it directly; anything a shell would interpret,
+    /// a builtin, an unknown program or a script without `#!` goes through `sh -c`.
+    #[test]
+    fn only_plain_commands_skip_the_shell() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        script(dir, "eval.sh", "#!/bin/sh\necho score: 1\n");
+        script(dir, "bare.sh", "echo score: 1\n");
+        let direct = |c: &str| direct_argv(c, dir, &[]);
+        let (program, args) = direct("./eval.sh --fast  2").unwrap();
+        assert_eq!(program, dir.join("./eval.sh"));
+        assert_eq!(args, ["--fast", "2"]);
+        let (program, args) = direct("sh eval.sh").unwrap();
+        assert!(program.ends_with("sh") && program.is_absolute());
+        assert_eq!(args, ["eval.sh"]);
+        for shell_only in [
+            "./eval.sh > out",
+            "./eval.sh | tail -1",
+            "X=1 ./eval.sh",
+            "./eval.sh \"a b\"",
+            "./eval.sh $HOME",
+            "./eval.sh *.txt",
+            "cd sub",
+            "exit 3",
+            "./bare.sh",
+            "./missing.sh",
+            "no-such-program-here",
+            "",
+        ] {
+            assert!(
+                direct(shell_only).is_none(),
+                "{shell_only:?} must go through sh"
+            );
+        }
+        // PATH from the command's own environment is the one searched.
+        let path = vec![("PATH".to_string(), dir.display().to_string())];
+        assert_eq!(
+            direct_argv("eval.sh", Path::new("/"), &path).unwrap().0,
+            dir.join("eval.sh")
+        );
+    }
+
+    /// A directly started command behaves as under `sh -c`: arguments, exit status, output.
+    #[tokio::test]
+    async fn a_direct_run_matches_sh() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        script(dir, "echo.sh", "#!/bin/sh\necho \"$# $1 $2\"\nexit 7\n");
+        for command in ["./echo.sh a  b", "./echo.sh a b | cat; exit 7"] {
+            let out = dir.join("out");
+            let finished = run(Spec {
+                command,
+                cwd: dir,
+                env: vec![],
+                timeout: Some(Duration::from_secs(10)),
+                stdout: out.clone(),
+                stderr: dir.join("err"),
+                stdin: None,
+            })
+            .await
+            .unwrap();
+            assert_eq!(finished.outcome, Outcome::Exited(7), "{command}");
+            assert_eq!(read_output(&out), "2 a b\n", "{command}");
+        }
+    }
 }

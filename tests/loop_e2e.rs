@@ -1120,6 +1120,64 @@ fn slow_evaluations_time_out_infinite_metrics_crash_and_frozen_globs_reject() {
     );
 }
 
+/// Cache entries are written in batches; a kill before a batch is written loses none: resume
+/// rebuilds them from the iteration events, so the tree is still evaluated once, and the entry
+/// ends up in the state tree.
+#[test]
+fn a_kill_before_the_cache_batch_is_written_loses_no_entry() {
+    let repo = TestRepo::from_fixture("loop");
+    let config = ConfigBuilder::new("Same", "./agents/seq.sh same")
+        .iterations(4)
+        .build();
+    repo.write("conference.md", &config);
+    let killed = repo
+        .command("git")
+        .args(["conference", "start", "same"])
+        .env("GIT_CONFERENCE_FAILPOINT", "event.researcher.iteration:2")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        killed.status.code(),
+        Some(137),
+        "the failpoint kills the run (git reports 128 + 9)"
+    );
+    let events = "refs/conference/same/events";
+    let cached = || repo.git(&["ls-tree", "-r", "--name-only", events, "evaluations/"]);
+    let tree = iterations(&repo, "same")[0]["payload"]["tree"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let entry_name = format!("{}/{}", &tree[..2], &tree[2..]);
+    assert!(
+        !cached().contains(&entry_name),
+        "the entry waits for a batch (the kill came first): {}",
+        cached()
+    );
+    repo.conference(&["resume", "same"]).ok();
+    assert_eq!(iterations(&repo, "same").len(), 4);
+    let evaluated: Vec<String> = eval_log(&repo)
+        .into_iter()
+        .filter(|l| l.starts_with("A "))
+        .collect();
+    assert_eq!(
+        evaluated,
+        ["A 1 1 20"],
+        "the same tree was evaluated again after the resume"
+    );
+    let entry = cached()
+        .lines()
+        .find(|l| l.ends_with(&entry_name))
+        .map(str::to_string)
+        .unwrap_or_else(|| panic!("no cache entry for {tree}: {}", cached()));
+    let result: Value =
+        serde_json::from_str(&repo.git(&["show", &format!("{events}:{entry}")])).unwrap();
+    assert_eq!(
+        (result["status"].as_str(), result["metric"].as_f64()),
+        (Some("ok"), Some(20.0))
+    );
+}
+
 #[test]
 fn same_tree_from_two_researchers_is_evaluated_once() {
     let repo = TestRepo::from_fixture("loop");

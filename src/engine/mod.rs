@@ -54,6 +54,11 @@ pub struct Recorder {
     /// for many attempts). Every note is also in its event's payload, so none is lost to a kill.
     pending_notes: Vec<(Oid, String)>,
     notes_flushed: std::time::Instant,
+    /// Evaluation cache entries (`evaluations/…`) not in the state tree yet: they join the next
+    /// event that writes a batch, not each iteration's (four objects fewer per iteration). Within
+    /// a run `Conference::evaluations` serves them; after a kill `reconcile` rebuilds them from
+    /// the iteration events, which carry each result.
+    pending_cache: std::collections::BTreeMap<String, Vec<u8>>,
 }
 
 /// Events before which every pending note must be written: `reconcile` replays notes only back
@@ -168,6 +173,7 @@ impl Conference {
                 hooks,
                 pending_notes: Vec::new(),
                 notes_flushed: std::time::Instant::now(),
+                pending_cache: Default::default(),
             })),
             ui,
             evaluations: Mutex::new(Default::default()),
@@ -296,7 +302,23 @@ impl Conference {
     ) -> Result<()> {
         let mut rec = self.recorder.lock().unwrap();
         let mut next = rec.state.clone();
-        let mut changes = update(&mut next, &rec)?;
+        let changes = update(&mut next, &rec)?;
+        // Between iterations notes and cache entries wait for a batch; any other step (and an
+        // iteration once the batch is old enough) writes them out.
+        let between_iterations = matches!(event, "researcher.iteration" | "researcher.stuck");
+        let batch_due = !between_iterations || rec.notes_flushed.elapsed() >= NOTES_MAX_DELAY;
+        let (cache, mut changes): (Vec<_>, Vec<_>) = changes.into_iter().partition(
+            |c| matches!(c, StateChange::Put(path, _) if path.starts_with(files::EVAL_CACHE_DIR)),
+        );
+        rec.pending_cache
+            .extend(cache.into_iter().filter_map(|c| match c {
+                StateChange::Put(path, bytes) => Some((path, bytes)),
+                StateChange::Remove(_) => None,
+            }));
+        if batch_due {
+            let batch = std::mem::take(&mut rec.pending_cache);
+            changes.extend(batch.into_iter().map(|(p, b)| StateChange::Put(p, b)));
+        }
         let timestamp = now_iso();
         next.events += 1;
         next.last_event = event.to_string();
@@ -317,8 +339,7 @@ impl Conference {
         log.append(repo, &ev, summary, &changes)?;
         rec.state = next;
         rec.run_hook(&ev);
-        // Between iterations notes wait for a batch; any other step writes them out.
-        if !matches!(event, "researcher.iteration" | "researcher.stuck") {
+        if !between_iterations {
             rec.flush_notes()?;
         }
         Ok(())
@@ -327,6 +348,9 @@ impl Conference {
     /// Reads a file of the current state tree.
     pub fn read_state_file(&self, path: &str) -> Result<Option<Vec<u8>>> {
         let rec = self.recorder.lock().unwrap();
+        if let Some(bytes) = rec.pending_cache.get(path) {
+            return Ok(Some(bytes.clone()));
+        }
         rec.log.read(&rec.repo, path)
     }
 
@@ -462,13 +486,16 @@ impl Conference {
         Ok(())
     }
 
-    /// Notes are written right after their event; a kill in between leaves a note missing. A
-    /// live process writes every note before it records `round.completed`, and a resume replays
-    /// them before it records `conference.resumed`: only events after the latest of those two
-    /// can lack their note, so the walk stops there (resume cost does not grow with the log).
+    /// Notes are written after their event, in batches; a kill in between leaves notes missing,
+    /// and evaluation cache entries not yet in the state tree. A live process writes both before
+    /// it records `round.completed`, and a resume replays them before it records
+    /// `conference.resumed`: only events after the latest of those two can lack them, so the
+    /// walk stops there (resume cost does not grow with the log).
     fn replay_missing_notes(&self) -> Result<()> {
-        let rec = self.recorder.lock().unwrap();
+        let mut rec = self.recorder.lock().unwrap();
         let mut pending: Vec<(Oid, String)> = Vec::new();
+        let mut cache: Vec<(String, Vec<u8>)> = Vec::new();
+        let settings = rec.state.eval_settings.clone();
         rec.log.walk(&rec.repo, |e| {
             if matches!(
                 e.event.event.as_str(),
@@ -477,8 +504,15 @@ impl Conference {
                 return false;
             }
             pending.extend(notes_of_event(&e.event));
+            cache.extend(research::cached_evaluation_of_event(&e.event, &settings));
             true
         })?;
+        // Oldest first, so that a later result for the same tree wins, as it did when recorded.
+        for (path, bytes) in cache.into_iter().rev() {
+            if rec.log.read(&rec.repo, &path)?.is_none() {
+                rec.pending_cache.insert(path, bytes);
+            }
+        }
         let mut missing = Vec::new();
         for (commit, line) in pending {
             let present = notes::read_note(&rec.repo, commit)?

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use git2::{Oid, Repository, Signature};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::agent::{self, AgentCall, AgentOutcome};
 use super::evaluate::{self, EvalRequest, EvalResult};
@@ -20,7 +20,7 @@ use super::Conference;
 use crate::exec::process;
 use crate::git::watch::{self, Changes, Watch};
 use crate::git::{snapshot, worktree};
-use crate::store::{self, StateChange};
+use crate::store::{self, Event, StateChange};
 
 /// How many recent attempts a researcher's file in the state keeps.
 const RECENT_ATTEMPTS: usize = 200;
@@ -229,8 +229,8 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             Changes::Everything => snapshot::capture(&wt)?,
         };
         settle(&mut watch);
-        let description =
-            description.unwrap_or_else(|| default_description(&repo, head_tree, tree));
+        let changed = snapshot::changed_paths(&repo, head_tree, tree)?;
+        let description = description.unwrap_or_else(|| default_description(&changed));
         let attempt = Attempt {
             id,
             iteration,
@@ -238,7 +238,6 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             head: &r.head,
             description: &description,
         };
-        let changed = snapshot::changed_paths(&repo, head_tree, tree)?;
         let commit = if tree == head_tree {
             None
         } else {
@@ -413,16 +412,15 @@ fn restore_head(wt: &Repository, branch_ref: &str, expected: &str) -> Result<()>
     Ok(())
 }
 
-fn default_description(repo: &Repository, old: Oid, new: Oid) -> String {
-    match snapshot::changed_paths(repo, old, new) {
-        Ok(paths) if paths.is_empty() => "no change".into(),
-        Ok(paths) if paths.len() <= 3 => format!("change {}", paths.join(", ")),
-        Ok(paths) => format!(
+fn default_description(changed: &[String]) -> String {
+    match changed {
+        [] => "no change".into(),
+        paths if paths.len() <= 3 => format!("change {}", paths.join(", ")),
+        paths => format!(
             "change {} and {} more files",
             paths[..2].join(", "),
             paths.len() - 2
         ),
-        Err(_) => "change".into(),
     }
 }
 
@@ -623,6 +621,38 @@ fn record_iteration(
     Ok(())
 }
 
+/// The evaluation cache entry an iteration event stands for (path and bytes), rebuilt from its
+/// payload: the same entry `record_iteration` stores for it.
+pub fn cached_evaluation_of_event(event: &Event, settings: &str) -> Option<(String, Vec<u8>)> {
+    if event.event != "researcher.iteration" {
+        return None;
+    }
+    let p = &event.payload;
+    p.get("commit")?.as_str()?;
+    let tree = p.get("tree")?.as_str()?;
+    let status = match p.get("status")?.as_str()? {
+        "kept" | "reverted" => "ok",
+        s @ ("crashed" | "timeout") => s,
+        _ => return None,
+    };
+    let metric = p.get("metric_value").and_then(Value::as_f64);
+    let note = p.get("notes").and_then(|n| n.get(0));
+    let result = EvalResult {
+        metric,
+        runs: note
+            .and_then(|n| serde_json::from_value(n.get("runs")?.clone()).ok())
+            .unwrap_or_default(),
+        sub_metrics: serde_json::from_value(p.get("sub_metrics")?.clone()).unwrap_or_default(),
+        status: status.to_string(),
+        reason: p.get("reason").and_then(Value::as_str).map(str::to_string),
+        seconds: 0.0,
+    };
+    Some((
+        files::eval_cache(settings, tree),
+        serde_json::to_vec(&result).ok()?,
+    ))
+}
+
 /// Appends a line to a JSON-lines file of the state tree.
 pub fn append_line(rec: &super::Recorder, path: &str, line: &str) -> Result<StateChange> {
     let old = rec.log.read(&rec.repo, path)?.unwrap_or_default();
@@ -687,10 +717,8 @@ pub fn set_aside_partial(conf: &Conference, id: &str, wt: &Repository) -> Result
     if stale {
         return Ok(None);
     }
-    let description = format!(
-        "interrupted attempt: {}",
-        default_description(&repo, head_tree, tree)
-    );
+    let changed = snapshot::changed_paths(&repo, head_tree, tree)?;
+    let description = format!("interrupted attempt: {}", default_description(&changed));
     let attempt = Attempt {
         id,
         iteration: r.round_iterations + 1,
@@ -699,7 +727,6 @@ pub fn set_aside_partial(conf: &Conference, id: &str, wt: &Repository) -> Result
         description: &description,
     };
     let commit = commit_attempt(conf, &repo, &attempt)?;
-    let changed = snapshot::changed_paths(&repo, head_tree, tree)?;
     eprintln!(
         "warning: researcher {id}'s worktree has uncommitted changes ({}); setting them aside as \
          attempt {} (recorded as attempt.interrupted; nothing is deleted)",

@@ -154,6 +154,8 @@ impl State {
 /// Paths inside the state tree.
 pub mod files {
     pub const STATE: &str = "state.json";
+    /// Evaluation results by evaluation settings and tree (`<settings>/<2 hex>/<38 hex>`).
+    pub const EVAL_CACHE_DIR: &str = "evaluations/";
     pub const CONFIG: &str = "conference.md";
     pub const SYNTHESIS: &str = "synthesis.md";
     pub const FINAL_REPORT: &str = "final_report.md";
@@ -176,6 +178,6 @@ pub mod files {
     }
     /// Evaluation cache entry for a tree under the current evaluation settings.
     pub fn eval_cache(settings: &str, tree: &str) -> String {
-        format!("evaluations/{settings}/{}/{}", &tree[..2], &tree[2..])
+        format!("{EVAL_CACHE_DIR}{settings}/{}/{}", &tree[..2], &tree[2..])
     }
 }

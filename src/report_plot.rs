@@ -6,10 +6,10 @@
 //! light vertical lines at round boundaries. It exists as its own module so the
 //! synthesis code only assembles a [`PlotData`] and gets PNG bytes back.
 //!
-//! Two constraints shape it: plotters is built without system fonts (feature
-//! `ab_glyph`), so DejaVu Sans is embedded from `assets/` and registered once;
-//! and the crate has no `image` dependency, so the RGB buffer is written out by
-//! the small PNG encoder at the bottom (stored, i.e. uncompressed, deflate).
+//! plotters is built without system fonts (feature `ab_glyph`), so DejaVu Sans
+//! is embedded from `assets/` and registered once; the RGB buffer is encoded by
+//! the `png` crate (compressed: the chart is stored in the state tree every
+//! round, so its size matters).
 
 use std::sync::OnceLock;
 
@@ -41,6 +41,9 @@ pub struct PlotData {
     pub baseline: Option<f64>,
     /// x positions of round boundaries (e.g. 4.5), drawn as light vertical lines.
     pub round_boundaries: Vec<f64>,
+    /// (x, best) at the end of each round, after knowledge transfer: a combination of findings
+    /// can beat every single attempt, and the envelope shows it.
+    pub round_bests: Vec<(f64, f64)>,
 }
 
 const WIDTH: u32 = 1200;
@@ -152,12 +155,19 @@ pub fn render_png(data: &PlotData) -> Result<Vec<u8>> {
     let (w, h) = (WIDTH, HEIGHT);
     let mut buf = vec![0u8; (w * h * 3) as usize];
     draw(data, &mut buf, (w, h))?;
-    Ok(encode_png_rgb(w, h, &buf))
+    encode_png_rgb(w, h, &buf)
 }
 
 fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<()> {
     let points = all_points(data);
-    let env = envelope(&points, data.baseline, data.minimize);
+    let mut best_points = points.clone();
+    best_points.extend(
+        data.round_bests
+            .iter()
+            .filter(|(x, y)| x.is_finite() && y.is_finite()),
+    );
+    best_points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let env = envelope(&best_points, data.baseline, data.minimize);
 
     // x range: every attempt (crashed ones too) and round boundaries.
     let xs = data
@@ -176,7 +186,7 @@ fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<()> {
     };
     let (x_lo, x_hi) = padded(x_lo, x_hi, 2.0);
 
-    let ys = points
+    let ys = best_points
         .iter()
         .map(|p| p.1)
         .chain(data.target)
@@ -306,6 +316,7 @@ fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<()> {
                 .series
                 .iter()
                 .flat_map(|s| s.points.iter().map(|p| p.0))
+                .chain(data.round_bests.iter().map(|p| p.0))
                 .filter(|x| x.is_finite())
                 .fold(x, f64::max);
             if end > x {
@@ -356,170 +367,35 @@ fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<()> {
     Ok(())
 }
 
-// ---------------------------------------------------------------------------
-// Minimal PNG encoder: 8-bit RGB, filter 0 on every row, zlib with stored
-// (uncompressed) deflate blocks.
-
-const PNG_SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A];
-
-fn crc32_table() -> &'static [u32; 256] {
-    static TABLE: OnceLock<[u32; 256]> = OnceLock::new();
-    TABLE.get_or_init(|| {
-        let mut table = [0u32; 256];
-        for (n, entry) in table.iter_mut().enumerate() {
-            let mut c = n as u32;
-            for _ in 0..8 {
-                c = if c & 1 != 0 {
-                    0xEDB8_8320 ^ (c >> 1)
-                } else {
-                    c >> 1
-                };
-            }
-            *entry = c;
-        }
-        table
-    })
-}
-
-fn crc32(parts: &[&[u8]]) -> u32 {
-    let table = crc32_table();
-    let mut c = 0xFFFF_FFFFu32;
-    for part in parts {
-        for &b in *part {
-            c = table[((c ^ b as u32) & 0xFF) as usize] ^ (c >> 8);
-        }
-    }
-    c ^ 0xFFFF_FFFF
-}
-
-fn adler32(data: &[u8]) -> u32 {
-    const MOD: u32 = 65521;
-    let (mut a, mut b) = (1u32, 0u32);
-    // 5552 is the largest n with no u32 overflow before reducing.
-    for chunk in data.chunks(5552) {
-        for &byte in chunk {
-            a += byte as u32;
-            b += a;
-        }
-        a %= MOD;
-        b %= MOD;
-    }
-    (b << 16) | a
-}
-
-fn write_chunk(out: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
-    out.extend_from_slice(&(data.len() as u32).to_be_bytes());
-    out.extend_from_slice(kind);
-    out.extend_from_slice(data);
-    out.extend_from_slice(&crc32(&[kind, data]).to_be_bytes());
-}
-
-/// Zlib stream of `raw` using only stored deflate blocks.
-fn zlib_stored(raw: &[u8]) -> Vec<u8> {
-    const MAX_BLOCK: usize = 65535;
-    let blocks = raw.len().div_ceil(MAX_BLOCK).max(1);
-    let mut out = Vec::with_capacity(raw.len() + blocks * 5 + 6);
-    out.extend_from_slice(&[0x78, 0x01]); // deflate, 32K window, no dict, check bits ok
-    let mut chunks = raw.chunks(MAX_BLOCK).peekable();
-    if chunks.peek().is_none() {
-        out.extend_from_slice(&[1, 0, 0, 0xFF, 0xFF]);
-    }
-    while let Some(chunk) = chunks.next() {
-        let last = chunks.peek().is_none();
-        let len = chunk.len() as u16;
-        out.push(u8::from(last)); // BFINAL, BTYPE = 00 (stored)
-        out.extend_from_slice(&len.to_le_bytes());
-        out.extend_from_slice(&(!len).to_le_bytes());
-        out.extend_from_slice(chunk);
-    }
-    out.extend_from_slice(&adler32(raw).to_be_bytes());
-    out
-}
-
 /// Encodes a tightly packed 8-bit RGB buffer (`w * h * 3` bytes) as PNG.
-fn encode_png_rgb(w: u32, h: u32, rgb: &[u8]) -> Vec<u8> {
-    let row = w as usize * 3;
-    debug_assert_eq!(rgb.len(), row * h as usize);
-    let mut raw = Vec::with_capacity((row + 1) * h as usize);
-    for line in rgb.chunks(row.max(1)).take(h as usize) {
-        raw.push(0); // filter type: None
-        raw.extend_from_slice(line);
-    }
-    let idat = zlib_stored(&raw);
-
-    let mut ihdr = Vec::with_capacity(13);
-    ihdr.extend_from_slice(&w.to_be_bytes());
-    ihdr.extend_from_slice(&h.to_be_bytes());
-    ihdr.extend_from_slice(&[8, 2, 0, 0, 0]); // depth 8, RGB, deflate, adaptive, no interlace
-
-    let mut out = Vec::with_capacity(idat.len() + 64);
-    out.extend_from_slice(&PNG_SIGNATURE);
-    write_chunk(&mut out, b"IHDR", &ihdr);
-    write_chunk(&mut out, b"IDAT", &idat);
-    write_chunk(&mut out, b"IEND", &[]);
-    out
+fn encode_png_rgb(w: u32, h: u32, rgb: &[u8]) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut encoder = png::Encoder::new(&mut out, w, h);
+    encoder.set_color(png::ColorType::Rgb);
+    encoder.set_depth(png::BitDepth::Eight);
+    encoder.set_compression(png::Compression::Default);
+    let mut writer = encoder.write_header().map_err(plot_err)?;
+    writer.write_image_data(rgb).map_err(plot_err)?;
+    writer.finish().map_err(plot_err)?;
+    Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Parses the PNG, checks every CRC, returns (width, height, inflated IDAT data).
-    fn decode(png: &[u8]) -> (u32, u32, Vec<u8>) {
-        assert_eq!(&png[..8], &PNG_SIGNATURE);
-        let mut pos = 8;
-        let (mut w, mut h) = (0, 0);
-        let mut idat = Vec::new();
-        let mut kinds = Vec::new();
-        while pos < png.len() {
-            let len = u32::from_be_bytes(png[pos..pos + 4].try_into().unwrap()) as usize;
-            let kind = &png[pos + 4..pos + 8];
-            let body = &png[pos + 8..pos + 8 + len];
-            let crc = u32::from_be_bytes(png[pos + 8 + len..pos + 12 + len].try_into().unwrap());
-            assert_eq!(crc, crc32(&[kind, body]), "bad CRC in {:?}", kind);
-            match kind {
-                b"IHDR" => {
-                    assert_eq!(len, 13);
-                    w = u32::from_be_bytes(body[0..4].try_into().unwrap());
-                    h = u32::from_be_bytes(body[4..8].try_into().unwrap());
-                    assert_eq!(&body[8..], &[8, 2, 0, 0, 0]);
-                }
-                b"IDAT" => idat.extend_from_slice(body),
-                _ => {}
-            }
-            kinds.push(kind.to_vec());
-            pos += 12 + len;
-        }
-        assert_eq!(pos, png.len());
-        assert_eq!(kinds.first().unwrap(), b"IHDR");
-        assert_eq!(kinds.last().unwrap(), b"IEND");
-
-        // zlib header, stored blocks, Adler-32.
-        assert_eq!(idat[0], 0x78);
-        assert_eq!((u16::from(idat[0]) << 8 | u16::from(idat[1])) % 31, 0);
-        let mut p = 2;
-        let mut raw = Vec::new();
-        loop {
-            let header = idat[p];
-            assert_eq!(header & 0b110, 0, "not a stored block");
-            let len = u16::from_le_bytes([idat[p + 1], idat[p + 2]]);
-            let nlen = u16::from_le_bytes([idat[p + 3], idat[p + 4]]);
-            assert_eq!(len, !nlen);
-            raw.extend_from_slice(&idat[p + 5..p + 5 + len as usize]);
-            p += 5 + len as usize;
-            if header & 1 == 1 {
-                break;
-            }
-        }
-        assert_eq!(idat.len(), p + 4);
-        let adler = u32::from_be_bytes(idat[p..p + 4].try_into().unwrap());
-        assert_eq!(adler, adler32(&raw));
-        (w, h, raw)
+    /// Decodes the PNG: (width, height, RGB pixels).
+    fn decode(bytes: &[u8]) -> (u32, u32, Vec<u8>) {
+        let mut reader = png::Decoder::new(bytes).read_info().unwrap();
+        let mut buf = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut buf).unwrap();
+        assert_eq!(info.color_type, png::ColorType::Rgb);
+        buf.truncate(info.buffer_size());
+        (info.width, info.height, buf)
     }
 
     fn pixel(raw: &[u8], w: u32, x: u32, y: u32) -> [u8; 3] {
-        let row = (w * 3 + 1) as usize;
-        let i = y as usize * row + 1 + x as usize * 3;
+        let i = (y * w + x) as usize * 3;
         [raw[i], raw[i + 1], raw[i + 2]]
     }
 
@@ -550,6 +426,7 @@ mod tests {
             series,
             baseline: Some(1.0),
             round_boundaries: vec![6.5, 12.5],
+            round_bests: vec![(6.5, 0.6), (12.5, 0.35)],
         }
     }
 
@@ -557,21 +434,21 @@ mod tests {
         let png = render_png(data).unwrap();
         let (w, h, raw) = decode(&png);
         assert_eq!((w, h), (WIDTH, HEIGHT));
-        assert_eq!(raw.len(), (w * h * 3 + h) as usize);
-        for y in 0..h {
-            assert_eq!(raw[(y * (w * 3 + 1)) as usize], 0, "filter byte of row {y}");
-        }
+        assert_eq!(raw.len(), (w * h * 3) as usize);
         assert_eq!(pixel(&raw, w, 2, 2), [255, 255, 255]);
+        assert!(
+            png.len() < raw.len() / 10,
+            "compressed: {} bytes for {} pixels",
+            png.len(),
+            w * h
+        );
         raw
     }
 
     #[test]
     fn sample_chart_is_valid_png_with_colours() {
         let raw = check(&sample());
-        let has = |c: [u8; 3]| {
-            raw.chunks(3 * WIDTH as usize + 1)
-                .any(|r| r[1..].chunks(3).any(|p| p == c))
-        };
+        let has = |c: [u8; 3]| raw.chunks(3).any(|p| p == c);
         assert!(has([0xE6, 0x9F, 0x00]), "orange series drawn");
         assert!(has([0, 0, 0]), "black envelope/axes drawn");
     }
@@ -637,19 +514,12 @@ mod tests {
     }
 
     #[test]
-    fn png_encoder_small_and_multi_block() {
-        assert_eq!(crc32(&[b"IEND"]), 0xAE42_6082);
-        assert_eq!(adler32(b"Wikipedia"), 0x11E6_0398);
+    fn png_round_trips() {
         let (w, h) = (3u32, 2u32);
         let rgb: Vec<u8> = (0..18).collect();
-        let (dw, dh, raw) = decode(&encode_png_rgb(w, h, &rgb));
+        let (dw, dh, raw) = decode(&encode_png_rgb(w, h, &rgb).unwrap());
         assert_eq!((dw, dh), (w, h));
-        assert_eq!(raw.len(), 20);
+        assert_eq!(raw, rgb);
         assert_eq!(pixel(&raw, w, 1, 1), [12, 13, 14]);
-        // > 65535 bytes forces several stored blocks.
-        let (w, h) = (200u32, 150u32);
-        let rgb = vec![7u8; (w * h * 3) as usize];
-        let (_, _, raw) = decode(&encode_png_rgb(w, h, &rgb));
-        assert_eq!(raw.len(), (w * h * 3 + h) as usize);
     }
 }

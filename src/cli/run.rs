@@ -133,6 +133,11 @@ pub fn start(args: StartArgs, quiet: bool) -> Result<i32> {
         &base.id().to_string()[..10],
         conf.config.count
     ));
+    for item in &conf.guard.unenforced {
+        ui.info(&format!(
+            "note: the forbidden change `{item}` names no path: agents are told, but diffs cannot be checked against it (name the files or globs to have it enforced)"
+        ));
+    }
     conf.reconcile()?;
     run_engine(conf)
 }

@@ -28,8 +28,8 @@ pub async fn drive(conf: Arc<Conference>) -> Result<RunOutcome> {
                     continue;
                 }
                 if st.round > 0 {
-                    if let Some((status, why)) = stop::check(&conf, &st) {
-                        begin_synthesis(&conf, status, &why)?;
+                    if let Some(decision) = stop::check(&conf, &st) {
+                        begin_synthesis(&conf, &decision)?;
                         continue;
                     }
                     if stop::should_pause(&conf, &st) && st.paused_at_round != st.round {
@@ -95,6 +95,7 @@ async fn measure_baseline(conf: &Conference) -> Result<()> {
                "sub_metrics": result.sub_metrics, "notes": [note.clone()]}),
         |next, _| {
             next.baseline_metric = Some(value);
+            next.baseline_runs = result.runs.clone();
             next.best.metric = Some(value);
             for r in next.researchers.values_mut() {
                 r.best_metric = Some(value);
@@ -180,6 +181,7 @@ fn start_round(conf: &Conference) -> Result<()> {
                 r.round_iterations = 0;
                 r.round_finished = None;
                 r.round_counts = Default::default();
+                r.respawned = r.stuck_level >= 3;
                 if r.stuck_level >= 3 || best_moved {
                     r.stuck_level = 0;
                     r.consecutive_fails = 0;
@@ -213,8 +215,9 @@ fn pause(conf: &Conference) -> Result<()> {
     )
 }
 
-fn begin_synthesis(conf: &Conference, status: &str, why: &str) -> Result<()> {
+fn begin_synthesis(conf: &Conference, decision: &stop::Stop) -> Result<()> {
     let st = conf.state();
+    let (status, why) = (decision.status, decision.why.as_str());
     let event = match status {
         "converged" => "conference.converged",
         "stalled" => "conference.stalled",
@@ -223,8 +226,8 @@ fn begin_synthesis(conf: &Conference, status: &str, why: &str) -> Result<()> {
     conf.record(
         event,
         why,
-        json!({"final_best_metric": st.best.metric, "round_count": st.round, "reason": why,
-               "status": status}),
+        json!({"final_best_metric": st.best.metric, "round_count": st.round,
+               "reason": decision.token, "detail": why, "status": status}),
         |next, _| {
             next.phase = Phase::Synthesis;
             next.final_status = Some(status.to_string());

@@ -152,11 +152,12 @@ impl Conference {
         let repo_dir = repo.commondir().to_path_buf();
         let run_dir = worktree::run_dir(&repo, &name);
         std::fs::create_dir_all(run_dir.join("logs"))?;
-        let guard = paths::Guard::new(
-            &config.evaluation.frozen,
-            &config.forbidden,
-            &config.allowed,
-        );
+        let baseline = repo
+            .find_commit(git2::Oid::from_str(&state.baseline_commit)?)?
+            .tree()?;
+        let exists = |p: &str| baseline.get_path(Path::new(p)).is_ok();
+        let guard = paths::Guard::new(&config, &exists);
+        drop(baseline);
         let hooks = Hooks::new(&repo);
         Ok(Conference {
             name: name.clone(),
@@ -219,6 +220,7 @@ impl Conference {
                         stuck_level: 0,
                         attempts: 0,
                         last_verdict: None,
+                        respawned: false,
                     },
                 )
             })
@@ -232,6 +234,7 @@ impl Conference {
             round: 0,
             baseline_commit: base_hex.clone(),
             baseline_metric: None,
+            baseline_runs: Vec::new(),
             best: state::Best {
                 commit: base_hex,
                 metric: None,

@@ -18,8 +18,19 @@ pub struct PromptContext<'a> {
     /// (iteration label, verdict, metric, description), most recent last.
     pub recent: &'a [(String, String, Option<f64>, String)],
     pub stuck_level: u8,
+    /// Stopped at stuck level 3 last round and starts again now.
+    pub respawned: bool,
     pub endgame: bool,
     pub devils_advocate: bool,
+    /// Every frozen pattern, the files the evaluation commands name included.
+    pub frozen: &'a [String],
+}
+
+/// A section's text unless it is empty or still the template's placeholder.
+fn filled(text: &str) -> Option<&str> {
+    let t = text.trim();
+    let placeholder = t.starts_with('(') && t.ends_with(')');
+    (!t.is_empty() && !placeholder).then_some(t)
 }
 
 pub fn render(p: &PromptContext) -> String {
@@ -55,6 +66,12 @@ pub fn render(p: &PromptContext) -> String {
         fmt(p.best_metric),
         fmt(p.conference_best)
     );
+    if let Some(approach) = filled(&c.current_approach) {
+        let _ = writeln!(s, "## Current approach\n{approach}\n");
+    }
+    if let Some(context) = filled(&c.context) {
+        let _ = writeln!(s, "## Context & references\n{context}\n");
+    }
     if c.strategy == Strategy::Assigned {
         if let Some(focus) = c.focus.get(p.researcher) {
             let _ = writeln!(s, "## Your focus\n{focus}\n");
@@ -87,7 +104,7 @@ pub fn render(p: &PromptContext) -> String {
     for f in &c.forbidden {
         let _ = writeln!(s, "- {f}");
     }
-    for f in &c.evaluation.frozen {
+    for f in p.frozen {
         let _ = writeln!(s, "- frozen: {f}");
     }
     s.push('\n');
@@ -112,6 +129,14 @@ pub fn render(p: &PromptContext) -> String {
             let _ = writeln!(s, "- {label}: {verdict} ({}) {desc}", fmt(*metric));
         }
         s.push('\n');
+    }
+    if p.respawned {
+        let _ = writeln!(
+            s,
+            "## Respawned\nLast round you made seven attempts in a row without improving and were \
+             stopped. You start again from the conference best: take a fundamentally different \
+             strategy from the one in your recent attempts.\n"
+        );
     }
     match p.stuck_level {
         1 => {

@@ -122,7 +122,7 @@ fn researcher_label(id: &str) -> String {
 
 async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
     let started = Instant::now();
-    let limit = conf.config.researcher_timeout;
+    let limit = super::stop::researcher_timeout(conf);
     let branch = conf.refs.researcher_branch(id);
     let head = conf.state().researcher(id).head.clone();
     let wt_path = conf.prepare_worktree(&researcher_label(id), Some(&branch), &head)?;
@@ -141,8 +141,18 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         if r.round_iterations >= conf.config.iterations_per_round {
             return finish(conf, id, "completed");
         }
-        if super::stop::budget_exhausted(conf, &st).is_some() {
+        if r.round_iterations >= super::stop::round_allotment(conf, &st, id)
+            || super::stop::time_budget_used(conf, &st).is_some()
+        {
             return finish(conf, id, "budget");
+        }
+        // The target is met (by this researcher or another): the round has its result.
+        if st
+            .researchers
+            .values()
+            .any(|o| o.round_iterations > 0 && super::stop::target_reached(conf, o.best_metric))
+        {
+            return finish(conf, id, "target reached");
         }
         let remaining = limit.map(|l| l.saturating_sub(started.elapsed()));
         if remaining == Some(Duration::ZERO) {
@@ -183,8 +193,10 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             shared_knowledge: &st.shared_knowledge,
             recent: &recent,
             stuck_level: r.stuck_level,
+            respawned: r.respawned,
             endgame: super::stop::is_endgame(conf, &st),
             devils_advocate: conf.config.devils_advocate_id().as_deref() == Some(id),
+            frozen: conf.guard.frozen_patterns(),
         });
         let head_tree = repo.find_commit(Oid::from_str(&r.head)?)?.tree_id();
         let env = conf.context_env(id, st.round, iteration, r.best_metric);
@@ -246,7 +258,14 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         let verdict = if let Some((kind, why)) = agent_failure {
             agent_crashes += 1;
             let result = failed_eval(kind, &why);
-            record_iteration(conf, &attempt, commit, &result, kind, Some(why))?;
+            record_iteration(
+                conf,
+                &attempt,
+                commit,
+                Measured::not(&result),
+                kind,
+                Some(why),
+            )?;
             kind
         } else if tree == head_tree {
             agent_crashes = 0;
@@ -254,7 +273,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
                 conf,
                 &attempt,
                 None,
-                &failed_eval("no_change", "no change"),
+                Measured::not(&failed_eval("no_change", "no change")),
                 "no_change",
                 None,
             )?;
@@ -266,14 +285,16 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
                     conf,
                     &attempt,
                     commit,
-                    &failed_eval("rejected", &why),
+                    Measured::not(&failed_eval("rejected", &why)),
                     "rejected",
                     Some(why),
                 )?;
                 "rejected"
             } else {
-                let result =
-                    evaluate_cached(conf, id, st.round, iteration, tree, &wt_path, env).await?;
+                let deadline = limit.map(|l| l.saturating_sub(started.elapsed()));
+                let (result, of_the_tree) =
+                    evaluate_cached(conf, id, st.round, iteration, tree, &wt_path, env, deadline)
+                        .await?;
                 if result.status == "interrupted" {
                     return Ok(());
                 }
@@ -292,7 +313,11 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
                     _ => "crashed",
                 };
                 let reason = result.reason.clone();
-                record_iteration(conf, &attempt, commit, &result, verdict, reason)?;
+                let measured = Measured {
+                    result: &result,
+                    of_the_tree,
+                };
+                record_iteration(conf, &attempt, commit, measured, verdict, reason)?;
                 verdict
             }
         };
@@ -454,6 +479,9 @@ pub fn researcher_signature(repo: &Repository, id: &str) -> Signature<'static> {
 }
 
 /// Evaluates a tree in the researcher's worktree, or returns the cached result for it.
+/// `deadline` is what is left of the researcher's round time: an evaluation it cuts short is a
+/// timeout of this attempt, not a property of the tree, so it is not cached.
+#[allow(clippy::too_many_arguments)]
 async fn evaluate_cached(
     conf: &Conference,
     id: &str,
@@ -462,7 +490,11 @@ async fn evaluate_cached(
     tree: Oid,
     wt_path: &std::path::Path,
     env: Vec<(String, String)>,
-) -> Result<EvalResult> {
+    deadline: Option<Duration>,
+) -> Result<(EvalResult, bool)> {
+    let eval_timeout = conf.config.evaluation.timeout;
+    let cut_short = deadline.is_some_and(|d| d < eval_timeout);
+    let timeout = deadline.map_or(eval_timeout, |d| d.min(eval_timeout));
     let st = conf.state();
     let key = files::eval_cache(&st.eval_settings, &tree.to_string());
     // One evaluation per tree even when two researchers produce it at the same moment: the
@@ -486,7 +518,7 @@ async fn evaluate_cached(
                 command: conf.config.eval_command(),
                 metric: &metric,
                 runs: conf.config.evaluation.repeats,
-                timeout: conf.config.evaluation.timeout,
+                timeout,
                 cwd: wt_path,
                 env,
                 log_prefix: conf.log_path(&format!("{id}-r{round}-i{iteration}.eval")),
@@ -495,10 +527,34 @@ async fn evaluate_cached(
         })
         .await?
         .clone();
-    if result.status == "interrupted" {
+    let mut result = result;
+    let of_the_tree = !(cut_short && result.status == "timeout");
+    if result.status == "interrupted" || !of_the_tree {
         conf.evaluations.lock().unwrap().remove(&key);
     }
-    Ok(result)
+    if !of_the_tree {
+        result.reason = Some("the evaluation ran past the researcher timeout".into());
+    }
+    Ok((result, of_the_tree))
+}
+
+/// What an attempt measured: the result, and whether it is a property of the tree (an
+/// evaluation that ran to its end, or crashed or timed out by itself). Agent failures,
+/// rejections and evaluations cut short by the researcher's time limit say nothing about the
+/// tree, so the next attempt that produces it is evaluated.
+#[derive(Clone, Copy)]
+struct Measured<'a> {
+    result: &'a EvalResult,
+    of_the_tree: bool,
+}
+
+impl<'a> Measured<'a> {
+    fn not(result: &'a EvalResult) -> Self {
+        Measured {
+            result,
+            of_the_tree: false,
+        }
+    }
 }
 
 /// Records `researcher.iteration`: the commit point of an attempt.
@@ -506,10 +562,11 @@ fn record_iteration(
     conf: &Conference,
     a: &Attempt,
     commit: Option<Oid>,
-    result: &EvalResult,
+    measured: Measured,
     verdict: &str,
     reason: Option<String>,
 ) -> Result<()> {
+    let result = measured.result;
     let st = conf.state();
     let r = st.researcher(a.id);
     let delta = match (result.metric, r.best_metric) {
@@ -559,6 +616,7 @@ fn record_iteration(
         "description": record.description,
         "reason": reason,
         "sub_metrics": result.sub_metrics,
+        "evaluated": measured.of_the_tree,
         "notes": note.iter().collect::<Vec<_>>(),
     });
     let summary = format!(
@@ -570,6 +628,7 @@ fn record_iteration(
         result.metric.map(|m| format!("{m}")).unwrap_or_default()
     );
     let cache_result = (commit.is_some()
+        && measured.of_the_tree
         && matches!(result.status.as_str(), "ok" | "crashed" | "timeout"))
     .then(|| result.clone());
     conf.record("researcher.iteration", &summary, payload, |next, rec| {
@@ -629,6 +688,22 @@ pub fn cached_evaluation_of_event(event: &Event, settings: &str) -> Option<(Stri
     }
     let p = &event.payload;
     p.get("commit")?.as_str()?;
+    // Logs written before the `evaluated` flag: an agent failure has no evaluation runs.
+    let evaluated = p
+        .get("evaluated")
+        .and_then(Value::as_bool)
+        .unwrap_or_else(|| {
+            p.get("notes")
+                .and_then(|n| n.get(0))
+                .and_then(|n| n.get("runs"))
+                .and_then(Value::as_array)
+                .is_some_and(|runs| !runs.is_empty())
+                || p.get("status").and_then(Value::as_str) != Some("crashed")
+                    && p.get("status").and_then(Value::as_str) != Some("timeout")
+        });
+    if !evaluated {
+        return None;
+    }
     let tree = p.get("tree")?.as_str()?;
     let status = match p.get("status")?.as_str()? {
         "kept" | "reverted" => "ok",

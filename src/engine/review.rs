@@ -68,6 +68,7 @@ pub async fn measure(
     what: &str,
 ) -> Result<EvalResult> {
     let path = conf.prepare_worktree(label, None, commit)?;
+    remove_ignored(&path)?;
     let st = conf.state();
     let mut env = conf.context_env("review", st.round, 0, st.best.metric);
     env.push(("CONFERENCE_COMMIT".into(), commit.to_string()));
@@ -86,6 +87,33 @@ pub async fn measure(
     let wt = git2::Repository::open(&path)?;
     snapshot::reset(&wt, Oid::from_str(commit)?, None)?;
     Ok(result)
+}
+
+/// A clean checkout has no ignored files either: caches and build output an earlier
+/// measurement left behind must not decide the next one.
+fn remove_ignored(path: &std::path::Path) -> Result<()> {
+    let wt = git2::Repository::open(path)?;
+    let mut opts = git2::StatusOptions::new();
+    opts.include_ignored(true)
+        .include_untracked(false)
+        .recurse_ignored_dirs(false)
+        .exclude_submodules(true);
+    let ignored: Vec<String> = wt
+        .statuses(Some(&mut opts))?
+        .iter()
+        .filter(|e| e.status().is_ignored())
+        .filter_map(|e| e.path().map(str::to_string))
+        .collect();
+    for rel in ignored {
+        let full = path.join(rel.trim_end_matches('/'));
+        let removed = match std::fs::symlink_metadata(&full) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&full),
+            Ok(_) => std::fs::remove_file(&full),
+            Err(_) => Ok(()),
+        };
+        removed.map_err(|e| anyhow::anyhow!("cannot clean {}: {e}", full.display()))?;
+    }
+    Ok(())
 }
 
 /// Phase 2: builds and records the poster session of the current round.
@@ -360,23 +388,44 @@ pub fn transfer_order(findings: &[Finding]) -> Vec<Finding> {
     v
 }
 
-/// Files two validated findings both change, and who wins each by the seed's rule.
-pub fn conflicts(order: &[Finding]) -> Vec<(String, String, String)> {
+/// A file two validated findings change in ways that do not merge, and who keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Conflict {
+    pub file: String,
+    pub winner: String,
+    pub loser: String,
+    /// The two gains were equal: the lower letter won the tie.
+    pub tie: bool,
+}
+
+/// Conflicts between validated findings (in transfer order), found with the same merge that
+/// knowledge transfer uses: changes to different lines of one file combine; changes to the same
+/// lines go to the larger gain (the earlier pick), ties to the lower letter.
+pub fn conflicts(repo: &git2::Repository, order: &[Finding]) -> Result<Vec<Conflict>> {
+    let tree_of = |c: &str| -> Result<Oid> { Ok(repo.find_commit(Oid::from_str(c)?)?.tree_id()) };
     let mut out = Vec::new();
     for (i, winner) in order.iter().enumerate() {
         for loser in &order[i + 1..] {
-            for file in &loser.files {
-                if winner.files.contains(file) {
-                    out.push((
-                        file.clone(),
-                        winner.researcher.clone(),
-                        loser.researcher.clone(),
-                    ));
-                }
+            if !loser.files.iter().any(|f| winner.files.contains(f)) {
+                continue;
+            }
+            let merged = crate::git::merge::merge_trees(
+                repo,
+                tree_of(&loser.round_start)?,
+                tree_of(&winner.commit)?,
+                tree_of(&loser.commit)?,
+            )?;
+            for file in merged.conflicted {
+                out.push(Conflict {
+                    file,
+                    winner: winner.researcher.clone(),
+                    loser: loser.researcher.clone(),
+                    tie: winner.gain_reproduced == loser.gain_reproduced,
+                });
             }
         }
     }
-    out
+    Ok(out)
 }
 
 async fn record_review(
@@ -386,7 +435,7 @@ async fn record_review(
 ) -> Result<()> {
     let st = conf.state();
     let order = transfer_order(&findings);
-    let conflicts = conflicts(&order);
+    let conflicts = conflicts(&conf.open_repo()?, &order)?;
     let md = render_review(conf, st.round, &findings, &order, &conflicts, start_runs);
     let md =
         super::prose::with_prose(conf, conf.config.agent.reviewer.as_ref(), "reviewer", md).await;
@@ -405,7 +454,7 @@ async fn record_review(
         "challenged_count": count("challenged"),
         "overturned_count": count("overturned"),
         "findings": findings,
-        "conflicts": conflicts.iter().map(|(f, w, l)| json!({"file": f, "winner": w, "loser": l})).collect::<Vec<_>>(),
+        "conflicts": conflicts,
         "notes": notes,
     });
     let summary = format!(
@@ -448,7 +497,7 @@ fn render_review(
     round: u32,
     findings: &[Finding],
     order: &[Finding],
-    conflicts: &[(String, String, String)],
+    conflicts: &[Conflict],
     start_runs: &[f64],
 ) -> String {
     let mut md = String::new();
@@ -513,12 +562,24 @@ fn render_review(
     }
     let _ = writeln!(md, "## Conflict Resolution\n");
     if conflicts.is_empty() {
-        let _ = writeln!(md, "No two validated findings change the same file.\n");
+        let _ = writeln!(
+            md,
+            "No two validated findings change the same lines of a file: they combine.\n"
+        );
     } else {
-        for (file, winner, loser) in conflicts {
+        for c in conflicts {
+            let why = if c.tie {
+                format!(
+                    "their gains are equal and the tie goes to the lower letter, {}",
+                    c.winner
+                )
+            } else {
+                format!("{} has the larger gain", c.winner)
+            };
             let _ = writeln!(
                 md,
-                "- `{file}`: changed by {winner} and {loser}; {winner} has the larger gain (ties go to the lower letter) and wins the file; {loser}'s other files are kept."
+                "- `{}`: {} and {} change the same lines; {why}, so {} keeps the file; {}'s other changes are kept.",
+                c.file, c.winner, c.loser, c.winner, c.loser
             );
         }
         md.push('\n');

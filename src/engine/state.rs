@@ -82,6 +82,9 @@ pub struct ResearcherState {
     /// Attempts ever made by this researcher (seeds the built-in tuner deterministically).
     pub attempts: u64,
     pub last_verdict: Option<String>,
+    /// Stopped at stuck level 3 last round; this round it starts again with a new strategy.
+    #[serde(default)]
+    pub respawned: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -101,6 +104,9 @@ pub struct State {
     pub round: u32,
     pub baseline_commit: String,
     pub baseline_metric: Option<f64>,
+    /// The baseline's individual measurements (an all-integer baseline makes an integer metric).
+    #[serde(default)]
+    pub baseline_runs: Vec<f64>,
     pub best: Best,
     pub researchers: BTreeMap<String, ResearcherState>,
     pub total_iterations: u64,

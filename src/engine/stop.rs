@@ -1,14 +1,34 @@
 //! Stop rules, checked in the original skill's order after each round: target reached →
 //! converged; budgets (max_rounds, max_total_iterations, time_budget) → budget_stop; every
 //! researcher at stuck level 2+ → stalled; plateau for 2 rounds within the noise threshold →
-//! converged; qualitative scores all ≥ 8 for 2 rounds → converged. Also `pause_every`.
+//! converged; qualitative scores all ≥ 8 for 2 rounds → converged. Also `pause_every`, and the
+//! per-round iteration allotment that keeps `max_total_iterations` a hard cap.
+
+use std::time::Duration;
 
 use super::state::State;
 use super::Conference;
 use crate::config::{Mode, Tolerance};
 
-/// A decision to stop: (final status, reason).
-pub type Stop = (&'static str, String);
+/// A decision to stop.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stop {
+    /// converged | budget_stop | stalled (the final report's status).
+    pub status: &'static str,
+    /// A stable token for scripts (`target_reached`, `metric_plateau`, `max_rounds`, …), as the
+    /// seed's `conference.converged` payload has it.
+    pub token: &'static str,
+    /// The sentence users read.
+    pub why: String,
+}
+
+fn stop(status: &'static str, token: &'static str, why: impl Into<String>) -> Option<Stop> {
+    Some(Stop {
+        status,
+        token,
+        why: why.into(),
+    })
+}
 
 /// The target is reached by `metric`.
 pub fn target_reached(conf: &Conference, metric: Option<f64>) -> bool {
@@ -22,63 +42,119 @@ pub fn target_reached(conf: &Conference, metric: Option<f64>) -> bool {
     }
 }
 
-/// A budget that no longer allows another iteration, if any.
-pub fn budget_exhausted(conf: &Conference, st: &State) -> Option<String> {
-    if let Some(max) = conf.config.max_total_iterations {
-        if st.total_iterations >= max as u64 {
-            return Some(format!("max_total_iterations ({max}) reached"));
-        }
-    }
-    if let Some(budget) = conf.config.time_budget {
-        let elapsed = super::now_unix().saturating_sub(st.started_unix);
-        if elapsed >= budget.as_secs() {
-            return Some(format!(
-                "time_budget ({}) used",
-                crate::config::duration::format_duration(budget)
-            ));
-        }
-    }
-    None
+/// Iterations done before the current round started.
+fn done_before_round(st: &State) -> u64 {
+    st.total_iterations
+        - st.researchers
+            .values()
+            .map(|r| r.round_iterations as u64)
+            .sum::<u64>()
 }
 
-/// The noise threshold for the plateau rule: Min consensus delta, else 0.1% of the baseline.
+/// How many iterations researcher `id` may run in the current round: `iterations_per_round`,
+/// unless `max_total_iterations` leaves less. What is left is shared out at the round start in
+/// letter order (A gets the remainder first), so the cap is never overshot by researchers
+/// racing for the last iterations, and a run is the same whatever the timing.
+pub fn round_allotment(conf: &Conference, st: &State, id: &str) -> u32 {
+    let per_round = conf.config.iterations_per_round;
+    let Some(max) = conf.config.max_total_iterations else {
+        return per_round;
+    };
+    let left = (max as u64).saturating_sub(done_before_round(st));
+    let n = st.researchers.len().max(1) as u64;
+    let index = st.researchers.keys().position(|k| k == id).unwrap_or(0) as u64;
+    let share = left / n + u64::from(index < left % n);
+    share.min(per_round as u64) as u32
+}
+
+/// The time budget, when it is used up.
+pub fn time_budget_used(conf: &Conference, st: &State) -> Option<String> {
+    let budget = conf.config.time_budget?;
+    let elapsed = super::now_unix().saturating_sub(st.started_unix);
+    (elapsed >= budget.as_secs()).then(|| {
+        format!(
+            "time_budget ({}) used",
+            crate::config::duration::format_duration(budget)
+        )
+    })
+}
+
+/// A researcher's time limit per round: `researcher_timeout`, else the seed's default of
+/// `time_budget / count`, else none.
+pub fn researcher_timeout(conf: &Conference) -> Option<Duration> {
+    conf.config.researcher_timeout.or_else(|| {
+        conf.config
+            .time_budget
+            .map(|b| b / conf.config.count.max(1) as u32)
+    })
+}
+
+/// Whether the metric counts in whole numbers: every baseline measurement is an integer. The
+/// seed's noise threshold for such metrics is 0 (one unit better is progress).
+fn integer_metric(st: &State) -> bool {
+    !st.baseline_runs.is_empty() && st.baseline_runs.iter().all(|v| v.fract() == 0.0)
+}
+
+/// The noise threshold for the plateau rule and peer review: Min consensus delta, else 0.1% of
+/// the baseline (0 for integer metrics).
 pub fn noise_threshold(conf: &Conference, st: &State) -> f64 {
-    let baseline = st.baseline_metric.unwrap_or(0.0);
-    conf.config
-        .min_consensus_delta
-        .unwrap_or(Tolerance::Percent(0.1))
-        .resolve(baseline)
+    if let Some(t) = conf.config.min_consensus_delta {
+        return t.resolve(st.baseline_metric.unwrap_or(0.0));
+    }
+    if integer_metric(st) {
+        return 0.0;
+    }
+    Tolerance::Percent(0.1).resolve(st.baseline_metric.unwrap_or(0.0))
 }
 
 /// Decides, after round `st.round` completed, whether the conference stops.
 pub fn check(conf: &Conference, st: &State) -> Option<Stop> {
     if target_reached(conf, st.best.metric) {
-        return Some(("converged", "target reached".into()));
+        return stop("converged", "target_reached", "target reached");
+    }
+    let mut budgets = Vec::new();
+    if let Some(max) = conf.config.max_total_iterations {
+        if st.total_iterations >= max as u64 {
+            budgets.push((
+                "max_total_iterations",
+                format!("max_total_iterations ({max}) reached"),
+            ));
+        }
     }
     if st.round >= conf.config.max_rounds {
-        return Some((
-            "budget_stop",
+        budgets.push((
+            "max_rounds",
             format!("max_rounds ({}) reached", conf.config.max_rounds),
         ));
     }
-    if let Some(why) = budget_exhausted(conf, st) {
-        return Some(("budget_stop", why));
+    if let Some(why) = time_budget_used(conf, st) {
+        budgets.push(("time_budget", why));
+    }
+    if let Some((token, _)) = budgets.first() {
+        let why: Vec<String> = budgets.iter().map(|(_, w)| w.clone()).collect();
+        return stop("budget_stop", token, why.join("; "));
     }
     if st.round > 0 && st.researchers.values().all(|r| r.stuck_level >= 2) {
-        return Some((
+        return stop(
             "stalled",
-            "every researcher is stuck at level 2 or higher".into(),
-        ));
+            "all_researchers_stuck",
+            "every researcher is stuck at level 2 or higher",
+        );
     }
     if conf.config.mode == Mode::Qualitative {
         if st.high_score_rounds >= 2 {
-            return Some(("converged", "all scores >= 8/10 for 2 rounds".into()));
+            return stop(
+                "converged",
+                "quality_reached",
+                "all scores >= 8/10 for 2 rounds",
+            );
         }
     } else if st.plateau_rounds >= 2 {
-        return Some((
+        return stop(
             "converged",
-            "metric plateau: no progress beyond the noise threshold for 2 rounds".into(),
-        ));
+            "metric_plateau",
+            "metric plateau: no progress beyond the noise threshold for 2 rounds",
+        );
     }
     None
 }
@@ -90,12 +166,7 @@ pub fn is_endgame(conf: &Conference, st: &State) -> bool {
     }
     if let Some(max) = conf.config.max_total_iterations {
         let per_round = conf.config.count as u64 * conf.config.iterations_per_round as u64;
-        let done_before_round = st.total_iterations
-            - st.researchers
-                .values()
-                .map(|r| r.round_iterations as u64)
-                .sum::<u64>();
-        if done_before_round + per_round >= max as u64 {
+        if done_before_round(st) + per_round >= max as u64 {
             return true;
         }
     }

@@ -76,9 +76,10 @@ pub fn round_results_tsv(conf: &Conference, round: u32, findings: &[Finding]) ->
     out.push('\n');
     let evaluator = evaluator_source(conf);
     for a in round_attempts(conf, round)? {
+        // The verdict belongs to the kept attempt the finding is (the researcher's round-best).
         let verdict = findings
             .iter()
-            .find(|f| f.commit == a.commit)
+            .find(|f| a.verdict == "kept" && f.researcher == a.researcher && f.commit == a.commit)
             .map(|f| f.verdict.as_str());
         out.push_str(&tsv_row(&a, &evaluator, verdict));
         out.push('\n');
@@ -127,11 +128,18 @@ pub fn plot(conf: &Conference, st: &State, attempts: &[AttemptRecord]) -> Result
         })
         .collect();
     let mut boundaries = Vec::new();
+    let mut round_bests = Vec::new();
     let mut last_round = 0;
+    let mut round_end = |round: u32, x: f64, boundaries: &mut Vec<f64>| {
+        if let Some(Some(best)) = st.round_bests.get(round as usize - 1) {
+            round_bests.push((x, *best));
+        }
+        boundaries.push(x);
+    };
     for (i, a) in attempts.iter().enumerate() {
         let x = (i + 1) as f64;
         if a.round != last_round && last_round != 0 {
-            boundaries.push(x - 0.5);
+            round_end(last_round, x - 0.5, &mut boundaries);
         }
         last_round = a.round;
         if let Some(s) = series
@@ -140,6 +148,11 @@ pub fn plot(conf: &Conference, st: &State, attempts: &[AttemptRecord]) -> Result
         {
             s.points.push((x, a.metric));
         }
+    }
+    if last_round != 0 {
+        // The last round's end: its best, not a boundary line.
+        let mut end = Vec::new();
+        round_end(last_round, attempts.len() as f64 + 0.5, &mut end);
     }
     let spec = conf.config.metric.as_ref();
     report_plot::render_png(&PlotData {
@@ -151,6 +164,7 @@ pub fn plot(conf: &Conference, st: &State, attempts: &[AttemptRecord]) -> Result
         series,
         baseline: st.baseline_metric,
         round_boundaries: boundaries,
+        round_bests,
     })
 }
 
@@ -327,15 +341,62 @@ pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
         fmt(st.best.metric),
         fmt(st.baseline_metric)
     );
+    let picks: Vec<(u32, super::transfer::PickRecord)> = (1..=st.round)
+        .flat_map(|r| {
+            super::transfer::read_picks(conf, r)
+                .into_iter()
+                .map(move |p| (r, p))
+        })
+        .collect();
+    let described = |round: u32, id: &str| {
+        findings
+            .iter()
+            .find(|(r, f)| *r == round && f.researcher == id)
+            .map(|(_, f)| {
+                format!(
+                    "{} ({:+.6})",
+                    f.description.lines().next().unwrap_or(""),
+                    f.gain_reproduced
+                )
+            })
+            .unwrap_or_default()
+    };
     let _ = writeln!(
         synthesis,
         "## What worked (validated and combined on best)\n"
     );
-    if st.shared_knowledge.is_empty() {
-        let _ = writeln!(synthesis, "No finding was validated.\n");
+    let merged: Vec<_> = picks.iter().filter(|(_, p)| p.result == "merged").collect();
+    if merged.is_empty() {
+        let _ = writeln!(synthesis, "No finding reached the best branch.");
     }
-    for k in &st.shared_knowledge {
-        let _ = writeln!(synthesis, "- {k}");
+    for (round, p) in merged {
+        let _ = writeln!(
+            synthesis,
+            "- Round {round}, Researcher {}: {}{}",
+            p.researcher,
+            described(*round, &p.researcher),
+            if p.conflicts.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " — except {}, kept from an earlier finding",
+                    p.conflicts.join(", ")
+                )
+            }
+        );
+    }
+    let left_out: Vec<_> = picks.iter().filter(|(_, p)| p.result != "merged").collect();
+    if !left_out.is_empty() {
+        let _ = writeln!(synthesis, "\n## Validated but not combined\n");
+        for (round, p) in left_out {
+            let _ = writeln!(
+                synthesis,
+                "- Round {round}, Researcher {}: {} — {}",
+                p.researcher,
+                described(*round, &p.researcher),
+                p.reason
+            );
+        }
     }
     let _ = writeln!(synthesis, "\n## What did not hold up\n");
     let failed: Vec<_> = findings

@@ -10,7 +10,8 @@
 use std::fmt::Write;
 
 use anyhow::Result;
-use git2::{Index, MergeOptions, Oid, Repository};
+use git2::{Oid, Repository};
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::evaluate::{mean_sd, EvalResult};
@@ -19,8 +20,30 @@ use super::review::{self, fmt, Finding};
 use super::state::{files, Phase};
 use super::Conference;
 use crate::config::edit;
-use crate::git::snapshot;
+use crate::git::{merge, snapshot};
 use crate::store::StateChange;
+
+/// What became of one validated finding in knowledge transfer (`round-N/transfer.jsonl`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PickRecord {
+    pub researcher: String,
+    pub finding: String,
+    /// merged | dropped
+    pub result: String,
+    pub reason: String,
+    /// Files whose changes clashed with best's; best kept them (the seed's conflict rule).
+    pub conflicts: Vec<String>,
+    pub metric: Option<f64>,
+}
+
+fn picks_path(round: u32) -> String {
+    format!("{}/transfer.jsonl", files::round_dir(round))
+}
+
+/// The transfer decisions of a round, in the order they were made.
+pub fn read_picks(conf: &Conference, round: u32) -> Vec<PickRecord> {
+    super::research::read_jsonl(conf, &picks_path(round)).unwrap_or_default()
+}
 
 /// Runs (or finishes) the transfer of the current round, then records `round.completed`.
 pub async fn run_phase(conf: &Conference) -> Result<()> {
@@ -52,36 +75,14 @@ pub async fn run_phase(conf: &Conference) -> Result<()> {
 
 /// Three-way merge of the finding onto best; conflicted files keep best's version.
 fn merge_onto_best(repo: &Repository, f: &Finding, best: Oid) -> Result<(Oid, Vec<String>)> {
-    let base = repo.find_commit(Oid::from_str(&f.round_start)?)?.tree()?;
-    let ours = repo.find_commit(best)?.tree()?;
-    let theirs = repo.find_commit(Oid::from_str(&f.commit)?)?.tree()?;
-    let mut index = repo.merge_trees(&base, &ours, &theirs, Some(&MergeOptions::new()))?;
-    let mut conflicted = Vec::new();
-    if index.has_conflicts() {
-        let entries: Vec<_> = index.conflicts()?.collect::<Result<_, _>>()?;
-        for c in entries {
-            let path = c
-                .our
-                .as_ref()
-                .or(c.their.as_ref())
-                .or(c.ancestor.as_ref())
-                .map(|e| String::from_utf8_lossy(&e.path).into_owned())
-                .unwrap_or_default();
-            resolve_ours(&mut index, &path, c.our)?;
-            conflicted.push(path);
-        }
-    }
-    let tree = index.write_tree_to(repo)?;
-    Ok((tree, conflicted))
-}
-
-fn resolve_ours(index: &mut Index, path: &str, ours: Option<git2::IndexEntry>) -> Result<()> {
-    index.conflict_remove(std::path::Path::new(path))?;
-    if let Some(mut entry) = ours {
-        entry.flags &= !0x3000; // stage 0
-        index.add(&entry)?;
-    }
-    Ok(())
+    let tree_of = |c: &str| -> Result<Oid> { Ok(repo.find_commit(Oid::from_str(c)?)?.tree_id()) };
+    let merged = merge::merge_trees(
+        repo,
+        tree_of(&f.round_start)?,
+        repo.find_commit(best)?.tree_id(),
+        tree_of(&f.commit)?,
+    )?;
+    Ok((merged.tree, merged.conflicted))
 }
 
 async fn pick(conf: &Conference, f: &Finding, start_runs: &[f64]) -> Result<()> {
@@ -192,11 +193,24 @@ async fn pick(conf: &Conference, f: &Finding, start_runs: &[f64]) -> Result<()> 
         "notes": note.iter().collect::<Vec<_>>(),
     });
     let old_best = st.best.commit.clone();
+    let pick_line = serde_json::to_string(&PickRecord {
+        researcher: f.researcher.clone(),
+        finding: f.commit.clone(),
+        result: verdict.to_string(),
+        reason: reason.clone(),
+        conflicts: conflicted.clone(),
+        metric,
+    })?;
     conf.record(
         "transfer.pick",
         &format!("round {} {}: {verdict} ({reason})", st.round, f.researcher),
         payload,
-        |next, _| {
+        |next, rec| {
+            let changes = vec![super::research::append_line(
+                rec,
+                &picks_path(next.round),
+                &pick_line,
+            )?];
             next.transfer_done.push(f.researcher.clone());
             if verdict == "merged" {
                 if let Some(c) = candidate {
@@ -206,7 +220,7 @@ async fn pick(conf: &Conference, f: &Finding, start_runs: &[f64]) -> Result<()> 
                     next.best.round = next.round;
                 }
             }
-            Ok(vec![])
+            Ok(changes)
         },
     )?;
     if let (Some(c), Some(n)) = (candidate, note) {
@@ -236,9 +250,18 @@ fn complete_round(conf: &Conference, findings: &[Finding]) -> Result<()> {
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_else(|| conf.config_text.clone());
     let mut knowledge = Vec::new();
+    let picks = read_picks(conf, round);
     for f in review::transfer_order(findings) {
+        let outcome = match picks.iter().find(|p| p.researcher == f.researcher) {
+            Some(p) if p.result == "merged" && p.conflicts.is_empty() => "on best".to_string(),
+            Some(p) if p.result == "merged" => {
+                format!("on best except {}", p.conflicts.join(", "))
+            }
+            Some(p) => format!("not combined: {}", p.reason),
+            None => "not transferred".to_string(),
+        };
         let line = format!(
-            "Round {round}, Researcher {}: {} ({:+.6}, validated)",
+            "Round {round}, Researcher {}: {} ({:+.6}, validated, {outcome})",
             f.researcher,
             f.description.lines().next().unwrap_or(""),
             f.gain_reproduced
@@ -274,11 +297,17 @@ fn complete_round(conf: &Conference, findings: &[Finding]) -> Result<()> {
         (Some(_), None, _) => true,
         _ => false,
     };
+    // Qualitative mode: the reviewer's scores (the re-measured round-bests), or the score a
+    // researcher without a finding kept.
     let all_high = !st.researchers.is_empty()
-        && st
-            .researchers
-            .values()
-            .all(|r| r.best_metric.is_some_and(|m| m >= 8.0));
+        && st.researchers.iter().all(|(id, r)| {
+            findings
+                .iter()
+                .find(|f| &f.researcher == id)
+                .and_then(|f| f.reproduced)
+                .or(r.best_metric)
+                .is_some_and(|m| m >= 8.0)
+        });
     let mut transfer_md = String::new();
     let _ = writeln!(transfer_md, "# Knowledge Transfer — Round {round}\n");
     let _ = writeln!(
@@ -287,10 +316,52 @@ fn complete_round(conf: &Conference, findings: &[Finding]) -> Result<()> {
         fmt(st.best.metric),
         &st.best.commit[..10]
     );
+    if picks.is_empty() {
+        let _ = writeln!(transfer_md, "No validated finding to transfer this round.");
+    }
+    for p in &picks {
+        let _ = writeln!(
+            transfer_md,
+            "- Researcher {}: **{}** — {}{}",
+            p.researcher,
+            p.result,
+            p.reason,
+            if p.conflicts.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (conflicting files kept from best, which has the larger gain: {})",
+                    p.conflicts.join(", ")
+                )
+            }
+        );
+    }
+    if !knowledge.is_empty() {
+        let _ = writeln!(transfer_md, "\n## Shared knowledge added\n");
+    }
     for k in &knowledge {
         let _ = writeln!(transfer_md, "- {k}");
     }
-    let converged_now = super::stop::target_reached(conf, st.best.metric);
+    let advance = |next: &mut super::state::State| {
+        next.phase = Phase::Between;
+        next.round_bests.push(next.best.metric);
+        next.plateau_rounds = if progressed {
+            0
+        } else {
+            next.plateau_rounds + 1
+        };
+        next.high_score_rounds = if all_high {
+            next.high_score_rounds + 1
+        } else {
+            0
+        };
+        next.shared_knowledge.extend(knowledge.iter().cloned());
+        next.transfer_done.clear();
+    };
+    // `converged`: the stop rules will end the conference as converged after this round.
+    let mut after = st.clone();
+    advance(&mut after);
+    let converged_now = super::stop::check(conf, &after).is_some_and(|s| s.status == "converged");
     let payload = json!({
         "round": round,
         "best_metric": st.best.metric,
@@ -300,6 +371,9 @@ fn complete_round(conf: &Conference, findings: &[Finding]) -> Result<()> {
         "shared_knowledge_added": knowledge,
     });
     let results_tsv = super::synthesis::round_results_tsv(conf, round, findings)?;
+    // The progress chart, refreshed every round (the seed overwrites it each round).
+    let attempts = super::synthesis::all_attempts(conf, &after)?;
+    let plot = super::synthesis::plot(conf, &after, &attempts)?;
     conf.record(
         "round.completed",
         &format!(
@@ -308,24 +382,12 @@ fn complete_round(conf: &Conference, findings: &[Finding]) -> Result<()> {
         ),
         payload,
         |next, _| {
-            next.phase = Phase::Between;
-            next.round_bests.push(next.best.metric);
-            next.plateau_rounds = if progressed {
-                0
-            } else {
-                next.plateau_rounds + 1
-            };
-            next.high_score_rounds = if all_high {
-                next.high_score_rounds + 1
-            } else {
-                0
-            };
-            next.shared_knowledge.extend(knowledge.iter().cloned());
-            next.transfer_done.clear();
+            advance(next);
             Ok(vec![
                 StateChange::Put(files::CONFIG.into(), config_text.into_bytes()),
                 StateChange::Put(files::transfer(round), transfer_md.into_bytes()),
                 StateChange::Put(files::results(round), results_tsv.into_bytes()),
+                StateChange::Put(files::PLOT.into(), plot),
             ])
         },
     )?;

@@ -1,7 +1,9 @@
 //! Working-tree operations: researcher worktrees (`worktree`), and taking a snapshot of what an
-//! agent changed or putting a worktree back to a kept snapshot (`snapshot`). Ref names and the
-//! event log live in `store`; this module only moves files, indexes and commits.
+//! agent changed or putting a worktree back to a kept snapshot (`snapshot`), and merging findings
+//! (`merge`). Ref names and the event log live in `store`; this module only moves files, indexes
+//! and commits.
 
+pub mod merge;
 pub mod snapshot;
 pub mod watch;
 pub mod worktree;

@@ -1341,3 +1341,101 @@ fn ctrl_c_mid_iteration_then_resume_finishes_without_repeating_a_round() {
         "conference.completed"
     );
 }
+
+/// An agent that creates a nested git repository (`git init`, `git clone`, a scaffolder) gets its
+/// attempt rejected with a reason naming it, never committed as a gitlink; the revert removes it
+/// (also when the agent staged it), one inside an ignored folder is left alone, and the loop goes
+/// on.
+#[test]
+fn a_nested_repository_is_rejected_and_removed() {
+    let repo = TestRepo::from_fixture("loop");
+    let config = ConfigBuilder::new(
+        "Nested",
+        "./agents/seq.sh nested-repo nested-staged nested-ignored improve",
+    )
+    .iterations(4)
+    .frozen("eval.sh, agents/**")
+    .build();
+    repo.start("nested", &config).ok();
+    let got: Vec<String> = verdicts(&repo, "nested", "A")
+        .into_iter()
+        .map(|(_, _, v)| v)
+        .collect();
+    assert_eq!(got, ["rejected", "rejected", "kept", "kept"]);
+    let its = iterations(&repo, "nested");
+    for p in [&its[0]["payload"], &its[1]["payload"]] {
+        let why = p["reason"].as_str().unwrap_or_default();
+        assert!(
+            why.contains("nested git repository")
+                && why.contains("sub/")
+                && why.contains("lib/vendor/"),
+            "{p}"
+        );
+        // The attempt is recorded (its commit holds value.txt) with no gitlink in it.
+        let commit = p["commit"].as_str().expect("the attempt has a commit");
+        let tree = repo.git(&["ls-tree", "-r", commit]);
+        assert!(!tree.contains("160000") && !tree.contains("sub"), "{tree}");
+        assert!(tree.contains("value.txt"));
+        assert_eq!(repo.notes(commit)[0]["verdict"], "rejected");
+    }
+    let wt = repo.worktree("nested", "researcher-A");
+    assert!(!wt.join("sub").exists() && !wt.join("lib").exists());
+    assert!(
+        wt.join("build/dep/.git").exists(),
+        "a nested repository in an ignored folder is left alone"
+    );
+    let status = repo.run_in(&wt, "git", &["status", "--porcelain"]).ok();
+    assert_eq!(status.stdout, "");
+    // Nothing of it reached a branch.
+    for branch in ["conference/nested/researcher-A", "conference/nested/best"] {
+        let tree = repo.git(&["ls-tree", "-r", branch]);
+        assert!(!tree.contains("160000") && !tree.contains("sub/"), "{tree}");
+    }
+    repo.git(&["fsck", "--no-progress"]);
+}
+
+/// A run killed right after an agent made a nested repository: resume sets the partial attempt
+/// aside, removes the nested repository and finishes.
+#[test]
+fn resume_recovers_a_worktree_holding_a_nested_repository() {
+    let repo = TestRepo::from_fixture("loop");
+    let config = ConfigBuilder::new("Nested kill", "./agents/seq.sh nested-repo improve")
+        .iterations(2)
+        .frozen("eval.sh, agents/**")
+        .build();
+    repo.write("conference.md", &config);
+    let killed = repo
+        .command("git")
+        .args(["conference", "start", "nk"])
+        .env("GIT_CONFERENCE_FAILPOINT", "agent.finished:1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(killed.status.code(), Some(137));
+    let wt = repo.worktree("nk", "researcher-A");
+    assert!(
+        wt.join("sub/.git").exists(),
+        "the kill left the nested repository"
+    );
+    let resumed = repo.conference(&["resume", "nk"]).ok();
+    assert!(
+        !wt.join("sub").exists() && !wt.join("lib").exists(),
+        "{}",
+        resumed.stderr
+    );
+    assert_eq!(
+        repo.status_json("nk")["status"],
+        "completed",
+        "{}",
+        resumed.stderr
+    );
+    let interrupted = repo.events_named("nk", "attempt.interrupted");
+    assert_eq!(
+        interrupted.len(),
+        1,
+        "the partial value.txt change is set aside"
+    );
+    let commit = interrupted[0]["payload"]["commit"].as_str().unwrap();
+    assert!(!repo.git(&["ls-tree", "-r", commit]).contains("160000"));
+    repo.git(&["fsck", "--no-progress"]);
+}

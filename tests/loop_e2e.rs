@@ -1439,3 +1439,39 @@ fn resume_recovers_a_worktree_holding_a_nested_repository() {
     assert!(!repo.git(&["ls-tree", "-r", commit]).contains("160000"));
     repo.git(&["fsck", "--no-progress"]);
 }
+
+/// The metric is read from what a real evaluation prints: coloured, pretty-printed JSON with the
+/// key in another case; a metric printed in a form that cannot be read stops at the baseline
+/// with the line named, instead of taking an unrelated number.
+#[test]
+fn metric_forms_through_a_real_evaluation() {
+    let repo = TestRepo::from_fixture("loop");
+    let eval = "#!/bin/sh\nv=$(cat value.txt)\nprintf 'training\\n\\033[32m{\\n  \"Score\": %s,\\n  \"acc\": 0.9\\n}\\033[0m\\nelapsed 12.5 s\\n' \"$v\"\n";
+    repo.write_executable("eval.sh", eval);
+    repo.commit_all("pretty JSON eval");
+    let config = ConfigBuilder::new("Forms", "./agents/seq.sh improve")
+        .iterations(1)
+        .frozen("eval.sh, agents/**")
+        .build();
+    repo.start("forms", &config).ok();
+    let baseline = repo.events_named("forms", "baseline.measured");
+    assert_eq!(baseline[0]["payload"]["metric_value"].as_f64(), Some(10.0));
+    let its = iterations(&repo, "forms");
+    assert_eq!(its[0]["payload"]["metric_value"].as_f64(), Some(9.0));
+    assert_eq!(its[0]["payload"]["sub_metrics"]["acc"].as_f64(), Some(0.9));
+
+    let repo = TestRepo::from_fixture("loop");
+    repo.write_executable(
+        "eval.sh",
+        "#!/bin/sh\necho 'score: 1,234'\necho 'elapsed 12.5 s'\n",
+    );
+    repo.commit_all("ambiguous eval");
+    let run = repo.start("amb", &config.replace("Forms", "Amb"));
+    assert_ne!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("score: 1,234") && run.stderr.contains("cannot be read"),
+        "{}",
+        run.stderr
+    );
+    assert!(repo.events_named("amb", "baseline.measured").is_empty());
+}

@@ -1475,3 +1475,80 @@ fn metric_forms_through_a_real_evaluation() {
     );
     assert!(repo.events_named("amb", "baseline.measured").is_empty());
 }
+
+/// The write end of a pipe whose reader is already gone (what `| head` leaves once head exits).
+fn closed_pipe() -> std::process::Stdio {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe(2) into a two-element array; the read end is closed at once, the write end
+    // is owned by the returned Stdio.
+    unsafe {
+        assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
+        libc::close(fds[0]);
+        std::process::Stdio::from(std::os::fd::OwnedFd::from_raw_fd(fds[1]))
+    }
+}
+
+/// `git conference log | head` and `status | head`: a closed stdout ends a read-only command
+/// quietly (as git: SIGPIPE, no message, no panic); a conference whose stdout and stderr are
+/// closed pipes (`start 2>&1 | head -1`) still runs to the end and exits 0.
+#[test]
+fn a_closed_pipe_is_not_an_error() {
+    let repo = TestRepo::from_fixture("loop");
+    let config = ConfigBuilder::new("Pipe", "./agents/seq.sh improve")
+        .iterations(2)
+        .build();
+    repo.write("conference.md", &config);
+    let run = repo
+        .command("git")
+        .args(["conference", "start", "pipe"])
+        .stdin(std::process::Stdio::null())
+        .stdout(closed_pipe())
+        .stderr(closed_pipe())
+        .status()
+        .unwrap();
+    assert_eq!(run.code(), Some(0), "start with closed pipes: {run:?}");
+    assert!(repo
+        .event_subjects("pipe")
+        .iter()
+        .any(|s| s.starts_with("conference.completed")));
+
+    for args in [
+        &["log", "pipe"][..],
+        &["log", "pipe", "--format", "jsonl"],
+        &["log", "pipe", "--format", "tsv"],
+        &["status", "pipe"],
+        &["status", "pipe", "--format", "json"],
+        &["list"],
+    ] {
+        let out = repo
+            .command("git")
+            .arg("conference")
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(closed_pipe())
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        // git reports a child killed by SIGPIPE as 128 + 13, and prints nothing for it.
+        assert!(
+            matches!(out.status.code(), Some(0) | Some(141)),
+            "{args:?}: {:?} {stderr}",
+            out.status
+        );
+        assert_eq!(stderr, "", "{args:?}");
+    }
+    // Through a real shell pipe, as a user types it.
+    let out = repo.run_in(
+        &repo.dir,
+        "sh",
+        &[
+            "-c",
+            "git conference log pipe | head -1; git conference status pipe | head -1",
+        ],
+    );
+    assert_eq!(out.code, 0);
+    assert_eq!(out.stderr, "");
+    assert_eq!(out.stdout.lines().count(), 2, "{}", out.stdout);
+}

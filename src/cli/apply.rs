@@ -34,10 +34,10 @@ pub fn run(args: ApplyArgs) -> Result<i32> {
     }
     let stat = git(&top, &["diff", "--stat", &format!("HEAD...{best}")])?;
     if stat.trim().is_empty() {
-        println!("Nothing to apply: {best} adds nothing to your branch.");
+        crate::outln!("Nothing to apply: {best} adds nothing to your branch.");
         return Ok(0);
     }
-    println!(
+    crate::outln!(
         "{best} (best {}) changes:\n{stat}",
         crate::engine::review::fmt(conf.state().best.metric)
     );
@@ -48,7 +48,7 @@ pub fn run(args: ApplyArgs) -> Result<i32> {
             ));
         }
         if !super::confirm(&format!("Merge {best} into your current branch?"), false) {
-            println!("Not applied.");
+            crate::outln!("Not applied.");
             return Ok(1);
         }
     }
@@ -57,6 +57,6 @@ pub fn run(args: ApplyArgs) -> Result<i32> {
         crate::engine::review::fmt(conf.state().best.metric)
     );
     git(&top, &["merge", "--no-ff", "-m", &message, &best])?;
-    println!("Merged {best} into your branch.");
+    crate::outln!("Merged {best} into your branch.");
     Ok(0)
 }

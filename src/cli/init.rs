@@ -192,7 +192,7 @@ pub fn run(args: InitArgs) -> Result<i32> {
         );
     }
     std::fs::write(&path, &text)?;
-    println!("Wrote {} ({} researchers, {} partitioning). Edit the Goal, Success Metric and Evaluation sections, commit your evaluation harness, then run `git conference start`.",
+    crate::outln!("Wrote {} ({} researchers, {} partitioning). Edit the Goal, Success Metric and Evaluation sections, commit your evaluation harness, then run `git conference start`.",
         path.display(), a.count, if a.strategy == Strategy::Assigned { "assigned" } else { "free" });
     Ok(0)
 }

@@ -121,7 +121,7 @@ pub fn start(args: StartArgs, quiet: bool) -> Result<i32> {
     let _lock = RunLock::acquire(&run_dir, &name)?;
     let killed = crate::exec::process::kill_orphaned_groups(&run_dir.join("running"));
     if killed > 0 {
-        eprintln!("git-conference: stopped {killed} agent or evaluation process group(s) left running by a killed run");
+        crate::errln!("git-conference: stopped {killed} agent or evaluation process group(s) left running by a killed run");
     }
     crate::exec::process::track_groups_in(&run_dir.join("running"));
     crate::exec::process::handle_early_interrupts();
@@ -196,14 +196,14 @@ pub fn resume(args: ResumeArgs, quiet: bool) -> Result<i32> {
     let _lock = RunLock::acquire(&run_dir, &name)?;
     let killed = crate::exec::process::kill_orphaned_groups(&run_dir.join("running"));
     if killed > 0 {
-        eprintln!("git-conference: stopped {killed} agent or evaluation process group(s) left running by a killed run");
+        crate::errln!("git-conference: stopped {killed} agent or evaluation process group(s) left running by a killed run");
     }
     crate::exec::process::track_groups_in(&run_dir.join("running"));
     crate::exec::process::handle_early_interrupts();
     let conf = Conference::open(repo.path(), &name, ui.clone()).context("cannot resume")?;
     let st = conf.state();
     if st.phase == Phase::Done {
-        println!(
+        crate::outln!(
             "Conference `{name}` is already complete ({}): best {} at {}. Read the report with `git conference report {name}`.",
             st.final_status.as_deref().unwrap_or("done"),
             crate::engine::review::fmt(st.best.metric),
@@ -213,13 +213,14 @@ pub fn resume(args: ResumeArgs, quiet: bool) -> Result<i32> {
     }
     let point = recovery_point(&conf);
     let active: Vec<&String> = st.researchers.keys().collect();
-    eprintln!("Conference state:");
-    eprintln!("- Total rounds completed: {}", st.round_bests.len());
-    eprintln!(
+    crate::errln!("Conference state:");
+    crate::errln!("- Total rounds completed: {}", st.round_bests.len());
+    crate::errln!(
         "- Last completed event: {} at {}",
-        st.last_event, st.updated_at
+        st.last_event,
+        st.updated_at
     );
-    eprintln!(
+    crate::errln!(
         "- Researchers in last round: {}",
         active
             .iter()
@@ -227,7 +228,7 @@ pub fn resume(args: ResumeArgs, quiet: bool) -> Result<i32> {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    eprintln!(
+    crate::errln!(
         "- Convergence reached: {}",
         if st.final_status.is_some() {
             "yes"
@@ -235,14 +236,14 @@ pub fn resume(args: ResumeArgs, quiet: bool) -> Result<i32> {
             "no"
         }
     );
-    eprintln!("- Interruption point: {point}");
+    crate::errln!("- Interruption point: {point}");
     if let Ok(t) = time::OffsetDateTime::parse(
         &st.updated_at,
         &time::format_description::well_known::Rfc3339,
     ) {
         let hours = (now_unix() as i64 - t.unix_timestamp()) / 3600;
         if hours > 24 {
-            eprintln!(
+            crate::errln!(
                 "warning: this conference was interrupted {hours} hours ago; dependencies or files outside the conference may have changed"
             );
         }
@@ -289,22 +290,22 @@ fn run_engine(conf: Conference) -> Result<i32> {
     let st = conf.state();
     match outcome? {
         RunOutcome::Completed(status) => {
-            println!(
+            crate::outln!(
                 "Conference `{name}` {status}: best {} = {} at {} (branch {}).",
                 crate::engine::evaluate::metric_name(&conf.config),
                 crate::engine::review::fmt(st.best.metric),
                 &st.best.commit[..10],
                 conf.refs.best_branch()
             );
-            println!("Report: git conference report {name} --output <dir>   ·   Apply: git conference apply {name}");
+            crate::outln!("Report: git conference report {name} --output <dir>   ·   Apply: git conference apply {name}");
             Ok(0)
         }
         RunOutcome::Paused => {
-            println!("Conference `{name}` paused after round {} (pause_every). Continue with `git conference resume {name}`.", st.round);
+            crate::outln!("Conference `{name}` paused after round {} (pause_every). Continue with `git conference resume {name}`.", st.round);
             Ok(EXIT_PAUSED)
         }
         RunOutcome::Interrupted => {
-            eprintln!("git-conference: interrupted; what finished is recorded. Continue with `git conference resume {name}`.");
+            crate::errln!("git-conference: interrupted; what finished is recorded. Continue with `git conference resume {name}`.");
             Ok(EXIT_INTERRUPTED)
         }
     }

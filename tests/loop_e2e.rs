@@ -1552,3 +1552,72 @@ fn a_closed_pipe_is_not_an_error() {
     assert_eq!(out.stderr, "");
     assert_eq!(out.stdout.lines().count(), 2, "{}", out.stdout);
 }
+
+/// A hook that hangs cannot hold up the conference: it runs in its own process group with its
+/// output in the run's logs (not on the conference's stderr, which `start 2>&1 | tee` would keep
+/// open), and past `conference.hookTimeout` its whole group is killed and reported. A hook file
+/// that is not executable is reported once.
+#[test]
+fn a_hanging_hook_is_killed_at_its_time_limit_and_a_non_executable_one_is_reported() {
+    let repo = TestRepo::from_fixture("loop");
+    repo.git(&["config", "conference.hookTimeout", "2s"]);
+    repo.write_executable(
+        ".git/conference/hooks/conference.started",
+        "#!/bin/sh\necho hook says hello\necho hook complains >&2\nsleep 600 &\necho $! >\"$(git rev-parse --git-common-dir)/hook-sleep.pid\"\nwait\n",
+    );
+    repo.write(
+        ".git/conference/hooks/round.started",
+        "#!/bin/sh\necho never runs\n",
+    );
+    let config = ConfigBuilder::new("Hook time", "./agents/seq.sh improve")
+        .iterations(1)
+        .rounds(2)
+        .build();
+    repo.write("conference.md", &config);
+    let started = std::time::Instant::now();
+    // Both streams are pipes read to their end, as `| tee` reads them.
+    let run = repo.conference(&["start", "hooktime"]);
+    let took = started.elapsed();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(took.as_secs() < 20, "start took {took:?}");
+    assert!(
+        !still_running(&repo, "hook-sleep.pid"),
+        "the hook's child outlived its time limit"
+    );
+    assert!(
+        run.stderr.contains("conference.started")
+            && run.stderr.contains("conference.hookTimeout")
+            && run.stderr.contains("killed"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        !run.stderr.contains("hook complains") && !run.stdout.contains("hook says hello"),
+        "the hook's output leaked: {}{}",
+        run.stdout,
+        run.stderr
+    );
+    let log = repo.git_dir_file("conference/hooktime/logs/hook-conference.started.log");
+    assert!(
+        log.contains("hook says hello") && log.contains("hook complains"),
+        "{log}"
+    );
+    let hints: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("round.started") && l.contains("not set as executable"))
+        .collect();
+    assert_eq!(hints.len(), 1, "{}", run.stderr);
+    assert_eq!(repo.events_named("hooktime", "round.started").len(), 2);
+
+    // git's switch for that hint silences it.
+    repo.git(&["config", "advice.ignoredHook", "false"]);
+    std::fs::remove_file(repo.git_dir().join("conference/hooks/conference.started")).unwrap();
+    let run = repo.start("quiet-hint", &config.replace("Hook time", "Quiet hint"));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        !run.stderr.contains("not set as executable"),
+        "{}",
+        run.stderr
+    );
+}

@@ -729,6 +729,45 @@ fn malformed_conference_md_exits_2_with_line_and_hint() {
         vec!["Direction"],
     ));
 
+    // Found against the repository and the machine, still with their lines.
+    let t = good.replace("- frozen: eval.sh", "- frozen: eval.sh, data/**");
+    cases.push((
+        "frozen matches nothing",
+        t.clone(),
+        Some(line_of(&t, "- frozen:")),
+        vec!["data/**", "matches no file committed"],
+    ));
+    let t = good.replace(
+        "- command: ./agents/seq.sh improve",
+        "- command: no-such-agent-xyz -p \"$(cat \"$CONFERENCE_PROMPT_FILE\")\"",
+    );
+    cases.push((
+        "agent not installed",
+        t.clone(),
+        Some(line_of(&t, "no-such-agent-xyz")),
+        vec!["no-such-agent-xyz", "not found on PATH", "builtin:tune"],
+    ));
+    let t = good.replace(
+        "- command: ./eval.sh",
+        "- command: ./missing-eval.sh --fast",
+    );
+    cases.push((
+        "evaluation not committed",
+        t.clone(),
+        Some(line_of(&t, "missing-eval.sh")),
+        vec!["missing-eval.sh", "not committed"],
+    ));
+    let t = good.replace(
+        "- frozen: eval.sh\n\n## Agent",
+        "- frozen: eval.sh\n- holdout: /nonexistent/judge.sh\n\n## Agent",
+    );
+    cases.push((
+        "hold-out missing",
+        t.clone(),
+        Some(line_of(&t, "judge.sh")),
+        vec!["/nonexistent/judge.sh", "does not exist"],
+    ));
+
     for (what, text, line, words) in cases {
         repo.write("conference.md", &text);
         let run = repo.conference(&["start", "bad"]);
@@ -1617,6 +1656,80 @@ fn a_hanging_hook_is_killed_at_its_time_limit_and_a_non_executable_one_is_report
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
         !run.stderr.contains("not set as executable"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// An agent program that is not installed stops `start` before the baseline with exit 2 (the
+/// seed's `claude -p …` without claude); one hidden in a shell construct stops the conference at
+/// its first run with the same kind of error, instead of crashing every attempt.
+#[test]
+fn a_missing_agent_program_stops_the_conference_at_once() {
+    let repo = TestRepo::from_fixture("loop");
+    let config = ConfigBuilder::new(
+        "Missing",
+        "no-such-agent-xyz -p \"$(cat \"$CONFERENCE_PROMPT_FILE\")\" --permission-mode acceptEdits",
+    )
+    .iterations(6)
+    .build();
+    let run = repo.start("missing", &config);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("`no-such-agent-xyz`") && run.stderr.contains("PATH"),
+        "{}",
+        run.stderr
+    );
+    assert!(eval_log(&repo).is_empty(), "the baseline was measured");
+    assert_eq!(
+        repo.git(&["for-each-ref", "refs/conference", "refs/heads/conference"]),
+        ""
+    );
+
+    let config = ConfigBuilder::new("Hidden", "cd . && no-such-agent-xyz --go")
+        .count(2)
+        .iterations(6)
+        .build();
+    let run = repo.start("hidden", &config);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("no-such-agent-xyz: not found") && run.stderr.contains("resume"),
+        "{}",
+        run.stderr
+    );
+    let attempts = iterations(&repo, "hidden").len();
+    assert_eq!(
+        attempts, 0,
+        "no attempt is recorded for a configuration error"
+    );
+}
+
+/// Uncommitted edits to a frozen harness file are not what the conference evaluates: `start`
+/// says so, naming the files.
+#[test]
+fn uncommitted_frozen_edits_are_named_at_start() {
+    let repo = TestRepo::from_fixture("loop");
+    let config = ConfigBuilder::new("Dirty", "./agents/seq.sh improve")
+        .iterations(1)
+        .frozen("eval.sh, agents/**")
+        .build();
+    repo.write("eval.sh", &(repo.read("eval.sh") + "# edited\n"));
+    repo.write("agents/new.sh", "#!/bin/sh\n");
+    let run = repo.start("dirty", &config).ok();
+    let warnings: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("warning:") && l.contains("frozen"))
+        .collect();
+    assert_eq!(warnings.len(), 2, "{}", run.stderr);
+    assert!(warnings.iter().any(|l| l.contains("eval.sh")));
+    assert!(warnings.iter().any(|l| l.contains("agents/new.sh")));
+    // Not about a file that is not frozen.
+    let repo = TestRepo::from_fixture("loop");
+    repo.write("value.txt", "12\n");
+    let run = repo.start("clean", &config.replace("Dirty", "Clean")).ok();
+    assert!(
+        !run.stderr.contains("warning: your uncommitted"),
         "{}",
         run.stderr
     );

@@ -1734,3 +1734,62 @@ fn uncommitted_frozen_edits_are_named_at_start() {
         run.stderr
     );
 }
+
+/// `apply` over a branch that diverged from the baseline: a conflict is found before anything is
+/// touched and refused with the file named; a merge that stops midway (a failing
+/// pre-merge-commit hook) is aborted with git's reason shown; a clean divergence merges.
+#[test]
+fn apply_refuses_a_conflict_and_never_leaves_a_merge_half_done() {
+    let repo = TestRepo::from_fixture("loop");
+    let config = ConfigBuilder::new("Apply", "./agents/seq.sh improve")
+        .iterations(2)
+        .build();
+    repo.start("apply", &config).ok();
+    let untouched = |repo: &TestRepo, head: &str| {
+        assert_eq!(rev(repo, "HEAD"), head);
+        assert_eq!(repo.git(&["status", "--porcelain"]), "");
+        assert!(!repo.git_dir().join("MERGE_HEAD").exists());
+    };
+
+    // The user's branch changed value.txt too.
+    repo.write("value.txt", "3\n");
+    repo.commit_all("mine");
+    let head = rev(&repo, "HEAD");
+    let run = repo.conference(&["apply", "apply", "--yes"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("value.txt") && run.stderr.contains("conflict"),
+        "{}",
+        run.stderr
+    );
+    untouched(&repo, &head);
+
+    // A clean divergence, but a hook stops the merge midway: aborted, with the hook's words.
+    repo.git(&["reset", "-q", "--hard", "HEAD~1"]);
+    repo.write("notes.txt", "mine\n");
+    repo.commit_all("mine, elsewhere");
+    let head = rev(&repo, "HEAD");
+    repo.write_executable(
+        ".git/hooks/pre-merge-commit",
+        "#!/bin/sh\necho hook says no >&2\nexit 1\n",
+    );
+    let run = repo.conference(&["apply", "apply", "--yes"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("hook says no") && run.stderr.contains("aborted"),
+        "{}",
+        run.stderr
+    );
+    untouched(&repo, &head);
+
+    std::fs::remove_file(repo.git_dir().join("hooks/pre-merge-commit")).unwrap();
+    repo.conference(&["apply", "apply", "--yes"]).ok();
+    let parents = repo.git(&["rev-list", "--parents", "-n", "1", "HEAD"]);
+    let best = rev(&repo, "conference/apply/best");
+    assert_eq!(
+        parents.split_whitespace().skip(1).collect::<Vec<_>>(),
+        [head.as_str(), best.as_str()]
+    );
+    assert_eq!(repo.read("value.txt"), "8\n");
+    assert_eq!(repo.read("notes.txt"), "mine\n");
+}

@@ -97,6 +97,7 @@ macro_rules! outln {
 /// `eprintln!` that never panics on a closed stderr.
 #[macro_export]
 macro_rules! errln {
+    () => { $crate::ui::write_err(format_args!("\n")) };
     ($($arg:tt)*) => { $crate::ui::write_err(format_args!("{}\n", format_args!($($arg)*))) };
 }
 

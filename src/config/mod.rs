@@ -159,8 +159,13 @@ pub struct Config {
     pub pause_every: Option<u32>,
     pub evaluation: Evaluation,
     pub agent: Agent,
+    /// Pre-Flight Gate `**Success definition:**` (what "done" means, in the user's words).
+    #[serde(default)]
+    pub success_definition: Option<String>,
+    /// `## Current Approach`: what the project does today (prose, comments removed).
     pub current_approach: String,
     pub shared_knowledge: Vec<String>,
+    /// `## Context & References`: files, papers and links worth reading (prose).
     pub context: String,
 }
 

@@ -50,6 +50,17 @@ impl Ui {
         }
     }
 
+    /// A warning: shown even with `--quiet` (it is not progress), above the bars on a terminal.
+    pub fn warn(&self, line: &str) {
+        let inner = self.inner.lock().unwrap();
+        match &inner.multi {
+            Some(m) => {
+                let _ = m.println(line);
+            }
+            None => write_err(format_args!("{line}\n")),
+        }
+    }
+
     /// Updates a researcher's status line (a bar on a TTY; on a pipe, `info` prints events).
     pub fn researcher(&self, id: &str, text: &str) {
         let mut inner = self.inner.lock().unwrap();

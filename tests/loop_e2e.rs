@@ -1866,3 +1866,46 @@ fn init_on_a_terminal_asks_again_after_an_invalid_answer() {
         "{text}"
     );
 }
+
+/// Refs an agent leaves in the user's repository (a stash entry, a branch, a tag) are named in
+/// a warning with the researcher and the undo command, each change once; the conference's own
+/// branches are not.
+#[test]
+fn refs_an_agent_leaves_in_the_repository_are_reported() {
+    let repo = TestRepo::from_fixture("loop");
+    let config = ConfigBuilder::new("Traces", "./agents/seq.sh traces improve")
+        .iterations(2)
+        .frozen("eval.sh, agents/**")
+        .build();
+    let run = repo.start("traces", &config).ok();
+    let warnings: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("warning: while researcher A's agent ran"))
+        .collect();
+    assert_eq!(warnings.len(), 3, "{}", run.stderr);
+    for (what, undo) in [
+        (
+            "refs/heads/agent-made was created",
+            "git branch -D agent-made",
+        ),
+        ("refs/tags/agent-tag was created", "git tag -d agent-tag"),
+        ("refs/stash was created", "git stash drop"),
+    ] {
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains(what) && w.contains(undo)),
+            "{what}: {}",
+            run.stderr
+        );
+    }
+    assert!(
+        !run.stderr.contains("refs/heads/conference/"),
+        "{}",
+        run.stderr
+    );
+    // Still there (warned about, not removed), and the attempt itself counted.
+    assert_eq!(repo.git(&["stash", "list"]).lines().count(), 1);
+    assert_eq!(verdicts(&repo, "traces", "A")[0].2, "kept");
+}

@@ -188,6 +188,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         });
         let head_tree = repo.find_commit(Oid::from_str(&r.head)?)?.tree_id();
         let env = conf.context_env(id, st.round, iteration, r.best_metric);
+        let refs_before = crate::git::traces::read(repo.commondir());
         let outcome = agent::run(
             conf,
             AgentCall {
@@ -205,6 +206,9 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             },
         )
         .await?;
+        for warning in crate::git::traces::warnings_since(&refs_before, repo.commondir(), id) {
+            conf.ui.warn(&warning);
+        }
         let agent_timed_out = matches!(outcome, AgentOutcome::TimedOut);
         let (description, agent_failure) = match outcome {
             AgentOutcome::Interrupted => return Ok(()),

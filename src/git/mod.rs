@@ -1,8 +1,10 @@
 //! Working-tree operations: researcher worktrees (`worktree`), and taking a snapshot of what an
-//! agent changed or putting a worktree back to a kept snapshot (`snapshot`). Ref names and the
-//! event log live in `store`; this module only moves files, indexes and commits.
+//! agent changed or putting a worktree back to a kept snapshot (`snapshot`); noticing refs an
+//! agent left in the user's repository (`traces`). Ref names and the event log live in `store`;
+//! this module only moves files, indexes and commits.
 
 pub mod snapshot;
+pub mod traces;
 pub mod watch;
 pub mod worktree;
 

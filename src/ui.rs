@@ -1,8 +1,13 @@
 //! All progress output goes through one handle: one indicatif line per researcher on a TTY,
-//! plain lines on stderr otherwise. Results go to stdout from the commands themselves.
+//! plain lines on stderr otherwise. Results go to stdout from the commands themselves, through
+//! `outln!` (and messages through `errln!`).
+//!
+//! A closed pipe is not an error (as in ripgrep and git): `start 2>&1 | head` must not stop a
+//! running conference, so no write here panics or fails. The read-only commands (`status`, `log`,
+//! `list`) instead end quietly on a closed stdout, as git does: see [`exit_on_closed_stdout`].
 
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Mutex};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
@@ -41,7 +46,18 @@ impl Ui {
             Some(m) => {
                 let _ = m.println(line);
             }
-            None => eprintln!("{line}"),
+            None => write_err(format_args!("{line}\n")),
+        }
+    }
+
+    /// A warning: shown even with `--quiet` (it is not progress), above the bars on a terminal.
+    pub fn warn(&self, line: &str) {
+        let inner = self.inner.lock().unwrap();
+        match &inner.multi {
+            Some(m) => {
+                let _ = m.println(line);
+            }
+            None => write_err(format_args!("{line}\n")),
         }
     }
 
@@ -67,5 +83,41 @@ impl Ui {
         for (_, bar) in std::mem::take(&mut inner.bars) {
             bar.finish_and_clear();
         }
+    }
+}
+
+/// Writes to stdout, ignoring a closed pipe (and any other write error): results of a command
+/// that has done its work.
+pub fn write_out(args: std::fmt::Arguments) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_fmt(args).and_then(|()| out.flush());
+}
+
+/// Writes to stderr, ignoring a closed pipe.
+pub fn write_err(args: std::fmt::Arguments) {
+    let _ = std::io::stderr().lock().write_fmt(args);
+}
+
+/// `println!` that never panics on a closed stdout.
+#[macro_export]
+macro_rules! outln {
+    () => { $crate::ui::write_out(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::ui::write_out(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
+/// `eprintln!` that never panics on a closed stderr.
+#[macro_export]
+macro_rules! errln {
+    () => { $crate::ui::write_err(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::ui::write_err(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
+/// For commands that only read and print: a closed stdout (`git conference log | head`) ends the
+/// process quietly, as it ends git (SIGPIPE; git reports no error for it). Rust ignores SIGPIPE,
+/// which turns the closed pipe into a panic in `println!`.
+pub fn exit_on_closed_stdout() {
+    // SAFETY: restoring the default disposition of a signal; no handler is involved.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

@@ -729,6 +729,45 @@ fn malformed_conference_md_exits_2_with_line_and_hint() {
         vec!["Direction"],
     ));
 
+    // Found against the repository and the machine, still with their lines.
+    let t = good.replace("- frozen: eval.sh", "- frozen: eval.sh, data/**");
+    cases.push((
+        "frozen matches nothing",
+        t.clone(),
+        Some(line_of(&t, "- frozen:")),
+        vec!["data/**", "matches no file committed"],
+    ));
+    let t = good.replace(
+        "- command: ./agents/seq.sh improve",
+        "- command: no-such-agent-xyz -p \"$(cat \"$CONFERENCE_PROMPT_FILE\")\"",
+    );
+    cases.push((
+        "agent not installed",
+        t.clone(),
+        Some(line_of(&t, "no-such-agent-xyz")),
+        vec!["no-such-agent-xyz", "not found on PATH", "builtin:tune"],
+    ));
+    let t = good.replace(
+        "- command: ./eval.sh",
+        "- command: ./missing-eval.sh --fast",
+    );
+    cases.push((
+        "evaluation not committed",
+        t.clone(),
+        Some(line_of(&t, "missing-eval.sh")),
+        vec!["missing-eval.sh", "not committed"],
+    ));
+    let t = good.replace(
+        "- frozen: eval.sh\n\n## Agent",
+        "- frozen: eval.sh\n- holdout: /nonexistent/judge.sh\n\n## Agent",
+    );
+    cases.push((
+        "hold-out missing",
+        t.clone(),
+        Some(line_of(&t, "judge.sh")),
+        vec!["/nonexistent/judge.sh", "does not exist"],
+    ));
+
     for (what, text, line, words) in cases {
         repo.write("conference.md", &text);
         let run = repo.conference(&["start", "bad"]);
@@ -1340,4 +1379,533 @@ fn ctrl_c_mid_iteration_then_resume_finishes_without_repeating_a_round() {
         repo.events("int").last().unwrap()["event"],
         "conference.completed"
     );
+}
+
+/// An agent that creates a nested git repository (`git init`, `git clone`, a scaffolder) gets its
+/// attempt rejected with a reason naming it, never committed as a gitlink; the revert removes it
+/// (also when the agent staged it), one inside an ignored folder is left alone, and the loop goes
+/// on.
+#[test]
+fn a_nested_repository_is_rejected_and_removed() {
+    let repo = TestRepo::from_fixture("loop");
+    let config = ConfigBuilder::new(
+        "Nested",
+        "./agents/seq.sh nested-repo nested-staged nested-ignored improve",
+    )
+    .iterations(4)
+    .frozen("eval.sh, agents/**")
+    .build();
+    repo.start("nested", &config).ok();
+    let got: Vec<String> = verdicts(&repo, "nested", "A")
+        .into_iter()
+        .map(|(_, _, v)| v)
+        .collect();
+    assert_eq!(got, ["rejected", "rejected", "kept", "kept"]);
+    let its = iterations(&repo, "nested");
+    for p in [&its[0]["payload"], &its[1]["payload"]] {
+        let why = p["reason"].as_str().unwrap_or_default();
+        assert!(
+            why.contains("nested git repository")
+                && why.contains("sub/")
+                && why.contains("lib/vendor/"),
+            "{p}"
+        );
+        // The attempt is recorded (its commit holds value.txt) with no gitlink in it.
+        let commit = p["commit"].as_str().expect("the attempt has a commit");
+        let tree = repo.git(&["ls-tree", "-r", commit]);
+        assert!(!tree.contains("160000") && !tree.contains("sub"), "{tree}");
+        assert!(tree.contains("value.txt"));
+        assert_eq!(repo.notes(commit)[0]["verdict"], "rejected");
+    }
+    let wt = repo.worktree("nested", "researcher-A");
+    assert!(!wt.join("sub").exists() && !wt.join("lib").exists());
+    assert!(
+        wt.join("build/dep/.git").exists(),
+        "a nested repository in an ignored folder is left alone"
+    );
+    let status = repo.run_in(&wt, "git", &["status", "--porcelain"]).ok();
+    assert_eq!(status.stdout, "");
+    // Nothing of it reached a branch.
+    for branch in ["conference/nested/researcher-A", "conference/nested/best"] {
+        let tree = repo.git(&["ls-tree", "-r", branch]);
+        assert!(!tree.contains("160000") && !tree.contains("sub/"), "{tree}");
+    }
+    repo.git(&["fsck", "--no-progress"]);
+}
+
+/// A run killed right after an agent made a nested repository: resume sets the partial attempt
+/// aside, removes the nested repository and finishes.
+#[test]
+fn resume_recovers_a_worktree_holding_a_nested_repository() {
+    let repo = TestRepo::from_fixture("loop");
+    let config = ConfigBuilder::new("Nested kill", "./agents/seq.sh nested-repo improve")
+        .iterations(2)
+        .frozen("eval.sh, agents/**")
+        .build();
+    repo.write("conference.md", &config);
+    let killed = repo
+        .command("git")
+        .args(["conference", "start", "nk"])
+        .env("GIT_CONFERENCE_FAILPOINT", "agent.finished:1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(killed.status.code(), Some(137));
+    let wt = repo.worktree("nk", "researcher-A");
+    assert!(
+        wt.join("sub/.git").exists(),
+        "the kill left the nested repository"
+    );
+    let resumed = repo.conference(&["resume", "nk"]).ok();
+    assert!(
+        !wt.join("sub").exists() && !wt.join("lib").exists(),
+        "{}",
+        resumed.stderr
+    );
+    assert_eq!(
+        repo.status_json("nk")["status"],
+        "completed",
+        "{}",
+        resumed.stderr
+    );
+    let interrupted = repo.events_named("nk", "attempt.interrupted");
+    assert_eq!(
+        interrupted.len(),
+        1,
+        "the partial value.txt change is set aside"
+    );
+    let commit = interrupted[0]["payload"]["commit"].as_str().unwrap();
+    assert!(!repo.git(&["ls-tree", "-r", commit]).contains("160000"));
+    repo.git(&["fsck", "--no-progress"]);
+}
+
+/// The metric is read from what a real evaluation prints: coloured, pretty-printed JSON with the
+/// key in another case; a metric printed in a form that cannot be read stops at the baseline
+/// with the line named, instead of taking an unrelated number.
+#[test]
+fn metric_forms_through_a_real_evaluation() {
+    let repo = TestRepo::from_fixture("loop");
+    let eval = "#!/bin/sh\nv=$(cat value.txt)\nprintf 'training\\n\\033[32m{\\n  \"Score\": %s,\\n  \"acc\": 0.9\\n}\\033[0m\\nelapsed 12.5 s\\n' \"$v\"\n";
+    repo.write_executable("eval.sh", eval);
+    repo.commit_all("pretty JSON eval");
+    let config = ConfigBuilder::new("Forms", "./agents/seq.sh improve")
+        .iterations(1)
+        .frozen("eval.sh, agents/**")
+        .build();
+    repo.start("forms", &config).ok();
+    let baseline = repo.events_named("forms", "baseline.measured");
+    assert_eq!(baseline[0]["payload"]["metric_value"].as_f64(), Some(10.0));
+    let its = iterations(&repo, "forms");
+    assert_eq!(its[0]["payload"]["metric_value"].as_f64(), Some(9.0));
+    assert_eq!(its[0]["payload"]["sub_metrics"]["acc"].as_f64(), Some(0.9));
+
+    let repo = TestRepo::from_fixture("loop");
+    repo.write_executable(
+        "eval.sh",
+        "#!/bin/sh\necho 'score: 1,234'\necho 'elapsed 12.5 s'\n",
+    );
+    repo.commit_all("ambiguous eval");
+    let run = repo.start("amb", &config.replace("Forms", "Amb"));
+    assert_ne!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("score: 1,234") && run.stderr.contains("cannot be read"),
+        "{}",
+        run.stderr
+    );
+    assert!(repo.events_named("amb", "baseline.measured").is_empty());
+}
+
+/// The write end of a pipe whose reader is already gone (what `| head` leaves once head exits).
+fn closed_pipe() -> std::process::Stdio {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe(2) into a two-element array; the read end is closed at once, the write end
+    // is owned by the returned Stdio.
+    unsafe {
+        assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
+        libc::close(fds[0]);
+        std::process::Stdio::from(std::os::fd::OwnedFd::from_raw_fd(fds[1]))
+    }
+}
+
+/// `git conference log | head` and `status | head`: a closed stdout ends a read-only command
+/// quietly (as git: SIGPIPE, no message, no panic); a conference whose stdout and stderr are
+/// closed pipes (`start 2>&1 | head -1`) still runs to the end and exits 0.
+#[test]
+fn a_closed_pipe_is_not_an_error() {
+    let repo = TestRepo::from_fixture("loop");
+    let config = ConfigBuilder::new("Pipe", "./agents/seq.sh improve")
+        .iterations(2)
+        .build();
+    repo.write("conference.md", &config);
+    let run = repo
+        .command("git")
+        .args(["conference", "start", "pipe"])
+        .stdin(std::process::Stdio::null())
+        .stdout(closed_pipe())
+        .stderr(closed_pipe())
+        .status()
+        .unwrap();
+    assert_eq!(run.code(), Some(0), "start with closed pipes: {run:?}");
+    assert!(repo
+        .event_subjects("pipe")
+        .iter()
+        .any(|s| s.starts_with("conference.completed")));
+
+    for args in [
+        &["log", "pipe"][..],
+        &["log", "pipe", "--format", "jsonl"],
+        &["log", "pipe", "--format", "tsv"],
+        &["status", "pipe"],
+        &["status", "pipe", "--format", "json"],
+        &["list"],
+    ] {
+        let out = repo
+            .command("git")
+            .arg("conference")
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(closed_pipe())
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        // git reports a child killed by SIGPIPE as 128 + 13, and prints nothing for it.
+        assert!(
+            matches!(out.status.code(), Some(0) | Some(141)),
+            "{args:?}: {:?} {stderr}",
+            out.status
+        );
+        assert_eq!(stderr, "", "{args:?}");
+    }
+    // Through a real shell pipe, as a user types it.
+    let out = repo.run_in(
+        &repo.dir,
+        "sh",
+        &[
+            "-c",
+            "git conference log pipe | head -1; git conference status pipe | head -1",
+        ],
+    );
+    assert_eq!(out.code, 0);
+    assert_eq!(out.stderr, "");
+    assert_eq!(out.stdout.lines().count(), 2, "{}", out.stdout);
+}
+
+/// A hook that hangs cannot hold up the conference: it runs in its own process group with its
+/// output in the run's logs (not on the conference's stderr, which `start 2>&1 | tee` would keep
+/// open), and past `conference.hookTimeout` its whole group is killed and reported. A hook file
+/// that is not executable is reported once.
+#[test]
+fn a_hanging_hook_is_killed_at_its_time_limit_and_a_non_executable_one_is_reported() {
+    let repo = TestRepo::from_fixture("loop");
+    repo.git(&["config", "conference.hookTimeout", "2s"]);
+    repo.write_executable(
+        ".git/conference/hooks/conference.started",
+        "#!/bin/sh\necho hook says hello\necho hook complains >&2\nsleep 600 &\necho $! >\"$(git rev-parse --git-common-dir)/hook-sleep.pid\"\nwait\n",
+    );
+    repo.write(
+        ".git/conference/hooks/round.started",
+        "#!/bin/sh\necho never runs\n",
+    );
+    let config = ConfigBuilder::new("Hook time", "./agents/seq.sh improve")
+        .iterations(1)
+        .rounds(2)
+        .build();
+    repo.write("conference.md", &config);
+    let started = std::time::Instant::now();
+    // Both streams are pipes read to their end, as `| tee` reads them.
+    let run = repo.conference(&["start", "hooktime"]);
+    let took = started.elapsed();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(took.as_secs() < 20, "start took {took:?}");
+    assert!(
+        !still_running(&repo, "hook-sleep.pid"),
+        "the hook's child outlived its time limit"
+    );
+    assert!(
+        run.stderr.contains("conference.started")
+            && run.stderr.contains("conference.hookTimeout")
+            && run.stderr.contains("killed"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        !run.stderr.contains("hook complains") && !run.stdout.contains("hook says hello"),
+        "the hook's output leaked: {}{}",
+        run.stdout,
+        run.stderr
+    );
+    let log = repo.git_dir_file("conference/hooktime/logs/hook-conference.started.log");
+    assert!(
+        log.contains("hook says hello") && log.contains("hook complains"),
+        "{log}"
+    );
+    let hints: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("round.started") && l.contains("not set as executable"))
+        .collect();
+    assert_eq!(hints.len(), 1, "{}", run.stderr);
+    assert_eq!(repo.events_named("hooktime", "round.started").len(), 2);
+
+    // git's switch for that hint silences it.
+    repo.git(&["config", "advice.ignoredHook", "false"]);
+    std::fs::remove_file(repo.git_dir().join("conference/hooks/conference.started")).unwrap();
+    let run = repo.start("quiet-hint", &config.replace("Hook time", "Quiet hint"));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        !run.stderr.contains("not set as executable"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// An agent program that is not installed stops `start` before the baseline with exit 2 (the
+/// seed's `claude -p …` without claude); one hidden in a shell construct stops the conference at
+/// its first run with the same kind of error, instead of crashing every attempt.
+#[test]
+fn a_missing_agent_program_stops_the_conference_at_once() {
+    let repo = TestRepo::from_fixture("loop");
+    let config = ConfigBuilder::new(
+        "Missing",
+        "no-such-agent-xyz -p \"$(cat \"$CONFERENCE_PROMPT_FILE\")\" --permission-mode acceptEdits",
+    )
+    .iterations(6)
+    .build();
+    let run = repo.start("missing", &config);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("`no-such-agent-xyz`") && run.stderr.contains("PATH"),
+        "{}",
+        run.stderr
+    );
+    assert!(eval_log(&repo).is_empty(), "the baseline was measured");
+    assert_eq!(
+        repo.git(&["for-each-ref", "refs/conference", "refs/heads/conference"]),
+        ""
+    );
+
+    let config = ConfigBuilder::new("Hidden", "cd . && no-such-agent-xyz --go")
+        .count(2)
+        .iterations(6)
+        .build();
+    let run = repo.start("hidden", &config);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("no-such-agent-xyz: not found") && run.stderr.contains("resume"),
+        "{}",
+        run.stderr
+    );
+    let attempts = iterations(&repo, "hidden").len();
+    assert_eq!(
+        attempts, 0,
+        "no attempt is recorded for a configuration error"
+    );
+}
+
+/// Uncommitted edits to a frozen harness file are not what the conference evaluates: `start`
+/// says so, naming the files.
+#[test]
+fn uncommitted_frozen_edits_are_named_at_start() {
+    let repo = TestRepo::from_fixture("loop");
+    let config = ConfigBuilder::new("Dirty", "./agents/seq.sh improve")
+        .iterations(1)
+        .frozen("eval.sh, agents/**")
+        .build();
+    repo.write("eval.sh", &(repo.read("eval.sh") + "# edited\n"));
+    repo.write("agents/new.sh", "#!/bin/sh\n");
+    let run = repo.start("dirty", &config).ok();
+    let warnings: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("warning:") && l.contains("frozen"))
+        .collect();
+    assert_eq!(warnings.len(), 2, "{}", run.stderr);
+    assert!(warnings.iter().any(|l| l.contains("eval.sh")));
+    assert!(warnings.iter().any(|l| l.contains("agents/new.sh")));
+    // Not about a file that is not frozen.
+    let repo = TestRepo::from_fixture("loop");
+    repo.write("value.txt", "12\n");
+    let run = repo.start("clean", &config.replace("Dirty", "Clean")).ok();
+    assert!(
+        !run.stderr.contains("warning: your uncommitted"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// `apply` over a branch that diverged from the baseline: a conflict is found before anything is
+/// touched and refused with the file named; a merge that stops midway (a failing
+/// pre-merge-commit hook) is aborted with git's reason shown; a clean divergence merges.
+#[test]
+fn apply_refuses_a_conflict_and_never_leaves_a_merge_half_done() {
+    let repo = TestRepo::from_fixture("loop");
+    let config = ConfigBuilder::new("Apply", "./agents/seq.sh improve")
+        .iterations(2)
+        .build();
+    repo.start("apply", &config).ok();
+    let untouched = |repo: &TestRepo, head: &str| {
+        assert_eq!(rev(repo, "HEAD"), head);
+        assert_eq!(repo.git(&["status", "--porcelain"]), "");
+        assert!(!repo.git_dir().join("MERGE_HEAD").exists());
+    };
+
+    // The user's branch changed value.txt too.
+    repo.write("value.txt", "3\n");
+    repo.commit_all("mine");
+    let head = rev(&repo, "HEAD");
+    let run = repo.conference(&["apply", "apply", "--yes"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("value.txt") && run.stderr.contains("conflict"),
+        "{}",
+        run.stderr
+    );
+    untouched(&repo, &head);
+
+    // A clean divergence, but a hook stops the merge midway: aborted, with the hook's words.
+    repo.git(&["reset", "-q", "--hard", "HEAD~1"]);
+    repo.write("notes.txt", "mine\n");
+    repo.commit_all("mine, elsewhere");
+    let head = rev(&repo, "HEAD");
+    repo.write_executable(
+        ".git/hooks/pre-merge-commit",
+        "#!/bin/sh\necho hook says no >&2\nexit 1\n",
+    );
+    let run = repo.conference(&["apply", "apply", "--yes"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("hook says no") && run.stderr.contains("aborted"),
+        "{}",
+        run.stderr
+    );
+    untouched(&repo, &head);
+
+    std::fs::remove_file(repo.git_dir().join("hooks/pre-merge-commit")).unwrap();
+    repo.conference(&["apply", "apply", "--yes"]).ok();
+    let parents = repo.git(&["rev-list", "--parents", "-n", "1", "HEAD"]);
+    let best = rev(&repo, "conference/apply/best");
+    assert_eq!(
+        parents.split_whitespace().skip(1).collect::<Vec<_>>(),
+        [head.as_str(), best.as_str()]
+    );
+    assert_eq!(repo.read("value.txt"), "8\n");
+    assert_eq!(repo.read("notes.txt"), "mine\n");
+}
+
+/// `init` on a terminal asks again, with the reason, when an answer is not valid ("zero"
+/// researchers, "maybe" for yes/no), instead of exiting.
+#[test]
+fn init_on_a_terminal_asks_again_after_an_invalid_answer() {
+    use std::io::Write;
+    use std::os::fd::FromRawFd;
+    let repo = TestRepo::from_fixture("loop");
+    let (mut master, slave) = {
+        let (mut m, mut s) = (0, 0);
+        // SAFETY: openpty writes two descriptors, owned by the values made from them.
+        unsafe {
+            assert_eq!(
+                libc::openpty(
+                    &mut m,
+                    &mut s,
+                    std::ptr::null_mut(),
+                    std::ptr::null(),
+                    std::ptr::null()
+                ),
+                0
+            );
+            (
+                std::fs::File::from_raw_fd(m),
+                std::os::fd::OwnedFd::from_raw_fd(s),
+            )
+        }
+    };
+    let child = repo
+        .command("git")
+        .args(["conference", "init", "--eval", "./eval.sh"])
+        .stdin(std::process::Stdio::from(slave))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // count, devil's advocate, unattended, strategy: each wrong once, then right.
+    master
+        .write_all(b"zero\n0\n2\nmaybe\nyes\nsometimes\nno\nx\n2\nboth\nassigned\n")
+        .unwrap();
+    // The terminal echoes the input back on the master side: keep it drained.
+    let drain = std::thread::spawn(move || {
+        let mut sink = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut master, &mut sink);
+    });
+    let out = child.wait_with_output().unwrap();
+    drop(drain);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    for reason in [
+        "`zero` is not a whole number",
+        "at least 1",
+        "`maybe`: answer yes or no",
+        "`sometimes`: answer yes or no",
+        "`x` is not a whole number of rounds",
+        "strategy `both`",
+    ] {
+        assert!(stderr.contains(reason), "no `{reason}` in\n{stderr}");
+    }
+    assert_eq!(stderr.matches("try again").count(), 6, "{stderr}");
+    let text = repo.read("conference.md");
+    for setting in [
+        "- **Count:** 2",
+        "**Strategy:** assigned",
+        "- **Pause every:** 2",
+    ] {
+        assert!(text.contains(setting), "{setting} missing:\n{text}");
+    }
+    assert!(
+        text.contains("- **Critic / Devil's Advocate:** enabled"),
+        "{text}"
+    );
+}
+
+/// Refs an agent leaves in the user's repository (a stash entry, a branch, a tag) are named in
+/// a warning with the researcher and the undo command, each change once; the conference's own
+/// branches are not.
+#[test]
+fn refs_an_agent_leaves_in_the_repository_are_reported() {
+    let repo = TestRepo::from_fixture("loop");
+    let config = ConfigBuilder::new("Traces", "./agents/seq.sh traces improve")
+        .iterations(2)
+        .frozen("eval.sh, agents/**")
+        .build();
+    let run = repo.start("traces", &config).ok();
+    let warnings: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("warning: while researcher A's agent ran"))
+        .collect();
+    assert_eq!(warnings.len(), 3, "{}", run.stderr);
+    for (what, undo) in [
+        (
+            "refs/heads/agent-made was created",
+            "git branch -D agent-made",
+        ),
+        ("refs/tags/agent-tag was created", "git tag -d agent-tag"),
+        ("refs/stash was created", "git stash drop"),
+    ] {
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains(what) && w.contains(undo)),
+            "{what}: {}",
+            run.stderr
+        );
+    }
+    assert!(
+        !run.stderr.contains("refs/heads/conference/"),
+        "{}",
+        run.stderr
+    );
+    // Still there (warned about, not removed), and the attempt itself counted.
+    assert_eq!(repo.git(&["stash", "list"]).lines().count(), 1);
+    assert_eq!(verdicts(&repo, "traces", "A")[0].2, "kept");
 }

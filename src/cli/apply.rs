@@ -1,13 +1,18 @@
 //! `apply`: merges the best branch into the current branch — the only command that touches the
 //! user's branch. Shows the diff stat, asks on a TTY (`--yes` otherwise), refuses over
 //! uncommitted changes, and merges with the user's own `git`.
+//!
+//! A merge that would conflict (the user's branch changed the same lines since the baseline) is
+//! found beforehand with `git merge-tree --write-tree` (git ≥ 2.38), which touches neither the
+//! working tree nor the index, and refused with the files named: the user is never left
+//! mid-merge. Should a merge still stop midway (an older git, a hook), it is aborted.
 
 use anyhow::Result;
 use clap::Args;
 
 use crate::engine::Conference;
 use crate::error::usage;
-use crate::git::git;
+use crate::git::{failure_reason, git, git_output};
 use crate::ui::Ui;
 
 /// Merge the conference's best branch into the current branch.
@@ -34,10 +39,10 @@ pub fn run(args: ApplyArgs) -> Result<i32> {
     }
     let stat = git(&top, &["diff", "--stat", &format!("HEAD...{best}")])?;
     if stat.trim().is_empty() {
-        println!("Nothing to apply: {best} adds nothing to your branch.");
+        crate::outln!("Nothing to apply: {best} adds nothing to your branch.");
         return Ok(0);
     }
-    println!(
+    crate::outln!(
         "{best} (best {}) changes:\n{stat}",
         crate::engine::review::fmt(conf.state().best.metric)
     );
@@ -48,7 +53,7 @@ pub fn run(args: ApplyArgs) -> Result<i32> {
             ));
         }
         if !super::confirm(&format!("Merge {best} into your current branch?"), false) {
-            println!("Not applied.");
+            crate::outln!("Not applied.");
             return Ok(1);
         }
     }
@@ -56,7 +61,62 @@ pub fn run(args: ApplyArgs) -> Result<i32> {
         "Merge conference `{name}` best ({})",
         crate::engine::review::fmt(conf.state().best.metric)
     );
-    git(&top, &["merge", "--no-ff", "-m", &message, &best])?;
-    println!("Merged {best} into your branch.");
+    if let Some(files) = conflicts(&top, &best)? {
+        return Err(anyhow::anyhow!(
+            "not applied: merging {best} into your branch would conflict in {} (your branch \
+             changed the same lines since the conference's baseline). Nothing was changed. To merge by \
+             hand: `git merge {best}`, resolve the conflicts, `git commit`; or start a new \
+             conference from your current branch.",
+            files.join(", ")
+        ));
+    }
+    let merged = git_output(&top, &["merge", "--no-ff", "-m", &message, &best])?;
+    if !merged.status.success() {
+        let reason = failure_reason(&merged);
+        let aborted = git_output(&top, &["rev-parse", "-q", "--verify", "MERGE_HEAD"])?
+            .status
+            .success()
+            && git_output(&top, &["merge", "--abort"])?.status.success();
+        let state = if aborted {
+            "the merge was aborted; your branch and files are as they were"
+        } else {
+            "your branch was not changed"
+        };
+        return Err(anyhow::anyhow!(
+            "not applied: git merge {best} failed: {reason}\n({state})"
+        ));
+    }
+    crate::outln!("Merged {best} into your branch.");
     Ok(0)
+}
+
+/// The files a merge of `best` into HEAD would conflict in (None: it merges cleanly), from
+/// `git merge-tree --write-tree`; None too when this git is older than 2.38 (the merge itself
+/// then finds out, and is aborted).
+fn conflicts(top: &std::path::Path, best: &str) -> Result<Option<Vec<String>>> {
+    let out = git_output(
+        top,
+        &[
+            "merge-tree",
+            "--write-tree",
+            "--name-only",
+            "--no-messages",
+            "HEAD",
+            best,
+        ],
+    )?;
+    match out.status.code() {
+        Some(1) => {
+            let text = String::from_utf8_lossy(&out.stdout);
+            let mut files: Vec<String> = text
+                .lines()
+                .skip(1)
+                .take_while(|l| !l.is_empty())
+                .map(str::to_string)
+                .collect();
+            files.dedup();
+            Ok(Some(files))
+        }
+        _ => Ok(None),
+    }
 }

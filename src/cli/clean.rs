@@ -32,7 +32,7 @@ pub fn run(args: CleanArgs) -> Result<i32> {
             removed += 1;
         }
     }
-    println!("Removed {removed} worktrees of `{name}`.");
+    crate::outln!("Removed {removed} worktrees of `{name}`.");
     if args.all {
         let refs = ConferenceRefs::new(&name);
         let mut deleted = 0;
@@ -48,7 +48,9 @@ pub fn run(args: CleanArgs) -> Result<i32> {
         }
         drop(lock);
         let _ = std::fs::remove_dir_all(&run_dir);
-        println!("Deleted {deleted} refs of `{name}` (notes in refs/notes/conference are kept).");
+        crate::outln!(
+            "Deleted {deleted} refs of `{name}` (notes in refs/notes/conference are kept)."
+        );
     }
     Ok(0)
 }

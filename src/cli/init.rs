@@ -59,16 +59,58 @@ pub struct InitArgs {
     pub max_rounds: Option<u32>,
 }
 
-fn ask(question: &str, default: &str) -> String {
+/// Asks on the terminal; None at the end of input.
+fn ask(question: &str, default: &str) -> Option<String> {
     eprint!("{question} [{default}] ");
     let _ = std::io::stderr().flush();
     let mut line = String::new();
-    let _ = std::io::stdin().read_line(&mut line);
-    let line = line.trim();
-    if line.is_empty() {
-        default.to_string()
-    } else {
-        line.to_string()
+    match std::io::stdin().read_line(&mut line) {
+        Ok(0) | Err(_) => None,
+        Ok(_) => {
+            let line = line.trim();
+            Some(if line.is_empty() { default } else { line }.to_string())
+        }
+    }
+}
+
+/// Asks until the answer parses, saying why an answer was not taken (as a form would).
+fn ask_valid<T>(question: &str, default: &str, parse: impl Fn(&str) -> Result<T>) -> Result<T> {
+    loop {
+        let Some(answer) = ask(question, default) else {
+            crate::errln!();
+            return Err(usage(format!(
+                "no answer to \"{question}\" (end of input); pass it as a flag or use --yes"
+            )));
+        };
+        match parse(&answer) {
+            Ok(value) => return Ok(value),
+            Err(e) => crate::errln!("  {e}; try again"),
+        }
+    }
+}
+
+fn parse_count(s: &str) -> Result<usize> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err(usage("the researcher count must be at least 1")),
+        Ok(n) => Ok(n),
+        Err(_) => Err(usage(format!(
+            "`{s}` is not a whole number of researchers (e.g. 3)"
+        ))),
+    }
+}
+
+fn parse_yes_no(s: &str) -> Result<bool> {
+    match s.trim().to_lowercase().as_str() {
+        "y" | "yes" => Ok(true),
+        "n" | "no" => Ok(false),
+        other => Err(usage(format!("`{other}`: answer yes or no"))),
+    }
+}
+
+fn parse_rounds(s: &str) -> Result<u32> {
+    match s.trim().parse::<u32>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(usage(format!("`{s}` is not a whole number of rounds ≥ 1"))),
     }
 }
 
@@ -116,22 +158,17 @@ pub fn run(args: InitArgs) -> Result<i32> {
     };
     let interactive = !args.yes && super::stdin_is_tty();
     a.count = match args.count {
-        Some(c) => c,
-        None if interactive => ask("How many researchers should participate? (1 = the classic autoresearch loop; 2-3 recommended)", "3")
-            .parse()
-            .map_err(|_| usage("the researcher count must be a whole number"))?,
+        Some(c) => parse_count(&c.to_string())?,
+        None if interactive => ask_valid("How many researchers should participate? (1 = the classic autoresearch loop; 2-3 recommended)", "3", parse_count)?,
         None => a.count,
     };
-    if a.count == 0 {
-        return Err(usage("the researcher count must be at least 1"));
-    }
     a.devils_advocate = match args.devils_advocate {
         Some(d) => d,
-        None if interactive && a.count >= 2 => ask(
+        None if interactive && a.count >= 2 => ask_valid(
             "Should one researcher be a Devil's Advocate, pursuing contrarian strategies? (yes/no)",
             "no",
-        )
-        .starts_with('y'),
+            parse_yes_no,
+        )?,
         None => false,
     };
     match args.pause_every {
@@ -140,24 +177,25 @@ pub fn run(args: InitArgs) -> Result<i32> {
             a.pause_every = Some(n);
         }
         None if interactive => {
-            let unattended = ask(
+            let unattended = ask_valid(
                 "Run unattended (overnight) to the end? (yes/no; no = pause every N rounds)",
                 "yes",
-            );
-            if !unattended.starts_with('y') {
+                parse_yes_no,
+            )?;
+            if !unattended {
                 a.unattended = false;
-                a.pause_every = Some(
-                    ask("Pause after every how many rounds?", "1")
-                        .parse()
-                        .map_err(|_| usage("pause every: a whole number of rounds"))?,
-                );
+                a.pause_every = Some(ask_valid(
+                    "Pause after every how many rounds?",
+                    "1",
+                    parse_rounds,
+                )?);
             }
         }
         None => {}
     }
     a.strategy = match &args.strategy {
         Some(s) => parse_strategy(s)?,
-        None if interactive && a.count >= 2 => parse_strategy(&ask("How should researchers divide the search space? (assigned = each gets a focus; free = overlap allowed)", "free"))?,
+        None if interactive && a.count >= 2 => ask_valid("How should researchers divide the search space? (assigned = each gets a focus; free = overlap allowed)", "free", parse_strategy)?,
         None => Strategy::Free,
     };
     if let Some(e) = args.eval_command {
@@ -192,7 +230,7 @@ pub fn run(args: InitArgs) -> Result<i32> {
         );
     }
     std::fs::write(&path, &text)?;
-    println!("Wrote {} ({} researchers, {} partitioning). Edit the Goal, Success Metric and Evaluation sections, commit your evaluation harness, then run `git conference start`.",
+    crate::outln!("Wrote {} ({} researchers, {} partitioning). Edit the Goal, Success Metric and Evaluation sections, commit your evaluation harness, then run `git conference start`.",
         path.display(), a.count, if a.strategy == Strategy::Assigned { "assigned" } else { "free" });
     Ok(0)
 }

@@ -15,14 +15,14 @@ pub fn run(_: ListArgs) -> Result<i32> {
     let repo = super::discover()?;
     let names = super::conference_names(&repo)?;
     if names.is_empty() {
-        println!("No conference in this repository. Start one with `git conference init` and `git conference start`.");
+        crate::outln!("No conference in this repository. Start one with `git conference init` and `git conference start`.");
         return Ok(0);
     }
     for name in names {
         match Conference::open(repo.path(), &name, Ui::new(true)) {
             Ok(conf) => {
                 let st = conf.state();
-                println!(
+                crate::outln!(
                     "{name}\t{}\tround {}\tbest {}\t{}",
                     st.final_status.clone().unwrap_or(st.status.clone()),
                     st.round,
@@ -30,7 +30,7 @@ pub fn run(_: ListArgs) -> Result<i32> {
                     conf.config.title
                 );
             }
-            Err(e) => println!("{name}\tunreadable: {e:#}"),
+            Err(e) => crate::outln!("{name}\tunreadable: {e:#}"),
         }
     }
     Ok(0)

@@ -33,8 +33,8 @@ pub struct LogArgs {
 
 fn print_event(e: &LoggedEvent, format: Format) {
     match format {
-        Format::Jsonl => println!("{}", serde_json::to_string(&e.event).unwrap_or_default()),
-        _ => println!("{}  {:<22} {}", e.event.timestamp, e.event.event, e.summary),
+        Format::Jsonl => crate::outln!("{}", serde_json::to_string(&e.event).unwrap_or_default()),
+        _ => crate::outln!("{}  {:<22} {}", e.event.timestamp, e.event.event, e.summary),
     }
 }
 

@@ -67,6 +67,12 @@ pub fn main() -> i32 {
         }
     };
     let quiet = cli.quiet;
+    if matches!(
+        cli.command,
+        Command::Status(_) | Command::Log(_) | Command::List(_)
+    ) {
+        crate::ui::exit_on_closed_stdout();
+    }
     let result = match cli.command {
         Command::Init(a) => init::run(a),
         Command::Start(a) => run::start(a, quiet),
@@ -85,7 +91,7 @@ pub fn main() -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("git-conference: {e:#}");
+            crate::errln!("git-conference: {e:#}");
             error::exit_code(&e)
         }
     }

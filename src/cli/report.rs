@@ -28,9 +28,9 @@ pub fn run(args: ReportArgs) -> Result<i32> {
         .output
         .unwrap_or_else(|| PathBuf::from(format!("conference-{name}-report")));
     let written = write(&repo, &name, &out)?;
-    println!("Report of `{name}` written to {}:", out.display());
+    crate::outln!("Report of `{name}` written to {}:", out.display());
     for w in written {
-        println!("  {w}");
+        crate::outln!("  {w}");
     }
     Ok(0)
 }

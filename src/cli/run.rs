@@ -6,14 +6,14 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use git2::Oid;
 use serde_json::json;
 
 use crate::config::{self, DevilsAdvocate};
 use crate::engine::state::Phase;
 use crate::engine::{driver, now_unix, Conference, RunOutcome};
 use crate::error::{usage, EXIT_INTERRUPTED, EXIT_PAUSED};
-use crate::git::{snapshot, worktree};
+use crate::exec::preflight;
+use crate::git::worktree;
 use crate::lock::RunLock;
 use crate::store::refs;
 use crate::ui::Ui;
@@ -58,27 +58,8 @@ pub fn start(args: StartArgs, quiet: bool) -> Result<i32> {
         )));
     }
     let text = super::read_text(&config_path)?;
-    let mut cfg = config::load(&text).map_err(|errs| {
-        usage(format!(
-            "{} is not valid:\n{}",
-            config_path.display(),
-            errs.iter()
-                .map(|e| {
-                    let place = match e.line {
-                        0 => config_path.display().to_string(),
-                        n => format!("{}:{n}", config_path.display()),
-                    };
-                    let hint = if e.hint.is_empty() {
-                        String::new()
-                    } else {
-                        format!("\n      fix: {}", e.hint)
-                    };
-                    format!("  {place}: {}{hint}", e.message)
-                })
-                .collect::<Vec<_>>()
-                .join("\n")
-        ))
-    })?;
+    let mut cfg =
+        config::load(&text).map_err(|errs| usage(config::describe_errors(&config_path, &errs)))?;
     if cfg
         .final_confirmation
         .as_deref()
@@ -115,13 +96,19 @@ pub fn start(args: StartArgs, quiet: bool) -> Result<i32> {
         .revparse_single(base_rev)
         .and_then(|o| o.peel_to_commit())
         .map_err(|_| usage(format!("cannot find the baseline `{base_rev}`: commit your project (with its evaluation harness) first")))?;
-    check_harness(&repo, &cfg, base.id())?;
-    let ui = Ui::new(quiet);
     let run_dir = worktree::run_dir(&repo, &name);
+    let problems = preflight::check(&repo, &cfg, &text, base.id(), &run_dir)?;
+    if !problems.is_empty() {
+        return Err(usage(config::describe_errors(&config_path, &problems)));
+    }
+    for path in preflight::uncommitted_frozen(&repo, &cfg) {
+        crate::errln!("warning: your uncommitted changes to {path} (frozen) are not used: the conference evaluates the baseline {} as committed", &base.id().to_string()[..10]);
+    }
+    let ui = Ui::new(quiet);
     let _lock = RunLock::acquire(&run_dir, &name)?;
     let killed = crate::exec::process::kill_orphaned_groups(&run_dir.join("running"));
     if killed > 0 {
-        eprintln!("git-conference: stopped {killed} agent or evaluation process group(s) left running by a killed run");
+        crate::errln!("git-conference: stopped {killed} agent or evaluation process group(s) left running by a killed run");
     }
     crate::exec::process::track_groups_in(&run_dir.join("running"));
     crate::exec::process::handle_early_interrupts();
@@ -140,37 +127,6 @@ pub fn start(args: StartArgs, quiet: bool) -> Result<i32> {
     }
     conf.reconcile()?;
     run_engine(conf)
-}
-
-/// Frozen paths must exist at the baseline, and a `./script` evaluation must be committed there.
-fn check_harness(repo: &git2::Repository, cfg: &config::Config, base: Oid) -> Result<()> {
-    let tree = repo.find_commit(base)?.tree_id();
-    let files = snapshot::list_files(repo, tree)?;
-    for pattern in &cfg.evaluation.frozen {
-        let rules = crate::engine::paths::PathRules::new(std::slice::from_ref(pattern));
-        if !files.iter().any(|f| rules.matches(f)) {
-            return Err(usage(format!(
-                "conference.md, Evaluation → frozen: `{pattern}` matches no file committed at {}; \
-                 commit the evaluation harness or fix the path",
-                &base.to_string()[..10]
-            )));
-        }
-    }
-    let first = cfg
-        .evaluation
-        .command
-        .split_whitespace()
-        .next()
-        .unwrap_or("");
-    if let Some(script) = first.strip_prefix("./") {
-        if !files.iter().any(|f| f == script) {
-            return Err(usage(format!(
-                "the evaluation command runs `{first}`, which is not committed at {}: commit it (`git add {script} && git commit`) so every worktree has it",
-                &base.to_string()[..10]
-            )));
-        }
-    }
-    Ok(())
 }
 
 /// The seed's recovery point for a recorded state.
@@ -201,14 +157,14 @@ pub fn resume(args: ResumeArgs, quiet: bool) -> Result<i32> {
     let _lock = RunLock::acquire(&run_dir, &name)?;
     let killed = crate::exec::process::kill_orphaned_groups(&run_dir.join("running"));
     if killed > 0 {
-        eprintln!("git-conference: stopped {killed} agent or evaluation process group(s) left running by a killed run");
+        crate::errln!("git-conference: stopped {killed} agent or evaluation process group(s) left running by a killed run");
     }
     crate::exec::process::track_groups_in(&run_dir.join("running"));
     crate::exec::process::handle_early_interrupts();
     let conf = Conference::open(repo.path(), &name, ui.clone()).context("cannot resume")?;
     let st = conf.state();
     if st.phase == Phase::Done {
-        println!(
+        crate::outln!(
             "Conference `{name}` is already complete ({}): best {} at {}. Read the report with `git conference report {name}`.",
             st.final_status.as_deref().unwrap_or("done"),
             crate::engine::review::fmt(st.best.metric),
@@ -218,13 +174,14 @@ pub fn resume(args: ResumeArgs, quiet: bool) -> Result<i32> {
     }
     let point = recovery_point(&conf);
     let active: Vec<&String> = st.researchers.keys().collect();
-    eprintln!("Conference state:");
-    eprintln!("- Total rounds completed: {}", st.round_bests.len());
-    eprintln!(
+    crate::errln!("Conference state:");
+    crate::errln!("- Total rounds completed: {}", st.round_bests.len());
+    crate::errln!(
         "- Last completed event: {} at {}",
-        st.last_event, st.updated_at
+        st.last_event,
+        st.updated_at
     );
-    eprintln!(
+    crate::errln!(
         "- Researchers in last round: {}",
         active
             .iter()
@@ -232,7 +189,7 @@ pub fn resume(args: ResumeArgs, quiet: bool) -> Result<i32> {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    eprintln!(
+    crate::errln!(
         "- Convergence reached: {}",
         if st.final_status.is_some() {
             "yes"
@@ -240,14 +197,14 @@ pub fn resume(args: ResumeArgs, quiet: bool) -> Result<i32> {
             "no"
         }
     );
-    eprintln!("- Interruption point: {point}");
+    crate::errln!("- Interruption point: {point}");
     if let Ok(t) = time::OffsetDateTime::parse(
         &st.updated_at,
         &time::format_description::well_known::Rfc3339,
     ) {
         let hours = (now_unix() as i64 - t.unix_timestamp()) / 3600;
         if hours > 24 {
-            eprintln!(
+            crate::errln!(
                 "warning: this conference was interrupted {hours} hours ago; dependencies or files outside the conference may have changed"
             );
         }
@@ -294,22 +251,22 @@ fn run_engine(conf: Conference) -> Result<i32> {
     let st = conf.state();
     match outcome? {
         RunOutcome::Completed(status) => {
-            println!(
+            crate::outln!(
                 "Conference `{name}` {status}: best {} = {} at {} (branch {}).",
                 crate::engine::evaluate::metric_name(&conf.config),
                 crate::engine::review::fmt(st.best.metric),
                 &st.best.commit[..10],
                 conf.refs.best_branch()
             );
-            println!("Report: git conference report {name} --output <dir>   ·   Apply: git conference apply {name}");
+            crate::outln!("Report: git conference report {name} --output <dir>   ·   Apply: git conference apply {name}");
             Ok(0)
         }
         RunOutcome::Paused => {
-            println!("Conference `{name}` paused after round {} (pause_every). Continue with `git conference resume {name}`.", st.round);
+            crate::outln!("Conference `{name}` paused after round {} (pause_every). Continue with `git conference resume {name}`.", st.round);
             Ok(EXIT_PAUSED)
         }
         RunOutcome::Interrupted => {
-            eprintln!("git-conference: interrupted; what finished is recorded. Continue with `git conference resume {name}`.");
+            crate::errln!("git-conference: interrupted; what finished is recorded. Continue with `git conference resume {name}`.");
             Ok(EXIT_INTERRUPTED)
         }
     }

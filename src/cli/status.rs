@@ -30,12 +30,12 @@ pub fn run(args: StatusArgs) -> Result<i32> {
     let conf = Conference::open(repo.path(), &name, Ui::new(true))?;
     let st = conf.state();
     if args.format == Format::Json {
-        println!("{}", serde_json::to_string_pretty(&st)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&st)?);
         return Ok(0);
     }
     let metric = crate::engine::evaluate::metric_name(&conf.config);
-    println!("Conference: {} ({})", conf.config.title, name);
-    println!(
+    crate::outln!("Conference: {} ({})", conf.config.title, name);
+    crate::outln!(
         "Status:     {}{}",
         st.status,
         st.final_status
@@ -44,20 +44,20 @@ pub fn run(args: StatusArgs) -> Result<i32> {
             .unwrap_or_default()
     );
     if let Some(reason) = &st.stop_reason {
-        println!("Stopped:    {reason}");
+        crate::outln!("Stopped:    {reason}");
     }
-    println!(
+    crate::outln!(
         "Round:      {} of at most {} · {}",
         st.round,
         conf.config.max_rounds,
         st.phase.label()
     );
-    println!(
+    crate::outln!(
         "Baseline:   {metric} {} at {}",
         fmt(st.baseline_metric),
         &st.baseline_commit[..10]
     );
-    println!(
+    crate::outln!(
         "Best:       {metric} {} at {} ({}){}",
         fmt(st.best.metric),
         &st.best.commit[..10],
@@ -68,7 +68,7 @@ pub fn run(args: StatusArgs) -> Result<i32> {
             .map(|r| format!(", last from researcher {r}"))
             .unwrap_or_default()
     );
-    println!(
+    crate::outln!(
         "Iterations: {}{}",
         st.total_iterations,
         conf.config
@@ -76,12 +76,14 @@ pub fn run(args: StatusArgs) -> Result<i32> {
             .map(|m| format!(" of {m}"))
             .unwrap_or_default()
     );
-    println!(
+    crate::outln!(
         "Events:     {} (last: {} at {})",
-        st.events, st.last_event, st.updated_at
+        st.events,
+        st.last_event,
+        st.updated_at
     );
-    println!();
-    println!(
+    crate::outln!();
+    crate::outln!(
         "{:<11} {:>8} {:>5} {:>9} {:>8} {:>8} {:>9} {:>6} {:>14}  round",
         "researcher",
         "attempts",
@@ -95,7 +97,7 @@ pub fn run(args: StatusArgs) -> Result<i32> {
     );
     for (id, r) in &st.researchers {
         let c = &r.counts;
-        println!(
+        crate::outln!(
             "{:<11} {:>8} {:>5} {:>9} {:>8} {:>8} {:>9} {:>6} {:>14}  {}",
             id,
             c.total(),

@@ -159,8 +159,13 @@ pub struct Config {
     pub pause_every: Option<u32>,
     pub evaluation: Evaluation,
     pub agent: Agent,
+    /// Pre-Flight Gate `**Success definition:**` (what "done" means, in the user's words).
+    #[serde(default)]
+    pub success_definition: Option<String>,
+    /// `## Current Approach`: what the project does today (prose, comments removed).
     pub current_approach: String,
     pub shared_knowledge: Vec<String>,
+    /// `## Context & References`: files, papers and links worth reading (prose).
     pub context: String,
 }
 
@@ -226,6 +231,43 @@ pub fn researcher_id(index: usize) -> String {
             letters[index % 26] as char
         )
     }
+}
+
+/// The line of conference.md `text` that sets `key` (template spelling) in section `kind`, or,
+/// with `item`, the line of the list item holding it (falling back to the key's line); 0 when the
+/// key is not written. For problems found after loading (against the repository or the machine).
+pub fn setting_line(text: &str, kind: parse::SectionKind, key: &str, item: Option<&str>) -> usize {
+    let (doc, _) = parse::read(text);
+    let Some(setting) = doc.setting(kind, key) else {
+        return 0;
+    };
+    item.and_then(|item| {
+        setting
+            .items
+            .iter()
+            .find(|i| i.value.split(',').any(|v| parse::unquote(v) == item))
+    })
+    .map_or(setting.line, |i| i.line)
+}
+
+/// Problems with conference.md at `path`, one per line as `path:line: message` with the fix.
+pub fn describe_errors(path: &std::path::Path, errors: &[ConfigError]) -> String {
+    let lines: Vec<String> = errors
+        .iter()
+        .map(|e| {
+            let place = match e.line {
+                0 => path.display().to_string(),
+                n => format!("{}:{n}", path.display()),
+            };
+            let hint = if e.hint.is_empty() {
+                String::new()
+            } else {
+                format!("\n      fix: {}", e.hint)
+            };
+            format!("  {place}: {}{hint}", e.message)
+        })
+        .collect();
+    format!("{} is not valid:\n{}", path.display(), lines.join("\n"))
 }
 
 /// Parse and validate conference.md text in one step.

@@ -345,6 +345,12 @@ mod tests {
             assert_eq!(c.focus.len(), focus);
             assert!(c.focus.values().all(|f| !f.is_empty()));
             assert!(c.shared_knowledge.is_empty() && c.guard.is_empty());
+            // The template's comments are no prose: nothing for the prompt until the user writes.
+            assert_eq!((c.current_approach.as_str(), c.context.as_str()), ("", ""));
+            assert!(c
+                .success_definition
+                .as_deref()
+                .is_some_and(|s| s.contains(&a.metric)));
         }
     }
 

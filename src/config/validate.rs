@@ -270,6 +270,7 @@ impl<'a> Validator<'a> {
             pause_every,
             evaluation: evaluation?,
             agent: agent?,
+            success_definition: self.optional(S::PreFlightGate, "Success definition"),
             current_approach: self.text(S::CurrentApproach),
             shared_knowledge,
             context: self.text(S::Context),
@@ -803,6 +804,7 @@ Make it fast.
                 reviewer: None,
                 synthesizer: None,
             },
+            success_definition: Some(s("median_ms <= 40 with identical output")),
             current_approach: s(
                 "A straightforward byte-by-byte scanner with a HashMap vocabulary.",
             ),

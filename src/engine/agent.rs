@@ -8,6 +8,7 @@ use anyhow::Result;
 use git2::{Oid, Repository};
 
 use super::Conference;
+use crate::exec::preflight;
 use crate::exec::process::{self, Outcome, Spec};
 use crate::git::snapshot;
 use crate::tune;
@@ -82,6 +83,15 @@ pub async fn run(conf: &Conference, call: AgentCall<'_>) -> Result<AgentOutcome>
         }
         Outcome::TimedOut => AgentOutcome::TimedOut,
         Outcome::Cancelled => AgentOutcome::Interrupted,
+        Outcome::Exited(127) if call.attempts == 0 => {
+            let stderr = process::read_output(&log.with_extension("err"));
+            let command = &conf.config.agent.command;
+            if let Some(e) = preflight::not_found_at_run("the agent command", command, 127, &stderr)
+            {
+                return Err(e);
+            }
+            AgentOutcome::Crashed("agent exit status 127".into())
+        }
         other => AgentOutcome::Crashed(format!("agent {}", other.describe())),
     })
 }

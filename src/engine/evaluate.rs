@@ -129,6 +129,16 @@ pub async fn evaluate(req: EvalRequest<'_>) -> Result<EvalResult> {
                     format!("metric {} is {text}", req.metric),
                 ))
             }
+            Reading::Unreadable(line) => {
+                return Ok(failure(
+                    "crashed",
+                    format!(
+                        "metric `{0}` printed in a form that cannot be read: `{line}` (print \
+                         `{0}: <number>`, `{0}=<number>` or a JSON object with a `{0}` key)",
+                        req.metric
+                    ),
+                ))
+            }
             Reading::Missing => {
                 return Ok(failure(
                     "crashed",

@@ -200,6 +200,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         });
         let head_tree = repo.find_commit(Oid::from_str(&r.head)?)?.tree_id();
         let env = conf.context_env(id, st.round, iteration, r.best_metric);
+        let refs_before = crate::git::traces::read(repo.commondir());
         let outcome = agent::run(
             conf,
             AgentCall {
@@ -217,6 +218,9 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             },
         )
         .await?;
+        for warning in crate::git::traces::warnings_since(&refs_before, repo.commondir(), id) {
+            conf.ui.warn(&warning);
+        }
         let agent_timed_out = matches!(outcome, AgentOutcome::TimedOut);
         let (description, agent_failure) = match outcome {
             AgentOutcome::Interrupted => return Ok(()),
@@ -236,10 +240,11 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         let agent_changes = take_changes(&mut watch);
         worktree::repair_gitfile(&repo, &wt_path)?;
         restore_head(&wt, &conf.refs.researcher(id), &r.head)?;
-        let tree = match &agent_changes {
+        let snap = match &agent_changes {
             Changes::Paths(paths) => snapshot::capture_paths(&wt, paths)?,
             Changes::Everything => snapshot::capture(&wt)?,
         };
+        let tree = snap.tree;
         settle(&mut watch);
         let changed = snapshot::changed_paths(&repo, head_tree, tree)?;
         let description = description.unwrap_or_else(|| default_description(&changed));
@@ -267,7 +272,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
                 Some(why),
             )?;
             kind
-        } else if tree == head_tree {
+        } else if tree == head_tree && snap.nested_repos.is_empty() {
             agent_crashes = 0;
             record_iteration(
                 conf,
@@ -280,7 +285,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             "no_change"
         } else {
             agent_crashes = 0;
-            if let Some(why) = conf.guard.violation(&changed) {
+            if let Some(why) = snap.rejection().or_else(|| conf.guard.violation(&changed)) {
                 record_iteration(
                     conf,
                     &attempt,
@@ -772,7 +777,7 @@ pub fn set_aside_partial(conf: &Conference, id: &str, wt: &Repository) -> Result
     let head = Oid::from_str(&r.head)?;
     let head_tree = repo.find_commit(head)?.tree_id();
     restore_head(wt, &conf.refs.researcher(id), &r.head)?;
-    let tree = snapshot::capture(wt)?;
+    let tree = snapshot::capture(wt)?.tree;
     if tree == head_tree {
         return Ok(None);
     }

@@ -1,16 +1,28 @@
 //! Reading the metric from what an evaluation printed.
 //!
-//! Accepted, in order of preference: a `name: value` or `name=value` line, a JSON object with the
-//! metric's key, and otherwise the last number printed. Every other `key: number` line (or numeric
-//! JSON field) is kept as a sub-metric. NaN and infinities are never a metric: the run is a crash.
+//! Accepted: a `name: value` or `name=value` line (the key may be quoted, as inside a
+//! pretty-printed JSON object), a JSON object with the metric's key (on one line or spanning
+//! several), and otherwise the last number printed. The key matches case-insensitively; a key
+//! with the exact case wins. Colours (ANSI escapes) are ignored, and a unit right after the number
+//! (`41.2ms`, `12 s`, `95%`) is not part of it. Every other `key: number` line (or numeric JSON
+//! field) is kept as a sub-metric.
+//!
+//! A wrong number is worse than none: when the output names the metric but in a form that cannot
+//! be read (`score: n/a`, `score 1,234`, `final score -> 3`), the reading is `Unreadable` (the run
+//! is a crash, with the line in the reason) instead of falling back to the last number printed.
+//! NaN and infinities are never a metric either.
 
 use std::collections::BTreeMap;
+
+use serde_json::Value;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reading {
     Value(f64),
     /// Printed, but NaN or infinite.
     NotFinite(String),
+    /// The metric's name is in the output, but no number can be read for it: the line.
+    Unreadable(String),
     Missing,
 }
 
@@ -20,65 +32,150 @@ pub struct Measurement {
     pub sub_metrics: BTreeMap<String, f64>,
 }
 
+/// A value printed for the metric's key: read, or the line it could not be read from.
+type Found = Result<(f64, String), String>;
+
+/// What the lines say about the metric so far.
+#[derive(Default)]
+struct Findings {
+    /// The last value under the exact key, and under the key in another case.
+    exact: Option<Found>,
+    folded: Option<Found>,
+    /// A line that names the metric in no readable form.
+    mention: Option<String>,
+    last_number: Option<String>,
+    sub_metrics: BTreeMap<String, f64>,
+}
+
+impl Findings {
+    /// A value under `key`: the metric's (a readable one replaces any earlier; an unreadable
+    /// one only an unreadable), or a sub-metric.
+    fn keyed(&mut self, name: &str, key: &str, value: Result<f64, ()>, line: &str) {
+        let slot = if key == name {
+            &mut self.exact
+        } else if key.eq_ignore_ascii_case(name) {
+            &mut self.folded
+        } else {
+            match value {
+                Ok(v) if v.is_finite() => {
+                    self.sub_metrics.insert(key.to_string(), v);
+                }
+                _ => {}
+            }
+            return;
+        };
+        let found = value
+            .map(|v| (v, line.trim().to_string()))
+            .map_err(|()| line.trim().to_string());
+        if found.is_ok() || !matches!(slot, Some(Ok(_))) {
+            *slot = Some(found);
+        }
+    }
+}
+
 /// Parses `output` for the metric called `name`.
 pub fn parse(output: &str, name: &str) -> Measurement {
-    let mut named: Option<String> = None;
-    let mut sub_metrics = BTreeMap::new();
-    let mut last_number: Option<String> = None;
-    for line in output.lines() {
+    // Progress bars redraw a line with '\r': each redraw is a line of its own.
+    let text = strip_ansi(output).replace('\r', "\n");
+    let mut f = Findings::default();
+    let mut offset = 0;
+    let mut skip_to = 0;
+    for line in text.split_inclusive('\n') {
+        let start = offset;
+        offset += line.len();
+        if start < skip_to {
+            continue;
+        }
         let trimmed = line.trim();
         if trimmed.starts_with('{') {
-            if let Ok(serde_json::Value::Object(map)) = serde_json::from_str(trimmed) {
-                for (key, value) in map {
-                    let text = match &value {
-                        serde_json::Value::Number(n) => n.to_string(),
-                        serde_json::Value::String(s) if parse_number(s).is_some() => s.clone(),
-                        _ => continue,
-                    };
-                    if key == name {
-                        named = Some(text);
-                    } else if let Some(v) = parse_number(&text).filter(|v| v.is_finite()) {
-                        sub_metrics.insert(key, v);
-                    }
-                }
+            let at = start + (line.len() - line.trim_start().len());
+            if let Some((map, end)) = json_object_at(&text, at) {
+                json_fields(&map, name, &mut f);
+                skip_to = at + end;
                 continue;
             }
         }
-        if let Some((key, value)) = key_value(trimmed) {
-            if key == name {
-                named = Some(value.to_string());
-            } else if let Some(v) = parse_number(value).filter(|v| v.is_finite()) {
-                sub_metrics.insert(key.to_string(), v);
-            }
+        let keyed = key_value(trimmed);
+        if let Some((key, value)) = keyed {
+            f.keyed(name, key, read_value(value), trimmed);
+        }
+        let names_metric = keyed.is_some_and(|(k, _)| k.eq_ignore_ascii_case(name));
+        if !names_metric && f.mention.is_none() && mentions(trimmed, name) {
+            f.mention = Some(trimmed.to_string());
         }
         for token in trimmed.split(|c: char| {
             c.is_whitespace() || matches!(c, ',' | ';' | '(' | ')' | '[' | ']' | '=' | ':')
         }) {
             if parse_number(token).is_some() {
-                last_number = Some(token.to_string());
+                f.last_number = Some(token.to_string());
             }
         }
     }
-    let reading = match named.or(last_number) {
-        Some(text) => match parse_number(&text) {
-            Some(v) if v.is_finite() => Reading::Value(v),
-            Some(_) => Reading::NotFinite(text),
-            None => Reading::Missing,
+    let reading = match f.exact.or(f.folded) {
+        Some(Ok((v, _))) if v.is_finite() => Reading::Value(v),
+        Some(Ok((_, line))) => Reading::NotFinite(line),
+        Some(Err(line)) => Reading::Unreadable(line),
+        None => match (f.mention, f.last_number) {
+            (Some(line), _) => Reading::Unreadable(line),
+            (None, Some(text)) => match parse_number(&text) {
+                Some(v) if v.is_finite() => Reading::Value(v),
+                Some(_) => Reading::NotFinite(text),
+                None => Reading::Missing,
+            },
+            (None, None) => Reading::Missing,
         },
-        None => Reading::Missing,
     };
     Measurement {
         reading,
-        sub_metrics,
+        sub_metrics: f.sub_metrics,
     }
 }
 
-/// `key: value` or `key=value` where key is a plain identifier.
+/// The JSON object that starts at byte `at` of `text` (it may span lines), and its length.
+fn json_object_at(text: &str, at: usize) -> Option<(serde_json::Map<String, Value>, usize)> {
+    let mut stream = serde_json::Deserializer::from_str(&text[at..]).into_iter::<Value>();
+    match stream.next()? {
+        Ok(Value::Object(map)) => Some((map, stream.byte_offset())),
+        _ => None,
+    }
+}
+
+/// The top-level fields of a JSON object; a key deeper down that names the metric is a mention.
+fn json_fields(map: &serde_json::Map<String, Value>, name: &str, f: &mut Findings) {
+    for (key, value) in map {
+        let read = match value {
+            Value::Number(n) => n.as_f64().ok_or(()),
+            Value::String(s) => read_value(s),
+            _ => Err(()),
+        };
+        let line = format!("\"{key}\": {value}");
+        if key.eq_ignore_ascii_case(name) || read.is_ok() {
+            f.keyed(name, key, read, &line);
+        } else if f.mention.is_none() && nested_key(value, name) {
+            f.mention = Some(line);
+        }
+    }
+}
+
+fn nested_key(value: &Value, name: &str) -> bool {
+    match value {
+        Value::Object(map) => map
+            .iter()
+            .any(|(k, v)| k.eq_ignore_ascii_case(name) || nested_key(v, name)),
+        Value::Array(items) => items.iter().any(|v| nested_key(v, name)),
+        _ => false,
+    }
+}
+
+/// `key: value` or `key=value` where key is a plain identifier, possibly quoted.
 fn key_value(line: &str) -> Option<(&str, &str)> {
     let line = line.strip_prefix("- ").unwrap_or(line);
     let idx = line.find([':', '='])?;
     let key = line[..idx].trim();
-    let value = line[idx + 1..].trim();
+    let key = key
+        .strip_prefix('"')
+        .and_then(|k| k.strip_suffix('"'))
+        .unwrap_or(key);
     if key.is_empty()
         || !key
             .chars()
@@ -86,8 +183,138 @@ fn key_value(line: &str) -> Option<(&str, &str)> {
     {
         return None;
     }
-    let value = value.split_whitespace().next()?;
-    Some((key, value.trim_end_matches([',', ';', '%'])))
+    let value = line[idx + 1..].trim();
+    Some((key, value))
+}
+
+/// The number a value starts with, a unit after it allowed (`41.2ms`, `12 s`, `95%`), a trailing
+/// `,` or `;` (JSON, lists) ignored. Err when it does not start with a number, or when the number
+/// is written in a form that could mean two things (`1,234`).
+fn read_value(value: &str) -> Result<f64, ()> {
+    let value = value.trim().trim_matches('"');
+    let token = value.split_whitespace().next().ok_or(())?;
+    let token = token.trim_end_matches([',', ';']);
+    if let Some(v) = parse_number(token) {
+        return Ok(v);
+    }
+    let (number, unit) = split_unit(token).ok_or(())?;
+    if !unit.is_empty() && !is_unit(unit) {
+        return Err(());
+    }
+    match number.parse::<f64>() {
+        Ok(v) => Ok(v),
+        Err(_) => thousands(number).ok_or(()),
+    }
+}
+
+/// Splits `41.2ms` into `41.2` and `ms` (digits, signs, `.`, `,` and an exponent, then the rest).
+fn split_unit(token: &str) -> Option<(&str, &str)> {
+    let bytes = token.as_bytes();
+    let mut end = 0;
+    while end < bytes.len() {
+        let c = bytes[end];
+        let exponent = matches!(c, b'e' | b'E')
+            && end > 0
+            && bytes[end - 1].is_ascii_digit()
+            && bytes
+                .get(end + 1)
+                .is_some_and(|n| n.is_ascii_digit() || matches!(n, b'-' | b'+'));
+        let sign_after_exponent =
+            matches!(c, b'-' | b'+') && end > 0 && matches!(bytes[end - 1], b'e' | b'E');
+        if c.is_ascii_digit()
+            || matches!(c, b'.' | b',')
+            || (end == 0 && matches!(c, b'-' | b'+'))
+            || exponent
+            || sign_after_exponent
+        {
+            end += 1;
+        } else {
+            break;
+        }
+    }
+    let number = token[..end].trim_end_matches(',');
+    number
+        .bytes()
+        .any(|b| b.is_ascii_digit())
+        .then_some((number, &token[number.len()..]))
+}
+
+/// A unit: letters (`ms`, `MB`, `µs`), `%`, and `/` between them (`it/s`, `tok/s`).
+fn is_unit(unit: &str) -> bool {
+    unit.chars()
+        .all(|c| c.is_alphabetic() || matches!(c, '%' | '/'))
+        && unit
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_alphabetic() || c == '%')
+}
+
+/// `1,234,567` or `1,234.5` (comma thousands, unambiguous); None for `1,234` or `0,5`, which
+/// could be a thousands separator or a decimal comma.
+fn thousands(number: &str) -> Option<f64> {
+    let (int, frac) = match number.split_once('.') {
+        Some((i, f)) => (i, Some(f)),
+        None => (number, None),
+    };
+    let digits = int.trim_start_matches(['-', '+']);
+    let groups: Vec<&str> = digits.split(',').collect();
+    let well_formed = groups.len() >= 2
+        && (1..=3).contains(&groups[0].len())
+        && groups[1..].iter().all(|g| g.len() == 3)
+        && groups.iter().all(|g| g.bytes().all(|b| b.is_ascii_digit()));
+    if !well_formed || (frac.is_none() && groups.len() < 3) {
+        return None;
+    }
+    number.replace(',', "").parse().ok()
+}
+
+/// Whether `line` has `name` as a word (any case).
+fn mentions(line: &str, name: &str) -> bool {
+    let lower = line.to_lowercase();
+    let name = name.to_lowercase();
+    if name.is_empty() {
+        return false;
+    }
+    let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    lower.match_indices(&name).any(|(i, _)| {
+        !word(lower[..i].chars().next_back()) && !word(lower[i + name.len()..].chars().next())
+    })
+}
+
+/// Removes ANSI escape sequences (colours, cursor moves, OSC titles).
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\u{1b}' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            // CSI: parameters, then one final byte in @..~.
+            Some('[') => {
+                for c in chars.by_ref() {
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
+            }
+            // OSC: up to BEL or ESC \.
+            Some(']') => {
+                while let Some(c) = chars.next() {
+                    if c == '\u{7}' {
+                        break;
+                    }
+                    if c == '\u{1b}' && chars.peek() == Some(&'\\') {
+                        chars.next();
+                        break;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 fn parse_number(s: &str) -> Option<f64> {
@@ -149,6 +376,7 @@ mod tests {
             value("loss: 2\nloss: 1e-3\n", "loss"),
             Reading::Value(0.001)
         );
+        assert_eq!(value("loss: -2.5e+2\n", "loss"), Reading::Value(-250.0));
     }
 
     #[test]
@@ -158,5 +386,126 @@ mod tests {
         assert_eq!(m.sub_metrics.get("acc"), Some(&0.9));
         assert_eq!(m.sub_metrics.get("wall_s"), Some(&12.0));
         assert!(!m.sub_metrics.contains_key("loss"));
+    }
+
+    /// A pretty-printed JSON object is read whole, not as its last number.
+    #[test]
+    fn multi_line_json() {
+        let out = "training...\n{\n  \"score\": 0.2,\n  \"acc\": 0.9\n}\n";
+        let m = parse(out, "score");
+        assert_eq!(m.reading, Reading::Value(0.2));
+        assert_eq!(m.sub_metrics.get("acc"), Some(&0.9));
+        // Indented, with nested objects and more output after it.
+        let out =
+            "  {\"acc\": 0.9,\n   \"meta\": {\"n\": 3},\n   \"Score\": \"0.7\"}\ndone in 12.5 s\n";
+        assert_eq!(value(out, "score"), Reading::Value(0.7));
+        // The whole output one object whose metric is nested: not guessed.
+        let out = "{\n  \"results\": {\"score\": 0.2},\n  \"elapsed\": 9\n}\n";
+        assert!(matches!(value(out, "score"), Reading::Unreadable(_)));
+        // A JSON null for the metric.
+        assert!(matches!(
+            value("{\"score\": null, \"n\": 4}", "score"),
+            Reading::Unreadable(_)
+        ));
+    }
+
+    /// The key in another case is read; the exact case wins over it.
+    #[test]
+    fn key_case() {
+        assert_eq!(
+            value("Score: 3\nelapsed 12.5 s\n", "score"),
+            Reading::Value(3.0)
+        );
+        assert_eq!(value("SCORE=4\n", "score"), Reading::Value(4.0));
+        assert_eq!(
+            value("score: 1\nScore: 2\n", "score"),
+            Reading::Value(1.0),
+            "the exact case wins even when printed first"
+        );
+        assert_eq!(value("\"score\": 5,\n", "score"), Reading::Value(5.0));
+    }
+
+    #[test]
+    fn colours_are_ignored() {
+        assert_eq!(
+            value("\u{1b}[32mscore: 0.5\u{1b}[0m\n", "score"),
+            Reading::Value(0.5)
+        );
+        assert_eq!(
+            value("\u{1b}[1;31mscore\u{1b}[0m=\u{1b}[33m7\u{1b}[0m\n", "score"),
+            Reading::Value(7.0)
+        );
+        assert_eq!(
+            value("\u{1b}]0;title\u{7}score: 2\n", "score"),
+            Reading::Value(2.0)
+        );
+        // A progress bar redrawn with '\r' before the result.
+        assert_eq!(
+            value("50% 3/6\r100% 6/6\rscore: 0.25\n", "score"),
+            Reading::Value(0.25)
+        );
+    }
+
+    #[test]
+    fn a_unit_after_the_number() {
+        assert_eq!(value("score: 41.2ms\n", "score"), Reading::Value(41.2));
+        assert_eq!(value("score: 41.2 ms\n", "score"), Reading::Value(41.2));
+        assert_eq!(value("score=12s\n", "score"), Reading::Value(12.0));
+        assert_eq!(value("score: 95%\n", "score"), Reading::Value(95.0));
+        assert_eq!(value("score: 3.5it/s\n", "score"), Reading::Value(3.5));
+        assert_eq!(value("score: 2e3µs\n", "score"), Reading::Value(2000.0));
+        // Not a unit: hexadecimal, a version, a date.
+        for bad in ["score: 0x1F", "score: 1.2.3", "score: 2024-01-02"] {
+            assert!(
+                matches!(value(bad, "score"), Reading::Unreadable(_)),
+                "{bad}"
+            );
+        }
+        let m = parse("wall: 12.5s\nscore: 1\n", "score");
+        assert_eq!(m.sub_metrics.get("wall"), Some(&12.5));
+    }
+
+    /// Thousands separators are read only where they cannot be a decimal comma.
+    #[test]
+    fn thousands_separators() {
+        assert_eq!(
+            value("score: 1,234,567\n", "score"),
+            Reading::Value(1234567.0)
+        );
+        assert_eq!(value("score: 1,234.5\n", "score"), Reading::Value(1234.5));
+        for ambiguous in ["score: 1,234", "score: 0,5", "score: 12,34,567"] {
+            assert_eq!(
+                value(ambiguous, "score"),
+                Reading::Unreadable(ambiguous.to_string()),
+                "{ambiguous}"
+            );
+        }
+    }
+
+    /// A metric named in a form that cannot be read is no metric, never the last number.
+    #[test]
+    fn a_named_but_unreadable_metric_is_not_guessed() {
+        for out in [
+            "score: n/a\nelapsed 12.5\n",
+            "final score -> 3\nelapsed 12.5\n",
+            "Final Score: 3\nelapsed 12.5\n",
+            "val-score: 0.3\n",
+        ] {
+            assert!(
+                matches!(value(out, "score"), Reading::Unreadable(_)),
+                "{out:?} gave {:?}",
+                value(out, "score")
+            );
+        }
+        // A readable value elsewhere wins over an unreadable one.
+        assert_eq!(
+            value("score: pending\nscore: 0.4\nscore: done\n", "score"),
+            Reading::Value(0.4)
+        );
+        // Other words containing the name are not mentions.
+        assert_eq!(
+            value("scoreboard updated\nval_score 3\n9\n", "score"),
+            Reading::Value(9.0)
+        );
     }
 }

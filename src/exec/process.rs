@@ -273,13 +273,13 @@ pub async fn run(spec: Spec<'_>) -> Result<Finished> {
 
 /// Characters that give a command a meaning only a shell can provide (quoting, expansion,
 /// redirection, pipes, assignments, globs, comments).
-const SHELL_SYNTAX: &[char] = &[
+pub(crate) const SHELL_SYNTAX: &[char] = &[
     '|', '&', ';', '<', '>', '(', ')', '$', '`', '\\', '"', '\'', '*', '?', '[', ']', '#', '~',
     '=', '%', '{', '}', '!', '\n',
 ];
 
 /// Words that are shell builtins or keywords (or behave differently outside a shell).
-const SHELL_WORDS: &[&str] = &[
+pub(crate) const SHELL_WORDS: &[&str] = &[
     ".", ":", "alias", "bg", "break", "case", "cd", "command", "continue", "do", "done", "elif",
     "else", "esac", "eval", "exec", "exit", "export", "false", "fg", "fi", "for", "getopts",
     "hash", "if", "in", "jobs", "local", "read", "readonly", "return", "select", "set", "shift",

@@ -5,19 +5,52 @@
 //! and deleted files count; ignored files (build caches) are neither snapshotted nor removed.
 //! Putting a worktree back is a forced checkout that also removes untracked, non-ignored files, so
 //! junk left by an agent or an evaluation never leaks into the next attempt.
+//!
+//! A folder with its own `.git` (an agent ran `git init`, `git clone` or a scaffolder) cannot be
+//! part of a snapshot: git would record it as a gitlink to commits nobody else has. A snapshot
+//! leaves such nested repositories out and names them, so that the attempt is rejected, and a
+//! revert removes them like any other untracked folder (unless they are ignored).
 
+use std::collections::BTreeSet;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use anyhow::Result;
 use git2::{build::CheckoutBuilder, IndexAddOption, Oid, Repository, Signature};
+
+/// What a worktree holds: the tree of its files, and the nested git repositories found in it
+/// (left out of the tree).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    pub tree: Oid,
+    /// Folders (relative to the worktree) with their own `.git`, not ignored.
+    pub nested_repos: Vec<String>,
+}
+
+impl Snapshot {
+    /// Why the attempt cannot be taken: it created nested repositories.
+    pub fn rejection(&self) -> Option<String> {
+        if self.nested_repos.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "created a nested git repository ({}): a repository inside the worktree cannot be \
+             part of an attempt; copy the files needed without their .git folder",
+            self.nested_repos
+                .iter()
+                .map(|p| format!("{p}/"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    }
+}
 
 /// The tree of the worktree's current files (writes the objects that changed).
 ///
 /// One pass over the worktree (what `git add -A` does): a diff of the index against the files,
 /// untracked ones included, then only the paths it names are added to or removed from the index.
 /// (`add_all` followed by `update_all` walked the whole worktree twice.)
-pub fn capture(wt: &Repository) -> Result<Oid> {
+pub fn capture(wt: &Repository) -> Result<Snapshot> {
     let mut index = wt.index()?;
     let mut opts = git2::DiffOptions::new();
     opts.include_untracked(true)
@@ -35,22 +68,112 @@ pub fn capture(wt: &Repository) -> Result<Oid> {
         }
     }
     drop(diff);
+    let workdir = wt.workdir().map(Path::to_path_buf).unwrap_or_default();
+    let mut nested = BTreeSet::new();
     // Removals first, so that a file replaced by a folder (or the reverse) never collides.
     for path in &removed {
         index.remove_path(path)?;
     }
-    let workdir = wt.workdir().map(Path::to_path_buf).unwrap_or_default();
     for path in &added {
         if workdir.join(path).is_dir() {
-            // A nested repository (or a folder the diff did not open): as `add_all` would.
-            index.add_all([path], IndexAddOption::DISABLE_PATHSPEC_MATCH, None)?;
+            // The diff names a folder only when it did not open it: a nested repository.
+            match nested_root(&workdir, path) {
+                Some(root) => {
+                    nested.insert(root);
+                }
+                None => add_folder(&mut index, path, &mut nested)?,
+            }
         } else {
             index.add_path(path)?;
         }
     }
+    drop_new_gitlinks(wt, &mut index, &mut nested)?;
     let tree = index.write_tree()?;
     index.write()?;
-    Ok(tree)
+    Ok(Snapshot {
+        tree,
+        nested_repos: names(nested),
+    })
+}
+
+/// Takes out of the index the gitlinks that HEAD does not have (an agent that ran `git add -A`
+/// over a repository it cloned staged one), noting them in `nested`. Gitlinks of HEAD (the
+/// project's own submodules) stay, whatever commit they point at.
+fn drop_new_gitlinks(
+    wt: &Repository,
+    index: &mut git2::Index,
+    nested: &mut BTreeSet<PathBuf>,
+) -> Result<()> {
+    const GITLINK: u32 = 0o160000;
+    let head = wt.head().ok().and_then(|h| h.peel_to_tree().ok());
+    let new: Vec<PathBuf> = index
+        .iter()
+        .filter(|e| e.mode == GITLINK)
+        .map(|e| PathBuf::from(std::ffi::OsStr::from_bytes(&e.path)))
+        .filter(|p| {
+            let in_head = head.as_ref().and_then(|t| t.get_path(p).ok());
+            in_head.is_none_or(|e| e.filemode() as u32 != GITLINK)
+        })
+        .collect();
+    for path in new {
+        index.remove_path(&path)?;
+        nested.insert(path);
+    }
+    Ok(())
+}
+
+/// Adds a folder's files (as `add_all` does), leaving out the nested repositories below it and
+/// noting them in `nested`.
+fn add_folder(index: &mut git2::Index, path: &Path, nested: &mut BTreeSet<PathBuf>) -> Result<()> {
+    // libgit2 names a nested repository as a folder path ending in '/'; adding it fails with
+    // "invalid path": skip it (a positive return value skips the entry).
+    let mut skip_nested = |p: &Path, _: &[u8]| -> i32 {
+        let bytes = p.as_os_str().as_bytes();
+        match bytes.strip_suffix(b"/") {
+            Some(dir) => {
+                nested.insert(PathBuf::from(std::ffi::OsStr::from_bytes(dir)));
+                1
+            }
+            None => 0,
+        }
+    };
+    index.add_all(
+        [path],
+        IndexAddOption::DISABLE_PATHSPEC_MATCH,
+        Some(&mut skip_nested),
+    )?;
+    Ok(())
+}
+
+/// The nested repository holding `rel` (a path relative to the worktree): the folder before a
+/// `.git` component of `rel`, or `rel` or one of its parents when it has a `.git` entry.
+fn nested_root(workdir: &Path, rel: &Path) -> Option<PathBuf> {
+    let mut prefix = PathBuf::new();
+    for component in rel.components() {
+        let Component::Normal(name) = component else {
+            return None;
+        };
+        if name == ".git" {
+            return (!prefix.as_os_str().is_empty()).then_some(prefix);
+        }
+        prefix.push(name);
+        if std::fs::symlink_metadata(workdir.join(&prefix).join(".git")).is_ok() {
+            return Some(prefix);
+        }
+    }
+    None
+}
+
+fn names(paths: BTreeSet<PathBuf>) -> Vec<String> {
+    paths
+        .into_iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Whether an untracked `path` is ignored (then a snapshot and a revert leave it alone).
+fn ignored_untracked(wt: &Repository, index: &git2::Index, path: &Path) -> Result<bool> {
+    Ok(index.get_path(path, 0).is_none() && wt.is_path_ignored(path)?)
 }
 
 /// Paths that differ between two trees (added, modified, deleted, both sides of a rename), in
@@ -149,12 +272,46 @@ pub fn commit(
 
 /// Puts the worktree's files and index exactly at `commit`'s tree and points HEAD at `head_ref`
 /// (a branch) or detaches it at `commit` when `head_ref` is None. Only differing files are written.
+/// Untracked nested repositories (which libgit2's checkout leaves in place) are removed too.
 pub fn reset(wt: &Repository, commit: Oid, head_ref: Option<&str>) -> Result<()> {
     let target = wt.find_commit(commit)?;
-    let mut opts = CheckoutBuilder::new();
-    opts.force().remove_untracked(true);
-    wt.checkout_tree(target.as_object(), Some(&mut opts))?;
+    let workdir = wt.workdir().map(Path::to_path_buf).unwrap_or_default();
+    let mut nested = Vec::new();
+    {
+        let mut opts = CheckoutBuilder::new();
+        opts.force()
+            .remove_untracked(true)
+            .notify_on(git2::CheckoutNotificationType::UNTRACKED)
+            .notify(|_, path, _, _, _| {
+                if let Some(path) = path {
+                    if workdir.join(path).join(".git").exists() {
+                        nested.push(path.to_path_buf());
+                    }
+                }
+                true
+            });
+        wt.checkout_tree(target.as_object(), Some(&mut opts))?;
+    }
+    for path in nested {
+        remove_any(&workdir.join(&path))?;
+        // The checkout emptied its parent folders but could not remove them while it was there.
+        for parent in path.ancestors().skip(1) {
+            if parent.as_os_str().is_empty() || std::fs::remove_dir(workdir.join(parent)).is_err() {
+                break;
+            }
+        }
+    }
     point_head(wt, commit, head_ref)
+}
+
+/// Removes a file, symlink or folder (with everything in it); a missing one is no error.
+fn remove_any(full: &Path) -> Result<()> {
+    match std::fs::symlink_metadata(full) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(full)?,
+        Ok(_) => std::fs::remove_file(full)?,
+        Err(_) => {}
+    }
+    Ok(())
 }
 
 fn point_head(wt: &Repository, commit: Oid, head_ref: Option<&str>) -> Result<()> {
@@ -173,10 +330,17 @@ fn point_head(wt: &Repository, commit: Oid, head_ref: Option<&str>) -> Result<()
 /// The tree of the worktree after changes to `paths` only (files or folders, deleted ones
 /// included), the rest being as the index has it: what [`capture`] gives when the caller knows
 /// which paths changed (see `watch`).
-pub fn capture_paths(wt: &Repository, paths: &[PathBuf]) -> Result<Oid> {
+pub fn capture_paths(wt: &Repository, paths: &[PathBuf]) -> Result<Snapshot> {
     let mut index = wt.index()?;
     let workdir = wt.workdir().map(Path::to_path_buf).unwrap_or_default();
+    let mut nested = BTreeSet::new();
     for path in paths {
+        if let Some(root) = nested_root(&workdir, path) {
+            if !ignored_untracked(wt, &index, &root)? {
+                nested.insert(root);
+            }
+            continue;
+        }
         match std::fs::symlink_metadata(workdir.join(path)) {
             Err(_) => {
                 let _ = index.remove_path(path);
@@ -184,10 +348,10 @@ pub fn capture_paths(wt: &Repository, paths: &[PathBuf]) -> Result<Oid> {
             }
             Ok(meta) if meta.is_dir() => {
                 let _ = index.remove_path(path);
-                index.add_all([path], IndexAddOption::DEFAULT, None)?;
+                add_folder(&mut index, path, &mut nested)?;
             }
             Ok(_) => {
-                if index.get_path(path, 0).is_none() && wt.is_path_ignored(path)? {
+                if ignored_untracked(wt, &index, path)? {
                     continue;
                 }
                 let _ = index.remove_dir(path, 0);
@@ -196,7 +360,10 @@ pub fn capture_paths(wt: &Repository, paths: &[PathBuf]) -> Result<Oid> {
         }
     }
     // The index stays in memory (the caller's handle); the revert that follows writes it.
-    Ok(index.write_tree()?)
+    Ok(Snapshot {
+        tree: index.write_tree()?,
+        nested_repos: names(nested),
+    })
 }
 
 /// Puts `paths` (and only them) back as they are at `commit`, in the files and the in-memory
@@ -216,6 +383,18 @@ pub fn reset_paths(
     let mut index = wt.index()?;
     let mut restore: Vec<(PathBuf, git2::Oid, i32)> = Vec::new();
     for path in paths {
+        if let Some(root) = nested_root(&workdir, path) {
+            // A nested repository, or a path inside one: its `.git` goes, and the folder too
+            // unless `commit` has it; ignored ones stay.
+            if !ignored_untracked(wt, &index, &root)? {
+                remove_any(&workdir.join(&root).join(".git"))?;
+                if tree.get_path(&root).is_err() {
+                    remove_any(&workdir.join(&root))?;
+                    let _ = index.remove_dir(&root, 0);
+                }
+            }
+            continue;
+        }
         match tree.get_path(path) {
             Ok(entry) if entry.kind() == Some(git2::ObjectType::Tree) => {
                 // A folder at `commit` (the agent replaced or removed it): restore all of it.
@@ -238,16 +417,10 @@ pub fn reset_paths(
             }
             Ok(entry) => restore.push((path.clone(), entry.id(), entry.filemode())),
             Err(_) => {
-                let tracked = index.get_path(path, 0).is_some();
-                if !tracked && wt.is_path_ignored(path)? {
+                if ignored_untracked(wt, &index, path)? {
                     continue;
                 }
-                let full = workdir.join(path);
-                match std::fs::symlink_metadata(&full) {
-                    Ok(m) if m.is_dir() => std::fs::remove_dir_all(&full)?,
-                    Ok(_) => std::fs::remove_file(&full)?,
-                    Err(_) => {}
-                }
+                remove_any(&workdir.join(path))?;
                 let _ = index.remove_path(path);
                 let _ = index.remove_dir(path, 0);
             }
@@ -386,11 +559,11 @@ mod tests {
         std::fs::write(dir.join("build/out.o"), "o").unwrap();
         std::fs::write(dir.join("debug.log"), "l").unwrap();
         let repo = Repository::open(dir).unwrap();
-        let tree = capture(&repo).unwrap();
+        let tree = capture(&repo).unwrap().tree;
         git(dir, &["add", "-A"]);
         assert_eq!(tree.to_string(), git(dir, &["write-tree"]));
         // Nothing changed since: the same tree again.
-        assert_eq!(capture(&repo).unwrap(), tree);
+        assert_eq!(capture(&repo).unwrap().tree, tree);
     }
 
     /// `changed_paths` names what `git diff --name-only --no-renames` names: modified, deleted,
@@ -500,7 +673,7 @@ mod tests {
         let Changes::Paths(paths) = watch.take() else {
             panic!("expected paths")
         };
-        let tree = capture_paths(&repo, &paths).unwrap();
+        let tree = capture_paths(&repo, &paths).unwrap().tree;
         watch.settle();
         git(dir, &["add", "-A"]);
         assert_eq!(tree.to_string(), git(dir, &["write-tree"]));
@@ -530,5 +703,97 @@ mod tests {
         std::fs::write(dir.join("a.txt"), "staged").unwrap();
         git(dir, &["add", "a.txt"]);
         assert_eq!(watch.take(), Changes::Everything);
+    }
+
+    /// Makes a repository with one commit at `dir/rel` (what `git clone` or a scaffolder leaves).
+    fn nested_repo(dir: &Path, rel: &str) {
+        let d = dir.join(rel);
+        std::fs::create_dir_all(&d).unwrap();
+        git(&d, &["init", "-q"]);
+        std::fs::write(d.join("f.txt"), "x").unwrap();
+        git(&d, &["add", "f.txt"]);
+        git(&d, &["commit", "-q", "-m", "nested"]);
+    }
+
+    /// Nested repositories are left out of a snapshot and named (both the scan and the watched
+    /// paths), ignored ones are not; a revert removes the named ones and keeps the ignored one.
+    #[test]
+    fn nested_repositories_are_named_left_out_and_removed() {
+        use crate::git::watch::{Changes, Watch};
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        git(dir, &["init", "-q"]);
+        std::fs::write(dir.join("a.txt"), "a").unwrap();
+        std::fs::write(dir.join(".gitignore"), "build/\n").unwrap();
+        git(dir, &["add", "-A"]);
+        git(dir, &["commit", "-q", "-m", "base"]);
+        let base = Oid::from_str(&git(dir, &["rev-parse", "HEAD"])).unwrap();
+        let repo = Repository::open(dir).unwrap();
+        std::fs::create_dir_all(dir.join("build")).unwrap();
+        let index_file = repo.path().join("index");
+        let skip = |p: &Path| repo.is_path_ignored(p).unwrap_or(false);
+        let mut watch = Watch::start(dir, &index_file, &skip).expect("inotify");
+
+        let make = || {
+            std::fs::write(dir.join("a.txt"), "changed").unwrap();
+            nested_repo(dir, "sub");
+            std::fs::create_dir_all(dir.join("new")).unwrap();
+            std::fs::write(dir.join("new/n.txt"), "n").unwrap();
+            nested_repo(dir, "new/vendor");
+            if !dir.join("build/dep").exists() {
+                nested_repo(dir, "build/dep");
+            }
+        };
+        let expected_tree = |repo: &Repository| {
+            // What the snapshot must hold: a.txt changed and new/n.txt, nothing nested.
+            let mut b = repo.treebuilder(None).unwrap();
+            let blob = |t: &str| repo.blob(t.as_bytes()).unwrap();
+            let mut newdir = repo.treebuilder(None).unwrap();
+            newdir.insert("n.txt", blob("n"), 0o100644).unwrap();
+            b.insert(".gitignore", blob("build/\n"), 0o100644).unwrap();
+            b.insert("a.txt", blob("changed"), 0o100644).unwrap();
+            b.insert("new", newdir.write().unwrap(), 0o040000).unwrap();
+            b.write().unwrap()
+        };
+
+        // Watched paths.
+        make();
+        let Changes::Paths(paths) = watch.take() else {
+            panic!("expected paths")
+        };
+        let snap = capture_paths(&repo, &paths).unwrap();
+        assert_eq!(snap.nested_repos, vec!["new/vendor", "sub"]);
+        assert_eq!(snap.tree, expected_tree(&repo));
+        let why = snap.rejection().unwrap();
+        assert!(why.contains("sub/") && why.contains("new/vendor/"), "{why}");
+        reset_paths(&repo, base, None, &paths, true).unwrap();
+        watch.settle();
+        assert_eq!(git(dir, &["status", "--porcelain"]), "");
+        assert!(!dir.join("sub").exists() && !dir.join("new").exists());
+        assert!(dir.join("build/dep/.git").exists(), "the ignored one stays");
+
+        // A full scan, and a full reset.
+        make();
+        let snap = capture(&repo).unwrap();
+        assert_eq!(snap.nested_repos, vec!["new/vendor", "sub"]);
+        assert_eq!(snap.tree, expected_tree(&repo));
+        reset(&repo, base, None).unwrap();
+        assert_eq!(git(dir, &["status", "--porcelain"]), "");
+        assert!(!dir.join("sub").exists() && !dir.join("new").exists());
+        assert!(dir.join("build/dep/.git").exists(), "the ignored one stays");
+        let clean = capture(&repo).unwrap();
+        assert!(clean.nested_repos.is_empty() && clean.rejection().is_none());
+
+        // Staged as a gitlink by `git add -A`: taken out of the index all the same.
+        make();
+        git(dir, &["add", "-A"]);
+        assert!(git(dir, &["ls-files", "-s"]).contains("160000"));
+        let snap = capture(&repo).unwrap();
+        assert_eq!(snap.nested_repos, vec!["new/vendor", "sub"]);
+        assert_eq!(snap.tree, expected_tree(&repo));
+        reset(&repo, base, None).unwrap();
+        assert_eq!(git(dir, &["status", "--porcelain"]), "");
+        assert!(!dir.join("sub").exists() && !dir.join("new").exists());
+        assert!(!git(dir, &["ls-files", "-s"]).contains("160000"));
     }
 }

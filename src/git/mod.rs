@@ -12,8 +12,12 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 
 /// Runs the user's own `git` (for remotes and worktree registration), failing with its stderr.
+/// It runs in a process group of its own: a Ctrl-C at the terminal reaches the whole foreground
+/// group, and must stop the conference gracefully, not kill a `git worktree add` half-way.
 pub fn git(dir: &Path, args: &[&str]) -> Result<String> {
+    use std::os::unix::process::CommandExt;
     let out = Command::new("git")
+        .process_group(0)
         .arg("-C")
         .arg(dir)
         .args(args)

@@ -27,7 +27,9 @@ pub struct PushArgs {
     pub name: Option<String>,
 }
 
-/// Fetch a conference's refs and notes from a remote.
+/// Fetch a conference's refs and notes from a remote. A conference only moves forward: its refs
+/// are taken where the remote's event log continues the local one; a local log that is ahead is
+/// kept, a diverged one is refused (the remote's stays under refs/conference-remotes/<remote>/).
 #[derive(Args, Debug)]
 pub struct FetchArgs {
     /// Remote (default: origin).

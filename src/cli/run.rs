@@ -41,6 +41,12 @@ pub struct StartArgs {
 pub struct ResumeArgs {
     /// Conference name (default: the only conference of the repository).
     pub name: Option<String>,
+    /// A conference branch moved by hand (a commit made in a researcher's worktree, `git branch
+    /// -f`, `git update-ref`) stops the resume. With --force the commit it points to is set aside
+    /// instead (recorded as `branch.set_aside`, kept reachable, noted) and the branch goes back
+    /// where the event log says.
+    #[arg(long)]
+    pub force: bool,
 }
 
 pub fn start(args: StartArgs, quiet: bool) -> Result<i32> {
@@ -118,13 +124,7 @@ pub fn start(args: StartArgs, quiet: bool) -> Result<i32> {
     check_harness(&repo, &cfg, base.id())?;
     let ui = Ui::new(quiet);
     let run_dir = worktree::run_dir(&repo, &name);
-    let _lock = RunLock::acquire(&run_dir, &name)?;
-    let killed = crate::exec::process::kill_orphaned_groups(&run_dir.join("running"));
-    if killed > 0 {
-        eprintln!("git-conference: stopped {killed} agent or evaluation process group(s) left running by a killed run");
-    }
-    crate::exec::process::track_groups_in(&run_dir.join("running"));
-    crate::exec::process::handle_early_interrupts();
+    let _lock = take_over(&run_dir, &name)?;
     // A start killed while it wrote its first event leaves a lock on the events ref.
     crate::engine::clear_stale_ref_locks(repo.commondir(), &name);
     let conf = Conference::create(repo.path(), &name, cfg, text, base.id(), ui.clone())?;
@@ -133,7 +133,7 @@ pub fn start(args: StartArgs, quiet: bool) -> Result<i32> {
         &base.id().to_string()[..10],
         conf.config.count
     ));
-    conf.reconcile()?;
+    conf.reconcile(false)?;
     run_engine(conf)
 }
 
@@ -168,6 +168,38 @@ fn check_harness(repo: &git2::Repository, cfg: &config::Config, base: Oid) -> Re
     Ok(())
 }
 
+/// A line on stderr. A runner outlives whoever reads its output: when the reader went away
+/// (`git conference resume 2>&1 | head`) the write fails and is dropped, and the run goes on.
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
+/// A result line on stdout; a closed pipe is ignored as in [`say`].
+fn out(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout().lock(), "{line}");
+}
+
+/// Takes the conference's run lock and gets the process ready to run it: writes to a closed
+/// pipe fail instead of killing the process (SIGPIPE ignored, as Rust programs start, but made
+/// sure of), Ctrl-C asks for a graceful stop, and the process groups a killed runner left
+/// running are stopped before anything touches the worktrees.
+fn take_over(run_dir: &std::path::Path, name: &str) -> Result<RunLock> {
+    // SAFETY: setting a signal's disposition to "ignore".
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+    crate::exec::process::handle_early_interrupts();
+    let lock = RunLock::acquire(run_dir, name)?;
+    let killed = crate::exec::process::kill_orphaned_groups(&run_dir.join("running"));
+    if killed > 0 {
+        say(&format!("git-conference: stopped {killed} agent or evaluation process group(s) left running by a killed run"));
+    }
+    crate::exec::process::track_groups_in(&run_dir.join("running"));
+    Ok(lock)
+}
+
 /// The seed's recovery point for a recorded state.
 pub fn recovery_point(conf: &Conference) -> String {
     let st = conf.state();
@@ -190,64 +222,56 @@ pub fn recovery_point(conf: &Conference) -> String {
 
 pub fn resume(args: ResumeArgs, quiet: bool) -> Result<i32> {
     let repo = super::discover()?;
-    let name = super::resolve_name(&repo, args.name)?;
+    let name = super::resolve_name_for(&repo, args.name, "resume")?;
     let ui = Ui::new(quiet);
     let run_dir = worktree::run_dir(&repo, &name);
-    let _lock = RunLock::acquire(&run_dir, &name)?;
-    let killed = crate::exec::process::kill_orphaned_groups(&run_dir.join("running"));
-    if killed > 0 {
-        eprintln!("git-conference: stopped {killed} agent or evaluation process group(s) left running by a killed run");
-    }
-    crate::exec::process::track_groups_in(&run_dir.join("running"));
-    crate::exec::process::handle_early_interrupts();
+    let _lock = take_over(&run_dir, &name)?;
     let conf = Conference::open(repo.path(), &name, ui.clone()).context("cannot resume")?;
     let st = conf.state();
     if st.phase == Phase::Done {
-        println!(
+        out(&format!(
             "Conference `{name}` is already complete ({}): best {} at {}. Read the report with `git conference report {name}`.",
             st.final_status.as_deref().unwrap_or("done"),
             crate::engine::review::fmt(st.best.metric),
             &st.best.commit[..10]
-        );
+        ));
         return Ok(0);
     }
     let point = recovery_point(&conf);
-    let active: Vec<&String> = st.researchers.keys().collect();
-    eprintln!("Conference state:");
-    eprintln!("- Total rounds completed: {}", st.round_bests.len());
-    eprintln!(
+    let active: Vec<&str> = st.researchers.keys().map(String::as_str).collect();
+    let convergence = match (st.final_status.as_deref(), st.stop_reason.as_deref()) {
+        (Some("converged"), _) => "yes".to_string(),
+        (Some(status), Some(why)) => format!("no (stopped: {status}, {why})"),
+        (Some(status), None) => format!("no (stopped: {status})"),
+        (None, _) => "no".to_string(),
+    };
+    say("Conference state:");
+    say(&format!(
+        "- Total rounds completed: {}",
+        st.round_bests.len()
+    ));
+    say(&format!(
         "- Last completed event: {} at {}",
         st.last_event, st.updated_at
-    );
-    eprintln!(
+    ));
+    say(&format!(
         "- Researchers in last round: {}",
-        active
-            .iter()
-            .map(|s| s.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    eprintln!(
-        "- Convergence reached: {}",
-        if st.final_status.is_some() {
-            "yes"
-        } else {
-            "no"
-        }
-    );
-    eprintln!("- Interruption point: {point}");
+        active.join(", ")
+    ));
+    say(&format!("- Convergence reached: {convergence}"));
+    say(&format!("- Interruption point: {point}"));
     if let Ok(t) = time::OffsetDateTime::parse(
         &st.updated_at,
         &time::format_description::well_known::Rfc3339,
     ) {
         let hours = (now_unix() as i64 - t.unix_timestamp()) / 3600;
         if hours > 24 {
-            eprintln!(
+            say(&format!(
                 "warning: this conference was interrupted {hours} hours ago; dependencies or files outside the conference may have changed"
-            );
+            ));
         }
     }
-    let reverted = conf.reconcile()?;
+    let reverted = conf.reconcile(args.force)?;
     conf.record(
         "conference.resumed",
         &point,
@@ -269,17 +293,14 @@ fn run_engine(conf: Conference) -> Result<i32> {
         .build()?;
     let name = conf.name.clone();
     let outcome = runtime.block_on(async {
+        // What a Ctrl-C means is decided by the process-wide handler (one press, debounced);
+        // this watcher turns the first one into killing what runs.
         tokio::spawn(async {
-            let mut presses = 0;
-            while tokio::signal::ctrl_c().await.is_ok() {
-                presses += 1;
-                if presses == 1 {
-                    eprintln!("\ngit-conference: stopping (agents and evaluations are being killed); press Ctrl-C again to exit at once");
-                    crate::exec::process::cancel_all();
-                } else {
-                    std::process::exit(EXIT_INTERRUPTED);
-                }
+            while !crate::exec::process::cancelled() {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
             }
+            say("\ngit-conference: stopping (agents and evaluations are being killed); press Ctrl-C again to exit at once");
+            crate::exec::process::cancel_all();
         });
         driver::drive(conf.clone()).await
     });
@@ -289,22 +310,22 @@ fn run_engine(conf: Conference) -> Result<i32> {
     let st = conf.state();
     match outcome? {
         RunOutcome::Completed(status) => {
-            println!(
+            out(&format!(
                 "Conference `{name}` {status}: best {} = {} at {} (branch {}).",
                 crate::engine::evaluate::metric_name(&conf.config),
                 crate::engine::review::fmt(st.best.metric),
                 &st.best.commit[..10],
                 conf.refs.best_branch()
-            );
-            println!("Report: git conference report {name} --output <dir>   ·   Apply: git conference apply {name}");
+            ));
+            out(&format!("Report: git conference report {name} --output <dir>   ·   Apply: git conference apply {name}"));
             Ok(0)
         }
         RunOutcome::Paused => {
-            println!("Conference `{name}` paused after round {} (pause_every). Continue with `git conference resume {name}`.", st.round);
+            out(&format!("Conference `{name}` paused after round {} (pause_every). Continue with `git conference resume {name}`.", st.round));
             Ok(EXIT_PAUSED)
         }
         RunOutcome::Interrupted => {
-            eprintln!("git-conference: interrupted; what finished is recorded. Continue with `git conference resume {name}`.");
+            say(&format!("git-conference: interrupted; what finished is recorded. Continue with `git conference resume {name}`."));
             Ok(EXIT_INTERRUPTED)
         }
     }

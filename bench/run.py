@@ -20,7 +20,8 @@ one table with four measurements, their targets and PASS/MISS:
 3. Status and resume latency at 100 / 10,000 / 100,000 events (benches/events.rs appends
    synthetic events through Conference::record, the engine's own recording path, to a real paused
    conference): wall time of `git conference status` (median of 5), and of `git conference resume`
-   from launch until its agent starts (median of 3).
+   from launch until its agent starts (median of 3); then the same resume with 3,000 events in
+   the current round (all after the latest checkpoint).
 4. Parallel efficiency: 1, 2, 4, 8 researchers, 3 iterations each, an evaluation that sleeps;
    efficiency = research-phase wall time with 1 researcher / with N (same work per researcher).
 
@@ -349,7 +350,7 @@ def bench_transition(E, cache, sizes, researchers, reps, transition_exe):
 # ---------------------------------------------------------------------------------------------
 # 3. Status and resume latency
 
-def bench_events(E, cache, levels, events_exe, status_reps, resume_reps):
+def bench_events(E, cache, levels, events_exe, status_reps, resume_reps, round_events):
     log("events: building the conference")
     work = clone(E, repo_of_size(E, cache, 100), os.path.join(E.tmp, "ev"))
     agent = os.path.join(E.tmp, "agent.sh")
@@ -394,6 +395,23 @@ def bench_events(E, cache, levels, events_exe, status_reps, resume_reps):
             resume_wall.append(t * 1000)
         rows.append({"events": at, "status_ms": median(status), "status_min_ms": min(status),
                      "resume_to_agent_ms": median(resume), "resume_round_ms": median(resume_wall)})
+    # The same resume when the current round is long: its events are all after the latest
+    # checkpoint (round.completed, conference.resumed), which resume's note replay used to walk.
+    log("events: appending %d events in one round" % round_events)
+    E.run([events_exe, work, "ev", str(round_events), "--one-round"], work)
+    at = events_now()
+    resume = []
+    for _ in range(resume_reps):
+        if os.path.exists(stamps):
+            os.remove(stamps)
+        t0 = time.time()
+        t, p = E.timed(["git", "conference", "resume", "ev"], work, ev_env, check=False)
+        if p.returncode != 3:
+            raise RuntimeError("resume: expected exit 3 (paused), got %d:\n%s%s" % (p.returncode, p.stdout, p.stderr))
+        resume.append((read_stamps(stamps)[0] - t0) * 1000)
+        # Each resume records conference.resumed: put the long round back after it.
+        E.run([events_exe, work, "ev", str(round_events), "--one-round"], work)
+    rows.append({"events": at, "round_events": round_events, "resume_to_agent_ms": median(resume)})
     return rows
 
 
@@ -509,8 +527,14 @@ def table(m, ovh, tr, ev, par, args, targets):
     L.append("| events | `status` (median) | `status` (min) | `resume` until its agent starts | `resume` of one paused round, whole |")
     L.append("| ---: | ---: | ---: | ---: | ---: |")
     for r in ev:
-        L.append("| %d | %.1f | %.1f | %.1f | %.1f |" % (
-            r["events"], r["status_ms"], r["status_min_ms"], r["resume_to_agent_ms"], r["resume_round_ms"]))
+        if "round_events" not in r:
+            L.append("| %d | %.1f | %.1f | %.1f | %.1f |" % (
+                r["events"], r["status_ms"], r["status_min_ms"], r["resume_to_agent_ms"], r["resume_round_ms"]))
+    for r in ev:
+        if "round_events" in r:
+            L.append("")
+            L.append("`resume` until its agent starts, %d events in the current round (of %d): %.1f ms" % (
+                r["round_events"], r["events"], r["resume_to_agent_ms"]))
     L.append("")
     L.append("4. Parallel efficiency (research phase: first agent start to last evaluation end, median of runs; eval sleeps %.1f s, %d iterations per researcher)" % (
         args.sleep, args.par_iterations))
@@ -543,8 +567,9 @@ def evaluate_targets(ovh, tr, ev, par, sizes):
         targets.append(("round transition (10 files changed) at %d files ≤ ⅕ of a fresh `git worktree add`" % r["files"],
                         "%.1f ms vs %.1f ms per worktree (ratio %.3f)" % (r["per_worktree_ms"], r["fresh_add_ms"], r["ratio"]),
                         r["ratio"] <= 0.2))
-    if ev:
-        last, first = ev[-1], ev[0]
+    levels = [r for r in ev if "round_events" not in r]
+    if levels:
+        last, first = levels[-1], levels[0]
         targets.append(("`status` at %d events < 100 ms" % last["events"], "%.1f ms" % last["status_ms"],
                         last["status_ms"] < 100))
         # "does not grow with the number of events": the largest log within noise of the smallest.
@@ -571,13 +596,13 @@ def main():
     args = ap.parse_args()
     if args.quick:
         sizes = {"overhead": [300, 2000], "overhead_target": 2000, "transition": [300, 2000],
-                 "transition_target": 2000, "events": [100, 500, 2000]}
+                 "transition_target": 2000, "events": [100, 500, 2000], "round_events": 1000}
         iterations, reps, researchers = 6, 1, 2
         counts, args.sleep, args.par_iterations = [1, 2, 4], 0.2, 2
         status_reps, resume_reps = 3, 1
     else:
         sizes = {"overhead": [1000, 10000, 50000], "overhead_target": 10000, "transition": [1000, 10000, 50000],
-                 "transition_target": 50000, "events": [100, 10000, 100000]}
+                 "transition_target": 50000, "events": [100, 10000, 100000], "round_events": 3000}
         iterations, reps, researchers = 30, 3, 4
         counts, args.sleep, args.par_iterations = [1, 2, 4, 8], 0.5, 3
         status_reps, resume_reps = 5, 3
@@ -593,7 +618,7 @@ def main():
         cache = {}
         ovh = bench_overhead(E, cache, sizes["overhead"], iterations) if "overhead" in only else []
         tr = bench_transition(E, cache, sizes["transition"], researchers, reps, transition_exe) if "transition" in only else []
-        ev = bench_events(E, cache, sizes["events"], events_exe, status_reps, resume_reps) if "events" in only else []
+        ev = bench_events(E, cache, sizes["events"], events_exe, status_reps, resume_reps, sizes["round_events"]) if "events" in only else []
         par = bench_parallel(E, cache, counts, args.sleep, args.par_iterations, 1 if args.quick else 3) if "parallel" in only else []
         m = machine()
         targets = evaluate_targets(ovh, tr, ev, par, sizes)

@@ -2,11 +2,12 @@
 //! code path every step of the engine records with (one commit per event, state.json rewritten).
 //! Driven by bench/run.py, which then times `git conference status` and `resume` on it.
 //!
-//! Usage: events <repo> <conference-name> <count>
+//! Usage: events <repo> <conference-name> <count> [--one-round]
 //!
 //! The synthetic stream looks like a real one: rounds of 48 `researcher.iteration` events with
 //! realistic payloads, each round closed by `round.completed` (resume's note replay walks back to
-//! the latest `round.completed`, as it would in a real conference).
+//! the latest `round.completed`, as it would in a real conference). With `--one-round` every
+//! event is an iteration of one long round: what resume costs when the current round is long.
 
 use std::path::Path;
 use std::time::Instant;
@@ -16,12 +17,14 @@ use git_conference::ui::Ui;
 use serde_json::json;
 
 fn main() {
-    let args: Vec<String> = std::env::args()
+    let mut args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| a != "--bench")
         .collect();
+    let one_round = args.iter().any(|a| a == "--one-round");
+    args.retain(|a| a != "--one-round");
     if args.len() != 3 {
-        eprintln!("usage: events <repo> <conference-name> <count>");
+        eprintln!("usage: events <repo> <conference-name> <count> [--one-round]");
         std::process::exit(2);
     }
     let count: u64 = args[2].parse().expect("count");
@@ -31,7 +34,7 @@ fn main() {
     let t = Instant::now();
     for i in 0..count {
         let n = start + i;
-        if n % 49 == 48 {
+        if n % 49 == 48 && !one_round {
             conf.record(
                 "round.completed",
                 &format!("synthetic round {n}"),

@@ -1,13 +1,24 @@
-//! One runner per conference: a lock file in the conference's run folder names the process that
-//! holds it. A lock whose process is gone (killed, machine rebooted) is stale and taken over.
+//! One runner per conference: an OS advisory lock (`flock`) on the file `lock` in the
+//! conference's run folder, held for the runner's whole life.
+//!
+//! The kernel releases the lock when its process dies, however it dies, so there is no stale lock
+//! to detect and no pid that a later process could reuse: a lock that cannot be taken belongs to
+//! a live process. The file also names that process (pid, host, start time), for the message a
+//! second runner prints. Its descriptor is close-on-exec, so agents and evaluations never inherit
+//! the lock (an orphaned agent must not keep the next `resume` out).
 
-use std::io::Write;
+use std::fs::File;
+use std::io::{Seek, Write};
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 
 pub struct RunLock {
     path: PathBuf,
+    /// Holds the flock; closing it (drop, or the process's death) releases the lock.
+    _file: File,
 }
 
 fn hostname() -> String {
@@ -17,68 +28,103 @@ fn hostname() -> String {
         .unwrap_or_else(|_| "localhost".into())
 }
 
-fn alive(pid: i32) -> bool {
-    // SAFETY: signal 0 only checks that the process exists.
-    let r = unsafe { libc::kill(pid, 0) };
-    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+/// Who holds the lock, as its file says: "<pid> <host> <since>". The holder writes it right after
+/// taking the lock, so an empty file is read again for a moment.
+fn holder(path: &Path) -> (String, String, String) {
+    for _ in 0..20 {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let mut parts = text.split_whitespace();
+        if let (Some(pid), Some(host), Some(since)) = (parts.next(), parts.next(), parts.next()) {
+            return (pid.to_string(), host.to_string(), since.to_string());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    ("?".into(), "?".into(), "?".into())
 }
 
 impl RunLock {
-    /// Takes the lock of the conference whose run folder is `dir`.
+    /// Takes the lock of the conference whose run folder is `dir`, or fails naming the live
+    /// process that holds it.
     pub fn acquire(dir: &Path, name: &str) -> Result<RunLock> {
         std::fs::create_dir_all(dir)?;
         let path = dir.join("lock");
-        for _ in 0..3 {
-            match std::fs::OpenOptions::new()
+        for _ in 0..50 {
+            // std opens with O_CLOEXEC: children never inherit the descriptor, hence the lock.
+            let mut file = std::fs::OpenOptions::new()
+                .read(true)
                 .write(true)
-                .create_new(true)
+                .create(true)
+                .truncate(false)
                 .open(&path)
-            {
-                Ok(mut f) => {
-                    writeln!(
-                        f,
-                        "{} {} {}",
-                        std::process::id(),
-                        hostname(),
-                        crate::engine::now_iso()
-                    )?;
-                    return Ok(RunLock { path });
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    let text = std::fs::read_to_string(&path).unwrap_or_default();
-                    let mut parts = text.split_whitespace();
-                    let pid: i32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-                    let host = parts.next().unwrap_or("").to_string();
-                    let since = parts.next().unwrap_or("").to_string();
-                    if pid > 0
-                        && host == hostname()
-                        && alive(pid)
-                        && pid as u32 != std::process::id()
-                    {
+                .with_context(|| format!("cannot open the run lock {}", path.display()))?;
+            // SAFETY: flock on a descriptor we own.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+                let err = std::io::Error::last_os_error();
+                match err.raw_os_error() {
+                    Some(libc::EWOULDBLOCK) => {
+                        let (pid, host, since) = holder(&path);
                         bail!(
                             "conference `{name}` is already running (process {pid} on {host}, since {since}); \
                              wait for it, or stop it with `kill -INT {pid}`"
                         );
                     }
-                    if !host.is_empty() && host != hostname() {
-                        bail!(
-                            "conference `{name}` is locked by process {pid} on another host ({host}); \
-                             if that run is dead, remove {}",
-                            path.display()
-                        );
+                    Some(libc::EINTR) => continue,
+                    _ => {
+                        return Err(err).with_context(|| format!("cannot lock {}", path.display()))
                     }
-                    // Stale: its process is gone. Take it over.
-                    let _ = std::fs::remove_file(&path);
                 }
-                Err(e) => return Err(e.into()),
             }
+            // A runner that releases the lock deletes the file first: the file locked here must
+            // still be the one at `path`, else another process may lock the new one.
+            let ours = file.metadata()?;
+            match std::fs::metadata(&path) {
+                Ok(now) if now.ino() == ours.ino() && now.dev() == ours.dev() => {}
+                _ => continue,
+            }
+            file.set_len(0)?;
+            file.rewind()?;
+            writeln!(
+                file,
+                "{} {} {}",
+                std::process::id(),
+                hostname(),
+                crate::engine::now_iso()
+            )?;
+            return Ok(RunLock { path, _file: file });
         }
-        bail!("could not take the lock {}", path.display())
+        bail!("could not take the run lock {}", path.display())
     }
 }
 
 impl Drop for RunLock {
     fn drop(&mut self) {
+        // Deleted while still locked (the descriptor closes after this), see `acquire`.
         let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lock excludes a second holder, and its descriptor is not inherited by children.
+    #[test]
+    fn exclusive_and_close_on_exec() {
+        let tmp = tempfile::tempdir().unwrap();
+        let lock = RunLock::acquire(tmp.path(), "x").unwrap();
+        let second = RunLock::acquire(tmp.path(), "x").err().unwrap().to_string();
+        assert!(
+            second.contains(&format!("process {}", std::process::id())),
+            "{second}"
+        );
+        // SAFETY: fcntl F_GETFD only reads the descriptor's flags.
+        let flags = unsafe { libc::fcntl(lock._file.as_raw_fd(), libc::F_GETFD) };
+        assert!(
+            flags & libc::FD_CLOEXEC != 0,
+            "the lock would leak into children"
+        );
+        drop(lock);
+        assert!(!tmp.path().join("lock").exists());
+        RunLock::acquire(tmp.path(), "x").unwrap();
     }
 }

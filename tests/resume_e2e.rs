@@ -853,7 +853,9 @@ fn sigint_once_stops_gracefully_and_resume_completes() {
     check_invariants(&repo, &before, expected, &log);
 }
 
-/// Two SIGINTs: the second exits at once; resume still completes the conference.
+/// Two SIGINTs a second apart (two presses; closer ones are one press, see
+/// `one_ctrl_c_through_git_is_one_graceful_stop`): the second exits at once if the run is still
+/// stopping; either way the exit is 130 and resume completes the conference.
 #[test]
 fn sigint_twice_exits_at_once_and_resume_completes() {
     let expected = reference();
@@ -864,7 +866,7 @@ fn sigint_twice_exits_at_once_and_resume_completes() {
     let mut child = spawn(&repo, &["start", NAME, "--yes"], &env);
     wait_for_event(&repo, &mut child, "researcher.iteration");
     send(child.id(), libc::SIGINT);
-    std::thread::sleep(Duration::from_millis(20));
+    std::thread::sleep(Duration::from_millis(1100));
     send(child.id(), libc::SIGINT);
     let leg = finish_within(child, Duration::from_secs(20));
     assert_eq!(leg.ending, Ending::Code(130), "{leg}");
@@ -1346,4 +1348,625 @@ fn resume_in_a_fresh_clone_after_plain_git_push() {
     };
     resume_to_end(&clone, &mut log);
     check_invariants(&clone, &before, expected, &log);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ctrl-C as a terminal sends it, through `git conference`
+
+/// One Ctrl-C typed at `git conference start` or `resume`: the terminal sends SIGINT to the whole
+/// foreground process group, and git forwards it to its `git-conference` child as well, so the
+/// program gets it twice within a fraction of a millisecond. That is one press, at any instant
+/// once the run holds its lock (startup, worktree preparation, research): a graceful stop
+/// (agents and evaluations killed, what finished recorded, the resume hint, the lock released),
+/// not the immediate exit of a second press. Resume then completes the conference.
+#[test]
+fn one_ctrl_c_through_git_is_one_graceful_stop() {
+    use std::os::unix::process::CommandExt;
+    let expected = reference();
+    let repo = fixture();
+    let before = user_side(&repo);
+    let mut log = Log::default();
+    let mut rng = Lcg(5);
+    let mut stops = Vec::new();
+    for _ in 0..6 {
+        let resuming = has_conference(&repo);
+        let args = if resuming {
+            vec!["conference", "resume", NAME]
+        } else {
+            vec!["conference", "start", NAME, "--yes"]
+        };
+        let events_before = if resuming { repo.events(NAME).len() } else { 0 };
+        let previous_lock = std::fs::read_to_string(lock_path(&repo)).unwrap_or_default();
+        let mut child = repo
+            .command("git")
+            .args(&args)
+            .env("RESUME_AGENT_SLEEP", "0.05")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        // Once the run holds its lock (its handler is in place by then).
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let lock = std::fs::read_to_string(lock_path(&repo)).unwrap_or_default();
+            if !lock.is_empty() && lock != previous_lock {
+                break;
+            }
+            assert!(child.try_wait().unwrap().is_none(), "the run ended early");
+            assert!(Instant::now() < deadline, "the run never took its lock");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let delay = rng.next(0, 500);
+        std::thread::sleep(Duration::from_millis(delay));
+        // SAFETY: signals the process group of our own child (its leader is not reaped yet).
+        unsafe {
+            libc::killpg(child.id() as i32, libc::SIGINT);
+        }
+        let leg = finish_within(child, Duration::from_secs(20));
+        if leg.ending == Ending::Code(0) {
+            break;
+        }
+        // git waits for its child, then dies of the signal it forwarded.
+        assert!(
+            matches!(leg.ending, Ending::Signal(libc::SIGINT) | Ending::Code(130)),
+            "{leg}"
+        );
+        assert!(
+            leg.stderr.contains(&format!(
+                "interrupted; what finished is recorded. Continue with `git conference resume {NAME}`"
+            )),
+            "one Ctrl-C {delay} ms after the lock must stop gracefully with the resume hint:\n{leg}"
+        );
+        assert!(
+            leg.stderr.matches("git-conference: stopping").count() <= 1,
+            "{leg}"
+        );
+        check_graceful_stop(&repo);
+        if resuming
+            && repo.events(NAME)[events_before..]
+                .iter()
+                .any(|e| e["event"] == "conference.resumed")
+        {
+            log.resumed += 1;
+        }
+        stops.push(format!("{delay}ms@{}", last_event(&repo)));
+    }
+    eprintln!("graceful stops: {stops:?}");
+    assert!(stops.len() >= 4, "only {} stops landed", stops.len());
+    resume_to_end(&repo, &mut log);
+    check_invariants(&repo, &before, expected, &log);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The run lock under contention
+
+/// Several resumes started together against a lock file left behind (first naming a live process
+/// that is not a runner, as after pid reuse; then left by a SIGKILLed runner): exactly one
+/// proceeds, every other one is refused naming it, and the conference still completes.
+#[test]
+fn concurrent_resumes_against_a_stale_lock_exactly_one_proceeds() {
+    let expected = reference();
+    let repo = fixture();
+    let before = user_side(&repo);
+    let mut log = Log::default();
+    failpoint_chain_no_resume(&repo, "event.round.started:1", &mut log);
+    // The lock file names a live process that is not a runner (its pid was reused).
+    let mut bystander = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    std::fs::write(
+        lock_path(&repo),
+        format!("{} {} 2000-01-01T00:00:00Z\n", bystander.id(), hostname()),
+    )
+    .unwrap();
+    const TRIALS: usize = 12;
+    const RUNNERS: usize = 4;
+    for trial in 0..TRIALS {
+        let env = [("RESUME_AGENT_SLEEP", "30")];
+        let mut children: Vec<Child> = (0..RUNNERS)
+            .map(|_| spawn(&repo, &["resume", NAME], &env))
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut refused = Vec::new();
+        while refused.len() < RUNNERS - 1 {
+            assert!(
+                Instant::now() < deadline,
+                "trial {trial}: {} of {RUNNERS} resumes refused, the others run beside each other",
+                refused.len()
+            );
+            let mut i = 0;
+            while i < children.len() {
+                if children[i].try_wait().unwrap().is_some() {
+                    refused.push(finish(children.remove(i)));
+                } else {
+                    i += 1;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(children.len(), 1, "trial {trial}: no resume proceeded");
+        let winner = children.pop().unwrap();
+        for leg in &refused {
+            assert_ne!(leg.ending, Ending::Code(0), "trial {trial}: {leg}");
+            assert!(
+                leg.stderr
+                    .contains(&format!("already running (process {}", winner.id())),
+                "trial {trial}: a refused resume must name the runner {}:\n{leg}",
+                winner.id()
+            );
+        }
+        // Killed at some point of its startup: the lock file stays, naming a dead process.
+        std::thread::sleep(Duration::from_millis(20 * trial as u64));
+        send(winner.id(), libc::SIGKILL);
+        finish(winner);
+        kill_strays(&repo);
+    }
+    let _ = bystander.kill();
+    let _ = bystander.wait();
+    log.resumed = repo.events_named(NAME, "conference.resumed").len();
+    resume_to_end(&repo, &mut log);
+    check_invariants(&repo, &before, expected, &log);
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// Starts the conference and has it killed at `failpoint`.
+fn failpoint_chain_no_resume(repo: &TestRepo, failpoint: &str, log: &mut Log) {
+    let leg = next_leg(repo, Some(failpoint), &[], Stop::Never, log);
+    assert_eq!(leg.ending, Ending::Signal(9), "{leg}");
+    log.kills.push(failpoint.to_string());
+    kill_strays(repo);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Branches moved by hand
+
+fn rev(repo: &TestRepo, name: &str) -> String {
+    repo.git(&["rev-parse", name]).trim().to_string()
+}
+
+/// Moves three conference branches the way a user might after a kill: a commit in researcher A's
+/// worktree, `git update-ref` of researcher C's branch and of best to a commit of their own.
+/// Returns (branch, commit it now points to).
+fn move_branches_by_hand(repo: &TestRepo) -> Vec<(String, String)> {
+    let wt = worktree(repo, "researcher-A");
+    std::fs::write(wt.join("a.txt"), "1000\n").unwrap();
+    repo.git_in(&wt, &["commit", "-q", "-am", "my own idea"]);
+    let own = repo
+        .git(&[
+            "commit-tree",
+            "main^{tree}",
+            "-p",
+            "main",
+            "-m",
+            "user's own commit",
+        ])
+        .trim()
+        .to_string();
+    let mut moved = vec![(
+        format!("conference/{NAME}/researcher-A"),
+        rev(repo, &format!("conference/{NAME}/researcher-A")),
+    )];
+    for branch in ["researcher-C", "best"] {
+        let b = format!("conference/{NAME}/{branch}");
+        repo.git(&["update-ref", &format!("refs/heads/{b}"), &own]);
+        moved.push((b, own.clone()));
+    }
+    moved
+}
+
+/// A resume finds branches that no kill can leave where they are: it changes nothing and says
+/// which branch points where, what the event log expects, and how to go on. Following either way
+/// it names (`--force`, or the printed commands) finishes the conference with nothing lost.
+#[test]
+fn hand_moved_branches_stop_resume_until_set_aside() {
+    let expected = reference();
+    for use_force in [true, false] {
+        let repo = fixture();
+        let before = user_side(&repo);
+        let mut log = Log::default();
+        failpoint_chain_no_resume(&repo, "event.researcher.iteration:4", &mut log);
+        let recorded = repo.status_json(NAME);
+        let moved = move_branches_by_hand(&repo);
+        let events = repo.events(NAME).len();
+
+        let refused = repo.conference(&["resume", NAME]);
+        assert_ne!(refused.code, 0, "{}{}", refused.stdout, refused.stderr);
+        assert_eq!(
+            repo.events(NAME).len(),
+            events,
+            "a refused resume recorded events"
+        );
+        for (branch, commit) in &moved {
+            let label = branch.rsplit('/').next().unwrap();
+            let want = if label == "best" {
+                recorded["best"]["commit"].as_str().unwrap()
+            } else {
+                recorded["researchers"][&label["researcher-".len()..]]["head"]
+                    .as_str()
+                    .unwrap()
+            };
+            let line = refused
+                .stderr
+                .lines()
+                .find(|l| l.contains(&format!("{branch} points to")))
+                .unwrap_or_else(|| panic!("{branch} not named:\n{}", refused.stderr));
+            assert!(
+                line.contains(&commit[..10]) && line.contains(&want[..10]),
+                "{line}"
+            );
+            assert_eq!(
+                &rev(&repo, branch),
+                commit,
+                "a refused resume moved {branch}"
+            );
+        }
+        assert!(
+            refused
+                .stderr
+                .contains(&format!("git conference resume {NAME} --force")),
+            "{}",
+            refused.stderr
+        );
+
+        if use_force {
+            let r = repo.conference(&["resume", NAME, "--force"]);
+            assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+            log.resumed += 1;
+            let set_aside = repo.events_named(NAME, "branch.set_aside");
+            assert_eq!(set_aside.len(), moved.len(), "{set_aside:#?}");
+            for (branch, commit) in &moved {
+                let ev = set_aside
+                    .iter()
+                    .find(|e| e["payload"]["branch"] == branch.as_str())
+                    .unwrap_or_else(|| panic!("{branch} not set aside"));
+                assert_eq!(ev["payload"]["commit"], commit.as_str());
+                let attempts = format!("refs/conference/{NAME}/attempts");
+                assert_eq!(
+                    repo.git_run(&["merge-base", "--is-ancestor", commit, &attempts])
+                        .code,
+                    0,
+                    "{commit} is not kept reachable"
+                );
+                assert!(
+                    repo.notes(commit)
+                        .iter()
+                        .any(|n| n["verdict"] == "set_aside" && n["branch"] == branch.as_str()),
+                    "{commit} has no set-aside note"
+                );
+            }
+            // The commit made in A's worktree is recorded once, not again as uncommitted work.
+            let a_tree = rev(&repo, &format!("{}^{{tree}}", moved[0].1));
+            assert!(
+                !repo
+                    .events_named(NAME, "attempt.interrupted")
+                    .iter()
+                    .any(|e| e["payload"]["tree"] == a_tree.as_str()),
+                "the set-aside commit was recorded twice"
+            );
+        } else {
+            // The printed commands, as a user would paste them.
+            for line in refused.stderr.lines() {
+                let line = line.trim();
+                if let Some(args) = line.strip_prefix("git ") {
+                    if !args.starts_with("conference") {
+                        let args: Vec<&str> = args.split_whitespace().collect();
+                        repo.git(&args);
+                    }
+                }
+            }
+            assert_eq!(rev(&repo, "my-work-1"), moved[0].1);
+            resume_to_end(&repo, &mut log);
+            assert!(repo.events_named(NAME, "branch.set_aside").is_empty());
+        }
+        check_invariants(&repo, &before, expected, &log);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Worktrees that cannot be opened
+
+/// A researcher worktree whose links to the repository broke keeps its files: after the whole
+/// repository was moved, after its registration was deleted, and (moved aside, not deleted) when
+/// it cannot be linked again. Its uncommitted work is recorded as an attempt.
+#[test]
+fn broken_worktrees_keep_their_files() {
+    let expected = reference();
+    for how in [
+        "move the repository",
+        "delete the registration",
+        "unlinkable",
+    ] {
+        let mut repo = fixture();
+        let before = user_side(&repo);
+        let mut log = Log::default();
+        failpoint_chain_no_resume(&repo, "event.researcher.iteration:2", &mut log);
+        let wt = worktree(&repo, "researcher-B");
+        std::fs::write(wt.join("planted.txt"), "planted by the test\n").unwrap();
+        match how {
+            "move the repository" => {
+                let moved = repo.tmp.path().join("moved");
+                std::fs::rename(&repo.dir, &moved).unwrap();
+                repo.dir = moved;
+            }
+            "delete the registration" => {
+                let gitfile = std::fs::read_to_string(wt.join(".git")).unwrap();
+                let admin = gitfile.trim().strip_prefix("gitdir: ").unwrap();
+                std::fs::remove_dir_all(admin).unwrap();
+            }
+            _ => {
+                std::fs::remove_file(wt.join(".git")).unwrap();
+                std::fs::create_dir(wt.join(".git")).unwrap();
+            }
+        }
+        let wt = worktree(&repo, "researcher-B");
+        let leg = next_leg(&repo, None, &[], Stop::Never, &mut log);
+        assert_eq!(leg.ending, Ending::Code(0), "[{how}] {leg}");
+        if how == "unlinkable" {
+            let aside: Vec<PathBuf> = std::fs::read_dir(wt.parent().unwrap())
+                .unwrap()
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .unwrap()
+                        .to_string_lossy()
+                        .starts_with("researcher-B.unlinked-")
+                })
+                .collect();
+            assert_eq!(aside.len(), 1, "[{how}] {leg}");
+            assert_eq!(
+                std::fs::read_to_string(aside[0].join("planted.txt")).unwrap(),
+                "planted by the test\n"
+            );
+            let aside_name = aside[0].file_name().unwrap().to_string_lossy().into_owned();
+            assert!(
+                leg.stderr.contains(&aside_name),
+                "[{how}] the warning says where the files went:\n{leg}"
+            );
+        } else {
+            let recorded = repo
+                .events_named(NAME, "attempt.interrupted")
+                .iter()
+                .any(|e| {
+                    let c = e["payload"]["commit"].as_str().unwrap();
+                    repo.show(c, "planted.txt").as_deref() == Some("planted by the test\n")
+                });
+            assert!(
+                recorded,
+                "[{how}] planted.txt is in no recorded attempt\n{leg}"
+            );
+        }
+        assert!(wt.join(".git").is_file(), "[{how}] worktree not re-created");
+        let list = repo.git(&["worktree", "list", "--porcelain"]);
+        assert!(!list.contains("prunable"), "[{how}] {list}");
+        check_invariants(&repo, &before, expected, &log);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// fetch never rewinds
+
+fn events_tip(repo: &TestRepo) -> String {
+    rev(repo, &events_ref())
+}
+
+/// `git conference fetch` takes a conference's refs only when the remote's event log continues
+/// the local one: a remote that is behind leaves the local log alone (and says so), a diverged
+/// one is refused, a live runner keeps fetch out, and a remote that is ahead is taken whole.
+#[test]
+fn fetch_never_rewinds_the_event_log() {
+    let expected = reference();
+    let origin = fixture();
+    let mut origin_log = Log::default();
+    failpoint_chain_no_resume(&origin, "event.researcher.iteration:2", &mut origin_log);
+    let remote = bare_remote(&origin);
+    origin.conference(&["push", "origin"]).ok();
+
+    // A clone goes further than the remote: fetching again keeps its log.
+    let clone = clone_of(&remote);
+    clone.conference(&["fetch", "origin"]).ok();
+    assert_eq!(events_tip(&clone), events_tip(&origin));
+    let mut clone_log = Log::default();
+    failpoint_chain_no_resume(&clone, "event.researcher.iteration:2", &mut clone_log);
+    let ahead = events_tip(&clone);
+    let r = clone.conference(&["fetch", "origin"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("ahead"), "{}", r.stdout);
+    assert_eq!(events_tip(&clone), ahead, "fetch rewound the event log");
+
+    // While a runner is live in the clone, fetch is refused and names it.
+    let runner = spawn(&clone, &["resume", NAME], &[("RESUME_AGENT_SLEEP", "30")]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !lock_path(&clone).exists()
+        || !std::fs::read_to_string(lock_path(&clone))
+            .unwrap_or_default()
+            .starts_with(&format!("{} ", runner.id()))
+    {
+        assert!(Instant::now() < deadline, "the runner never took its lock");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let r = clone.conference(&["fetch", "origin"]);
+    assert_ne!(r.code, 0, "fetch ran beside a live runner");
+    assert!(
+        r.stderr.contains(&format!("process {}", runner.id())),
+        "{}",
+        r.stderr
+    );
+    send(runner.id(), libc::SIGKILL);
+    finish(runner);
+    kill_strays(&clone);
+    let ahead = events_tip(&clone);
+
+    // The origin goes on too: the logs diverge, and fetch refuses to touch the clone's.
+    let fresh = clone_of(&remote);
+    fresh.conference(&["fetch", "origin"]).ok();
+    failpoint_chain_no_resume(&origin, "event.researcher.iteration:3", &mut origin_log);
+    origin.conference(&["push", "origin"]).ok();
+    let r = clone.conference(&["fetch", "origin"]);
+    assert_ne!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("diverged"), "{}", r.stderr);
+    assert_eq!(events_tip(&clone), ahead, "fetch replaced a diverged log");
+
+    // A clone that is behind takes the remote's log, branches and notes, and finishes there.
+    let before = user_side(&fresh);
+    let r = fresh.conference(&["fetch", "origin"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("new event(s)"), "{}", r.stdout);
+    assert_eq!(events_tip(&fresh), events_tip(&origin));
+    for b in ["best", "researcher-A", "researcher-B", "researcher-C"] {
+        let b = format!("refs/heads/conference/{NAME}/{b}");
+        assert_eq!(rev(&fresh, &b), rev(&origin, &b), "{b}");
+    }
+    let mut log = Log {
+        kills: origin_log.kills,
+        resumed: fresh.events_named(NAME, "conference.resumed").len(),
+    };
+    resume_to_end(&fresh, &mut log);
+    check_invariants(&fresh, &before, expected, &log);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Resume in a long round
+
+/// Resume replays the notes of the events after the latest notes commit that says "noted
+/// through" (or after the round's start): a conference killed deep into a long round has such a
+/// mark within a batch of its last event, and the resume restores every note all the same.
+#[test]
+fn notes_are_marked_so_resume_replays_a_batch_not_the_round() {
+    let repo = fixture();
+    let mut config = common::ConfigBuilder::new("Long round", "sh ./agent.sh")
+        .iterations(200)
+        .rounds(1)
+        .frozen("eval.sh, agent.sh");
+    config.max_total_iterations = 1000;
+    repo.write("conference.md", &config.build());
+    repo.commit_all("long round");
+    let mut log = Log::default();
+    let env = [("RESUME_AGENT_SLEEP", "0")];
+    let leg = next_leg(
+        &repo,
+        Some("event.researcher.iteration:170"),
+        &env,
+        Stop::Never,
+        &mut log,
+    );
+    assert_eq!(leg.ending, Ending::Signal(9), "{leg}");
+    kill_strays(&repo);
+    let notes_log = repo.git(&[
+        "log",
+        "--first-parent",
+        "--format=%B",
+        "refs/notes/conference",
+    ]);
+    let mark = notes_log
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("Conference-Noted-Through: {NAME} ")))
+        .expect("no notes commit says how far it noted")
+        .trim()
+        .to_string();
+    let behind: usize = repo
+        .git(&["rev-list", "--count", &format!("{mark}..{}", events_ref())])
+        .trim()
+        .parse()
+        .unwrap();
+    let since_round: usize = repo
+        .git(&["rev-list", "--count", "--first-parent", &events_ref()])
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        behind <= 130 && since_round > 170,
+        "marked {behind} events behind the tip, of {since_round}"
+    );
+    let leg = next_leg(&repo, None, &env, Stop::Never, &mut log);
+    assert_eq!(leg.ending, Ending::Code(0), "{leg}");
+    for e in repo.events(NAME) {
+        for note in e["payload"]["notes"].as_array().into_iter().flatten() {
+            let commit = note["commit"].as_str().unwrap();
+            assert!(
+                repo.notes(commit).contains(note),
+                "{} lacks its note on {commit}",
+                e["event"]
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small things a resume says and survives
+
+/// After a budget stop the summary does not claim convergence; with several conferences the hint
+/// names `resume`; a notes lock left by a killed run costs no wait; a resume whose stdout reader
+/// went away (`| head`) still finishes.
+#[test]
+fn resume_summary_hint_and_closed_stdout() {
+    let expected = reference();
+    let repo = fixture();
+    let before = user_side(&repo);
+    let mut log = Log::default();
+    failpoint_chain_no_resume(&repo, "event.conference.budget_stop:1", &mut log);
+
+    repo.git(&["update-ref", "refs/conference/zzz/events", &events_ref()]);
+    let r = repo.conference(&["resume"]);
+    assert_ne!(r.code, 0);
+    assert!(
+        r.stderr.contains(&format!("git conference resume {NAME}")),
+        "{}",
+        r.stderr
+    );
+    repo.git(&["update-ref", "-d", "refs/conference/zzz/events"]);
+
+    // A notes lock left long ago by a killed process is stale at once: no waiting for it.
+    let notes_lock = repo.git_dir().join("refs/notes/conference.lock");
+    std::fs::write(&notes_lock, "").unwrap();
+    let hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    std::fs::File::options()
+        .write(true)
+        .open(&notes_lock)
+        .unwrap()
+        .set_modified(hour_ago)
+        .unwrap();
+    let started = Instant::now();
+    let leg = next_leg(
+        &repo,
+        Some("event.conference.resumed:1"),
+        &[],
+        Stop::Never,
+        &mut log,
+    );
+    let took = started.elapsed();
+    assert_eq!(leg.ending, Ending::Signal(9), "{leg}");
+    assert!(!notes_lock.exists(), "the stale notes lock is still there");
+    assert!(
+        took < Duration::from_millis(1000),
+        "a stale notes lock cost the resume {took:?}"
+    );
+    assert!(
+        leg.stderr
+            .contains("- Convergence reached: no (stopped: budget_stop, max_rounds (2) reached)"),
+        "{leg}"
+    );
+
+    let mut child = repo
+        .command("git")
+        .args(["conference", "resume", NAME])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "a closed stdout killed the run");
+    log.resumed += 1;
+    check_invariants(&repo, &before, expected, &log);
 }

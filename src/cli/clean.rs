@@ -20,7 +20,7 @@ pub struct CleanArgs {
 
 pub fn run(args: CleanArgs) -> Result<i32> {
     let repo = super::discover()?;
-    let name = super::resolve_name(&repo, args.name)?;
+    let name = super::resolve_name_for(&repo, args.name, "clean")?;
     let run_dir = worktree::run_dir(&repo, &name);
     let lock = RunLock::acquire(&run_dir, &name)?;
     let root = worktree::worktree_path(&repo, &name, "x");

@@ -125,6 +125,12 @@ pub fn conference_names(repo: &Repository) -> Result<Vec<String>> {
 
 /// Resolves the NAME argument: given, or the only conference of the repository.
 pub fn resolve_name(repo: &Repository, name: Option<String>) -> Result<String> {
+    resolve_name_for(repo, name, "status")
+}
+
+/// [`resolve_name`] for `git conference <command>`, which the hint names when several
+/// conferences leave the choice to the user.
+pub fn resolve_name_for(repo: &Repository, name: Option<String>, command: &str) -> Result<String> {
     let names = conference_names(repo)?;
     match name {
         Some(n) => {
@@ -140,7 +146,7 @@ pub fn resolve_name(repo: &Repository, name: Option<String>) -> Result<String> {
             0 => Err(usage("this repository has no conference yet: write conference.md (`git conference init`) and run `git conference start`")),
             1 => Ok(names[0].clone()),
             _ => Err(usage(format!(
-                "this repository has several conferences ({}); name one, e.g. `git conference status {}`",
+                "this repository has several conferences ({}); name one, e.g. `git conference {command} {}`",
                 names.join(", "),
                 names[0]
             ))),

@@ -1,11 +1,19 @@
 //! `push` and `fetch`: share every ref and note of a conference through the user's own `git`
 //! (credential helpers, ssh config and insteadOf apply). Fetched notes are merged with
 //! `cat_sort_uniq`, so verdicts recorded on two machines both survive.
+//!
+//! `fetch` never rewinds a conference: it fetches into a namespace of its own, then takes a
+//! conference's refs only when the remote's event log continues the local one, with the
+//! conference's run lock held (not while it runs here).
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
+use std::path::Path;
 
-use crate::git::git;
+use git2::{Oid, Repository};
+
+use crate::git::{git, git_remote, worktree};
+use crate::lock::RunLock;
 use crate::store::{ConferenceRefs, NOTES_REF};
 
 /// Push a conference's refs and the conference notes to a remote.
@@ -17,9 +25,14 @@ pub struct PushArgs {
     /// Conference name (default: the only conference of the repository).
     #[arg(long)]
     pub name: Option<String>,
+    /// Overwrite the remote's copy even when it has events this repository lacks.
+    #[arg(long)]
+    pub force: bool,
 }
 
-/// Fetch a conference's refs and notes from a remote.
+/// Fetch a conference's refs and notes from a remote. A conference only moves forward: its refs
+/// are taken where the remote's event log continues the local one; a local log that is ahead is
+/// kept, a diverged one is refused (the remote's stays under refs/conference-remotes/<remote>/).
 #[derive(Args, Debug)]
 pub struct FetchArgs {
     /// Remote (default: origin).
@@ -32,61 +45,287 @@ pub struct FetchArgs {
 
 pub fn push(args: PushArgs) -> Result<i32> {
     let repo = super::discover()?;
-    let name = super::resolve_name(&repo, args.name)?;
+    let name = super::resolve_name_for(&repo, args.name, "push")?;
     let refs = ConferenceRefs::new(&name);
-    let dir = repo.commondir().to_path_buf();
     let mut cmd = vec!["push".to_string(), args.remote.clone()];
-    cmd.extend(refs.refspecs());
+    cmd.extend(refs.push_refspecs(args.force));
     if repo.find_reference(NOTES_REF).is_ok() {
-        cmd.push(format!("{NOTES_REF}:{NOTES_REF}"));
+        let plus = if args.force { "+" } else { "" };
+        cmd.push(format!("{plus}{NOTES_REF}:{NOTES_REF}"));
     }
     let argv: Vec<&str> = cmd.iter().map(String::as_str).collect();
-    git(&dir, &argv)?;
+    // From the user's directory, so that a remote given as a relative path means what it says.
+    if let Err(e) = git_remote(Path::new("."), &argv) {
+        let text = format!("{e:#}");
+        if text.contains("[rejected]")
+            || text.contains("non-fast-forward")
+            || text.contains("fetch first")
+        {
+            anyhow::bail!(
+                "{text}\nhint: the remote has events or notes of `{name}` that this repository lacks; \
+                 run `git conference fetch {remote}` (it merges notes and takes the newer event log), \
+                 then push again; `git conference push {remote} --force` overwrites the remote's copy",
+                remote = args.remote
+            );
+        }
+        return Err(e);
+    }
     println!("Pushed conference `{name}` to {}.", args.remote);
     Ok(0)
+}
+
+/// Where `fetch` puts what it receives before it decides what to take, per remote: the
+/// remote's conference refs under `<ns>/conference/…` and `<ns>/heads/conference/…`. They stay
+/// after the fetch, so that a log that was not taken can be looked at.
+fn tracking_namespace(remote: &str) -> String {
+    format!("refs/conference-remotes/{remote}")
 }
 
 pub fn fetch(args: FetchArgs) -> Result<i32> {
     let repo = super::discover()?;
     let dir = repo.commondir().to_path_buf();
-    let pattern = args.name.clone().unwrap_or_else(|| "*".into());
-    let remote_notes = format!("refs/notes/conference-remotes/{}", args.remote);
+    let remote = args.remote.as_str();
+    let ns = tracking_namespace(remote);
+    let pattern = match &args.name {
+        Some(name) => format!("{name}/*"),
+        None => "*".into(),
+    };
+    // What the last fetch left there is replaced by what the remote has now.
+    for name in ref_names(&repo, &format!("{ns}/*"))? {
+        repo.find_reference(&name)?.delete()?;
+    }
+    let remote_notes = format!("refs/notes/conference-remotes/{remote}");
     let specs = [
-        format!("+refs/conference/{pattern}:refs/conference/{pattern}"),
-        format!("+refs/heads/conference/{pattern}:refs/heads/conference/{pattern}"),
+        format!("+refs/conference/{pattern}:{ns}/conference/{pattern}"),
+        format!("+refs/heads/conference/{pattern}:{ns}/heads/conference/{pattern}"),
         format!("+{NOTES_REF}:{remote_notes}"),
     ];
-    let mut argv = vec!["fetch", args.remote.as_str()];
+    let mut argv = vec!["fetch", "--quiet", remote];
     argv.extend(specs.iter().map(String::as_str));
-    if git(&dir, &argv).is_err() {
+    // From the user's directory, so that a remote given as a relative path means what it says.
+    let here = Path::new(".");
+    if git_remote(here, &argv).is_err() {
         // The remote may have no notes yet: fetch the refs alone.
-        let mut argv = vec!["fetch", args.remote.as_str()];
+        let mut argv = vec!["fetch", "--quiet", remote];
         argv.extend(specs[..2].iter().map(String::as_str));
-        git(&dir, &argv)?;
+        git_remote(here, &argv)?;
+        let _ = git(&dir, &["update-ref", "-d", &remote_notes]);
     }
-    if repo.find_reference(&remote_notes).is_ok() {
-        if repo.find_reference(NOTES_REF).is_ok() {
-            git(
-                &dir,
-                &[
-                    "notes",
-                    "--ref",
-                    "conference",
-                    "merge",
-                    "-q",
-                    "-s",
-                    "cat_sort_uniq",
-                    &remote_notes,
-                ],
-            )?;
-        } else {
-            git(&dir, &["update-ref", NOTES_REF, &remote_notes])?;
+    let fetched: Vec<String> = ref_names(&repo, &format!("{ns}/conference/*/events"))?
+        .iter()
+        .filter_map(|r| {
+            r.strip_prefix(&format!("{ns}/conference/"))?
+                .strip_suffix("/events")
+                .map(str::to_string)
+        })
+        .collect();
+    if let Some(name) = &args.name {
+        if !fetched.contains(name) {
+            anyhow::bail!("{remote} has no conference named `{name}`");
         }
     }
-    println!(
-        "Fetched conferences from {}: {}",
-        args.remote,
-        super::conference_names(&repo)?.join(", ")
-    );
+    if fetched.is_empty() {
+        println!("{remote} has no conferences (share one with `git conference push`).");
+    }
+    // No runner may write a conference's refs while they are updated.
+    let mut locks = Vec::new();
+    for name in &fetched {
+        let run_dir = worktree::run_dir(&repo, name);
+        locks.push(RunLock::acquire(&run_dir, name).map_err(|e| {
+            anyhow::anyhow!("{e:#}; fetch again once it has stopped (nothing was changed)")
+        })?);
+    }
+    let mut refused = Vec::new();
+    for name in &fetched {
+        match take(&repo, &ns, remote, name)? {
+            Taken::Refused(why) => {
+                eprintln!("{why}");
+                refused.push(name.clone());
+            }
+            Taken::Said(line) => println!("{line}"),
+        }
+    }
+    merge_notes(&repo, &dir, &remote_notes)?;
+    drop(locks);
+    if !refused.is_empty() {
+        anyhow::bail!(
+            "not updated from {remote}: {} (their event logs diverged; see above)",
+            refused.join(", ")
+        );
+    }
     Ok(0)
+}
+
+enum Taken {
+    /// One line for stdout: what happened to the conference.
+    Said(String),
+    /// Not taken: why, and what to do.
+    Refused(String),
+}
+
+fn ref_names(repo: &Repository, glob: &str) -> Result<Vec<String>> {
+    Ok(repo
+        .references_glob(glob)?
+        .filter_map(|r| r.ok().and_then(|r| r.name().map(str::to_string)))
+        .collect())
+}
+
+fn target(repo: &Repository, name: &str) -> Option<Oid> {
+    repo.find_reference(name).ok().and_then(|r| r.target())
+}
+
+/// Whether `old` is `new` or one of its ancestors (moving from `old` to `new` loses nothing).
+fn fast_forward(repo: &Repository, old: Oid, new: Oid) -> bool {
+    old == new || repo.graph_descendant_of(new, old).unwrap_or(false)
+}
+
+/// Takes conference `name`'s fetched refs from the tracking namespace when the remote's event log
+/// continues the local one (or there is none here). An event log only grows: one that is behind
+/// the local log is not taken (the local one is kept), and one that diverged is refused.
+fn take(repo: &Repository, ns: &str, remote: &str, name: &str) -> Result<Taken> {
+    let refs = ConferenceRefs::new(name);
+    let local_ref = refs.events();
+    let remote_ref = format!("{ns}/conference/{name}/events");
+    let theirs = target(repo, &remote_ref).context("fetched event log vanished")?;
+    let ours = target(repo, &local_ref);
+    let new_events = match ours {
+        Some(ours) if ours == theirs => 0,
+        Some(ours) if fast_forward(repo, theirs, ours) => {
+            let (ahead, _) = repo.graph_ahead_behind(ours, theirs)?;
+            return Ok(Taken::Said(format!(
+                "{name}: the event log here is {ahead} event(s) ahead of {remote}'s; kept it (share it with `git conference push {remote} --name {name}`)"
+            )));
+        }
+        Some(ours) if !fast_forward(repo, ours, theirs) => {
+            let (here, there) = repo.graph_ahead_behind(ours, theirs)?;
+            return Ok(Taken::Refused(format!(
+                "{name}: the event log here and {remote}'s have diverged ({here} event(s) only here, {there} only on {remote}); \
+                 refusing to update `{name}`, nothing of it was changed. {remote}'s log stays at {remote_ref} \
+                 (compare with `git log --oneline {local_ref}...{remote_ref}`). A conference follows one log: \
+                 keep this one and resume here, or keep a copy of it (`git update-ref refs/conference-saved/{name}/events {local_ref}`) \
+                 and take {remote}'s with `git update-ref {local_ref} {remote_ref}`, then fetch again."
+            )));
+        }
+        Some(ours) => repo.graph_ahead_behind(theirs, ours)?.0,
+        None => {
+            let mut walk = repo.revwalk()?;
+            walk.push(theirs)?;
+            walk.simplify_first_parent()?;
+            walk.count()
+        }
+    };
+    // Everything else of the conference first, the event log last: a kill in between leaves a
+    // log that the next fetch takes again.
+    let mut kept = Vec::new();
+    let prefix = format!("{ns}/conference/{name}/");
+    for fetched in ref_names(repo, &format!("{prefix}*"))? {
+        let local = format!("refs/conference/{name}/{}", &fetched[prefix.len()..]);
+        if local == local_ref {
+            continue;
+        }
+        let new = target(repo, &fetched).context("fetched ref vanished")?;
+        match target(repo, &local) {
+            Some(old) if fast_forward(repo, new, old) => {}
+            Some(old) if fast_forward(repo, old, new) => update(repo, &local, new, Some(old))?,
+            // Attempts kept reachable on both sides: a commit with both chains as parents.
+            Some(old) => {
+                let sig = crate::store::signature(repo);
+                let tree = repo.find_tree(repo.treebuilder(None)?.write()?)?;
+                let parents = [repo.find_commit(old)?, repo.find_commit(new)?];
+                let merged = repo.commit(
+                    None,
+                    &sig,
+                    &sig,
+                    &format!("attempts: keep those from {remote} too"),
+                    &tree,
+                    &[&parents[0], &parents[1]],
+                )?;
+                update(repo, &local, merged, Some(old))?;
+            }
+            None => update(repo, &local, new, None)?,
+        }
+    }
+    let prefix = format!("{ns}/heads/conference/{name}/");
+    for fetched in ref_names(repo, &format!("{prefix}*"))? {
+        let short = format!("conference/{name}/{}", &fetched[prefix.len()..]);
+        let local = format!("refs/heads/{short}");
+        let new = target(repo, &fetched).context("fetched branch vanished")?;
+        match target(repo, &local) {
+            None => update(repo, &local, new, None)?,
+            Some(old) if fast_forward(repo, old, new) => update(repo, &local, new, Some(old))?,
+            // The remote's branch is behind (a kill before it moved) or moved by hand here.
+            Some(old) if fast_forward(repo, new, old) => {}
+            Some(old) => kept.push(format!(
+                "{short} (here {}, on {remote} {})",
+                &old.to_string()[..10],
+                &new.to_string()[..10]
+            )),
+        }
+    }
+    update(repo, &local_ref, theirs, ours)?;
+    let mut line = match ours {
+        None => format!("{name}: fetched from {remote} ({new_events} events)"),
+        Some(_) if new_events == 0 => format!("{name}: up to date with {remote}"),
+        Some(_) => format!("{name}: {new_events} new event(s) from {remote}"),
+    };
+    if !kept.is_empty() {
+        line.push_str(&format!(
+            "; kept the local {} (not an ancestor of {remote}'s; `git conference resume {name}` says how to go on)",
+            kept.join(", ")
+        ));
+    }
+    Ok(Taken::Said(line))
+}
+
+/// Points `name` at `new` if it is still at `old` (None: it must not exist yet).
+fn update(repo: &Repository, name: &str, new: Oid, old: Option<Oid>) -> Result<()> {
+    if old == Some(new) {
+        return Ok(());
+    }
+    crate::store::events::cas_update(repo, name, new, old, "git conference fetch")
+        .with_context(|| format!("{name} changed while fetching; fetch again"))
+}
+
+/// Merges the fetched notes into the local ones with `cat_sort_uniq` (a line recorded on either
+/// machine survives). The merge runs on a scratch notes ref, and the result replaces the local
+/// notes only if no runner wrote a note meanwhile (else it is merged again).
+fn merge_notes(repo: &Repository, dir: &Path, remote_notes: &str) -> Result<()> {
+    let Some(theirs) = target(repo, remote_notes) else {
+        return Ok(());
+    };
+    let scratch = "refs/notes/conference-fetch-merge";
+    for _ in 0..10 {
+        let ours = target(repo, NOTES_REF);
+        let merged = match ours {
+            None => theirs,
+            Some(ours) if fast_forward(repo, theirs, ours) => return Ok(()),
+            Some(ours) => {
+                git(dir, &["update-ref", scratch, &ours.to_string()])?;
+                let merged = git(
+                    dir,
+                    &[
+                        "notes",
+                        "--ref",
+                        scratch,
+                        "merge",
+                        "-q",
+                        "-s",
+                        "cat_sort_uniq",
+                        remote_notes,
+                    ],
+                )
+                .and_then(|_| target(repo, scratch).context("notes merge left no result"));
+                let _ = git(dir, &["update-ref", "-d", scratch]);
+                merged?
+            }
+        };
+        if crate::store::events::cas_update(repo, NOTES_REF, merged, ours, "git conference fetch")
+            .is_ok()
+        {
+            return Ok(());
+        }
+    }
+    anyhow::bail!(
+        "could not merge the fetched notes into {NOTES_REF}: it kept changing; fetch again"
+    )
 }

@@ -41,6 +41,12 @@ pub struct StartArgs {
 pub struct ResumeArgs {
     /// Conference name (default: the only conference of the repository).
     pub name: Option<String>,
+    /// A conference branch moved by hand (a commit made in a researcher's worktree, `git branch
+    /// -f`, `git update-ref`) stops the resume. With --force the commit it points to is set aside
+    /// instead (recorded as `branch.set_aside`, kept reachable, noted) and the branch goes back
+    /// where the event log says.
+    #[arg(long)]
+    pub force: bool,
 }
 
 pub fn start(args: StartArgs, quiet: bool) -> Result<i32> {
@@ -105,13 +111,7 @@ pub fn start(args: StartArgs, quiet: bool) -> Result<i32> {
         crate::errln!("warning: your uncommitted changes to {path} (frozen) are not used: the conference evaluates the baseline {} as committed", &base.id().to_string()[..10]);
     }
     let ui = Ui::new(quiet);
-    let _lock = RunLock::acquire(&run_dir, &name)?;
-    let killed = crate::exec::process::kill_orphaned_groups(&run_dir.join("running"));
-    if killed > 0 {
-        crate::errln!("git-conference: stopped {killed} agent or evaluation process group(s) left running by a killed run");
-    }
-    crate::exec::process::track_groups_in(&run_dir.join("running"));
-    crate::exec::process::handle_early_interrupts();
+    let _lock = take_over(&run_dir, &name)?;
     // A start killed while it wrote its first event leaves a lock on the events ref.
     crate::engine::clear_stale_ref_locks(repo.commondir(), &name);
     let conf = Conference::create(repo.path(), &name, cfg, text, base.id(), ui.clone())?;
@@ -125,8 +125,27 @@ pub fn start(args: StartArgs, quiet: bool) -> Result<i32> {
             "note: the forbidden change `{item}` names no path: agents are told, but diffs cannot be checked against it (name the files or globs to have it enforced)"
         ));
     }
-    conf.reconcile()?;
+    conf.reconcile(false)?;
     run_engine(conf)
+}
+
+/// Takes the conference's run lock and gets the process ready to run it: writes to a closed
+/// pipe fail instead of killing the process (SIGPIPE ignored, as Rust programs start, but made
+/// sure of), Ctrl-C asks for a graceful stop, and the process groups a killed runner left
+/// running are stopped before anything touches the worktrees.
+fn take_over(run_dir: &std::path::Path, name: &str) -> Result<RunLock> {
+    // SAFETY: setting a signal's disposition to "ignore".
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+    crate::exec::process::handle_early_interrupts();
+    let lock = RunLock::acquire(run_dir, name)?;
+    let killed = crate::exec::process::kill_orphaned_groups(&run_dir.join("running"));
+    if killed > 0 {
+        crate::errln!("git-conference: stopped {killed} agent or evaluation process group(s) left running by a killed run");
+    }
+    crate::exec::process::track_groups_in(&run_dir.join("running"));
+    Ok(lock)
 }
 
 /// The seed's recovery point for a recorded state.
@@ -151,16 +170,10 @@ pub fn recovery_point(conf: &Conference) -> String {
 
 pub fn resume(args: ResumeArgs, quiet: bool) -> Result<i32> {
     let repo = super::discover()?;
-    let name = super::resolve_name(&repo, args.name)?;
+    let name = super::resolve_name_for(&repo, args.name, "resume")?;
     let ui = Ui::new(quiet);
     let run_dir = worktree::run_dir(&repo, &name);
-    let _lock = RunLock::acquire(&run_dir, &name)?;
-    let killed = crate::exec::process::kill_orphaned_groups(&run_dir.join("running"));
-    if killed > 0 {
-        crate::errln!("git-conference: stopped {killed} agent or evaluation process group(s) left running by a killed run");
-    }
-    crate::exec::process::track_groups_in(&run_dir.join("running"));
-    crate::exec::process::handle_early_interrupts();
+    let _lock = take_over(&run_dir, &name)?;
     let conf = Conference::open(repo.path(), &name, ui.clone()).context("cannot resume")?;
     let st = conf.state();
     if st.phase == Phase::Done {
@@ -173,7 +186,13 @@ pub fn resume(args: ResumeArgs, quiet: bool) -> Result<i32> {
         return Ok(0);
     }
     let point = recovery_point(&conf);
-    let active: Vec<&String> = st.researchers.keys().collect();
+    let active: Vec<&str> = st.researchers.keys().map(String::as_str).collect();
+    let convergence = match (st.final_status.as_deref(), st.stop_reason.as_deref()) {
+        (Some("converged"), _) => "yes".to_string(),
+        (Some(status), Some(why)) => format!("no (stopped: {status}, {why})"),
+        (Some(status), None) => format!("no (stopped: {status})"),
+        (None, _) => "no".to_string(),
+    };
     crate::errln!("Conference state:");
     crate::errln!("- Total rounds completed: {}", st.round_bests.len());
     crate::errln!(
@@ -181,22 +200,8 @@ pub fn resume(args: ResumeArgs, quiet: bool) -> Result<i32> {
         st.last_event,
         st.updated_at
     );
-    crate::errln!(
-        "- Researchers in last round: {}",
-        active
-            .iter()
-            .map(|s| s.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    crate::errln!(
-        "- Convergence reached: {}",
-        if st.final_status.is_some() {
-            "yes"
-        } else {
-            "no"
-        }
-    );
+    crate::errln!("- Researchers in last round: {}", active.join(", "));
+    crate::errln!("- Convergence reached: {convergence}");
     crate::errln!("- Interruption point: {point}");
     if let Ok(t) = time::OffsetDateTime::parse(
         &st.updated_at,
@@ -209,7 +214,7 @@ pub fn resume(args: ResumeArgs, quiet: bool) -> Result<i32> {
             );
         }
     }
-    let reverted = conf.reconcile()?;
+    let reverted = conf.reconcile(args.force)?;
     conf.record(
         "conference.resumed",
         &point,
@@ -231,17 +236,14 @@ fn run_engine(conf: Conference) -> Result<i32> {
         .build()?;
     let name = conf.name.clone();
     let outcome = runtime.block_on(async {
+        // What a Ctrl-C means is decided by the process-wide handler (one press, debounced);
+        // this watcher turns the first one into killing what runs.
         tokio::spawn(async {
-            let mut presses = 0;
-            while tokio::signal::ctrl_c().await.is_ok() {
-                presses += 1;
-                if presses == 1 {
-                    eprintln!("\ngit-conference: stopping (agents and evaluations are being killed); press Ctrl-C again to exit at once");
-                    crate::exec::process::cancel_all();
-                } else {
-                    std::process::exit(EXIT_INTERRUPTED);
-                }
+            while !crate::exec::process::cancelled() {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
             }
+            crate::errln!("\ngit-conference: stopping (agents and evaluations are being killed); press Ctrl-C again to exit at once");
+            crate::exec::process::cancel_all();
         });
         driver::drive(conf.clone()).await
     });

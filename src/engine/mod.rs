@@ -51,9 +51,17 @@ pub struct Recorder {
     pub state: State,
     hooks: Hooks,
     /// Note lines of recorded events not written yet: notes go out in batches (one notes commit
-    /// for many attempts). Every note is also in its event's payload, so none is lost to a kill.
+    /// for many attempts). Every note is also in its event's payload, so none is lost to a kill;
+    /// `record` queues them with the event itself, so a batch written after an event holds every
+    /// note of every event up to it.
     pending_notes: Vec<(Oid, String)>,
+    /// The last batch written: the callers' own `note` calls that follow their event skip these.
+    notes_written: std::collections::HashSet<(Oid, String)>,
     notes_flushed: std::time::Instant,
+    /// Researcher iterations recorded since the last batch.
+    iterations_unflushed: u32,
+    /// Events recorded since a notes commit last said "noted through" (see `flush_notes`).
+    events_unmarked: u32,
     /// Evaluation cache entries (`evaluations/…`) not in the state tree yet: they join the next
     /// event that writes a batch, not each iteration's (four objects fewer per iteration). Within
     /// a run `Conference::evaluations` serves them; after a kill `reconcile` rebuilds them from
@@ -68,8 +76,14 @@ const NOTE_CHECKPOINTS: &[&str] = &[
     "conference.resumed",
     "conference.completed",
 ];
-/// Pending notes are written at least this often while researchers iterate.
+/// Pending notes are written at least this often while researchers iterate…
 const NOTES_MAX_DELAY: std::time::Duration = std::time::Duration::from_secs(2);
+/// …and at least every this many iterations; a notes commit says "noted through" at least every
+/// this many events. Resume replays notes back to that mark: its cost does not grow with the log.
+const NOTES_MAX_EVENTS: u32 = 128;
+/// A git lock file shared with other processes (notes, packed-refs) that has stayed this long is
+/// left by a killed process.
+const STALE_LOCK_AGE: std::time::Duration = std::time::Duration::from_secs(1);
 
 pub struct Conference {
     pub name: String,
@@ -173,7 +187,10 @@ impl Conference {
                 state,
                 hooks,
                 pending_notes: Vec::new(),
+                notes_written: Default::default(),
                 notes_flushed: std::time::Instant::now(),
+                iterations_unflushed: 0,
+                events_unmarked: 0,
                 pending_cache: Default::default(),
             })),
             ui,
@@ -307,9 +324,11 @@ impl Conference {
         let mut next = rec.state.clone();
         let changes = update(&mut next, &rec)?;
         // Between iterations notes and cache entries wait for a batch; any other step (and an
-        // iteration once the batch is old enough) writes them out.
+        // iteration once the batch is old or big enough) writes them out.
         let between_iterations = matches!(event, "researcher.iteration" | "researcher.stuck");
-        let batch_due = !between_iterations || rec.notes_flushed.elapsed() >= NOTES_MAX_DELAY;
+        let batch_due = !between_iterations
+            || rec.notes_flushed.elapsed() >= NOTES_MAX_DELAY
+            || rec.iterations_unflushed + 1 >= NOTES_MAX_EVENTS;
         let (cache, mut changes): (Vec<_>, Vec<_>) = changes.into_iter().partition(
             |c| matches!(c, StateChange::Put(path, _) if path.starts_with(files::EVAL_CACHE_DIR)),
         );
@@ -341,8 +360,14 @@ impl Conference {
         let Recorder { repo, log, .. } = &mut *rec;
         log.append(repo, &ev, summary, &changes)?;
         rec.state = next;
+        rec.events_unmarked += 1;
+        if between_iterations {
+            rec.iterations_unflushed += 1;
+        }
+        let notes = notes_of_event(&ev);
+        rec.pending_notes.extend(notes);
         rec.run_hook(&ev);
-        if !between_iterations {
+        if batch_due {
             rec.flush_notes()?;
         }
         Ok(())
@@ -357,13 +382,15 @@ impl Conference {
         rec.log.read(&rec.repo, path)
     }
 
-    /// Writes notes (one JSON line each) on snapshot commits.
+    /// Writes notes (one JSON line each) on snapshot commits. Notes named in an event's payload
+    /// are queued by `record` already; those are skipped here.
     pub fn note(&self, entries: &[(Oid, Value)]) -> Result<()> {
         let mut rec = self.recorder.lock().unwrap();
-        rec.pending_notes
-            .extend(entries.iter().map(|(c, v)| (*c, v.to_string())));
-        if rec.notes_flushed.elapsed() >= NOTES_MAX_DELAY {
-            rec.flush_notes()?;
+        for (commit, value) in entries {
+            let entry = (*commit, value.to_string());
+            if !rec.pending_notes.contains(&entry) && !rec.notes_written.contains(&entry) {
+                rec.pending_notes.push(entry);
+            }
         }
         Ok(())
     }
@@ -425,31 +452,173 @@ impl Conference {
     }
 
     /// Brings branches, notes and worktrees in line with the recorded state (after a crash, a
-    /// kill, or on a fresh clone). Partial work found in a worktree is recorded, never dropped.
-    pub fn reconcile(&self) -> Result<Vec<String>> {
+    /// kill, or on a fresh clone). Partial work found in a worktree is recorded, never dropped. A
+    /// branch moved by hand stops it (see `check_branches`) unless `force`, which sets the
+    /// commits aside as recorded attempts first.
+    pub fn reconcile(&self, force: bool) -> Result<Vec<String>> {
+        self.clear_stale_locks()?;
+        // First, so that any later event's notes commit may say "noted through" truthfully.
+        self.replay_missing_notes()?;
+        let moved = self.check_branches()?;
+        if !moved.is_empty() && !force {
+            return Err(moved_branches_error(&self.open_repo()?, &self.name, &moved));
+        }
+        let mut set_aside_trees = Vec::new();
+        for m in &moved {
+            set_aside_trees.push(self.set_aside_branch(m)?);
+        }
         let st = self.state();
         let mut reverted = Vec::new();
-        self.clear_stale_locks()?;
         for (id, r) in &st.researchers {
             self.move_branch(&self.refs.researcher(id), &r.head, None)?;
             let branch = self.refs.researcher_branch(id);
             let label = format!("researcher-{id}");
             let repo = self.open_repo()?;
             let path = worktree::worktree_path(&repo, &self.name, &label);
-            if path.join(".git").exists() || path.exists() {
-                let _ = worktree::repair_gitfile(&repo, &path);
+            if path.exists() {
+                // Broken links are repaired with the files as they are, so what they hold is
+                // recorded below rather than lost.
+                worktree::ensure(
+                    &repo,
+                    &self.name,
+                    &label,
+                    worktree::Checkout::Branch(&branch),
+                )?;
             }
             if let Ok(wt) = Repository::open(&path) {
+                // A commit set aside above, still checked out there, is recorded already.
+                let already = !set_aside_trees.is_empty()
+                    && snapshot::capture(&wt).is_ok_and(|s| set_aside_trees.contains(&s.tree));
                 // Partial work, or changes made by hand in any phase: recorded, never dropped.
-                if let Some(commit) = research::set_aside_partial(self, id, &wt)? {
-                    reverted.push(format!("{id}:{commit}"));
+                if !already {
+                    if let Some(commit) = research::set_aside_partial(self, id, &wt)? {
+                        reverted.push(format!("{id}:{commit}"));
+                    }
                 }
             }
             self.prepare_worktree(&label, Some(&branch), &r.head)?;
         }
         self.move_branch(&self.refs.best(), &st.best.commit, None)?;
-        self.replay_missing_notes()?;
         Ok(reverted)
+    }
+
+    /// The conference's branches that point where no run of the program can leave them.
+    ///
+    /// Every move the program makes goes forward, right after the event that records it: a
+    /// kept attempt (a child of the researcher's head), a round start (a merge of the head and
+    /// best, or a fast-forward to best), a knowledge-transfer pick (a child of best). A kill
+    /// between the event and the move leaves the branch one such step behind the recorded
+    /// commit: at its first parent, or, when the researcher's last move was its round start, at
+    /// an ancestor of it. A missing branch is created. Anything else (a commit made in a
+    /// worktree, `git branch -f`, `git update-ref`) was done by hand and is not overwritten
+    /// unless it was set aside already (its note says so).
+    fn check_branches(&self) -> Result<Vec<MovedBranch>> {
+        let st = self.state();
+        let repo = self.open_repo()?;
+        let mut expected: Vec<(String, Option<String>, &str, bool)> = st
+            .researchers
+            .iter()
+            .map(|(id, r)| {
+                (
+                    self.refs.researcher_branch(id),
+                    Some(id.clone()),
+                    r.head.as_str(),
+                    r.head == r.round_start,
+                )
+            })
+            .collect();
+        expected.push((
+            self.refs.best_branch(),
+            None,
+            st.best.commit.as_str(),
+            false,
+        ));
+        let mut moved = Vec::new();
+        for (branch, researcher, want, fast_forward) in expected {
+            let want = Oid::from_str(want)?;
+            let Some(found) = repo
+                .find_reference(&format!("refs/heads/{branch}"))
+                .ok()
+                .and_then(|r| r.target())
+            else {
+                continue;
+            };
+            if found == want {
+                continue;
+            }
+            let behind = repo.find_commit(want)?.parent_id(0).ok() == Some(found)
+                || (fast_forward && repo.graph_descendant_of(want, found).unwrap_or(false));
+            if behind || self.was_set_aside(&repo, found, &branch)? {
+                continue;
+            }
+            moved.push(MovedBranch {
+                branch,
+                researcher,
+                found,
+                expected: want,
+            });
+        }
+        Ok(moved)
+    }
+
+    /// Whether `commit` was set aside from `branch` already (a resume killed before it moved the
+    /// branch back).
+    fn was_set_aside(&self, repo: &Repository, commit: Oid, branch: &str) -> Result<bool> {
+        let Some(note) = notes::read_note(repo, commit)? else {
+            return Ok(false);
+        };
+        Ok(note.lines().any(|l| {
+            serde_json::from_str::<Value>(l).is_ok_and(|v| {
+                v["verdict"] == "set_aside" && v["branch"] == branch && v["conference"] == self.name
+            })
+        }))
+    }
+
+    /// `resume --force`: the commit a hand-moved branch points to is kept reachable, recorded
+    /// (`branch.set_aside`, with a note), and the branch goes back to the recorded commit.
+    /// Returns the set-aside commit's tree.
+    fn set_aside_branch(&self, m: &MovedBranch) -> Result<Oid> {
+        let repo = self.open_repo()?;
+        let found = repo.find_commit(m.found).with_context(|| {
+            format!(
+                "branch {} points to {}, which is not a commit; point it back with `git branch -f {} {}`",
+                m.branch, m.found, m.branch, m.expected
+            )
+        })?;
+        self.keep_reachable(&[m.found])?;
+        let st = self.state();
+        let note = json!({"commit": m.found.to_string(), "conference": self.name,
+                          "verdict": "set_aside", "branch": m.branch,
+                          "researcher": m.researcher, "round": st.round,
+                          "expected": m.expected.to_string()});
+        self.record(
+            "branch.set_aside",
+            &format!(
+                "{} moved by hand to {}; set aside",
+                m.branch,
+                &m.found.to_string()[..10]
+            ),
+            json!({"branch": m.branch, "researcher": m.researcher, "round": st.round,
+                   "commit": m.found.to_string(), "expected": m.expected.to_string(),
+                   "subject": found.summary().unwrap_or(""), "notes": [note]}),
+            |_, _| Ok(vec![]),
+        )?;
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!(
+                "warning: branch {} was moved by hand to {}; set aside as a recorded attempt (event branch.set_aside, kept reachable from {}) and put back at {}\n",
+                m.branch,
+                &m.found.to_string()[..10],
+                self.refs.attempts(),
+                &m.expected.to_string()[..10]
+            ),
+        );
+        self.move_branch(
+            &format!("refs/heads/{}", m.branch),
+            &m.expected.to_string(),
+            Some(&m.found.to_string()),
+        )?;
+        Ok(found.tree_id())
     }
 
     /// A run killed while git wrote a worktree's index or HEAD, or one of this conference's refs,
@@ -474,16 +643,23 @@ impl Conference {
         }
         clear_stale_ref_locks(repo.commondir(), &self.name);
         // Shared with other conferences of the repository: a live writer holds these for an
-        // instant, so only a lock that stays for a second is stale.
+        // instant, so only a lock a second old is stale. Its age is read from the file, so one
+        // left long ago by a killed run costs nothing; a fresh one is waited for until it goes
+        // or turns a second old.
         for shared in ["refs/notes/conference.lock", "packed-refs.lock"] {
             let path = repo.commondir().join(shared);
-            let mut waits = 0;
-            while path.exists() && waits < 20 {
-                std::thread::sleep(std::time::Duration::from_millis(50));
-                waits += 1;
-            }
-            if waits == 20 {
-                let _ = std::fs::remove_file(&path);
+            let deadline = std::time::Instant::now() + STALE_LOCK_AGE;
+            while let Ok(meta) = std::fs::metadata(&path) {
+                let age = meta
+                    .modified()
+                    .ok()
+                    .and_then(|m| m.elapsed().ok())
+                    .unwrap_or_default();
+                if age >= STALE_LOCK_AGE || std::time::Instant::now() >= deadline {
+                    let _ = std::fs::remove_file(&path);
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
             }
         }
         Ok(())
@@ -494,16 +670,23 @@ impl Conference {
     /// it records `round.completed`, and a resume replays them before it records
     /// `conference.resumed`: only events after the latest of those two can lack them, so the
     /// walk stops there (resume cost does not grow with the log).
+    ///
+    /// Notes commits also say up to which event everything is written ("noted through", see
+    /// `Recorder::flush_notes`): the walk stops there too, so it covers at most a batch of events
+    /// even in a long round.
     fn replay_missing_notes(&self) -> Result<()> {
         let mut rec = self.recorder.lock().unwrap();
         let mut pending: Vec<(Oid, String)> = Vec::new();
         let mut cache: Vec<(String, Vec<u8>)> = Vec::new();
         let settings = rec.state.eval_settings.clone();
+        let noted_through = notes::noted_through(&rec.repo, &self.name)?;
         rec.log.walk(&rec.repo, |e| {
-            if matches!(
-                e.event.event.as_str(),
-                "round.completed" | "conference.resumed"
-            ) {
+            if Some(e.commit) == noted_through
+                || matches!(
+                    e.event.event.as_str(),
+                    "round.completed" | "conference.resumed"
+                )
+            {
                 return false;
             }
             pending.extend(notes_of_event(&e.event));
@@ -526,7 +709,8 @@ impl Conference {
             }
         }
         missing.reverse();
-        notes::append_lines(&rec.repo, &missing)
+        notes::append_lines(&rec.repo, &missing, None)?;
+        Ok(())
     }
 
     /// `CONFERENCE_*` variables for agents and evaluations.
@@ -593,6 +777,58 @@ fn remove_lock_files(dir: &Path) {
     }
 }
 
+/// A conference branch that points where the event log does not put it.
+struct MovedBranch {
+    /// Short name, e.g. `conference/x/researcher-A`.
+    branch: String,
+    researcher: Option<String>,
+    found: Oid,
+    expected: Oid,
+}
+
+/// The error that stops a resume on hand-moved branches: which, where, and how to go on.
+fn moved_branches_error(repo: &Repository, name: &str, moved: &[MovedBranch]) -> anyhow::Error {
+    let mut text = format!(
+        "conference `{name}`: {} moved outside the conference; nothing was changed.\n",
+        if moved.len() == 1 {
+            "a branch was"
+        } else {
+            "branches were"
+        }
+    );
+    for m in moved {
+        let subject = repo
+            .find_commit(m.found)
+            .ok()
+            .and_then(|c| c.summary().map(|s| format!(" (\"{s}\")")))
+            .unwrap_or_default();
+        text.push_str(&format!(
+            "  {} points to {}{subject}, but the event log expects {}\n",
+            m.branch,
+            &m.found.to_string()[..10],
+            &m.expected.to_string()[..10]
+        ));
+    }
+    text.push_str(&format!(
+        "To go on, either let resume record those commits as set-aside attempts (kept reachable, \
+         with a note) and put the branches back:\n  git conference resume {name} --force\n\
+         or keep the work on a branch of your own and put the branches back yourself:\n"
+    ));
+    for (i, m) in moved.iter().enumerate() {
+        let keep = if moved.len() == 1 {
+            "my-work".to_string()
+        } else {
+            format!("my-work-{}", i + 1)
+        };
+        text.push_str(&format!("  git branch {keep} {}\n", m.found));
+        text.push_str(&format!(
+            "  git update-ref refs/heads/{} {} {}\n",
+            m.branch, m.expected, m.found
+        ));
+    }
+    anyhow::anyhow!(text.trim_end().to_string())
+}
+
 /// The note lines an event implies: (snapshot commit, JSON line).
 pub fn notes_of_event(event: &Event) -> Vec<(Oid, String)> {
     let Some(notes) = event.payload.get("notes").and_then(|n| n.as_array()) else {
@@ -608,12 +844,27 @@ pub fn notes_of_event(event: &Event) -> Vec<(Oid, String)> {
 }
 
 impl Recorder {
+    /// Writes the pending notes in one notes commit. When no evaluation cache entry waits for a
+    /// batch either, everything the events up to the log's tip imply is stored, and the commit
+    /// says so ("noted through" the tip): `reconcile` replays notes back to there only. Without
+    /// notes to write, a commit for that mark alone is written every `NOTES_MAX_EVENTS` events.
     fn flush_notes(&mut self) -> Result<()> {
-        if !self.pending_notes.is_empty() {
-            notes::append_lines(&self.repo, &self.pending_notes)?;
-            self.pending_notes.clear();
+        let through = self
+            .log
+            .tip()
+            .filter(|_| self.pending_cache.is_empty() && self.events_unmarked > 0);
+        let marker = through.map(|through| notes::Marker {
+            name: &self.state.name,
+            through,
+            force: self.events_unmarked >= NOTES_MAX_EVENTS,
+        });
+        let wrote = notes::append_lines(&self.repo, &self.pending_notes, marker)?;
+        if wrote && through.is_some() {
+            self.events_unmarked = 0;
         }
+        self.notes_written = self.pending_notes.drain(..).collect();
         self.notes_flushed = std::time::Instant::now();
+        self.iterations_unflushed = 0;
         Ok(())
     }
 

@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -87,17 +87,39 @@ pub fn cancelled() -> bool {
     CANCELLED.load(Ordering::SeqCst)
 }
 
-/// Ctrl-C while a run starts up (lock taken, worktrees being prepared), before the engine's
-/// handler is in place: the first press asks for a graceful stop (the engine sees `cancelled()`
-/// and exits 130 with the resume hint), a second one exits at once.
+/// SIGINTs closer than this to the first one are the same press. One Ctrl-C through
+/// `git conference` arrives twice: git forwards it to its `git-conference` child, and the terminal
+/// sends it to the whole foreground process group, a fraction of a millisecond apart.
+const SAME_PRESS_MS: i64 = 1000;
+/// Monotonic time of the first press in ms (+1, so that 0 means "no press yet").
+static FIRST_PRESS_MS: AtomicI64 = AtomicI64::new(0);
+
+fn monotonic_ms() -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into `ts`; it is async-signal-safe.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec * 1000 + ts.tv_nsec / 1_000_000 + 1
+}
+
+/// Ctrl-C for the whole run, from the moment the lock is taken: the first press asks for a
+/// graceful stop (`cancelled()` becomes true; the engine's watcher kills the running groups and
+/// the run exits 130 with the resume hint); a second press, at least [`SAME_PRESS_MS`] later,
+/// exits at once. This handler stays installed when tokio adds its own (signal-hook chains to it),
+/// so it alone decides what a signal means.
 pub fn handle_early_interrupts() {
     extern "C" fn on_sigint(_: libc::c_int) {
-        if CANCELLED.swap(true, Ordering::SeqCst) {
+        let now = monotonic_ms();
+        match FIRST_PRESS_MS.compare_exchange(0, now, Ordering::SeqCst, Ordering::SeqCst) {
+            Ok(_) => CANCELLED.store(true, Ordering::SeqCst),
+            Err(first) if now - first < SAME_PRESS_MS => {}
             // SAFETY: _exit is async-signal-safe.
-            unsafe { libc::_exit(130) };
+            Err(_) => unsafe { libc::_exit(130) },
         }
     }
-    // SAFETY: the handler only touches an atomic and calls _exit.
+    // SAFETY: the handler only touches atomics, reads the clock and calls _exit.
     unsafe {
         libc::signal(
             libc::SIGINT,

@@ -14,28 +14,53 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-/// Runs the user's own `git` (for remotes and worktree registration), failing with what it
-/// printed: its stderr, or its stdout when stderr is empty (`git merge` reports a conflict there).
+/// Runs the user's own `git` (worktree registration, merges), failing with what it printed: its
+/// stderr, or its stdout when stderr is empty (`git merge` reports a conflict there).
 pub fn git(dir: &Path, args: &[&str]) -> Result<String> {
-    let out = git_output(dir, args)?;
+    checked(args, git_output(dir, args)?)
+}
+
+/// Runs the user's own `git` to talk to a remote. It stays in the terminal's process group: a
+/// credential helper or ssh may ask for a password there (a background group would be stopped).
+pub fn git_remote(dir: &Path, args: &[&str]) -> Result<String> {
+    checked(
+        args,
+        command(dir, args).output().with_context(|| cannot(args))?,
+    )
+}
+
+fn checked(args: &[&str], out: std::process::Output) -> Result<String> {
     if !out.status.success() {
         bail!("git {} failed: {}", args.join(" "), failure_reason(&out));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+fn cannot(args: &[&str]) -> String {
+    format!("cannot run git {}", args.join(" "))
+}
+
 /// Runs the user's own `git` and returns whatever happened, for callers that read a non-zero
-/// exit status as an answer (`git merge-tree` exits 1 on conflicts).
+/// exit status as an answer (`git merge-tree` exits 1 on conflicts). It runs in a process group
+/// of its own: a Ctrl-C at the terminal reaches the whole foreground group, and must stop the
+/// conference gracefully, not kill a `git worktree add` half-way.
 pub fn git_output(dir: &Path, args: &[&str]) -> Result<std::process::Output> {
-    Command::new("git")
-        .arg("-C")
+    use std::os::unix::process::CommandExt;
+    command(dir, args)
+        .process_group(0)
+        .output()
+        .with_context(|| cannot(args))
+}
+
+fn command(dir: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.arg("-C")
         .arg(dir)
         .args(args)
         .env_remove("GIT_DIR")
         .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
-        .output()
-        .with_context(|| format!("cannot run git {}", args.join(" ")))
+        .env_remove("GIT_INDEX_FILE");
+    cmd
 }
 
 /// Why a git command failed, never empty.

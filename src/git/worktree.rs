@@ -41,51 +41,103 @@ pub enum Checkout<'a> {
 }
 
 /// Makes sure the worktree exists and is registered; re-creates it when it went missing.
-/// Returns its path. Does not change the files of an existing worktree.
+/// Returns its path. Does not change the files of an existing worktree, and never deletes any:
+/// a folder whose links to the repository broke (the repository or the folder was moved, its
+/// registration deleted) is linked again with its files as they are, so that the caller can
+/// record what they hold; one that cannot be linked is moved aside, with a warning.
 pub fn ensure(repo: &Repository, name: &str, label: &str, checkout: Checkout) -> Result<PathBuf> {
     let path = worktree_path(repo, name, label);
-    if path.join(".git").exists() && Repository::open(&path).is_ok() {
+    if usable(&path) {
         return Ok(path);
     }
     let top = repo.commondir().to_path_buf();
+    if path.exists() {
+        if relink(repo, &path, &checkout).is_ok() && usable(&path) {
+            return Ok(path);
+        }
+        let aside = path.with_file_name(format!("{label}.unlinked-{}", crate::engine::now_unix()));
+        std::fs::rename(&path, &aside).with_context(|| {
+            format!(
+                "worktree {} is broken and could not be moved aside",
+                path.display()
+            )
+        })?;
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "warning: worktree {} could not be linked to the repository again; its files were moved to {} (nothing was deleted) and the worktree is re-created",
+            path.display(),
+            aside.display()
+        );
+    }
     // A registration whose folder is gone blocks `worktree add`: prune it first. One left
     // `locked` by an `add` that was killed half-way is not pruned: `--force` twice overrides it.
     let _ = git(&top, &["worktree", "prune"]);
     drop_dead_registration(repo, &path);
-    if path.exists() {
-        std::fs::remove_dir_all(&path)
-            .with_context(|| format!("cannot clear broken worktree {}", path.display()))?;
-    }
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)?;
     }
+    add(&top, &path, &checkout, false)?;
+    Ok(path)
+}
+
+fn usable(path: &Path) -> bool {
+    path.join(".git").exists() && Repository::open(path).is_ok()
+}
+
+/// `git worktree add` of `checkout` at `path` (`--no-checkout`: registration and HEAD only).
+fn add(top: &Path, path: &Path, checkout: &Checkout, no_checkout: bool) -> Result<()> {
     let path_str = path.to_string_lossy().into_owned();
+    let mut argv = vec!["worktree", "add", "--force", "--force", "--quiet"];
+    if no_checkout {
+        argv.push("--no-checkout");
+    }
+    let commit;
     match checkout {
-        Checkout::Branch(branch) => {
-            git(
-                &top,
-                &[
-                    "worktree", "add", "--force", "--force", "--quiet", &path_str, branch,
-                ],
-            )?;
-        }
-        Checkout::Detached(commit) => {
-            git(
-                &top,
-                &[
-                    "worktree",
-                    "add",
-                    "--force",
-                    "--force",
-                    "--quiet",
-                    "--detach",
-                    &path_str,
-                    &commit.to_string(),
-                ],
-            )?;
+        Checkout::Branch(branch) => argv.extend([path_str.as_str(), branch]),
+        Checkout::Detached(c) => {
+            commit = c.to_string();
+            argv.extend(["--detach", path_str.as_str(), commit.as_str()]);
         }
     }
-    Ok(path)
+    git(top, &argv)?;
+    Ok(())
+}
+
+/// Links the worktree folder `path`, files untouched, to the repository again: its `.git` file
+/// first (deleted by an agent), then both directions with `git worktree repair` (the repository
+/// or the folder was moved), and when its registration is gone, a fresh one made at a scratch
+/// path without checkout whose `.git` file then moves here. The worktree's index is then empty,
+/// so all its files count as changes against HEAD: nothing in it is taken for committed.
+fn relink(repo: &Repository, path: &Path, checkout: &Checkout) -> Result<()> {
+    let top = repo.commondir().to_path_buf();
+    let path_str = path.to_string_lossy().into_owned();
+    let _ = repair_gitfile(repo, path);
+    let _ = git(&top, &["worktree", "repair", &path_str]);
+    if usable(path) {
+        return Ok(());
+    }
+    let scratch = path.with_file_name(format!(
+        "{}.relink",
+        path.file_name().unwrap_or_default().to_string_lossy()
+    ));
+    // Left by a relink killed half-way: it holds nothing but a `.git` file.
+    if scratch.exists() {
+        std::fs::remove_dir_all(&scratch)?;
+    }
+    let _ = git(&top, &["worktree", "prune"]);
+    drop_dead_registration(repo, path);
+    add(&top, &scratch, checkout, true)?;
+    let moved = std::fs::rename(scratch.join(".git"), path.join(".git"));
+    if moved.is_err() {
+        // `path/.git` is something else (a folder): drop the scratch registration again.
+        let _ = std::fs::remove_dir_all(&scratch);
+        let _ = git(&top, &["worktree", "prune"]);
+    }
+    moved?;
+    std::fs::remove_dir(&scratch)?;
+    git(&top, &["worktree", "repair", &path_str])?;
+    Ok(())
 }
 
 /// Removes the registration of the worktree at `path`, which `ensure` found unusable. An `add`

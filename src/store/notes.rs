@@ -25,11 +25,33 @@ pub fn read_note(repo: &Repository, commit: Oid) -> Result<Option<String>> {
     Ok(None)
 }
 
+/// Trailer of a notes commit written by conference `<name>`: every note of its events up to
+/// `<event commit>` is in the notes (see [`noted_through`]).
+const NOTED_THROUGH: &str = "Conference-Noted-Through:";
+/// How far back [`noted_through`] looks along the notes history (other conferences of the
+/// repository write notes commits too).
+const NOTED_THROUGH_SEARCH: usize = 64;
+
+/// A flush point that [`append_lines`] writes into its notes commit: conference `name` has every
+/// note of its events up to the event commit `through` in the notes.
+pub struct Marker<'a> {
+    pub name: &'a str,
+    pub through: Oid,
+    /// Write a notes commit for the marker alone when no note changes.
+    pub force: bool,
+}
+
 /// Appends one line to the note of each commit, in a single notes commit. Lines already present
-/// are not repeated, so replaying the same write (after a crash) changes nothing.
-pub fn append_lines(repo: &Repository, entries: &[(Oid, String)]) -> Result<()> {
-    if entries.is_empty() {
-        return Ok(());
+/// are not repeated, so replaying the same write (after a crash) changes nothing. A marker goes
+/// into the commit's message. Returns whether a notes commit was written.
+pub fn append_lines(
+    repo: &Repository,
+    entries: &[(Oid, String)],
+    marker: Option<Marker>,
+) -> Result<bool> {
+    let forced = marker.as_ref().is_some_and(|m| m.force);
+    if entries.is_empty() && !forced {
+        return Ok(false);
     }
     for attempt in 0..20u64 {
         if attempt > 0 {
@@ -82,8 +104,8 @@ pub fn append_lines(repo: &Repository, entries: &[(Oid, String)]) -> Result<()> 
             };
             pending.insert(*commit, text);
         }
-        if !changed {
-            return Ok(());
+        if !changed && !forced {
+            return Ok(false);
         }
         for (commit, text) in &pending {
             let blob = repo.blob(text.as_bytes())?;
@@ -96,16 +118,46 @@ pub fn append_lines(repo: &Repository, entries: &[(Oid, String)]) -> Result<()> 
             None => vec![],
         };
         let parent_refs: Vec<&git2::Commit> = parents.iter().collect();
-        let message = format!("Notes added by 'git conference' ({} notes)", pending.len());
+        let mut message = format!("Notes added by 'git conference' ({} notes)", pending.len());
+        if let Some(m) = &marker {
+            message.push_str(&format!("\n\n{NOTED_THROUGH} {} {}\n", m.name, m.through));
+        }
         let commit = repo.commit(None, &sig, &sig, &message, &tree, &parent_refs)?;
         crate::failpoint::hit("note.before-ref");
         // Another conference of this repository may write notes at the same time: retry on a race.
         if cas_update(repo, NOTES_REF, commit, parent, "git conference: notes").is_ok() {
             crate::failpoint::hit("note.written");
-            return Ok(());
+            return Ok(true);
         }
     }
     anyhow::bail!("could not update {NOTES_REF}: it kept changing under us")
+}
+
+/// The latest event commit of conference `name` through which its notes are all written, as
+/// the notes history says (its own notes commits carry it). Looks back along the first parents
+/// (a notes merge keeps the local history there) a bounded number of commits: None when no
+/// marker is found, and the caller falls back to its checkpoint walk.
+pub fn noted_through(repo: &Repository, name: &str) -> Result<Option<Oid>> {
+    let Some(mut commit) = current_notes_commit(repo)? else {
+        return Ok(None);
+    };
+    for _ in 0..NOTED_THROUGH_SEARCH {
+        let c = repo.find_commit(commit)?;
+        let message = c.message_raw().unwrap_or("");
+        for line in message.lines() {
+            let mut words = line.split_whitespace();
+            if words.next() == Some(NOTED_THROUGH) && words.next() == Some(name) {
+                if let Some(oid) = words.next().and_then(|w| Oid::from_str(w).ok()) {
+                    return Ok(Some(oid));
+                }
+            }
+        }
+        match c.parent_id(0) {
+            Ok(p) => commit = p,
+            Err(_) => break,
+        }
+    }
+    Ok(None)
 }
 
 fn current_notes_commit(repo: &Repository) -> Result<Option<Oid>> {

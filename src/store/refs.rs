@@ -48,12 +48,18 @@ impl ConferenceRefs {
         format!("conference/{}/best", self.name)
     }
 
-    /// Refspecs that carry the whole conference to or from a remote.
-    pub fn refspecs(&self) -> Vec<String> {
+    /// Refspecs that push the whole conference. Every ref of a conference only moves forward
+    /// (the event log and attempts are chains; a researcher branch joins best at a round start),
+    /// so without `force` a push that would rewind the remote's copy is refused.
+    pub fn push_refspecs(&self, force: bool) -> Vec<String> {
+        let plus = if force { "+" } else { "" };
         vec![
-            format!("+refs/conference/{0}/*:refs/conference/{0}/*", self.name),
             format!(
-                "+refs/heads/conference/{0}/*:refs/heads/conference/{0}/*",
+                "{plus}refs/conference/{0}/*:refs/conference/{0}/*",
+                self.name
+            ),
+            format!(
+                "{plus}refs/heads/conference/{0}/*:refs/heads/conference/{0}/*",
                 self.name
             ),
         ]

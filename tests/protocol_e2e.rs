@@ -351,3 +351,47 @@ fn prompts_carry_the_current_approach_and_tell_a_respawned_researcher() {
     assert!(again.contains("## Respawned"), "{again}");
     assert!(again.contains("- frozen: eval.sh"), "{again}");
 }
+
+#[test]
+fn a_push_never_rewinds_the_remotes_copy() {
+    // Paused after round 1 here; pushed; a clone resumes it to the end and pushes that.
+    let repo = lines(None);
+    let config = ConfigBuilder::new("Share", "./agent.sh")
+        .iterations(1)
+        .rounds(2)
+        .constraint("- **Pause every:** 1")
+        .build();
+    assert_eq!(repo.start("share", &config).code, 3);
+    let remote = repo.tmp.path().join("remote.git");
+    repo.git(&["init", "-q", "--bare", remote.to_str().unwrap()]);
+    repo.git(&["remote", "add", "origin", remote.to_str().unwrap()]);
+    repo.git(&["push", "-q", "origin", "main"]);
+    repo.conference(&["push", "origin"]).ok();
+    let clone = repo.tmp.path().join("clone");
+    repo.git(&[
+        "clone",
+        "-q",
+        remote.to_str().unwrap(),
+        clone.to_str().unwrap(),
+    ]);
+    assert_eq!(repo.conference_in(&clone, &["fetch"]).code, 0);
+    let resumed = repo.conference_in(&clone, &["resume", "share"]);
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    let pushed = repo.conference_in(&clone, &["push", "origin"]);
+    assert_eq!(pushed.code, 0, "{}", pushed.stderr);
+    let events = "refs/conference/share/events";
+    let finished = repo.git_in(&remote, &["rev-parse", events]);
+    // The first repository is behind: its push is refused, the remote keeps the whole log.
+    let stale = repo.conference(&["push", "origin"]);
+    assert_ne!(stale.code, 0);
+    assert!(
+        stale.stderr.contains("git conference fetch"),
+        "{}",
+        stale.stderr
+    );
+    assert_eq!(repo.git_in(&remote, &["rev-parse", events]), finished);
+    // After a fetch it is up to date, and a push has nothing to rewind.
+    assert_eq!(repo.conference(&["fetch", "origin"]).code, 0);
+    assert_eq!(repo.git(&["rev-parse", events]), finished);
+    repo.conference(&["push", "origin"]).ok();
+}

@@ -1462,6 +1462,20 @@ fn resume_recovers_a_worktree_holding_a_nested_repository() {
         "{}",
         resumed.stderr
     );
+    // Moved aside with its history, not deleted, and the user is told where.
+    assert!(
+        resumed.stderr.contains("nested git repository sub/"),
+        "{}",
+        resumed.stderr
+    );
+    let set_aside = repo.git_dir().join("conference/nk/set-aside");
+    let kept = std::fs::read_dir(&set_aside)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    assert!(kept.join("sub/.git").exists(), "{}", kept.display());
     assert_eq!(
         repo.status_json("nk")["status"],
         "completed",

@@ -768,6 +768,35 @@ fn finish(conf: &Conference, id: &str, why: &str) -> Result<()> {
     Ok(())
 }
 
+/// A nested repository a killed run's agent left may hold commits of its own: it is moved out
+/// of the worktree (which a reset would otherwise clear), never deleted.
+fn set_aside_nested_repos(
+    conf: &Conference,
+    id: &str,
+    wt: &Repository,
+    nested: &[String],
+) -> Result<()> {
+    let Some(workdir) = wt.workdir() else {
+        return Ok(());
+    };
+    for rel in nested {
+        let to = conf
+            .run_dir
+            .join("set-aside")
+            .join(format!("researcher-{id}-{}", super::now_unix()))
+            .join(rel);
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::rename(workdir.join(rel), &to)?;
+        crate::errln!(
+            "warning: researcher {id}'s worktree held a nested git repository {rel}/ (left by an interrupted agent); moved to {}",
+            to.display()
+        );
+    }
+    Ok(())
+}
+
 /// On resume: a worktree caught mid-iteration holds a partial attempt. It is committed, kept
 /// reachable and recorded (`attempt.interrupted`), never silently deleted. Returns its commit.
 pub fn set_aside_partial(conf: &Conference, id: &str, wt: &Repository) -> Result<Option<String>> {
@@ -777,7 +806,9 @@ pub fn set_aside_partial(conf: &Conference, id: &str, wt: &Repository) -> Result
     let head = Oid::from_str(&r.head)?;
     let head_tree = repo.find_commit(head)?.tree_id();
     restore_head(wt, &conf.refs.researcher(id), &r.head)?;
-    let tree = snapshot::capture(wt)?.tree;
+    let snap = snapshot::capture(wt)?;
+    set_aside_nested_repos(conf, id, wt, &snap.nested_repos)?;
+    let tree = snap.tree;
     if tree == head_tree {
         return Ok(None);
     }

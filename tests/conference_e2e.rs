@@ -422,17 +422,41 @@ fn clean_removes_worktrees_and_clean_all_removes_refs() {
     let fsck = repo.git_run(&["fsck"]);
     assert_eq!(fsck.code, 0, "{}", fsck.stderr);
 
+    // A second conference on the same baseline: its notes must outlive `clean --all cl`.
+    let config = ConfigBuilder::new("Complement", "./agent.sh")
+        .count(2)
+        .iterations(1)
+        .rounds(1)
+        .build();
+    repo.start("other", &config).ok();
+    let baseline = rev(&repo, "main");
+    let conferences = |commit: &str| -> Vec<String> {
+        repo.notes(commit)
+            .iter()
+            .map(|n| n["conference"].as_str().unwrap_or("").to_string())
+            .collect()
+    };
+    assert!(conferences(&baseline).contains(&"cl".to_string()));
     let best = rev(&repo, "conference/cl/best");
     repo.conference(&["clean", "--all", "cl"]).ok();
     assert_eq!(
-        repo.git(&["for-each-ref", "refs/conference/", "refs/heads/conference/"]),
+        repo.git(&[
+            "for-each-ref",
+            "refs/conference/cl/",
+            "refs/heads/conference/cl/"
+        ]),
         ""
     );
     assert!(!repo
         .git(&["worktree", "list", "--porcelain"])
-        .contains("conference/cl"));
-    // Notes are shared and stay.
-    assert!(!repo.notes(&best).is_empty());
+        .contains("conference/cl/"));
+    // Its lines leave the shared notes; the other conference's stay.
+    assert!(repo.notes(&best).is_empty(), "{:?}", repo.notes(&best));
+    assert_eq!(conferences(&baseline), vec!["other".to_string()]);
+    repo.git(&["gc", "--quiet", "--prune=now"]);
+    assert_eq!(repo.git(&["notes", "--ref=conference", "prune", "-n"]), "");
+    repo.git(&["fsck", "--no-progress"]);
+    repo.conference(&["clean", "--all", "other"]).ok();
     let list = repo.conference(&["list"]).ok().stdout;
     assert!(!list.contains("cl\t"), "{list}");
     assert_eq!(repo.conference(&["status", "cl"]).code, 2);

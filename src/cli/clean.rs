@@ -1,5 +1,5 @@
-//! `clean`: removes a conference's worktrees; with `--all`, also its refs and run folder.
-//! Notes in refs/notes/conference are shared by all conferences and stay.
+//! `clean`: removes a conference's worktrees; with `--all`, also its refs, its run folder and
+//! its lines in the notes (refs/notes/conference is shared by all conferences: theirs stay).
 
 use anyhow::Result;
 use clap::Args;
@@ -13,7 +13,8 @@ use crate::store::ConferenceRefs;
 pub struct CleanArgs {
     /// Conference name (default: the only conference of the repository).
     pub name: Option<String>,
-    /// Also delete the conference's refs (event log, attempts, researcher and best branches).
+    /// Also delete the conference's refs (event log, attempts, researcher and best branches)
+    /// and its lines in the notes.
     #[arg(long)]
     pub all: bool,
 }
@@ -46,10 +47,11 @@ pub fn run(args: CleanArgs) -> Result<i32> {
                 deleted += 1;
             }
         }
+        let notes = crate::store::notes::remove_conference(&repo, &name)?;
         drop(lock);
         let _ = std::fs::remove_dir_all(&run_dir);
         crate::outln!(
-            "Deleted {deleted} refs of `{name}` (notes in refs/notes/conference are kept)."
+            "Deleted {deleted} refs of `{name}` and its lines in {notes} notes (other conferences' notes stay)."
         );
     }
     Ok(0)

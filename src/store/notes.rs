@@ -160,6 +160,80 @@ pub fn noted_through(repo: &Repository, name: &str) -> Result<Option<Oid>> {
     Ok(None)
 }
 
+/// Removes conference `name`'s lines from every note (a note left empty goes), in one notes
+/// commit; lines of other conferences, and notes written by hand, stay. Returns how many notes
+/// changed. For `clean --all`: its commits are about to become unreachable.
+pub fn remove_conference(repo: &Repository, name: &str) -> Result<usize> {
+    let Some(parent) = current_notes_commit(repo)? else {
+        return Ok(0);
+    };
+    let base = repo.find_commit(parent)?.tree()?;
+    let mut update = TreeUpdateBuilder::new();
+    let mut changed = 0;
+    let mut visit = |path: String, blob: Oid| -> Result<()> {
+        let text = String::from_utf8_lossy(repo.find_blob(blob)?.content()).into_owned();
+        let kept: Vec<&str> = text
+            .lines()
+            .filter(|l| {
+                serde_json::from_str::<serde_json::Value>(l)
+                    .ok()
+                    .and_then(|v| {
+                        v.get("conference")
+                            .and_then(|c| c.as_str())
+                            .map(|c| c != name)
+                    })
+                    .unwrap_or(true)
+            })
+            .collect();
+        if kept.len() == text.lines().count() {
+            return Ok(());
+        }
+        changed += 1;
+        if kept.iter().all(|l| l.trim().is_empty()) {
+            update.remove(path.as_str());
+        } else {
+            let blob = repo.blob(format!("{}\n", kept.join("\n")).as_bytes())?;
+            update.upsert(path.as_str(), blob, FileMode::Blob);
+        }
+        Ok(())
+    };
+    for entry in base.iter() {
+        let name = entry.name().unwrap_or("").to_string();
+        match entry.kind() {
+            Some(git2::ObjectType::Tree) => {
+                for inner in repo.find_tree(entry.id())?.iter() {
+                    let rest = inner.name().unwrap_or("");
+                    visit(format!("{name}/{rest}"), inner.id())?;
+                }
+            }
+            Some(git2::ObjectType::Blob) => visit(name, entry.id())?,
+            _ => {}
+        }
+    }
+    if changed == 0 {
+        return Ok(0);
+    }
+    let tree = repo.find_tree(update.create_updated(repo, &base)?)?;
+    let sig = signature(repo);
+    let message = format!("Notes of conference '{name}' removed by 'git conference clean --all'");
+    let commit = repo.commit(
+        None,
+        &sig,
+        &sig,
+        &message,
+        &tree,
+        &[&repo.find_commit(parent)?],
+    )?;
+    cas_update(
+        repo,
+        NOTES_REF,
+        commit,
+        Some(parent),
+        "git conference: clean",
+    )?;
+    Ok(changed)
+}
+
 fn current_notes_commit(repo: &Repository) -> Result<Option<Oid>> {
     match repo.find_reference(NOTES_REF) {
         Ok(r) => Ok(Some(r.peel_to_commit()?.id())),

@@ -116,6 +116,7 @@ pub fn start(args: StartArgs, quiet: bool) -> Result<i32> {
         .and_then(|o| o.peel_to_commit())
         .map_err(|_| usage(format!("cannot find the baseline `{base_rev}`: commit your project (with its evaluation harness) first")))?;
     check_harness(&repo, &cfg, base.id())?;
+    crate::engine::agent::check_tunable(&cfg, &repo, base.id())?;
     let ui = Ui::new(quiet);
     let run_dir = worktree::run_dir(&repo, &name);
     let _lock = RunLock::acquire(&run_dir, &name)?;

@@ -149,9 +149,8 @@ pub fn check_tunable(config: &crate::config::Config, repo: &Repository, base: Oi
     )))
 }
 
-/// How long a researcher waits for the others to finish the previous iteration (then it goes on
-/// without them: a stuck process must not stop the conference).
-const LOCKSTEP_POLL: Duration = Duration::from_millis(5);
+/// Longest pause between two looks at the others' progress while waiting for them.
+const LOCKSTEP_POLL: Duration = Duration::from_millis(50);
 
 async fn run_tuner(conf: &Conference, call: &AgentCall<'_>) -> Result<AgentOutcome> {
     let ids = conf.config.researcher_ids();
@@ -221,11 +220,16 @@ async fn run_tuner(conf: &Conference, call: &AgentCall<'_>) -> Result<AgentOutco
 /// Lock-step: waits until every other researcher has recorded the previous iteration of this
 /// round (or finished the round), so that all researchers propose from the same history — the
 /// conference stays deterministic for a seed, and each proposal learns from every result before
-/// it. False when the run is interrupted meanwhile.
+/// it. After about two evaluation timeouts it goes on without them (a researcher that stopped
+/// for good must not hold the others). False when the run is interrupted meanwhile.
 async fn wait_for_others(conf: &Conference, call: &AgentCall<'_>) -> bool {
     let needed = call.iteration.saturating_sub(1);
     let started = std::time::Instant::now();
-    let limit = call.timeout.unwrap_or(Duration::from_secs(3600));
+    // The others are at most one iteration ahead: an evaluation (the tuner itself is instant).
+    let eval = &conf.config.evaluation;
+    let one_iteration = eval.timeout * eval.repeats.max(1) * 2 + Duration::from_secs(60);
+    let limit = call.timeout.unwrap_or_default().max(one_iteration);
+    let mut pause = Duration::from_millis(1);
     loop {
         if process::cancelled() {
             return false;
@@ -238,7 +242,8 @@ async fn wait_for_others(conf: &Conference, call: &AgentCall<'_>) -> bool {
         if ready || started.elapsed() >= limit {
             return true;
         }
-        tokio::time::sleep(LOCKSTEP_POLL).await;
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(LOCKSTEP_POLL);
     }
 }
 

@@ -2,20 +2,26 @@
 //! call rebuilds its whole state from the evaluated history, so a killed conference resumes with
 //! the same proposals and every researcher learns from every point the conference has measured.
 //!
-//! Two phases. While the conference has measured fewer space-filling points than its share of
-//! the budget (about a fifth), and the literals have written bounds, each researcher proposes the
-//! next point of its own stream of a seeded low-discrepancy design over the bounds: the result
-//! does not depend on where the user's start happens to be, and the seed changes every run.
-//! Then a local trust-region search: the evaluated points are grouped into regions around the
-//! best points (a few per local optimum found), a region is chosen — researchers under `free`
-//! partitioning take different promising regions until the last third of their budget, when all
-//! refine the best; a region whose search has stalled gives way to the next one (a restart) —
-//! and around the region's best point the search proposes, in order of preference: an
-//! extrapolation of a move that just succeeded, the minimiser of a quadratic (or linear) model
-//! fitted to nearby points within the trust radius, a coordinate poll, a random step. The step
-//! size follows the 1/5 success rule replayed over the region's points. The devil's advocate jumps
-//! boldly and contrarily or explores the emptiest region. Candidates already evaluated (or listed
-//! in `Request::avoid`) are never returned.
+//! When the literals have written bounds, a share of the budget (a fifth; three tenths when the
+//! budget affords local searches in several regions) goes to a seeded low-discrepancy design over
+//! the bounds, so the result does not hinge on where the user's start happens to be, and the seed
+//! changes every run. Under `free` partitioning researcher A refines the best point meanwhile and
+//! the others share the design; a lone researcher with many literals alternates the two.
+//!
+//! Then local searches: the good points are grouped into regions (local optima); researchers
+//! refine different promising regions (a lone researcher visits them in turn), a region that a
+//! few local moves did not make the best, or whose search stalled, gives way to the next (a
+//! restart), and the last quarter of the budget refines the best. Around a region's best the
+//! search proposes, in order of preference: an extrapolation of a move that just succeeded, the
+//! point of best expected improvement under a Gaussian-process model within a trust region, the
+//! minimiser of a quadratic (or linear) model, a coordinate poll, a random step. The step size
+//! follows a success rule replayed over the region's points. The devil's advocate jumps boldly
+//! and contrarily or where the model knows least. A researcher near the conference's stuck limit
+//! proposes the point most likely to beat its own best.
+//!
+//! Researchers that share literals see the same history at the same iteration (the engine runs
+//! them in lock-step), so each one works out what the researchers before it propose and avoids
+//! those points. Candidates already evaluated (or listed in `Request::avoid`) are never returned.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -231,8 +237,10 @@ struct Point {
 
 /// Distance in z under which two good points belong to the same region (local optimum).
 const REGION: f64 = 0.1;
-/// Share of the budget spent on the space-filling design.
+/// Share of the budget spent on the space-filling design; more with few literals (when the
+/// budget affords local searches in several regions).
 const DESIGN_SHARE: f64 = 0.2;
+const DESIGN_SHARE_FEW: f64 = 0.3;
 const SIGMA0: f64 = 0.06;
 /// Share of each researcher's budget kept for local refinement at the end.
 const LOCAL_SHARE: f64 = 0.25;
@@ -523,7 +531,13 @@ impl<'a> Search<'a> {
         if nb == 0 {
             return 0;
         }
-        let size = (self.budget() * DESIGN_SHARE).round() as usize;
+        // Exploring pays more when the budget affords refining several of the regions found.
+        let share = if self.regions_affordable() >= 2 {
+            DESIGN_SHARE_FEW
+        } else {
+            DESIGN_SHARE
+        };
+        let size = (self.budget() * share).round() as usize;
         size.clamp(2.min(nb + 1), 10 * nb + 10)
     }
 
@@ -610,6 +624,12 @@ impl<'a> Search<'a> {
     /// The next design point of this researcher's share that has not been evaluated yet.
     fn design_phase(&mut self) -> Option<Proposal> {
         if self.cautious() {
+            return None;
+        }
+        // A lone researcher that can afford only one local search (many literals for the
+        // budget) alternates: a design point, then a step refining the best.
+        let t = self.points.iter().filter(|p| !p.duplicate).count();
+        if self.sharing() == 1 && self.regions_affordable() < 2 && t % 2 == 1 {
             return None;
         }
         let (share, index) = self.design_share()?;
@@ -854,6 +874,13 @@ impl<'a> Search<'a> {
         None
     }
 
+    /// How many regions the budget can afford a local search in (about `LOCAL_COST`
+    /// evaluations per dimension each).
+    fn regions_affordable(&self) -> usize {
+        let nd = self.active.len() as f64;
+        (self.budget() / (LOCAL_COST * (nd + 1.0))).round() as usize
+    }
+
     /// Chooses the centre of the local search and replays its region's history for the step
     /// size. Returns true when the chosen region has stalled and budget remains (restart).
     fn focus(&mut self) -> bool {
@@ -897,8 +924,7 @@ impl<'a> Search<'a> {
         let mut restart = false;
         // As many regions as the budget can afford a local search in (about 6 evaluations per
         // dimension each), at most one per researcher or three.
-        let afford = (self.budget() / (LOCAL_COST * (nd as f64 + 1.0))).round();
-        let k_max = (afford as usize).clamp(1, researchers.max(3));
+        let k_max = self.regions_affordable().clamp(1, researchers.max(3));
         let promising: Vec<usize> = promising.into_iter().take(k_max).collect();
         self.regions = promising
             .iter()

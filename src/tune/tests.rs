@@ -817,10 +817,17 @@ const ONE: Shape = Shape {
     devils_advocate: false,
 };
 
+/// Attempts made by the runs of `gaps` (simulations only).
+static ATTEMPTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// Gaps to the optimum over `seeds` runs from random starts (seed s: start s + 1, tuner seed s).
 fn gaps(fx: &Fixture, shape: Shape, seeds: u64) -> Vec<f64> {
     (0..seeds)
-        .map(|s| simulate(fx, s + 1, s, shape).0 - fx.optimum)
+        .map(|s| {
+            let (best, n) = simulate(fx, s + 1, s, shape);
+            ATTEMPTS.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+            best - fx.optimum
+        })
         .collect()
 }
 
@@ -962,8 +969,9 @@ fn report() {
             let q = |f: f64| g[((g.len() - 1) as f64 * f).round() as usize];
             let hits = g.iter().filter(|&&d| d < 0.01).count();
             eprint!(
-                "repeats {}  ",
-                COLLISIONS.swap(0, std::sync::atomic::Ordering::Relaxed)
+                "repeats {}  attempts/run {:.1}  ",
+                COLLISIONS.swap(0, std::sync::atomic::Ordering::Relaxed),
+                ATTEMPTS.swap(0, std::sync::atomic::Ordering::Relaxed) as f64 / seeds as f64
             );
             eprintln!(
                 "{name} {} researchers x {} x {}: within 0.01 {hits}/{seeds}  median {:.4}  q25 {:.4}  q75 {:.4}  worst {:.4}",

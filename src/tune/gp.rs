@@ -5,6 +5,7 @@
 //! deterministic: no randomness, fixed search grids.
 
 /// A fitted model over points in the unit cube (standardised targets).
+#[derive(Clone)]
 pub(crate) struct Gp {
     x: Vec<Vec<f64>>,
     /// Lower Cholesky factor of K + noise·I.

@@ -285,12 +285,18 @@ struct Search<'a> {
     regions: Vec<Vec<f64>>,
     /// Points being measured by others (`Request::avoid`), in z.
     pending: Vec<Vec<f64>>,
+    cache: &'a ModelCache,
     rng: Rng,
 }
 
+/// The last model fitted, by the data it was fitted to: the researchers worked out before this
+/// one usually fit the same data.
+type ModelCache = std::cell::RefCell<Option<(Vec<Vec<f64>>, Vec<f64>, Model)>>;
+
 pub(crate) fn propose(req: &Request) -> Option<Proposal> {
+    let cache = ModelCache::default();
     if req.assigned || req.researchers <= 1 {
-        return propose_one(req);
+        return propose_one(req, &cache);
     }
     // The researchers before this one propose from the same history at the same time: their
     // points are pending, not to be proposed again.
@@ -301,18 +307,21 @@ pub(crate) fn propose(req: &Request) -> Option<Proposal> {
             avoid: &pending,
             ..req.clone()
         };
-        if let Some(p) = propose_one(&other) {
+        if let Some(p) = propose_one(&other, &cache) {
             pending.push(p.params);
         }
     }
-    propose_one(&Request {
-        avoid: &pending,
-        ..req.clone()
-    })
+    propose_one(
+        &Request {
+            avoid: &pending,
+            ..req.clone()
+        },
+        &cache,
+    )
 }
 
-fn propose_one(req: &Request) -> Option<Proposal> {
-    let mut s = Search::new(req)?;
+fn propose_one(req: &Request, cache: &ModelCache) -> Option<Proposal> {
+    let mut s = Search::new(req, cache)?;
     if let Some(p) = s.design_phase() {
         return Some(p);
     }
@@ -378,7 +387,7 @@ enum Move {
 }
 
 impl<'a> Search<'a> {
-    fn new(req: &'a Request<'a>) -> Option<Search<'a>> {
+    fn new(req: &'a Request<'a>, cache: &'a ModelCache) -> Option<Search<'a>> {
         let lits = find_all(req.files);
         if lits.is_empty() {
             return None;
@@ -494,6 +503,7 @@ impl<'a> Search<'a> {
             just_improved: false,
             regions: Vec::new(),
             pending,
+            cache,
             rng,
         })
     }
@@ -717,15 +727,22 @@ impl<'a> Search<'a> {
         let sd = if sd > 1e-12 { sd } else { 1.0 };
         let ys: Vec<f64> = ys.iter().map(|y| (y - mean) / sd).collect();
         let xs: Vec<Vec<f64>> = data.iter().map(|&i| self.points[i].z.clone()).collect();
+        if let Some((cx, cy, model)) = &*self.cache.borrow() {
+            if *cx == xs && *cy == ys {
+                return Some(model.clone());
+            }
+        }
         let best = ys.iter().copied().fold(f64::INFINITY, f64::min);
-        Some(Model {
+        let model = Model {
             gp: Gp::fit(&xs, &ys)?,
             best,
             lo,
             delta,
             mean,
             sd,
-        })
+        };
+        *self.cache.borrow_mut() = Some((xs, ys, model.clone()));
+        Some(model)
     }
 
     /// The point of best expected improvement under a Gaussian-process model of everything
@@ -1415,6 +1432,7 @@ enum Acq {
 }
 
 /// A fitted model and the target transformation it was fitted with.
+#[derive(Clone)]
 struct Model {
     gp: Gp,
     /// Best standardised target.

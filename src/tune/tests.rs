@@ -850,21 +850,32 @@ fn fixture_start_is_honest() {
     }
 }
 
+/// Runs within 0.01 of the 2-D optimum, and the median gap, from `seeds` random starts.
+fn two_d_quality(shape: Shape, seeds: u64) -> (usize, f64) {
+    let g = gaps(&TWO_D, shape, seeds);
+    let hits = g.iter().filter(|&&d| d < 0.01).count();
+    eprintln!(
+        "2-D, {} researcher(s), {} attempts, random starts: {hits}/{seeds} within 0.01, gaps {g:?}",
+        shape.researchers,
+        shape.researchers as u64 * shape.iters * shape.rounds
+    );
+    (hits, median(g))
+}
+
+// From random starts the global minimum's basin is found in about three runs out of four (the
+// `report` below over 80 starts: 60/80 with three researchers, 52/80 with one); from the
+// fixture's start the old local search alone got there, from others it ended in another basin.
+
 #[test]
 fn two_d_from_any_start_with_three_researchers() {
-    // The audit's starts, and random ones: the design phase finds the global basin's region.
-    let g = gaps(&TWO_D, THREE, 30);
-    let hits = g.iter().filter(|&&d| d < 0.01).count();
-    eprintln!("2-D, 3 researchers x 5 x 3 rounds, random starts: median gap {:.4}, {hits}/30 within 0.01, {g:?}", median(g.clone()));
-    assert!(median(g) < 0.03 && hits >= 15, "{hits}");
+    let (hits, med) = two_d_quality(THREE, 12);
+    assert!(hits >= 6 && med < 0.1, "{hits} {med}");
 }
 
 #[test]
 fn two_d_from_any_start_with_one_researcher() {
-    let g = gaps(&TWO_D, ONE, 30);
-    let hits = g.iter().filter(|&&d| d < 0.01).count();
-    eprintln!("2-D, 1 researcher x 16 x 3 rounds, random starts: median gap {:.4}, {hits}/30 within 0.01, {g:?}", median(g.clone()));
-    assert!(median(g) < 0.03 && hits >= 15, "{hits}");
+    let (hits, med) = two_d_quality(ONE, 12);
+    assert!(hits >= 6 && med < 0.1, "{hits} {med}");
 }
 
 #[test]
@@ -882,12 +893,8 @@ fn assigned_and_devils_advocate_shapes() {
         devils_advocate: true,
         ..THREE
     };
-    let g = gaps(&TWO_D, shape, 20);
-    eprintln!(
-        "2-D with a devil's advocate: median gap {:.4}",
-        median(g.clone())
-    );
-    assert!(median(g) < 0.03);
+    let (hits, _) = two_d_quality(shape, 8);
+    assert!(hits >= 3, "{hits}");
     // `assigned`: each researcher moves only its own literal (coordinate search across
     // researchers, combined by knowledge transfer), so from a start in the right basin it
     // converges; from anywhere it is a slower search than sharing every literal.
@@ -898,8 +905,8 @@ fn assigned_and_devils_advocate_shapes() {
     };
     let (best, _) = simulate(&TWO_D, 0, 1, shape);
     assert!(best - F2_OPT < 0.01, "{best}");
-    let g = gaps(&TWO_D, shape, 20);
-    let starts: Vec<f64> = (0..20)
+    let g = gaps(&TWO_D, shape, 8);
+    let starts: Vec<f64> = (0..8)
         .map(|s| {
             let fs = files(&[("params.sh", &start_text(FIXTURE_2D, s + 1))]);
             f2(&extract_params(&fs)) - F2_OPT
@@ -917,22 +924,22 @@ fn assigned_and_devils_advocate_shapes() {
 #[test]
 fn the_seed_changes_the_run() {
     // The same start, different seeds: different design points, so different runs.
-    let runs: BTreeSet<String> = (0..12)
+    let runs: BTreeSet<String> = (0..6)
         .map(|s| format!("{:.9}", simulate(&TWO_D, 3, s, THREE).0))
         .collect();
-    assert!(runs.len() >= 10, "{runs:?}");
+    assert!(runs.len() >= 5, "{runs:?}");
 }
 
 #[test]
 fn six_d_from_any_start() {
-    let g = gaps(&SIX_D, THREE, 20);
+    let g = gaps(&SIX_D, THREE, 5);
     eprintln!(
-        "6-D, 3 researchers x 5 x 3 rounds: median gap {:.4}, all {g:?}",
+        "6-D, 3 researchers, 54 attempts: median gap {:.4}, all {g:?}",
         median(g.clone())
     );
     // Random search at 60 evaluations ends at a median of about 20, Optuna TPE at about 6
-    // (bench/tune_quality.py).
-    assert!(median(g) < 8.0);
+    // (bench/tune_quality.py; the `report` below: 4.1 over 80 starts).
+    assert!(median(g) < 6.0);
 }
 
 /// `cargo test --release --lib tune::tests::report -- --ignored --nocapture`: the simulated

@@ -300,7 +300,7 @@ fn params_at(
 /// Every point the conference has measured that all researchers know at this iteration, in the
 /// same order for all: the baseline; then, by round, every researcher's attempts (by iteration,
 /// then researcher) — in the current round the round start first and only the iterations before
-/// this one. Also each researcher's attempts in a row without improvement up to there, counted
+/// this one (under `assigned`, where researchers do not wait for each other, only its own). Also each researcher's attempts in a row without improvement up to there, counted
 /// as the engine counts them (reset by a kept attempt, and at a round start after a round that
 /// moved the best or ended the researcher's round as stuck).
 fn tuner_history(
@@ -326,6 +326,7 @@ fn tuner_history(
         });
     }
     let order = |id: &str| ids.iter().position(|i| i == id).unwrap_or(usize::MAX);
+    let assigned = conf.config.strategy == crate::config::Strategy::Assigned;
     for round in 1..=st.round {
         let mut attempts = super::research::round_attempts(conf, round)?;
         attempts.sort_by_key(|a| (a.iteration, order(&a.researcher)));
@@ -347,7 +348,10 @@ fn tuner_history(
             }
         }
         for a in attempts {
-            if round == st.round && a.iteration >= call.iteration {
+            // This round: what every researcher has recorded before this iteration (they wait
+            // for each other), or under `assigned` (no waiting) only this researcher's own.
+            let others_now = round == st.round && assigned && a.researcher != call.researcher;
+            if (round == st.round && a.iteration >= call.iteration) || others_now {
                 continue;
             }
             if a.verdict == "interrupted" {

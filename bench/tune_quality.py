@@ -2,18 +2,25 @@
 """Compare builtin:tune with random search and Optuna TPE on the tuning fixtures.
 
 Why: the issue requires builtin:tune to beat random search and be no worse than TPE at the same
-evaluation budget. Every method evaluates the real fixture (`eval.sh` run in a copy of the fixture
-directory); builtin:tune runs as a real conference through the `git-conference` binary.
+evaluation budget. Every method evaluates the real fixture, and every run of its `eval.sh` counts:
+the fixture's evaluation is wrapped so that each run is logged, and the table's `evals` column is
+that count. builtin:tune runs as a real conference through the `git-conference` binary, so its
+evaluations include the baseline, the peer review's re-runs and the knowledge transfer's checks; its
+attempt budget (`Max total iterations`) is lowered until the conference's total stays within the
+budget. Each seed draws one start point within the bounds, the same for every method, and is also
+the seed of builtin:tune's search, of random search and of TPE.
 
-    python3 bench/tune_quality.py [--budget 60] [--seeds 20] [--binary PATH] [--fixtures tune-2d,tune-6d]
+    python3 bench/tune_quality.py [--budget 60] [--seeds 20] [--binary PATH]
+                                  [--fixtures tune-2d,tune-6d] [--methods random,tpe,builtin1,builtin3]
 
-Optuna is installed into bench/.venv when it is not importable.
+Optuna is installed into bench/.venv (from PyPI, with pip) when it is not importable.
 """
 
 import argparse
 import json
 import math
 import os
+import platform
 import random
 import re
 import shutil
@@ -28,9 +35,13 @@ VENV = os.path.join(HERE, ".venv")
 
 FIXTURES = {
     # name: (metric, known optimum, conference target that is never reached)
-    "tune-2d": ("f", -1.51868, -10),
+    "tune-2d": ("f", -1.5186858, -10),
     "tune-6d": ("loss", 0.0, -10),
 }
+
+# Conference shapes: researchers and rounds. Two rounds: knowledge transfer between them, and the
+# peer review's re-runs (which count as evaluations) twice, not once per handful of attempts.
+SHAPES = {"builtin1": (1, 2), "builtin3": (3, 2)}
 
 
 def ensure_optuna():
@@ -56,7 +67,7 @@ LINE = re.compile(
 
 
 def read_space(fixture_dir):
-    """The marked parameters of params.sh: name -> (start, lo, hi, integer, log)."""
+    """The marked parameters of params.sh: name -> (lo, hi, integer, log)."""
     space = {}
     with open(os.path.join(fixture_dir, "params.sh")) as f:
         for line in f:
@@ -66,66 +77,105 @@ def read_space(fixture_dir):
             lo, hi = float(m["lo"]), float(m["hi"])
             integer = bool(m["int"])
             log = lo > 0 and hi / lo >= 20  # the same rule builtin:tune uses
-            space[m["name"]] = (float(m["value"]), lo, hi, integer, log)
+            space[m["name"]] = (lo, hi, integer, log)
     return space
 
 
-class Evaluator:
-    """Runs the fixture's eval.sh for parameter values, in a private copy of the fixture."""
+def fmt(v, integer=False):
+    if integer:
+        return str(int(round(v)))
+    return f"{v:.6g}" if abs(v) < 1e-3 and v != 0 else f"{v:.4f}"
 
-    def __init__(self, fixture_dir, metric):
-        self.dir = tempfile.mkdtemp(prefix="tunebench-")
-        shutil.copytree(fixture_dir, self.dir, dirs_exist_ok=True)
-        with open(os.path.join(self.dir, "params.sh")) as f:
-            self.template = f.read()
+
+def sample(space, rng):
+    vals = {}
+    for name, (lo, hi, integer, log) in space.items():
+        v = math.exp(rng.uniform(math.log(lo), math.log(hi))) if log else rng.uniform(lo, hi)
+        vals[name] = round(v) if integer else v
+    return vals
+
+
+def start_point(space, seed):
+    """The seed's start, within the bounds, written as a person would (a few digits)."""
+    vals = sample(space, random.Random(f"start-{seed}"))
+    return {k: float(fmt(v, space[k][2])) for k, v in vals.items()}
+
+
+def write_params(path, space, values):
+    with open(path) as f:
+        text = f.read()
+    for name, v in values.items():
+        text = re.sub(rf"(?m)^{name}=\S+", f"{name}={fmt(v, space[name][2])}", text)
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def counted_fixture(fixture_dir, dest, log_path):
+    """A copy of the fixture whose eval.sh logs every run (and its output) to `log_path`."""
+    shutil.copytree(fixture_dir, dest, dirs_exist_ok=True)
+    os.rename(os.path.join(dest, "eval.sh"), os.path.join(dest, "measure.sh"))
+    with open(os.path.join(dest, "eval.sh"), "w") as f:
+        f.write(
+            "#!/bin/sh\n"
+            "# Benchmark wrapper: runs the fixture's evaluation and logs the run.\n"
+            'out=$(./measure.sh); code=$?\n'
+            f'printf "%s\\n" "$out" >> "{log_path}"\n'
+            'printf "%s\\n" "$out"; exit $code\n'
+        )
+    os.chmod(os.path.join(dest, "eval.sh"), 0o755)
+
+
+def count_runs(log_path):
+    if not os.path.exists(log_path):
+        return 0
+    with open(log_path) as f:
+        return sum(1 for line in f if line.strip())
+
+
+class Evaluator:
+    """Runs the (counted) eval.sh for parameter values, in a private copy of the fixture."""
+
+    def __init__(self, fixture_dir, metric, space):
+        self.tmp = tempfile.mkdtemp(prefix="tunebench-")
+        self.dir = os.path.join(self.tmp, "fx")
+        self.log = os.path.join(self.tmp, "runs.log")
+        counted_fixture(fixture_dir, self.dir, self.log)
         self.metric = metric
+        self.space = space
 
     def __call__(self, values):
-        text = self.template
-        for name, v in values.items():
-            text = re.sub(rf"(?m)^{name}=\S+", f"{name}={fmt(v)}", text)
-        with open(os.path.join(self.dir, "params.sh"), "w") as f:
-            f.write(text)
+        write_params(os.path.join(self.dir, "params.sh"), self.space, values)
         out = subprocess.run(["./eval.sh"], cwd=self.dir, capture_output=True, text=True)
         m = re.search(rf"^{self.metric}:\s*(\S+)", out.stdout, re.M)
         if out.returncode != 0 or not m:
             return math.inf
         return float(m.group(1))
 
+    def runs(self):
+        return count_runs(self.log)
+
     def close(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def fmt(v):
-    return str(int(v)) if float(v).is_integer() and abs(v) < 1e15 else repr(float(v))
-
-
-def sample(space, rng):
-    vals = {}
-    for name, (_, lo, hi, integer, log) in space.items():
-        v = math.exp(rng.uniform(math.log(lo), math.log(hi))) if log else rng.uniform(lo, hi)
-        vals[name] = round(v) if integer else v
-    return vals
-
-
-def run_random(space, evaluate, budget, seed):
+def run_random(space, evaluate, budget, seed, start):
     rng = random.Random(seed)
-    best = evaluate({k: s[0] for k, s in space.items()})  # the same start every method gets
+    best = evaluate(start)
     for _ in range(budget - 1):
         best = min(best, evaluate(sample(space, rng)))
     return best
 
 
-def run_tpe(space, evaluate, budget, seed):
+def run_tpe(space, evaluate, budget, seed, start):
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=seed))
-    study.enqueue_trial({k: s[0] for k, s in space.items()})
+    study.enqueue_trial(start)
 
     def objective(trial):
         vals = {}
-        for name, (_, lo, hi, integer, log) in space.items():
+        for name, (lo, hi, integer, log) in space.items():
             if integer:
                 vals[name] = trial.suggest_int(name, int(lo), int(hi), log=log)
             else:
@@ -136,10 +186,9 @@ def run_tpe(space, evaluate, budget, seed):
     return study.best_value
 
 
-def conference_md(metric, target, budget, seed, count=3):
+def conference_md(metric, target, attempts, seed, count, rounds):
     """The conference.md builtin:tune runs with (one place, so the shape is easy to adjust)."""
-    per_round = count * 5
-    rounds = max(1, math.ceil(budget / per_round))
+    per_round = math.ceil(attempts / (count * rounds))
     return f"""# Conference: Tune bench
 ## Goal
 Minimise {metric}.
@@ -151,44 +200,67 @@ metric
 - **Direction:** minimize
 ## Researchers
 - **Count:** {count}
-- **Iterations per round:** 5
+- **Iterations per round:** {per_round}
 - **Max rounds:** {rounds}
+## Search Space
+**Allowed changes:**
+- params.sh
 ## Search Space Partitioning
 **Strategy:** free
 ## Constraints
-- **Max total iterations:** {budget}
+- **Max total iterations:** {attempts}
 ## Evaluation
 - command: ./eval.sh
 - timeout: 30s
-- frozen: eval.sh
+- frozen: eval.sh, measure.sh
 ## Agent
 - command: builtin:tune
 - seed: {seed}
 """
 
 
-def run_builtin(fixture_dir, metric, target, budget, seed, env, count):
-    repo = tempfile.mkdtemp(prefix="tunebench-repo-")
+def run_conference(fixture_dir, space, start, metric, target, attempts, seed, env, count, rounds):
+    """One conference; returns (best metric, eval.sh runs)."""
+    tmp = tempfile.mkdtemp(prefix="tunebench-repo-")
     try:
-        shutil.copytree(fixture_dir, repo, dirs_exist_ok=True)
+        repo = os.path.join(tmp, "repo")
+        log = os.path.join(tmp, "runs.log")
+        counted_fixture(fixture_dir, repo, log)
+        write_params(os.path.join(repo, "params.sh"), space, start)
         with open(os.path.join(repo, "conference.md"), "w") as f:
-            f.write(conference_md(metric, target, budget, seed, count))
+            f.write(conference_md(metric, target, attempts, seed, count, rounds))
         git = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.invalid"]
         subprocess.run(git + ["init", "-q"], cwd=repo, check=True)
         subprocess.run(git + ["add", "-A"], cwd=repo, check=True)
         subprocess.run(git + ["commit", "-q", "-m", "fixture"], cwd=repo, check=True)
-        start = subprocess.run(
+        started = subprocess.run(
             ["git", "conference", "start", "--yes"], cwd=repo, env=env, capture_output=True, text=True
         )
-        if start.returncode not in (0, 3):
-            raise RuntimeError(f"git conference start failed ({start.returncode}): {start.stderr[-500:]}")
+        if started.returncode not in (0, 3):
+            raise RuntimeError(
+                f"git conference start failed ({started.returncode}): {started.stderr[-500:]}"
+            )
         status = subprocess.run(
             ["git", "conference", "status", "--format", "json"],
             cwd=repo, env=env, capture_output=True, text=True, check=True,
         )
-        return float(json.loads(status.stdout)["best"]["metric"])
+        return float(json.loads(status.stdout)["best"]["metric"]), count_runs(log)
     finally:
-        shutil.rmtree(repo, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run_builtin(fixture_dir, space, start, metric, target, budget, seed, env, count, rounds):
+    """A conference whose total evaluations stay within `budget`: the attempt budget starts at the
+    budget minus the expected overhead (baseline, review re-runs) and is lowered by any excess."""
+    attempts = budget - 1 - rounds * (count + 1)
+    for _ in range(6):
+        best, runs = run_conference(
+            fixture_dir, space, start, metric, target, attempts, seed, env, count, rounds
+        )
+        if runs <= budget:
+            return best, runs
+        attempts -= runs - budget
+    return best, runs
 
 
 def builtin_env(binary):
@@ -208,7 +280,20 @@ def builtin_env(binary):
 def summary(gaps):
     gaps = sorted(gaps)
     q = statistics.quantiles(gaps, n=4) if len(gaps) > 1 else [gaps[0]] * 3
-    return statistics.median(gaps), q[2] - q[0], gaps[0], gaps[-1]
+    return statistics.median(gaps), q[0], q[2], gaps[0], gaps[-1]
+
+
+def machine():
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}"
 
 
 def main():
@@ -221,7 +306,7 @@ def main():
                     help="random, tpe, builtin1 (1-researcher conference), builtin3 (3 researchers)")
     args = ap.parse_args()
     methods = args.methods.split(",")
-    builtins = [m for m in methods if m.startswith("builtin")]
+    builtins = [m for m in methods if m in SHAPES]
     if "tpe" in methods:
         ensure_optuna()
     env = builtin_env(args.binary) if builtins else None
@@ -235,31 +320,41 @@ def main():
         fdir = os.path.join(ROOT, "fixtures", name)
         space = read_space(fdir)
         for method in methods:
-            gaps = []
+            gaps, evals = [], []
             for seed in range(args.seeds):
-                if method.startswith("builtin"):
-                    count = int(method[len("builtin"):] or 3)
+                start = start_point(space, seed)
+                if method in SHAPES:
+                    count, rounds = SHAPES[method]
                     try:
-                        best = run_builtin(fdir, metric, target, args.budget, seed, env, count)
+                        best, runs = run_builtin(
+                            fdir, space, start, metric, target, args.budget, seed, env, count, rounds
+                        )
                     except (RuntimeError, subprocess.CalledProcessError, KeyError, ValueError) as e:
-                        print(f"{name} builtin seed {seed}: {e}", file=sys.stderr)
-                        best = math.inf
+                        print(f"{name} {method} seed {seed}: {e}", file=sys.stderr)
+                        best, runs = math.inf, 0
                 else:
-                    ev = Evaluator(fdir, metric)
+                    ev = Evaluator(fdir, metric, space)
                     try:
                         run = run_random if method == "random" else run_tpe
-                        best = run(space, ev, args.budget, seed)
+                        best = run(space, ev, args.budget, seed, start)
+                        runs = ev.runs()
                     finally:
                         ev.close()
                 gaps.append(best - optimum)
-                print(f"{name} {method} seed {seed}: best {best:.6f}", file=sys.stderr)
-            rows.append((name, method) + summary(gaps))
+                evals.append(runs)
+                print(f"{name} {method} seed {seed}: best {best:.6f} evals {runs}", file=sys.stderr)
+            rows.append((name, method, min(evals), max(evals)) + summary(gaps))
 
-    print(f"budget {args.budget} evaluations, {args.seeds} seeds; gap = best metric - known optimum")
-    print(f"{'fixture':<10} {'method':<9} {'median gap':>12} {'IQR':>10} {'best':>10} {'worst':>10}")
-    for name, method, med, iqr, best, worst in rows:
-        print(f"{name:<10} {method:<9} {med:>12.4f} {iqr:>10.4f} {best:>10.4f} {worst:>10.4f}")
-    if builtins and not any(m.startswith("builtin") for m in methods):
+    print(f"budget {args.budget} evaluations (eval.sh runs), {args.seeds} seeds, a random start per seed")
+    print(f"machine: {machine()}")
+    print("gap = best metric - known optimum; q25/q75: quartiles of the gap")
+    print(f"{'fixture':<10} {'method':<9} {'evals':>7} {'median gap':>11} {'q25':>9} {'q75':>9} "
+          f"{'best':>9} {'worst':>9}")
+    for name, method, emin, emax, med, q1, q3, best, worst in rows:
+        ev = f"{emin}" if emin == emax else f"{emin}-{emax}"
+        print(f"{name:<10} {method:<9} {ev:>7} {med:>11.4f} {q1:>9.4f} {q3:>9.4f} {best:>9.4f} "
+              f"{worst:>9.4f}")
+    if builtins and not any(m in SHAPES for m in methods):
         print("builtin:tune: skipped (binary not available)")
 
 

@@ -28,18 +28,36 @@ fn hostname() -> String {
         .unwrap_or_else(|_| "localhost".into())
 }
 
-/// Who holds the lock, as its file says: "<pid> <host> <since>". The holder writes it right after
-/// taking the lock, so an empty file is read again for a moment.
-fn holder(path: &Path) -> (String, String, String) {
-    for _ in 0..20 {
+/// The pid that holds the flock on the file with inode `ino`, as the kernel lists it in
+/// /proc/locks ("1: FLOCK  ADVISORY  WRITE <pid> <maj>:<min>:<inode> 0 EOF"); None where the
+/// kernel offers no such list.
+fn flock_holder(ino: u64) -> Option<String> {
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    locks.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (kind, pid, file) = (fields.get(1)?, fields.get(4)?, fields.get(5)?);
+        let inode = file.rsplit(':').next()?.parse::<u64>().ok()?;
+        (*kind == "FLOCK" && inode == ino).then(|| pid.to_string())
+    })
+}
+
+/// Who holds the lock: "<pid> <host> <since>" as its file says. The holder rewrites the file
+/// right after taking the lock, so for a moment it may be empty or still name an earlier holder;
+/// where the kernel names the holder (Linux), the file is read again until it agrees.
+fn holder(path: &Path, ino: u64) -> (String, String, String) {
+    let mut kernel = None;
+    for _ in 0..50 {
+        kernel = flock_holder(ino);
         let text = std::fs::read_to_string(path).unwrap_or_default();
         let mut parts = text.split_whitespace();
         if let (Some(pid), Some(host), Some(since)) = (parts.next(), parts.next(), parts.next()) {
-            return (pid.to_string(), host.to_string(), since.to_string());
+            if kernel.as_deref().is_none_or(|k| k == pid) {
+                return (pid.to_string(), host.to_string(), since.to_string());
+            }
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    ("?".into(), "?".into(), "?".into())
+    (kernel.unwrap_or_else(|| "?".into()), "?".into(), "?".into())
 }
 
 impl RunLock {
@@ -62,7 +80,7 @@ impl RunLock {
                 let err = std::io::Error::last_os_error();
                 match err.raw_os_error() {
                     Some(libc::EWOULDBLOCK) => {
-                        let (pid, host, since) = holder(&path);
+                        let (pid, host, since) = holder(&path, file.metadata()?.ino());
                         bail!(
                             "conference `{name}` is already running (process {pid} on {host}, since {since}); \
                              wait for it, or stop it with `kill -INT {pid}`"

@@ -107,6 +107,7 @@ pub fn start(args: StartArgs, quiet: bool) -> Result<i32> {
     if !problems.is_empty() {
         return Err(usage(config::describe_errors(&config_path, &problems)));
     }
+    crate::engine::agent::check_tunable(&cfg, &repo, base.id())?;
     for path in preflight::uncommitted_frozen(&repo, &cfg) {
         crate::errln!("warning: your uncommitted changes to {path} (frozen) are not used: the conference evaluates the baseline {} as committed", &base.id().to_string()[..10]);
     }

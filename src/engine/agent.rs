@@ -35,7 +35,8 @@ pub struct AgentCall<'a> {
     pub prompt: &'a str,
     pub timeout: Option<Duration>,
     pub env: Vec<(String, String)>,
-    /// Tuner only: the researcher's kept tree and its history.
+    /// Tuner only: the researcher's kept tree, and its attempt count (the tuner derives
+    /// everything it needs from the recorded attempts instead).
     pub head_tree: Oid,
     pub attempts: u64,
 }
@@ -48,7 +49,7 @@ pub async fn run(conf: &Conference, call: AgentCall<'_>) -> Result<AgentOutcome>
     std::fs::write(&prompt_file, call.prompt)?;
     let _ = std::fs::remove_file(&note_file);
     if conf.config.agent.command.trim() == BUILTIN_TUNE {
-        return run_tuner(conf, &call);
+        return run_tuner(conf, &call).await;
     }
     let mut env = call.env.clone();
     env.push((
@@ -97,101 +98,290 @@ pub async fn run(conf: &Conference, call: AgentCall<'_>) -> Result<AgentOutcome>
 }
 
 /// Files the tuner may edit: tracked text files the guard allows.
-fn tunable_files(conf: &Conference, repo: &Repository, tree: Oid) -> Result<Vec<String>> {
+fn tunable_files(guard: &super::paths::Guard, repo: &Repository, tree: Oid) -> Result<Vec<String>> {
     Ok(snapshot::list_files(repo, tree)?
         .into_iter()
-        .filter(|p| conf.guard.may_edit(p))
+        .filter(|p| guard.may_edit(p))
         .collect())
 }
 
-fn run_tuner(conf: &Conference, call: &AgentCall) -> Result<AgentOutcome> {
-    let repo = conf.open_repo()?;
-    let paths = tunable_files(conf, &repo, call.head_tree)?;
-    let files = snapshot::read_files(&repo, call.head_tree, &paths)?;
-    let history = tuner_history(conf, &repo, call.researcher, &paths)?;
-    let st = conf.state();
+/// Before a conference with `builtin:tune` starts: the files the researchers may change at the
+/// baseline must hold something to tune, and its markers must be usable. The error says which
+/// paths were searched and how to mark a literal.
+pub fn check_tunable(config: &crate::config::Config, repo: &Repository, base: Oid) -> Result<()> {
+    if config.agent.command.trim() != BUILTIN_TUNE {
+        return Ok(());
+    }
+    let tree = repo.find_commit(base)?.tree()?;
+    let exists = |p: &str| tree.get_path(std::path::Path::new(p)).is_ok();
+    let guard = super::paths::Guard::new(config, &exists);
+    let tree = tree.id();
+    let paths = tunable_files(&guard, repo, tree)?;
+    let files = snapshot::read_files(repo, tree, &paths)?;
+    let problems = tune::problems(&files);
+    if !problems.is_empty() {
+        return Err(crate::error::usage(format!(
+            "builtin:tune cannot use these markers:\n  {}",
+            problems.join("\n  ")
+        )));
+    }
+    if !tune::find_all(&files).is_empty() {
+        return Ok(());
+    }
+    let searched = if paths.is_empty() {
+        "no committed file is allowed (Search Space → Allowed changes, minus frozen and forbidden \
+         paths)"
+            .to_string()
+    } else {
+        let mut shown: Vec<&str> = paths.iter().map(String::as_str).take(8).collect();
+        if paths.len() > 8 {
+            shown.push("…");
+        }
+        format!("searched {}", shown.join(", "))
+    };
+    let empty = tune::empty_markers(&files);
+    let hint = if empty.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "\n  these `tune` markers have no number before them on their line: {}",
+            empty.join(", ")
+        )
+    };
+    Err(crate::error::usage(format!(
+        "builtin:tune found no number to tune ({searched}).{hint}\n  Mark a literal with a \
+         comment on its line, e.g. `lr = 3e-4  # tune: [1e-5, 1e-2]` (`// tune` in C-like files), \
+         or allow the files that hold your parameters in Search Space → Allowed changes. \
+         Without markers only a number that is the whole value of an assignment counts \
+         (`lr = 0.01`, `lr: 0.01`, `--lr 0.01`)."
+    )))
+}
+
+/// Longest pause between two looks at the others' progress while waiting for them.
+const LOCKSTEP_POLL: Duration = Duration::from_millis(50);
+
+async fn run_tuner(conf: &Conference, call: &AgentCall<'_>) -> Result<AgentOutcome> {
     let ids = conf.config.researcher_ids();
     let index = ids.iter().position(|i| i == call.researcher).unwrap_or(0);
+    let assigned = conf.config.strategy == crate::config::Strategy::Assigned;
+    if !assigned && ids.len() > 1 && !wait_for_others(conf, call).await {
+        return Ok(AgentOutcome::Interrupted);
+    }
+    let repo = conf.open_repo()?;
+    let paths = tunable_files(&conf.guard, &repo, call.head_tree)?;
+    let files = snapshot::read_files(&repo, call.head_tree, &paths)?;
+    let (history, streaks) = tuner_history(conf, &repo, call, &ids, &paths)?;
+    let st = conf.state();
     let minimize = conf
         .config
         .metric
         .as_ref()
         .map(|m| m.direction == crate::config::Direction::Minimize)
         .unwrap_or(false);
-    let budget_left = conf.config.max_total_iterations.map(|max| {
-        let left = (max as u64).saturating_sub(st.total_iterations);
-        left / conf.config.count.max(1) as u64
-    });
-    let role = if conf.config.devils_advocate_id().as_deref() == Some(call.researcher) {
-        tune::Role::DevilsAdvocate
-    } else {
-        tune::Role::Normal
-    };
-    let request = tune::Request {
-        files: &files,
-        history: &history,
-        minimize,
-        seed: conf.config.agent.seed,
-        researcher: index,
-        researchers: conf.config.count,
-        assigned: conf.config.strategy == crate::config::Strategy::Assigned,
-        role,
-        attempt: call.attempts,
-        budget_left,
-    };
-    let Some(proposal) = tune::propose(&request) else {
-        return Ok(AgentOutcome::Exhausted);
-    };
-    for (path, content) in &proposal.files {
-        std::fs::write(call.worktree.join(path), content)?;
+    // The conference's attempt budget and this researcher's share of it, from the configuration
+    // and the researcher's own count only, so every researcher sees the same numbers. It only
+    // steers how bold the search is near the end: `stop::round_allotment` enforces the real cap
+    // (which, with an uneven split, may give this researcher one attempt more or fewer).
+    let count = conf.config.count.max(1) as u64;
+    let mut total = conf.config.max_rounds as u64 * count * conf.config.iterations_per_round as u64;
+    if let Some(max) = conf.config.max_total_iterations {
+        total = total.min(max as u64);
     }
-    Ok(AgentOutcome::Done(Some(proposal.description)))
+    let budget_left = (total / count).saturating_sub(st.researcher(call.researcher).attempts);
+    let advocate = conf
+        .config
+        .devils_advocate_id()
+        .and_then(|id| ids.iter().position(|i| *i == id));
+    let mut avoid = Vec::new();
+    // A point some researcher measured (or is measuring) that this history does not hold is
+    // found in the evaluation cache: avoid it and ask again.
+    for _ in 0..8 {
+        let request = tune::Request {
+            files: &files,
+            history: &history,
+            avoid: &avoid,
+            minimize,
+            seed: conf.config.agent.seed,
+            researcher: index,
+            researchers: ids.len(),
+            assigned,
+            advocate,
+            streaks: &streaks,
+            budget_left: Some(budget_left),
+            budget_total: Some(total),
+        };
+        let Some(proposal) = tune::propose(&request) else {
+            return Ok(AgentOutcome::Exhausted);
+        };
+        if already_evaluated(conf, &repo, call.head_tree, &proposal)? {
+            avoid.push(proposal.params);
+            continue;
+        }
+        for (path, content) in &proposal.files {
+            std::fs::write(call.worktree.join(path), content)?;
+        }
+        return Ok(AgentOutcome::Done(Some(proposal.description)));
+    }
+    Ok(AgentOutcome::Exhausted)
 }
 
-/// Every point this researcher has seen evaluated, oldest first: its recorded attempts and the
-/// snapshots it started rounds from, read back from git.
+/// Lock-step: waits until every other researcher has recorded the previous iteration of this
+/// round (or finished the round), so that all researchers propose from the same history — the
+/// conference stays deterministic for a seed, and each proposal learns from every result before
+/// it. After about two evaluation timeouts it goes on without them (a researcher that stopped
+/// for good must not hold the others). False when the run is interrupted meanwhile.
+async fn wait_for_others(conf: &Conference, call: &AgentCall<'_>) -> bool {
+    let needed = call.iteration.saturating_sub(1);
+    let started = std::time::Instant::now();
+    // The others are at most one iteration ahead: an evaluation (the tuner itself is instant).
+    let eval = &conf.config.evaluation;
+    let one_iteration = eval.timeout * eval.repeats.max(1) * 2 + Duration::from_secs(60);
+    let limit = call.timeout.unwrap_or_default().max(one_iteration);
+    let mut pause = Duration::from_millis(1);
+    loop {
+        if process::cancelled() {
+            return false;
+        }
+        let st = conf.state();
+        let ready = st.round != call.round
+            || st.researchers.iter().all(|(id, r)| {
+                id == call.researcher || r.round_iterations >= needed || r.round_finished.is_some()
+            });
+        if ready || started.elapsed() >= limit {
+            return true;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(LOCKSTEP_POLL);
+    }
+}
+
+/// Whether the tree the proposal makes has a result in the evaluation cache (or is being
+/// measured in this run).
+fn already_evaluated(
+    conf: &Conference,
+    repo: &Repository,
+    head_tree: Oid,
+    proposal: &tune::Proposal,
+) -> Result<bool> {
+    let head = repo.find_tree(head_tree)?;
+    let mut update = git2::build::TreeUpdateBuilder::new();
+    for (path, content) in &proposal.files {
+        let mode = head
+            .get_path(std::path::Path::new(path))
+            .map(|e| e.filemode())
+            .unwrap_or(0o100644);
+        let blob = repo.blob(content.as_bytes())?;
+        let mode = if mode == 0o100755 {
+            git2::FileMode::BlobExecutable
+        } else {
+            git2::FileMode::Blob
+        };
+        update.upsert(path, blob, mode);
+    }
+    let tree = update.create_updated(repo, &head)?;
+    let key = super::state::files::eval_cache(&conf.state().eval_settings, &tree.to_string());
+    if conf.evaluations.lock().unwrap().contains_key(&key) {
+        return Ok(true);
+    }
+    Ok(conf.read_state_file(&key)?.is_some())
+}
+
+/// Parameters of a tree's tunable files, by tree and file list (trees never change).
+fn params_at(
+    repo: &Repository,
+    tree: Oid,
+    paths: &[String],
+) -> Result<std::collections::BTreeMap<String, f64>> {
+    type Cache =
+        std::collections::HashMap<(Oid, Vec<String>), std::collections::BTreeMap<String, f64>>;
+    static CACHE: std::sync::OnceLock<std::sync::Mutex<Cache>> = std::sync::OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let key = (tree, paths.to_vec());
+    if let Some(p) = cache.lock().unwrap().get(&key) {
+        return Ok(p.clone());
+    }
+    let params = tune::extract_params(&snapshot::read_files(repo, tree, paths)?);
+    cache.lock().unwrap().insert(key, params.clone());
+    Ok(params)
+}
+
+/// Every point the conference has measured that all researchers know at this iteration, in the
+/// same order for all: the baseline; then, by round, every researcher's attempts (by iteration,
+/// then researcher) — in the current round the round start first and only the iterations before
+/// this one (under `assigned`, where researchers do not wait for each other, only its own). Also each researcher's attempts in a row without improvement up to there, counted
+/// as the engine counts them (reset by a kept attempt, and at a round start after a round that
+/// moved the best or ended the researcher's round as stuck).
 fn tuner_history(
     conf: &Conference,
     repo: &Repository,
-    researcher: &str,
+    call: &AgentCall<'_>,
+    ids: &[String],
     paths: &[String],
-) -> Result<Vec<tune::Trial>> {
+) -> Result<(Vec<tune::Trial>, Vec<u32>)> {
     let st = conf.state();
-    let r = st.researcher(researcher);
     let mut trials = Vec::new();
-    let mut start_added = false;
-    let round_start = |trials: &mut Vec<tune::Trial>| -> Result<()> {
-        if let Ok(c) = Oid::from_str(&r.round_start).and_then(|o| repo.find_commit(o)) {
-            let files = snapshot::read_files(repo, c.tree_id(), paths)?;
-            trials.push(tune::Trial {
-                params: tune::extract_params(&files),
-                metric: r.round_start_metric,
-            });
+    let mut streaks = vec![0u32; ids.len()];
+    let best_after = |round: u32| -> Option<f64> {
+        match round {
+            0 => st.baseline_metric,
+            r => st.round_bests.get(r as usize - 1).copied().flatten(),
         }
-        Ok(())
     };
-    for a in super::research::recent_attempts(conf, researcher)? {
-        if a.round == st.round && !start_added {
-            round_start(&mut trials)?;
-            start_added = true;
-        }
-        let Ok(commit) = Oid::from_str(&a.commit) else {
-            continue;
-        };
-        let Ok(c) = repo.find_commit(commit) else {
-            continue;
-        };
-        if a.verdict == "rejected" || a.verdict == "no_change" || a.verdict == "interrupted" {
-            continue;
-        }
-        let files = snapshot::read_files(repo, c.tree_id(), paths)?;
+    if let Ok(c) = Oid::from_str(&st.baseline_commit).and_then(|o| repo.find_commit(o)) {
         trials.push(tune::Trial {
-            params: tune::extract_params(&files),
-            metric: a.metric,
+            params: params_at(repo, c.tree_id(), paths)?,
+            metric: st.baseline_metric,
         });
     }
-    if !start_added {
-        round_start(&mut trials)?;
+    let order = |id: &str| ids.iter().position(|i| i == id).unwrap_or(usize::MAX);
+    let assigned = conf.config.strategy == crate::config::Strategy::Assigned;
+    for round in 1..=st.round {
+        let mut attempts = super::research::round_attempts(conf, round)?;
+        attempts.sort_by_key(|a| (a.iteration, order(&a.researcher)));
+        if round >= 2 {
+            let moved = best_after(round - 1) != best_after(round - 2);
+            for s in streaks.iter_mut() {
+                if *s >= super::research::STUCK_LEVELS[2] || moved {
+                    *s = 0;
+                }
+            }
+        }
+        if round == st.round {
+            let r = st.researcher(call.researcher);
+            if let Ok(c) = Oid::from_str(&r.round_start).and_then(|o| repo.find_commit(o)) {
+                trials.push(tune::Trial {
+                    params: params_at(repo, c.tree_id(), paths)?,
+                    metric: r.round_start_metric,
+                });
+            }
+        }
+        for a in attempts {
+            // This round: what every researcher has recorded before this iteration (they wait
+            // for each other), or under `assigned` (no waiting) only this researcher's own.
+            let others_now = round == st.round && assigned && a.researcher != call.researcher;
+            if (round == st.round && a.iteration >= call.iteration) || others_now {
+                continue;
+            }
+            if a.verdict == "interrupted" {
+                continue;
+            }
+            if let Some(s) = streaks.get_mut(order(&a.researcher)) {
+                *s = if a.verdict == "kept" { 0 } else { *s + 1 };
+            }
+            if matches!(a.verdict.as_str(), "rejected" | "no_change") {
+                continue;
+            }
+            let Ok(tree) = Oid::from_str(&a.tree) else {
+                continue;
+            };
+            if repo.find_tree(tree).is_err() {
+                continue;
+            }
+            trials.push(tune::Trial {
+                params: params_at(repo, tree, paths)?,
+                metric: a.metric,
+            });
+        }
     }
-    Ok(trials)
+    Ok((trials, streaks))
 }

@@ -6,12 +6,13 @@
 
 use std::collections::BTreeMap;
 
+mod gp;
 mod literals;
 mod search;
 #[cfg(test)]
 mod tests;
 
-pub use literals::{extract_params, find_all, find_literals, rewrite};
+pub use literals::{empty_markers, extract_params, find_all, find_literals, problems, rewrite};
 
 /// One numeric literal that `builtin:tune` may change.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,7 +22,9 @@ pub struct Literal {
     /// Stable identifier: `path:name` when a name precedes the literal on its line
     /// (`x=1.5`, `lr = 0.01`, `"x": 3`, `--lr 0.1`), else `path#<ordinal>`.
     pub key: String,
-    /// Byte range of the literal (sign included) in the file.
+    /// 1-based line number, for messages.
+    pub line: usize,
+    /// Byte range of the literal (sign included, type suffix such as `f` excluded) in the file.
     pub start: usize,
     pub end: usize,
     /// The literal as written.
@@ -42,23 +45,19 @@ pub struct Trial {
     pub metric: Option<f64>,
 }
 
-/// How the researcher behaves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    Normal,
-    /// Bold, contrarian jumps across the range instead of careful local refinement.
-    DevilsAdvocate,
-}
-
 /// Everything `propose` may look at.
 #[derive(Debug, Clone)]
 pub struct Request<'a> {
     /// Current content (the researcher's kept state) of the files it may touch, paths relative to the
     /// repository root.
     pub files: &'a [(String, String)],
-    /// Every evaluated point known to this researcher, chronological (its own attempts plus the
-    /// round-start best points).
+    /// Every evaluated point known, in a deterministic order. The conference gives every
+    /// researcher the same one at the same iteration (lock-step): the baseline, then by round
+    /// the round start and the attempts of every researcher, by iteration and researcher, up to
+    /// the iteration before this one.
     pub history: &'a [Trial],
+    /// Points measured (or being measured) that the history does not hold: never proposed.
+    pub avoid: &'a [BTreeMap<String, f64>],
     pub minimize: bool,
     pub seed: u64,
     /// 0-based researcher index (A = 0).
@@ -68,11 +67,17 @@ pub struct Request<'a> {
     /// `assigned` partitioning: tune a disjoint subset of literals per researcher (round-robin by
     /// key order; when there are fewer literals than researchers, they share).
     pub assigned: bool,
-    pub role: Role,
-    /// This researcher's attempt counter.
-    pub attempt: u64,
+    /// The devil's advocate's index, if there is one: it makes bold, contrarian jumps instead of
+    /// careful local refinement.
+    pub advocate: Option<usize>,
+    /// Each researcher's attempts in a row without improvement (by index; empty if unknown): a
+    /// researcher near the conference's stuck limit refines instead of exploring.
+    pub streaks: &'a [u32],
     /// Remaining evaluations for this researcher, if known.
     pub budget_left: Option<u64>,
+    /// Evaluations (attempts) the whole conference may make, if known: sizes the space-filling
+    /// design and the phases.
+    pub budget_total: Option<u64>,
 }
 
 /// One proposed change.
@@ -87,8 +92,10 @@ pub struct Proposal {
 }
 
 /// The next point to evaluate, or `None` when nothing is left to try (no literals, or every
-/// representable point nearby has been evaluated). Deterministic for given inputs, and never a point
-/// already in `req.history`.
+/// representable point nearby has been evaluated). Deterministic for given inputs, and never a
+/// point already in `req.history` or `req.avoid`. Researchers that share literals (`free`
+/// partitioning) and see the same history never propose the same point: each one first works
+/// out what the researchers before it propose in this iteration, and avoids those points.
 pub fn propose(req: &Request) -> Option<Proposal> {
     search::propose(req)
 }

@@ -1,17 +1,43 @@
-//! The optimiser behind `builtin:tune`: a derivative-free trust-region search for a few (2–8)
-//! parameters and tens of evaluations. Each call rebuilds its state from the history (step size by
-//! the 1/5 success rule, the incumbent, the last successful move) and proposes, in order of
-//! preference: an extrapolation of a move that just succeeded, the minimiser of a quadratic (or
-//! linear) model fitted to nearby evaluated points within the trust radius, a coordinate poll, a
-//! random step. The devil's advocate jumps boldly and contrarily or explores the emptiest region.
-//! Candidates already evaluated are never returned.
+//! The optimiser behind `builtin:tune`, for a few (2–8) parameters and tens of evaluations. Every
+//! call rebuilds its whole state from the evaluated history, so a killed conference resumes with
+//! the same proposals and every researcher learns from every point the conference has measured.
+//!
+//! When the literals have written bounds, a share of the budget (a fifth; three tenths when the
+//! budget affords local searches in several regions) goes to a seeded low-discrepancy design over
+//! the bounds, so the result does not hinge on where the user's start happens to be, and the seed
+//! changes every run. Under `free` partitioning researcher A refines the best point meanwhile and
+//! the others share the design; a lone researcher with many literals alternates the two.
+//!
+//! Then local searches: the good points are grouped into regions (local optima); researchers
+//! refine different promising regions (a lone researcher visits them in turn), a region that a
+//! few local moves did not make the best, or whose search stalled, gives way to the next (a
+//! restart), and the last quarter of the budget refines the best. Around a region's best the
+//! search proposes, in order of preference: an extrapolation of a move that just succeeded, the
+//! point of best expected improvement under a Gaussian-process model within a trust region, the
+//! minimiser of a quadratic (or linear) model, a coordinate poll, a random step. The step size
+//! follows a success rule replayed over the region's points. The devil's advocate jumps boldly
+//! and contrarily or where the model knows least. A researcher near the conference's stuck limit
+//! proposes the point most likely to beat its own best.
+//!
+//! Researchers that share literals see the same history at the same iteration (the engine runs
+//! them in lock-step), so each one works out what the researchers before it propose and avoids
+//! those points. Candidates already evaluated (or listed in `Request::avoid`) are never returned.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::gp::{expected_improvement, probability_below, Gp};
 use super::literals::{
     canon, extract_params, find_all, format_like, quantize, rewrite, round_sig, written_resolution,
 };
-use super::{Literal, Proposal, Request, Role};
+use super::{Literal, Proposal, Request};
+
+/// How the researcher behaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Normal,
+    /// Bold, contrarian jumps across the range instead of careful local refinement.
+    DevilsAdvocate,
+}
 
 /// splitmix64: small, seedable, good enough for search decisions.
 struct Rng(u64);
@@ -127,6 +153,11 @@ impl Dim {
         }
     }
 
+    /// Both bounds written: the design phase can cover the range.
+    fn bounded(&self) -> bool {
+        self.zlo.is_finite() && self.zhi.is_finite() && self.zhi > self.zlo
+    }
+
     fn z_of(&self, v: f64) -> f64 {
         match self.scale {
             Scale::Lin { off, span } => (v - off) / span,
@@ -146,12 +177,26 @@ impl Dim {
     /// Round `v` to a resolution that matches the size of the move (about a tenth of it, never
     /// coarser than what the literal already writes), then to what the literal can represent.
     fn snap(&self, v: f64, step: f64) -> f64 {
-        if self.lit.integer {
-            return quantize(&self.lit, v.round().clamp(self.vlo, self.vhi));
-        }
         let mut res = written_resolution(&self.lit);
         if step > 0.0 && step.is_finite() {
             res = res.min(10f64.powf(step.log10().floor() - 1.0));
+        }
+        self.snap_to(v, res)
+    }
+
+    /// Round `v` to about a thousandth of the range (design points: the same point whatever the
+    /// current value, so a researcher recognises its design points in the history).
+    fn snap_design(&self, v: f64) -> f64 {
+        let res = match self.scale {
+            Scale::Lin { span, .. } => 10f64.powf((span * 1e-3).log10().floor()),
+            Scale::Log { .. } => 10f64.powf(v.abs().max(1e-300).log10().floor() - 2.0),
+        };
+        self.snap_to(v, res)
+    }
+
+    fn snap_to(&self, v: f64, res: f64) -> f64 {
+        if self.lit.integer {
+            return quantize(&self.lit, v.round().clamp(self.vlo, self.vhi));
         }
         let mut r = (v / res).round() * res;
         if !r.is_finite() {
@@ -176,10 +221,12 @@ impl Dim {
 
 /// An evaluated point, seen through the current literals.
 struct Point {
+    /// Every literal's value.
+    vals: Vec<f64>,
+    /// Normalised coordinates of the active literals.
     z: Vec<f64>,
     /// Metric turned into "lower is better"; +∞ for a crash.
     y: f64,
-    key: String,
     /// The parameters this researcher does not tune, written out.
     rest: String,
     /// Non-tuned parameters equal the current ones (so the point lies in this researcher's slice).
@@ -188,38 +235,112 @@ struct Point {
     duplicate: bool,
 }
 
+/// Distance in z under which two good points belong to the same region (local optimum).
+const REGION: f64 = 0.1;
+/// Share of the budget spent on the space-filling design; more with few literals (when the
+/// budget affords local searches in several regions).
+const DESIGN_SHARE: f64 = 0.2;
+const DESIGN_SHARE_FEW: f64 = 0.3;
+const SIGMA0: f64 = 0.06;
+/// Share of each researcher's budget kept for local refinement at the end.
+const LOCAL_SHARE: f64 = 0.25;
+/// The model's targets are log(y − best + offset·(median − best)): differences near the best
+/// count, the huge values far from it do not dominate.
+const WARP_OFFSET: f64 = 0.2;
+/// Half-width of the model's trust region, in step sizes.
+const TRUST_WIDTH: f64 = 1.5;
+/// Evaluations a local search in one region costs, per dimension (+1): how many regions the
+/// budget affords.
+const LOCAL_COST: f64 = 6.0;
+/// Most points the surrogate model is fitted to.
+const MODEL_POINTS: usize = 150;
+const SIGMA_MAX: f64 = 0.3;
+const SIGMA_MIN: f64 = 1e-9;
+/// A region whose step size fell below this after enough failed moves has stalled.
+const SIGMA_STALLED: f64 = 0.01;
+/// Attempts in a row without improvement after which a lone researcher stops exploring.
+const STREAK_LIMIT: u32 = 3;
+
 struct Search<'a> {
     req: &'a Request<'a>,
+    role: Role,
     lits: Vec<Literal>,
     dims: Vec<Dim>,
     active: Vec<usize>,
     cur: Vec<f64>,
-    zc: Vec<f64>,
     seen: BTreeSet<String>,
     points: Vec<Point>,
+    /// Centre of the local search: every literal's value, and the active ones in z.
+    base: Vec<f64>,
+    zc: Vec<f64>,
     sigma: f64,
-    /// Moves since the incumbent was found.
+    /// Moves since the centre was found.
     since: usize,
-    /// Distinct points evaluated (drives the cycle of coordinate polls).
+    /// Distinct points evaluated in the region (drives the cycle of coordinate polls).
     evaluated: usize,
-    /// Last improving move (z of the previous best, z of the new best) and whether it is the most
-    /// recent evaluation and lands on the current state.
+    /// Last improving move in the region (z of the previous best, z of the new best).
     last_move: Option<(Vec<f64>, Vec<f64>)>,
     just_improved: bool,
+    /// Centres of the regions being refined (z).
+    regions: Vec<Vec<f64>>,
+    /// Points being measured by others (`Request::avoid`), in z.
+    pending: Vec<Vec<f64>>,
+    cache: &'a ModelCache,
     rng: Rng,
 }
 
-const SIGMA_MAX: f64 = 0.3;
-const SIGMA_MIN: f64 = 1e-9;
+/// The last model fitted, by the data it was fitted to: the researchers worked out before this
+/// one usually fit the same data.
+type ModelCache = std::cell::RefCell<Option<(Vec<Vec<f64>>, Vec<f64>, Model)>>;
 
 pub(crate) fn propose(req: &Request) -> Option<Proposal> {
-    let mut s = Search::new(req)?;
-    let order: Vec<Move> = match req.role {
+    let cache = ModelCache::default();
+    if req.assigned || req.researchers <= 1 {
+        return propose_one(req, &cache);
+    }
+    // The researchers before this one propose from the same history at the same time: their
+    // points are pending, not to be proposed again.
+    let mut pending = req.avoid.to_vec();
+    for j in 0..req.researcher % req.researchers {
+        let other = Request {
+            researcher: j,
+            avoid: &pending,
+            ..req.clone()
+        };
+        if let Some(p) = propose_one(&other, &cache) {
+            pending.push(p.params);
+        }
+    }
+    propose_one(
+        &Request {
+            avoid: &pending,
+            ..req.clone()
+        },
+        &cache,
+    )
+}
+
+fn propose_one(req: &Request, cache: &ModelCache) -> Option<Proposal> {
+    let mut s = Search::new(req, cache)?;
+    if let Some(p) = s.design_phase() {
+        return Some(p);
+    }
+    let restart = s.focus();
+    if restart {
+        if let Some(p) = s.design_point_beyond_share() {
+            return Some(p);
+        }
+    }
+    let order: Vec<Move> = match s.role {
         Role::Normal => {
             let mut v = Vec::new();
             if s.just_improved {
                 v.push(Move::Extrapolate(1.5));
             }
+            if s.cautious() {
+                v.extend([Move::AnyGain, Move::Descent]);
+            }
+            v.push(Move::Surrogate);
             if s.since % 3 != 2 || req.budget_left.is_some_and(|b| b <= 2) {
                 v.push(Move::Model);
             }
@@ -245,12 +366,18 @@ pub(crate) fn propose(req: &Request) -> Option<Proposal> {
             return Some(p);
         }
     }
-    None
+    s.design_point_beyond_share()
 }
 
 #[derive(Debug, Clone, Copy)]
 enum Move {
     Extrapolate(f64),
+    /// Expected improvement under the GP within the trust region.
+    Surrogate,
+    /// A short step down the model's slope.
+    Descent,
+    /// The point of the box most likely to beat this researcher's best at all.
+    AnyGain,
     Model,
     Poll,
     Gauss,
@@ -260,7 +387,7 @@ enum Move {
 }
 
 impl<'a> Search<'a> {
-    fn new(req: &'a Request<'a>) -> Option<Search<'a>> {
+    fn new(req: &'a Request<'a>, cache: &'a ModelCache) -> Option<Search<'a>> {
         let lits = find_all(req.files);
         if lits.is_empty() {
             return None;
@@ -293,7 +420,6 @@ impl<'a> Search<'a> {
             return None;
         }
         let cur: Vec<f64> = lits.iter().map(|l| l.value).collect();
-        let zc: Vec<f64> = active.iter().map(|&i| dims[i].z_of(cur[i])).collect();
         let key_of = |vals: &[f64]| -> String {
             lits.iter()
                 .zip(vals)
@@ -301,25 +427,25 @@ impl<'a> Search<'a> {
                 .collect::<Vec<_>>()
                 .join("|")
         };
-        let cur_key = key_of(&cur);
+        let rest_of = |vals: &[f64]| -> String {
+            (0..n)
+                .filter(|i| !active.contains(i))
+                .map(|i| canon(&lits[i], vals[i]))
+                .collect::<Vec<_>>()
+                .join("|")
+        };
+        let values = |params: &BTreeMap<String, f64>| -> Vec<f64> {
+            lits.iter()
+                .zip(&cur)
+                .map(|(l, &c)| params.get(&l.key).copied().unwrap_or(c))
+                .collect()
+        };
+        let cur_rest = rest_of(&cur);
         let mut seen = BTreeSet::new();
         let mut points = Vec::new();
         for t in req.history {
-            let vals: Vec<f64> = lits
-                .iter()
-                .zip(&cur)
-                .map(|(l, &c)| t.params.get(&l.key).copied().unwrap_or(c))
-                .collect();
-            let key = key_of(&vals);
-            let rest_of = |vals: &[f64]| -> String {
-                (0..n)
-                    .filter(|i| !active.contains(i))
-                    .map(|i| canon(&lits[i], vals[i]))
-                    .collect::<Vec<_>>()
-                    .join("|")
-            };
+            let vals = values(&t.params);
             let rest = rest_of(&vals);
-            let in_slice = rest == rest_of(&cur);
             let y = match t.metric {
                 Some(m) if m.is_finite() => {
                     if req.minimize {
@@ -330,46 +456,563 @@ impl<'a> Search<'a> {
                 }
                 _ => f64::INFINITY,
             };
-            let duplicate = !seen.insert(key.clone());
+            let duplicate = !seen.insert(key_of(&vals));
             points.push(Point {
                 z: active.iter().map(|&i| dims[i].z_of(vals[i])).collect(),
+                vals,
                 y,
-                key,
+                in_slice: rest == cur_rest,
                 rest,
-                in_slice,
                 duplicate,
             });
         }
-        seen.insert(cur_key.clone());
+        seen.insert(key_of(&cur));
+        let mut pending = Vec::new();
+        for p in req.avoid {
+            let vals = values(p);
+            seen.insert(key_of(&vals));
+            if rest_of(&vals) == cur_rest {
+                pending.push(active.iter().map(|&i| dims[i].z_of(vals[i])).collect());
+            }
+        }
+        let zc: Vec<f64> = active.iter().map(|&i| dims[i].z_of(cur[i])).collect();
+        let rng = Rng(mix(&[
+            req.seed,
+            req.researcher as u64,
+            req.history.len() as u64,
+        ]));
+        Some(Search {
+            req,
+            role: if req.advocate == Some(req.researcher) {
+                Role::DevilsAdvocate
+            } else {
+                Role::Normal
+            },
+            lits,
+            dims,
+            active,
+            base: cur.clone(),
+            cur,
+            seen,
+            points,
+            zc,
+            sigma: SIGMA0,
+            since: 0,
+            evaluated: 0,
+            last_move: None,
+            just_improved: false,
+            regions: Vec::new(),
+            pending,
+            cache,
+            rng,
+        })
+    }
 
-        // Replay the history: success-based step control (grow after a successful move of about
-        // the step size, shrink after a failed local move), remembering the last improvement.
-        // Points where parameters this researcher does not tune changed (restarts from a combined
-        // best under `assigned`) move the reference without touching the step size.
-        let base = [1.0, 1.5, 0.67][req.researcher % 3];
-        let mut sigma: f64 = 0.06 * base;
-        if req.role == Role::DevilsAdvocate {
+    /// Active literals with both bounds written (positions in `active`).
+    fn bounded(&self) -> Vec<usize> {
+        (0..self.active.len())
+            .filter(|&k| self.dims[self.active[k]].bounded())
+            .collect()
+    }
+
+    /// Researchers that share this researcher's literals (1 under `assigned`).
+    fn sharing(&self) -> usize {
+        if self.req.assigned {
+            1
+        } else {
+            self.req.researchers.max(1)
+        }
+    }
+
+    /// Evaluations the search may plan with: the conference's budget for the literals this
+    /// researcher tunes, else a default that grows with the dimension.
+    fn budget(&self) -> f64 {
+        let n = self.active.len() as f64;
+        match self.req.budget_total {
+            Some(t) if self.req.assigned => t as f64 / self.req.researchers.max(1) as f64,
+            Some(t) => t as f64,
+            None => 20.0 * n + 20.0,
+        }
+    }
+
+    /// Size of the space-filling design for the bounded literals (0 when none is bounded).
+    fn design_size(&self) -> usize {
+        let nb = self.bounded().len();
+        if nb == 0 {
+            return 0;
+        }
+        // Exploring pays more when the budget affords refining several of the regions found.
+        let share = if self.regions_affordable() >= 2 {
+            DESIGN_SHARE_FEW
+        } else {
+            DESIGN_SHARE
+        };
+        let size = (self.budget() * share).round() as usize;
+        size.clamp(2.min(nb + 1), 10 * nb + 10)
+    }
+
+    /// Point `i` of the design (z of the active literals): a Kronecker sequence with the
+    /// generalised golden ratio (low discrepancy in every prefix and every stride), shifted by the
+    /// seed. Unbounded literals stay at the centre.
+    fn design_z(&self, i: usize) -> Vec<f64> {
+        let bounded = self.bounded();
+        let nb = bounded.len();
+        let mut phi = 2.0f64;
+        for _ in 0..50 {
+            phi = (1.0 + phi).powf(1.0 / (nb as f64 + 1.0));
+        }
+        let stream = if self.req.assigned {
+            self.req.researcher as u64
+        } else {
+            0
+        };
+        let mut z = self.zc.clone();
+        for (j, &k) in bounded.iter().enumerate() {
+            let alpha = (1.0 / phi.powi(j as i32 + 1)).fract();
+            let shift = Rng(mix(&[self.req.seed, stream, j as u64, 0xD5])).unit();
+            let u = (shift + (i as f64 + 1.0) * alpha).fract();
+            let d = &self.dims[self.active[k]];
+            z[k] = d.zlo + u * (d.zhi - d.zlo);
+        }
+        z
+    }
+
+    /// This researcher's place among the researchers that explore, and their number (none under
+    /// `assigned` partitioning): under `free` partitioning researcher A keeps refining the best point found (so the conference
+    /// keeps improving while the others explore) and the others share the design, researcher B
+    /// taking points 0, R−1, 2(R−1)… of one conference-wide sequence.
+    fn explorer(&self) -> Option<(usize, usize)> {
+        if self.req.assigned && self.req.researchers > 1 {
+            // Each researcher refines its own literals from the combined best.
+            return None;
+        }
+        let r = self.sharing();
+        match r {
+            1 => Some((0, 1)),
+            _ if self.req.researcher.is_multiple_of(r) => None,
+            _ => Some((self.req.researcher % r - 1, r - 1)),
+        }
+    }
+
+    /// The number of design points that are this researcher's, and the index of its k-th.
+    fn design_share(&self) -> Option<(usize, impl Fn(usize) -> usize)> {
+        let (place, explorers) = self.explorer()?;
+        let size = self.design_size();
+        let share = (0..size).filter(|i| i % explorers == place).count();
+        Some((share, move |k| place + k * explorers))
+    }
+
+    /// Whether this researcher has had enough attempts in a row without improving: the
+    /// conference ends a researcher's round at 7 and stops when every researcher is at 5, so it
+    /// refines its region instead of exploring.
+    fn cautious(&self) -> bool {
+        self.req
+            .streaks
+            .get(self.req.researcher)
+            .is_some_and(|&s| s >= STREAK_LIMIT)
+    }
+
+    /// Whether design point `z` (as written after rounding) has been evaluated.
+    fn evaluated_near(&self, z: &[f64]) -> bool {
+        let written: Vec<(usize, String)> = self
+            .bounded()
+            .into_iter()
+            .map(|k| {
+                let d = &self.dims[self.active[k]];
+                (k, canon(&d.lit, d.snap_design(d.value_at(z[k]))))
+            })
+            .collect();
+        self.points.iter().any(|p| {
+            p.in_slice
+                && written.iter().all(|(k, w)| {
+                    let i = self.active[*k];
+                    canon(&self.lits[i], p.vals[i]) == *w
+                })
+        })
+    }
+
+    /// The next design point of this researcher's share that has not been evaluated yet.
+    fn design_phase(&mut self) -> Option<Proposal> {
+        if self.cautious() {
+            return None;
+        }
+        // A lone researcher that can afford only one local search (many literals for the
+        // budget) alternates: a design point, then a step refining the best.
+        let t = self.points.iter().filter(|p| !p.duplicate).count();
+        if self.sharing() == 1 && self.regions_affordable() < 2 && t % 2 == 1 {
+            return None;
+        }
+        let (share, index) = self.design_share()?;
+        (0..share).find_map(|k| self.design_proposal(index(k)))
+    }
+
+    /// A design point past this researcher's share: a restart when every region has stalled.
+    fn design_point_beyond_share(&mut self) -> Option<Proposal> {
+        if self.design_size() == 0 {
+            return None;
+        }
+        let (share, index) = self.design_share()?;
+        (share..share + 64).find_map(|k| self.design_proposal(index(k)))
+    }
+
+    fn design_proposal(&mut self, i: usize) -> Option<Proposal> {
+        let z = self.design_z(i);
+        if self.evaluated_near(&z) {
+            return None;
+        }
+        self.build_with(&z, "explore", true)
+    }
+
+    /// The last part of this researcher's budget goes to local refinement around the best.
+    fn endgame(&self) -> bool {
+        let per_researcher = self.budget() / self.sharing() as f64;
+        self.req
+            .budget_left
+            .is_some_and(|b| (b as f64) <= (per_researcher * LOCAL_SHARE).max(2.0))
+    }
+
+    /// A Gaussian process fitted to every measured point of this researcher's slice (targets:
+    /// log of the distance to the best, so the differences near it count; crashes as bad as the
+    /// worst; standardised), and the best target. Only when every active literal has bounds.
+    fn fit_model(&self) -> Option<Model> {
+        let nd = self.active.len();
+        if self.bounded().len() != nd {
+            return None;
+        }
+        let mut data: Vec<usize> = (0..self.points.len())
+            .filter(|&i| self.points[i].in_slice && !self.points[i].duplicate)
+            .collect();
+        let finite: Vec<f64> = data
+            .iter()
+            .map(|&i| self.points[i].y)
+            .filter(|y| y.is_finite())
+            .collect();
+        if finite.len() < (nd + 1).max(3) {
+            return None;
+        }
+        if data.len() > MODEL_POINTS {
+            // The best ones and the most recent ones.
+            let mut by_y = data.clone();
+            by_y.sort_by(|&a, &b| self.points[a].y.total_cmp(&self.points[b].y));
+            let mut keep: BTreeSet<usize> = by_y.into_iter().take(MODEL_POINTS / 3).collect();
+            for &i in data.iter().rev() {
+                if keep.len() >= MODEL_POINTS {
+                    break;
+                }
+                keep.insert(i);
+            }
+            data = keep.into_iter().collect();
+        }
+        // Targets: log of the distance to the best (the interesting differences are near it),
+        // crashes as bad as the worst, standardised.
+        let mut sorted = finite.clone();
+        sorted.sort_by(f64::total_cmp);
+        let (lo, med) = (sorted[0], sorted[sorted.len() / 2]);
+        let delta = WARP_OFFSET * (med - lo) + 1e-9 * (1.0 + lo.abs());
+        let warp = |y: f64| (y - lo + delta).ln();
+        let worst = warp(sorted[sorted.len() - 1]);
+        let ys: Vec<f64> = data
+            .iter()
+            .map(|&i| {
+                let y = self.points[i].y;
+                if y.is_finite() {
+                    warp(y)
+                } else {
+                    worst
+                }
+            })
+            .collect();
+        let mean = ys.iter().sum::<f64>() / ys.len() as f64;
+        let sd = (ys.iter().map(|y| (y - mean).powi(2)).sum::<f64>() / ys.len() as f64).sqrt();
+        let sd = if sd > 1e-12 { sd } else { 1.0 };
+        let ys: Vec<f64> = ys.iter().map(|y| (y - mean) / sd).collect();
+        let xs: Vec<Vec<f64>> = data.iter().map(|&i| self.points[i].z.clone()).collect();
+        if let Some((cx, cy, model)) = &*self.cache.borrow() {
+            if *cx == xs && *cy == ys {
+                return Some(model.clone());
+            }
+        }
+        let best = ys.iter().copied().fold(f64::INFINITY, f64::min);
+        let model = Model {
+            gp: Gp::fit(&xs, &ys)?,
+            best,
+            lo,
+            delta,
+            mean,
+            sd,
+        };
+        *self.cache.borrow_mut() = Some((xs, ys, model.clone()));
+        Some(model)
+    }
+
+    /// The point of best expected improvement under a Gaussian-process model of everything
+    /// measured, over the whole box or (`half`) within the trust region around the centre.
+    /// Only when every active literal has bounds.
+    fn surrogate(&mut self, half: Option<f64>, acq: Acq) -> Option<Proposal> {
+        let nd = self.active.len();
+        let model = self.fit_model()?;
+        let mut gp = model.gp;
+        let target = model.best;
+        // The value to beat for a kept attempt: this researcher's own best (its files).
+        let head = self
+            .points
+            .iter()
+            .filter(|p| p.in_slice && p.vals == self.cur)
+            .map(|p| p.y)
+            .fold(f64::INFINITY, f64::min);
+        let head = if head.is_finite() {
+            ((head - model.lo + model.delta).ln() - model.mean) / model.sd
+        } else {
+            target
+        };
+        let score = |gp: &Gp, z: &[f64]| {
+            let (m, s) = gp.predict(z);
+            match acq {
+                // The devil's advocate goes where the model knows least among plausible points.
+                Acq::Explore => s * 3.0 - m,
+                Acq::Improvement => expected_improvement(m, s, target),
+                Acq::AnyGain => probability_below(m, s, head),
+            }
+        };
+        // The trust region is wider along the dimensions the model finds smoother (TuRBO).
+        let widths: Vec<f64> = match half {
+            Some(h) => {
+                let ls = gp.length_scales();
+                let geo = (ls.iter().map(|l| l.ln()).sum::<f64>() / nd as f64).exp();
+                ls.iter()
+                    .map(|l| (h * l / geo).clamp(h / 4.0, 4.0 * h))
+                    .collect()
+            }
+            None => vec![1.0; nd],
+        };
+        let (lower, upper): (Vec<f64>, Vec<f64>) = match half {
+            Some(_) => (
+                self.zc
+                    .iter()
+                    .zip(&widths)
+                    .map(|(c, w)| (c - w).max(0.0))
+                    .collect(),
+                self.zc
+                    .iter()
+                    .zip(&widths)
+                    .map(|(c, w)| (c + w).min(1.0))
+                    .collect(),
+            ),
+            None => (vec![0.0; nd], vec![1.0; nd]),
+        };
+        let clamp = |z: Vec<f64>| -> Vec<f64> {
+            z.into_iter()
+                .enumerate()
+                .map(|(k, v)| v.clamp(lower[k], upper[k]))
+                .collect()
+        };
+        // Points other researchers are measuring right now count as measured at the model's
+        // prediction (kriging believer), so this proposal goes elsewhere.
+        for z in self.pending.clone() {
+            gp = gp.believing(&z)?;
+        }
+        let mut rng = Rng(mix(&[self.req.seed, 0x6A, self.points.len() as u64]));
+        let centres: Vec<Vec<f64>> = match half {
+            Some(_) => vec![self.zc.clone()],
+            None => {
+                let mut by_y: Vec<usize> = (0..self.points.len())
+                    .filter(|&i| self.points[i].y.is_finite() && self.points[i].in_slice)
+                    .collect();
+                by_y.sort_by(|&a, &b| self.points[a].y.total_cmp(&self.points[b].y));
+                by_y.iter()
+                    .take(3)
+                    .map(|&i| self.points[i].z.clone())
+                    .collect()
+            }
+        };
+        let span = half.unwrap_or(0.5);
+        {
+            let mut cands: Vec<Vec<f64>> = (0..200 + 100 * nd)
+                .map(|_| {
+                    (0..nd)
+                        .map(|k| lower[k] + rng.unit() * (upper[k] - lower[k]))
+                        .collect()
+                })
+                .collect();
+            for c in &centres {
+                for scale in [0.02, 0.08, 0.3] {
+                    for _ in 0..20 {
+                        cands.push(clamp(
+                            c.iter()
+                                .zip(&widths)
+                                .map(|(&v, w)| v + w.min(span) * scale * rng.normal())
+                                .collect(),
+                        ));
+                    }
+                }
+            }
+            let mut scored: Vec<(f64, Vec<f64>)> =
+                cands.into_iter().map(|z| (score(&gp, &z), z)).collect();
+            if scored.is_empty() {
+                return None;
+            }
+            scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+            scored.truncate(3);
+            // Polish the best candidates with a compass search on the acquisition.
+            for (val, z) in scored.iter_mut() {
+                let mut step = 0.1 * span;
+                while step > 4e-3 * span {
+                    let mut moved = false;
+                    for k in 0..nd {
+                        for dir in [1.0, -1.0] {
+                            let mut t = z.clone();
+                            t[k] = (t[k] + dir * step).clamp(lower[k], upper[k]);
+                            let v = score(&gp, &t);
+                            if v > *val {
+                                *val = v;
+                                *z = t;
+                                moved = true;
+                            }
+                        }
+                    }
+                    if !moved {
+                        step /= 2.0;
+                    }
+                }
+            }
+            scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+            let design = half.is_none();
+            let how = if acq == Acq::AnyGain {
+                "likely gain"
+            } else {
+                "model"
+            };
+            for (_, z) in scored {
+                if let Some(p) = self.build_with(&z, how, design) {
+                    return Some(p);
+                }
+            }
+        }
+        None
+    }
+
+    /// How many regions the budget can afford a local search in (about `LOCAL_COST`
+    /// evaluations per dimension each).
+    fn regions_affordable(&self) -> usize {
+        let nd = self.active.len() as f64;
+        (self.budget() / (LOCAL_COST * (nd + 1.0))).round() as usize
+    }
+
+    /// Chooses the centre of the local search and replays its region's history for the step
+    /// size. Returns true when the chosen region has stalled and budget remains (restart).
+    fn focus(&mut self) -> bool {
+        // Regions: the best point, then the best point farther than REGION from those taken…
+        let mut order: Vec<usize> = (0..self.points.len())
+            .filter(|&i| {
+                let p = &self.points[i];
+                p.y.is_finite() && p.in_slice && !p.duplicate
+            })
+            .collect();
+        order.sort_by(|&a, &b| {
+            self.points[a]
+                .y
+                .total_cmp(&self.points[b].y)
+                .then(a.cmp(&b))
+        });
+        let mut reps: Vec<usize> = Vec::new();
+        for &i in &order {
+            if reps
+                .iter()
+                .all(|&c| dist(&self.points[c].z, &self.points[i].z) > REGION)
+            {
+                reps.push(i);
+            }
+        }
+        if reps.is_empty() {
+            return false;
+        }
+        let states: Vec<Local> = reps.iter().map(|&c| self.replay(c)).collect();
+        let nd = self.active.len();
+        let stalled =
+            |l: &Local| l.sigma <= SIGMA_STALLED && l.since >= 2 * nd + 4 || l.sigma <= 1e-6;
+        let researchers = self.sharing();
+        let endgame = self.endgame();
+        // Regions worth refining: not stalled, and (but for the best) not yet probed — a region
+        // that a few local moves did not make the best has shown its depth.
+        let probe = 2 * nd + 3;
+        let promising: Vec<usize> = (0..reps.len())
+            .filter(|&k| !stalled(&states[k]) && (k == 0 || states[k].evaluated < probe))
+            .collect();
+        let mut restart = false;
+        // As many regions as the budget can afford a local search in (about 6 evaluations per
+        // dimension each), at most one per researcher or three.
+        let k_max = self.regions_affordable().clamp(1, researchers.max(3));
+        let promising: Vec<usize> = promising.into_iter().take(k_max).collect();
+        self.regions = promising
+            .iter()
+            .map(|&k| self.points[reps[k]].z.clone())
+            .collect();
+        let lone_and_cautious = self.cautious() && researchers == 1;
+        let pick = if endgame || self.role == Role::DevilsAdvocate || lone_and_cautious {
+            0
+        } else if researchers > 1 && !promising.is_empty() {
+            promising[self.req.researcher % researchers % promising.len()]
+        } else if !promising.is_empty() {
+            // One researcher visits the promising regions in turn.
+            let t = self.points.iter().filter(|p| !p.duplicate).count();
+            promising[t % promising.len()]
+        } else {
+            restart = true;
+            0
+        };
+        let c = reps[pick];
+        let l = states.into_iter().nth(pick).expect("region");
+        self.base = self.points[c].vals.clone();
+        // Literals outside this researcher's slice stay as they are in its files.
+        for (i, v) in self.base.iter_mut().enumerate() {
+            if !self.active.contains(&i) {
+                *v = self.cur[i];
+            }
+        }
+        self.zc = self.points[c].z.clone();
+        self.sigma = l.sigma;
+        self.since = l.since;
+        self.evaluated = l.evaluated;
+        self.last_move = l.last_move;
+        self.just_improved = l.just_improved;
+        restart
+    }
+
+    /// The local search state of the region around point `c`, replayed from its points in
+    /// history order: success-based step control (grow after a successful move of about the step
+    /// size, shrink after a failed local move), remembering the last improvement. Points where
+    /// parameters this researcher does not tune changed (restarts from a combined best under
+    /// `assigned`) move the reference without touching the step size.
+    fn replay(&self, c: usize) -> Local {
+        let base = [1.0, 1.5, 0.67][self.req.researcher % 3];
+        let mut sigma: f64 = SIGMA0 * base;
+        if self.role == Role::DevilsAdvocate {
             sigma *= 2.0;
         }
+        let centre = &self.points[c].z;
+        let region: Vec<usize> = (0..self.points.len())
+            .filter(|&i| {
+                let p = &self.points[i];
+                !p.duplicate && dist(&p.z, centre) <= REGION
+            })
+            .collect();
         let mut best: Option<usize> = None;
         let mut last_move = None;
         let mut last_success_at = None;
-        for (i, p) in points.iter().enumerate() {
-            if p.duplicate {
-                continue;
-            }
+        for &i in &region {
+            let p = &self.points[i];
             let Some(b) = best else {
                 if p.y.is_finite() {
                     best = Some(i);
                 }
                 continue;
             };
-            let local = p.rest == points[b].rest;
-            let len = dist(&p.z, &points[b].z);
-            if p.y < points[b].y {
+            let local = p.rest == self.points[b].rest;
+            let len = dist(&p.z, &self.points[b].z);
+            if p.y < self.points[b].y {
                 if local {
                     sigma = sigma.max(1.6 * len).min(SIGMA_MAX);
-                    last_move = Some((points[b].z.clone(), p.z.clone()));
+                    last_move = Some((self.points[b].z.clone(), p.z.clone()));
                     last_success_at = Some(i);
                 }
                 best = Some(i);
@@ -377,37 +1020,17 @@ impl<'a> Search<'a> {
                 sigma = (sigma * 0.7).max(SIGMA_MIN);
             }
         }
-        let inc = points.iter().rposition(|p| p.key == cur_key).or(best);
-        let since = inc.map_or(points.len(), |i| {
-            points[i + 1..].iter().filter(|p| !p.duplicate).count()
-        });
-        let last_real = points.iter().rposition(|p| !p.duplicate);
+        let since = region.iter().filter(|&&i| i > c).count();
         let just_improved = last_success_at.is_some()
-            && last_success_at == last_real
-            && last_real.is_some_and(|i| points[i].key == cur_key);
-        let evaluated = points.iter().filter(|p| !p.duplicate).count();
-        let rng = Rng(mix(&[
-            req.seed,
-            req.researcher as u64,
-            req.attempt,
-            req.history.len() as u64,
-        ]));
-        Some(Search {
-            req,
-            lits,
-            dims,
-            active,
-            cur,
-            zc,
-            seen,
-            points,
+            && last_success_at == region.last().copied()
+            && region.last() == Some(&c);
+        Local {
             sigma,
             since,
-            evaluated,
+            evaluated: region.len(),
             last_move,
             just_improved,
-            rng,
-        })
+        }
     }
 
     fn try_move(&mut self, m: Move) -> Option<Proposal> {
@@ -420,6 +1043,45 @@ impl<'a> Search<'a> {
                 let z: Vec<f64> = self.zc.iter().zip(&d).map(|(a, b)| a + b).collect();
                 self.build(&z, "extrapolate")
             }
+            Move::Surrogate => {
+                let half = (TRUST_WIDTH * self.sigma).min(0.5);
+                let acq = if self.role == Role::DevilsAdvocate {
+                    Acq::Explore
+                } else {
+                    Acq::Improvement
+                };
+                self.surrogate(Some(half), acq)
+            }
+            Move::AnyGain => self.surrogate(None, Acq::AnyGain),
+            Move::Descent => {
+                let gp = self.fit_model()?.gp;
+                let h = 1e-4;
+                let g: Vec<f64> = (0..n)
+                    .map(|k| {
+                        let mut a = self.zc.clone();
+                        let mut b = self.zc.clone();
+                        a[k] += h;
+                        b[k] -= h;
+                        (gp.predict(&a).0 - gp.predict(&b).0) / (2.0 * h)
+                    })
+                    .collect();
+                let gn = norm(&g);
+                if gn <= 0.0 || !gn.is_finite() {
+                    return None;
+                }
+                for f in [0.3, 0.1, 0.03] {
+                    let z: Vec<f64> = self
+                        .zc
+                        .iter()
+                        .zip(&g)
+                        .map(|(c, gi)| c - f * self.sigma * gi / gn)
+                        .collect();
+                    if let Some(p) = self.build(&z, "descent") {
+                        return Some(p);
+                    }
+                }
+                None
+            }
             Move::Model => {
                 let s = self.model_step()?;
                 for f in [1.0, 0.5, 0.25] {
@@ -431,8 +1093,9 @@ impl<'a> Search<'a> {
                 None
             }
             Move::Poll => {
-                let rot = self.req.researcher + (self.req.seed % 7) as usize;
-                let flip = ((self.req.researcher / n) as u64 + (self.req.seed >> 3)) & 1 == 1;
+                let rot =
+                    (mix(&[self.req.seed, self.req.researcher as u64, 0x90]) % n as u64) as usize;
+                let flip = mix(&[self.req.seed, self.req.researcher as u64, 0xF1]) & 1 == 1;
                 for j in 0..2 * n {
                     let t = self.evaluated + j;
                     let d = (t / 2 + rot) % n;
@@ -473,6 +1136,7 @@ impl<'a> Search<'a> {
                 let len = (3.0 * self.sigma).max(0.3);
                 let mut dir: Vec<f64> = (0..n).map(|_| 0.7 * self.rng.normal()).collect();
                 if let Some((from, to)) = &self.last_move {
+                    // Contrarian: against the direction that last worked.
                     let d: Vec<f64> = to.iter().zip(from).map(|(a, b)| b - a).collect();
                     let norm = norm(&d);
                     if norm > 0.0 {
@@ -631,10 +1295,15 @@ impl<'a> Search<'a> {
         Some(s.iter().map(|x| x * rho).collect())
     }
 
-    /// The proposal for active coordinates `z`, unless it is a point already evaluated.
+    /// The proposal for active coordinates `z` around the centre, unless it is a point already
+    /// evaluated.
     fn build(&mut self, z: &[f64], how: &str) -> Option<Proposal> {
-        let mut vals = self.cur.clone();
-        let mut changed = Vec::new();
+        self.build_with(z, how, false)
+    }
+
+    /// `design`: round to the design's resolution instead of one matching the step.
+    fn build_with(&mut self, z: &[f64], how: &str, design: bool) -> Option<Proposal> {
+        let mut vals = self.base.clone();
         let mut moved = Vec::new();
         for (k, &i) in self.active.iter().enumerate() {
             if !z[k].is_finite() || (z[k] - self.zc[k]).abs() < 1e-12 {
@@ -642,28 +1311,33 @@ impl<'a> Search<'a> {
             }
             let d = &self.dims[i];
             let raw = d.value_at(z[k]);
-            let v = d.snap(raw, (raw - self.cur[i]).abs());
+            vals[i] = if design {
+                d.snap_design(raw)
+            } else {
+                d.snap(raw, (raw - self.base[i]).abs())
+            };
             moved.push((k, i));
-            if canon(&d.lit, v) != canon(&d.lit, self.cur[i]) {
-                vals[i] = v;
-                changed.push(i);
-            }
         }
-        if changed.is_empty() {
+        let same = |vals: &[f64], other: &[f64]| {
+            self.lits
+                .iter()
+                .enumerate()
+                .all(|(i, l)| canon(l, vals[i]) == canon(l, other[i]))
+        };
+        if same(&vals, &self.base) {
             // The move is below the literals' resolution: take the smallest visible step.
             for (k, i) in moved {
                 let d = &self.dims[i];
                 let dir = if z[k] > self.zc[k] { 1.0 } else { -1.0 };
-                let v = d.snap(
-                    (self.cur[i] + dir * d.quantum()).clamp(d.vlo, d.vhi),
+                vals[i] = d.snap(
+                    (self.base[i] + dir * d.quantum()).clamp(d.vlo, d.vhi),
                     d.quantum(),
                 );
-                if canon(&d.lit, v) != canon(&d.lit, self.cur[i]) {
-                    vals[i] = v;
-                    changed.push(i);
-                }
             }
         }
+        let changed: Vec<usize> = (0..self.lits.len())
+            .filter(|&i| canon(&self.lits[i], vals[i]) != canon(&self.lits[i], self.cur[i]))
+            .collect();
         if changed.is_empty() {
             return None;
         }
@@ -731,9 +1405,9 @@ impl<'a> Search<'a> {
                 format!("{}: {} -> {}", short_key(&l.key), l.text, after)
             })
             .collect();
-        let detail = if changed.len() == 1 {
+        let detail = if changed.len() == 1 && how != "explore" {
             let i = changed[0];
-            let step = (params[&self.lits[i].key] - self.cur[i]).abs();
+            let step = (params[&self.lits[i].key] - self.base[i]).abs();
             format!("{how} {}", trim_num(step))
         } else {
             how.to_string()
@@ -744,6 +1418,38 @@ impl<'a> Search<'a> {
             params,
         })
     }
+}
+
+/// What the surrogate model's proposal maximises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Acq {
+    /// Expected improvement over the best measured.
+    Improvement,
+    /// Probability of beating this researcher's own best (a kept attempt).
+    AnyGain,
+    /// Uncertainty with some regard for the mean: the devil's advocate's bold exploration.
+    Explore,
+}
+
+/// A fitted model and the target transformation it was fitted with.
+#[derive(Clone)]
+struct Model {
+    gp: Gp,
+    /// Best standardised target.
+    best: f64,
+    lo: f64,
+    delta: f64,
+    mean: f64,
+    sd: f64,
+}
+
+/// The local search state of one region.
+struct Local {
+    sigma: f64,
+    since: usize,
+    evaluated: usize,
+    last_move: Option<(Vec<f64>, Vec<f64>)>,
+    just_improved: bool,
 }
 
 fn short_key(key: &str) -> &str {

@@ -25,6 +25,13 @@ one table with four measurements, their targets and PASS/MISS:
 4. Parallel efficiency: 1, 2, 4, 8 researchers, 3 iterations each, an evaluation that sleeps;
    efficiency = research-phase wall time with 1 researcher / with N (same work per researcher).
 
+Nothing is deleted until the end of the run, and the repositories are written with
+`git fast-import` (no loose objects for a `git gc` to delete): on ext4 a burst of deletions slows
+every file creation for a minute or two after it (the inode allocator skips recently freed
+inodes), which would charge each measurement for the cleanup of the one before it. For the same
+reason, leave a minute or two after a run that deleted many files (a previous run, `cargo test`)
+before starting one.
+
 --quick runs smaller sizes (a smoke run for CI, under a minute once built); its PASS/MISS
 refers to the smaller sizes and is indicative only.
 """
@@ -209,22 +216,37 @@ metric
 
 
 def make_repo(E, path, nfiles):
-    """A committed, packed repository of `nfiles` files (100 per folder, ~200 bytes each)."""
+    """A committed, packed repository of `nfiles` files (100 per folder, ~200 bytes each), with no
+    working tree (it is only cloned from).
+
+    Written with `git fast-import`, straight into a pack: `git add` + `git gc` would write and then
+    delete one loose object per file, and on ext4 a burst of deletions slows every file creation
+    for a minute or two after it (the allocator skips recently freed inodes) — the measurements
+    that follow would be charged for it, the conference's more than the CLI loop's.
+    """
     os.makedirs(path)
     E.git(path, "init", "-q", "-b", "main")
     body = "x" * 160
+    chunks = []
+    files = []
     for i in range(nfiles):
-        d = os.path.join(path, "src", "d%04d" % (i // 100))
-        if i % 100 == 0:
-            os.makedirs(d, exist_ok=True)
-        with open(os.path.join(d, "f%05d.txt" % i), "w") as f:
-            f.write("file %d\n%s\n" % (i, body))
-    write(os.path.join(path, "eval.sh"), EVAL_SH, 0o755)
-    write(os.path.join(path, "work.txt"), "start\n")
-    # No background auto-gc (it would race the explicit gc and disturb the measurements).
-    E.git(path, "-c", "gc.auto=0", "add", "-A")
-    E.git(path, "-c", "gc.auto=0", "commit", "-q", "-m", "bench repository (%d files)" % nfiles)
-    E.git(path, "gc", "-q")
+        data = ("file %d\n%s\n" % (i, body)).encode()
+        chunks.append(b"blob\nmark :%d\ndata %d\n%s\n" % (i + 1, len(data), data))
+        files.append((b"100644", i + 1, b"src/d%04d/f%05d.txt" % (i // 100, i)))
+    for mode, name, text in ((b"100755", b"eval.sh", EVAL_SH), (b"100644", b"work.txt", "start\n")):
+        mark = len(files) + 1
+        data = text.encode()
+        chunks.append(b"blob\nmark :%d\ndata %d\n%s\n" % (mark, len(data), data))
+        files.append((mode, mark, name))
+    msg = b"bench repository (%d files)" % nfiles
+    chunks.append(b"commit refs/heads/main\ncommitter Bench <bench@example.com> 1700000000 +0000\n"
+                  b"data %d\n%s\n" % (len(msg), msg))
+    chunks.extend(b"M %s :%d %s\n" % f for f in files)
+    chunks.append(b"\n")
+    p = subprocess.run(["git", "fast-import", "--quiet"], cwd=path, env=E.env, input=b"".join(chunks),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if p.returncode != 0:
+        raise RuntimeError("git fast-import failed in %s:\n%s" % (path, p.stderr.decode()))
     return path
 
 
@@ -280,7 +302,6 @@ def bench_overhead(E, cache, sizes, iterations):
             # The first interval includes warm-up (page cache, first index write): drop it.
             res[kind] = median(iv[1:]) * 1000
             res[kind + "_wall"] = wall
-            shutil.rmtree(work, ignore_errors=True)
         conf_over = res["conf"] - res["bare"]
         cli_over = res["cli"] - res["bare"]
         rows.append({"files": n, "bare_ms": res["bare"], "cli_ms": res["cli"], "conf_ms": res["conf"],
@@ -333,17 +354,13 @@ def bench_transition(E, cache, sizes, researchers, reps, transition_exe):
             cli_reset.append(t * 1000)
         fresh = []
         for k in range(reps):
-            path = os.path.join(E.tmp, "tr-%d-fresh" % n)
+            path = os.path.join(E.tmp, "tr-%d-fresh-%d" % (n, k))
             t, _ = E.timed(["git", "worktree", "add", "-q", "--detach", path, c1], work)
             fresh.append(t * 1000)
-            E.git(work, "worktree", "remove", "--force", path)
         rows.append({"files": n, "researchers": researchers, "per_worktree_ms": median(moves),
                      "all_worktrees_ms": median(moves) * researchers,
                      "cli_reset_ms": median(cli_reset), "fresh_add_ms": median(fresh),
                      "ratio": median(moves) / median(fresh)})
-        shutil.rmtree(work, ignore_errors=True)
-        for path, _ in wts:
-            shutil.rmtree(path, ignore_errors=True)
     return rows
 
 
@@ -444,7 +461,6 @@ def bench_parallel(E, cache, counts, sleep_s, iterations, reps):
                 raise RuntimeError("parallel: %d agent runs, %d evaluations; expected %d" % (len(s), len(e), count * iterations))
             phases.append(max(e) - min(s))
             walls.append(wall)
-            shutil.rmtree(work, ignore_errors=True)
         rows.append({"researchers": count, "phase_s": median(phases), "run_s": median(walls),
                      "phases_s": phases})
     base = rows[0]["phase_s"]

@@ -98,6 +98,9 @@ pub struct Conference {
     /// Evaluations of this run by cache key, shared so a tree is measured once at a time.
     pub evaluations:
         Mutex<std::collections::HashMap<String, Arc<tokio::sync::OnceCell<evaluate::EvalResult>>>>,
+    /// Researcher worktrees between two research phases of this run, with the watch that has
+    /// seen every change since they were left clean (see `research::researcher_loop`).
+    pub idle_worktrees: Mutex<std::collections::HashMap<String, research::IdleWorktree>>,
 }
 
 /// Current time as the seed's ISO-8601 timestamp.
@@ -195,6 +198,7 @@ impl Conference {
             })),
             ui,
             evaluations: Mutex::new(Default::default()),
+            idle_worktrees: Mutex::new(Default::default()),
         })
     }
 

@@ -125,12 +125,40 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
     let limit = super::stop::researcher_timeout(conf);
     let branch = conf.refs.researcher_branch(id);
     let head = conf.state().researcher(id).head.clone();
-    let wt_path = conf.prepare_worktree(&researcher_label(id), Some(&branch), &head)?;
+    let repo = conf.open_repo()?;
     // One handle for the whole phase: its index stays in memory between iterations instead of
     // being read (and checksummed) from disk at every step.
-    let wt = open_worktree(conf, &wt_path)?;
-    let repo = conf.open_repo()?;
-    let mut watch = start_watch(&wt, &wt_path);
+    let (wt_path, wt, mut watch) = match take_idle(conf, id) {
+        Some(idle) => {
+            worktree::repair_gitfile(&repo, &idle.path)?;
+            let wt = open_worktree(conf, &idle.path)?;
+            let mut watch = idle.watch;
+            let touched = watch.take();
+            let head_ref = format!("refs/heads/{branch}");
+            snapshot::advance(
+                &wt,
+                idle.tree,
+                Oid::from_str(&head)?,
+                Some(&head_ref),
+                &touched,
+            )?;
+            watch.settle();
+            (idle.path, wt, Some(watch))
+        }
+        None => {
+            let wt_path = conf.prepare_worktree(&researcher_label(id), Some(&branch), &head)?;
+            let wt = open_worktree(conf, &wt_path)?;
+            let watch = start_watch(&wt, &wt_path);
+            (wt_path, wt, watch)
+        }
+    };
+    // Every `finish` below leaves the worktree exactly at the researcher's head: it is parked
+    // with its watch for the next round. Any other way out (an error, Ctrl-C) drops the watch,
+    // and the next round checks the whole worktree out again.
+    let finish = |why: &str, watch: &mut Option<Watch>| -> Result<()> {
+        finish(conf, id, why)?;
+        park(conf, id, &wt_path, watch.take())
+    };
     let mut agent_crashes = 0;
     loop {
         if process::cancelled() {
@@ -139,12 +167,12 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         let st = conf.state();
         let r = st.researcher(id).clone();
         if r.round_iterations >= conf.config.iterations_per_round {
-            return finish(conf, id, "completed");
+            return finish("completed", &mut watch);
         }
         if r.round_iterations >= super::stop::round_allotment(conf, &st, id)
             || super::stop::time_budget_used(conf, &st).is_some()
         {
-            return finish(conf, id, "budget");
+            return finish("budget", &mut watch);
         }
         // The target is met (by this researcher or another): the round has its result.
         if st
@@ -152,11 +180,11 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             .values()
             .any(|o| o.round_iterations > 0 && super::stop::target_reached(conf, o.best_metric))
         {
-            return finish(conf, id, "target reached");
+            return finish("target reached", &mut watch);
         }
         let remaining = limit.map(|l| l.saturating_sub(started.elapsed()));
         if remaining == Some(Duration::ZERO) {
-            return finish(conf, id, "timeout");
+            return finish("timeout", &mut watch);
         }
         let iteration = r.round_iterations + 1;
         conf.ui.researcher(
@@ -224,7 +252,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         let agent_timed_out = matches!(outcome, AgentOutcome::TimedOut);
         let (description, agent_failure) = match outcome {
             AgentOutcome::Interrupted => return Ok(()),
-            AgentOutcome::Exhausted => return finish(conf, id, "exhausted"),
+            AgentOutcome::Exhausted => return finish("exhausted", &mut watch),
             AgentOutcome::Done(note) => (note, None),
             AgentOutcome::Crashed(why) => (None, Some(("crashed", why))),
             AgentOutcome::TimedOut => (
@@ -361,13 +389,13 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             fmt_metric(now.researcher(id).best_metric),
         ));
         if agent_timed_out && limit.is_some_and(|l| started.elapsed() >= l) {
-            return finish(conf, id, "timeout");
+            return finish("timeout", &mut watch);
         }
         if agent_crashes >= CRASHES_TO_FAIL {
-            return finish(conf, id, "failed");
+            return finish("failed", &mut watch);
         }
         if conf.state().researcher(id).stuck_level >= 3 {
-            return finish(conf, id, "stuck");
+            return finish("stuck", &mut watch);
         }
     }
 }
@@ -393,6 +421,36 @@ fn failed_eval(status: &str, why: &str) -> EvalResult {
         reason: Some(why.to_string()),
         seconds: 0.0,
     }
+}
+
+/// A researcher worktree left exactly at its head's tree at the end of a research phase, with
+/// the watch that has seen every change since: the next round start rewrites only what the new
+/// best changed (`snapshot::advance`) instead of checking out the whole worktree.
+pub struct IdleWorktree {
+    path: std::path::PathBuf,
+    tree: Oid,
+    watch: Watch,
+}
+
+fn take_idle(conf: &Conference, id: &str) -> Option<IdleWorktree> {
+    let idle = conf.idle_worktrees.lock().ok()?.remove(id)?;
+    idle.path.join(".git").exists().then_some(idle)
+}
+
+fn park(conf: &Conference, id: &str, path: &std::path::Path, watch: Option<Watch>) -> Result<()> {
+    let Some(watch) = watch else {
+        return Ok(());
+    };
+    let head = conf.state().researcher(id).head.clone();
+    let tree = conf
+        .open_repo()?
+        .find_commit(Oid::from_str(&head)?)?
+        .tree_id();
+    if let Ok(mut idle) = conf.idle_worktrees.lock() {
+        let path = path.to_path_buf();
+        idle.insert(id.to_string(), IdleWorktree { path, tree, watch });
+    }
+    Ok(())
 }
 
 /// Watches the researcher's worktree so that snapshots and reverts touch only what changed.

@@ -366,6 +366,28 @@ pub fn capture_paths(wt: &Repository, paths: &[PathBuf]) -> Result<Snapshot> {
     })
 }
 
+/// Moves a worktree whose files and index match the tree `from`, apart from the paths in
+/// `touched`, to `commit` (HEAD at `head_ref`): only the paths that differ between the two trees,
+/// and the touched ones, are rewritten, so a round start costs what the new best changed, not
+/// what the repository holds. With `Changes::Everything` (nothing is known) the whole worktree
+/// is checked out, as [`reset`] does.
+pub fn advance(
+    wt: &Repository,
+    from: Oid,
+    commit: Oid,
+    head_ref: Option<&str>,
+    touched: &crate::git::watch::Changes,
+) -> Result<()> {
+    let crate::git::watch::Changes::Paths(touched) = touched else {
+        return reset(wt, commit, head_ref);
+    };
+    let to = wt.find_commit(commit)?.tree_id();
+    let mut paths: std::collections::BTreeSet<PathBuf> = touched.iter().cloned().collect();
+    paths.extend(changed_paths(wt, from, to)?.into_iter().map(PathBuf::from));
+    let paths: Vec<PathBuf> = paths.into_iter().collect();
+    reset_paths(wt, commit, head_ref, &paths, from != to)
+}
+
 /// Puts `paths` (and only them) back as they are at `commit`, in the files and the in-memory
 /// index: what [`reset`] does when the caller knows which paths changed. Untracked, non-ignored
 /// paths are removed; ignored ones are left alone. The index file is written only with
@@ -703,6 +725,97 @@ mod tests {
         std::fs::write(dir.join("a.txt"), "staged").unwrap();
         git(dir, &["add", "a.txt"]);
         assert_eq!(watch.take(), Changes::Everything);
+    }
+
+    /// A round start with a watch: moving a clean worktree to a new best rewrites the paths the
+    /// two trees differ in (changed, added in a new folder, deleted, replaced by a folder) and
+    /// the touched ones, ends exactly at the new commit for git, and leaves every other file
+    /// alone (not even rewritten); without a watch's word it checks everything out.
+    #[test]
+    fn advance_rewrites_only_the_difference() {
+        use crate::git::watch::Changes;
+        use std::os::unix::fs::MetadataExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        git(dir, &["init", "-q", "-b", "main"]);
+        for i in 0..50 {
+            std::fs::create_dir_all(dir.join(format!("src/d{}", i % 5))).unwrap();
+            std::fs::write(dir.join(format!("src/d{}/f{i}.txt", i % 5)), format!("{i}")).unwrap();
+        }
+        std::fs::write(dir.join("x"), "x").unwrap();
+        git(dir, &["add", "-A"]);
+        git(dir, &["commit", "-q", "-m", "old"]);
+        let old = git(dir, &["rev-parse", "HEAD"]);
+        std::fs::write(dir.join("src/d0/f0.txt"), "changed").unwrap();
+        std::fs::remove_file(dir.join("src/d1/f1.txt")).unwrap();
+        std::fs::create_dir_all(dir.join("new/deep")).unwrap();
+        std::fs::write(dir.join("new/deep/n.txt"), "n").unwrap();
+        std::fs::remove_file(dir.join("x")).unwrap();
+        std::fs::create_dir_all(dir.join("x")).unwrap();
+        std::fs::write(dir.join("x/inside.txt"), "i").unwrap();
+        git(dir, &["add", "-A"]);
+        git(dir, &["commit", "-q", "-m", "new best"]);
+        let new = Oid::from_str(&git(dir, &["rev-parse", "HEAD"])).unwrap();
+        git(dir, &["branch", "researcher", &old]);
+        git(dir, &["checkout", "-q", "researcher"]);
+        let repo = Repository::open(dir).unwrap();
+        let old_tree = repo
+            .revparse_single(&format!("{old}^{{tree}}"))
+            .unwrap()
+            .id();
+        // The branch moves to the new best (as a round start does); files are still the old ones.
+        git(
+            dir,
+            &["update-ref", "refs/heads/researcher", &new.to_string()],
+        );
+        // Left behind after the last revert and reported by the watch: an untracked file.
+        std::fs::write(dir.join("src/d2/leftover.tmp"), "t").unwrap();
+        let inode = |p: &str| std::fs::metadata(dir.join(p)).unwrap().ino();
+        let untouched = inode("src/d3/f3.txt");
+        let touched = Changes::Paths(vec![PathBuf::from("src/d2/leftover.tmp")]);
+        advance(
+            &repo,
+            old_tree,
+            new,
+            Some("refs/heads/researcher"),
+            &touched,
+        )
+        .unwrap();
+        assert_eq!(git(dir, &["status", "--porcelain"]), "");
+        assert_eq!(git(dir, &["rev-parse", "HEAD"]), new.to_string());
+        assert_eq!(
+            std::fs::read_to_string(dir.join("src/d0/f0.txt")).unwrap(),
+            "changed"
+        );
+        assert!(!dir.join("src/d1/f1.txt").exists() && !dir.join("src/d2/leftover.tmp").exists());
+        assert_eq!(
+            std::fs::read_to_string(dir.join("x/inside.txt")).unwrap(),
+            "i"
+        );
+        assert_eq!(
+            inode("src/d3/f3.txt"),
+            untouched,
+            "a file outside the difference was rewritten"
+        );
+
+        // Without a watch (Everything), a change it was not told about is checked out too.
+        git(dir, &["update-ref", "refs/heads/researcher", &old]);
+        std::fs::write(dir.join("src/d4/f4.txt"), "edited by hand").unwrap();
+        let new_tree = repo.find_commit(new).unwrap().tree_id();
+        advance(
+            &repo,
+            new_tree,
+            Oid::from_str(&old).unwrap(),
+            Some("refs/heads/researcher"),
+            &Changes::Everything,
+        )
+        .unwrap();
+        assert_eq!(git(dir, &["status", "--porcelain"]), "");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("src/d4/f4.txt")).unwrap(),
+            "4"
+        );
+        assert_eq!(std::fs::read_to_string(dir.join("x")).unwrap(), "x");
     }
 
     /// Makes a repository with one commit at `dir/rel` (what `git clone` or a scaffolder leaves).

@@ -390,6 +390,16 @@ def bench_events(E, cache, levels, events_exe, status_reps, resume_reps, round_e
     def events_now():
         return json.loads(E.run(["git", "conference", "status", "ev", "--format", "json"], work).stdout)["events"]
 
+    def timed_resume():
+        """One `resume` of the paused conference: (ms until its agent starts, ms in all)."""
+        if os.path.exists(stamps):
+            os.remove(stamps)
+        t0 = time.time()
+        t, p = E.timed(["git", "conference", "resume", "ev"], work, ev_env, check=False)
+        if p.returncode != 3:
+            raise RuntimeError("resume: expected exit 3 (paused), got %d:\n%s%s" % (p.returncode, p.stdout, p.stderr))
+        return (read_stamps(stamps)[0] - t0) * 1000, t * 1000
+
     rows = []
     for level in levels:
         have = events_now()
@@ -405,15 +415,9 @@ def bench_events(E, cache, levels, events_exe, status_reps, resume_reps, round_e
         resume = []
         resume_wall = []
         for _ in range(resume_reps):
-            if os.path.exists(stamps):
-                os.remove(stamps)
-            t0 = time.time()
-            t, p = E.timed(["git", "conference", "resume", "ev"], work, ev_env, check=False)
-            if p.returncode != 3:
-                raise RuntimeError("resume: expected exit 3 (paused), got %d:\n%s%s" % (p.returncode, p.stdout, p.stderr))
-            s = read_stamps(stamps)
-            resume.append((s[0] - t0) * 1000)
-            resume_wall.append(t * 1000)
+            to_agent, wall = timed_resume()
+            resume.append(to_agent)
+            resume_wall.append(wall)
         rows.append({"events": at, "status_ms": median(status), "status_min_ms": min(status),
                      "resume_to_agent_ms": median(resume), "resume_round_ms": median(resume_wall)})
     # The same resume when the current round is long: its events are all after the latest
@@ -423,13 +427,7 @@ def bench_events(E, cache, levels, events_exe, status_reps, resume_reps, round_e
     at = events_now()
     resume = []
     for _ in range(resume_reps):
-        if os.path.exists(stamps):
-            os.remove(stamps)
-        t0 = time.time()
-        t, p = E.timed(["git", "conference", "resume", "ev"], work, ev_env, check=False)
-        if p.returncode != 3:
-            raise RuntimeError("resume: expected exit 3 (paused), got %d:\n%s%s" % (p.returncode, p.stdout, p.stderr))
-        resume.append((read_stamps(stamps)[0] - t0) * 1000)
+        resume.append(timed_resume()[0])
         # Each resume records conference.resumed: put the long round back after it.
         E.run([events_exe, work, "ev", str(round_events), "--one-round"], work)
     rows.append({"events": at, "round_events": round_events, "resume_to_agent_ms": median(resume)})

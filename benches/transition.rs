@@ -55,14 +55,7 @@ fn main() {
         // ...then the researcher's loop brings its worktree there.
         worktree::repair_gitfile(&repo, path).expect("repair");
         let wt = Repository::open(path).expect("open worktree");
-        match watch.as_mut() {
-            Some(watch) => {
-                let touched = watch.take();
-                snapshot::advance(&wt, from, new, Some(&refname), &touched).expect("advance");
-                watch.settle();
-            }
-            None => snapshot::reset(&wt, new, Some(&refname)).expect("reset"),
-        }
+        snapshot::advance(&wt, from, new, Some(&refname), watch.as_mut()).expect("advance");
         ms.push(t.elapsed().as_secs_f64() * 1000.0);
     }
     let list: Vec<String> = ms.iter().map(|m| format!("{m:.3}")).collect();

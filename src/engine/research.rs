@@ -133,16 +133,14 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             worktree::repair_gitfile(&repo, &idle.path)?;
             let wt = open_worktree(conf, &idle.path)?;
             let mut watch = idle.watch;
-            let touched = watch.take();
-            let head_ref = format!("refs/heads/{branch}");
+            let head_ref = conf.refs.researcher(id);
             snapshot::advance(
                 &wt,
                 idle.tree,
                 Oid::from_str(&head)?,
                 Some(&head_ref),
-                &touched,
+                Some(&mut watch),
             )?;
-            watch.settle();
             (idle.path, wt, Some(watch))
         }
         None => {

@@ -366,26 +366,33 @@ pub fn capture_paths(wt: &Repository, paths: &[PathBuf]) -> Result<Snapshot> {
     })
 }
 
-/// Moves a worktree whose files and index match the tree `from`, apart from the paths in
-/// `touched`, to `commit` (HEAD at `head_ref`): only the paths that differ between the two trees,
-/// and the touched ones, are rewritten, so a round start costs what the new best changed, not
-/// what the repository holds. With `Changes::Everything` (nothing is known) the whole worktree
-/// is checked out, as [`reset`] does.
+/// Moves a worktree whose files and index matched the tree `from` when `watch` last settled to
+/// `commit` (HEAD at `head_ref`): only the paths that differ between the two trees, and those the
+/// watch saw touched since, are rewritten, so a round start costs what the new best changed, not
+/// what the repository holds. When the watch cannot vouch (or there is none) the whole worktree
+/// is checked out, as [`reset`] does. The watch is settled after the move.
 pub fn advance(
     wt: &Repository,
     from: Oid,
     commit: Oid,
     head_ref: Option<&str>,
-    touched: &crate::git::watch::Changes,
+    watch: Option<&mut crate::git::watch::Watch>,
 ) -> Result<()> {
-    let crate::git::watch::Changes::Paths(touched) = touched else {
+    let Some(watch) = watch else {
         return reset(wt, commit, head_ref);
     };
-    let to = wt.find_commit(commit)?.tree_id();
-    let mut paths: std::collections::BTreeSet<PathBuf> = touched.iter().cloned().collect();
-    paths.extend(changed_paths(wt, from, to)?.into_iter().map(PathBuf::from));
-    let paths: Vec<PathBuf> = paths.into_iter().collect();
-    reset_paths(wt, commit, head_ref, &paths, from != to)
+    match watch.take() {
+        crate::git::watch::Changes::Paths(touched) => {
+            let to = wt.find_commit(commit)?.tree_id();
+            let mut paths: std::collections::BTreeSet<PathBuf> = touched.into_iter().collect();
+            paths.extend(changed_paths(wt, from, to)?.into_iter().map(PathBuf::from));
+            let paths: Vec<PathBuf> = paths.into_iter().collect();
+            reset_paths(wt, commit, head_ref, &paths, from != to)?;
+        }
+        crate::git::watch::Changes::Everything => reset(wt, commit, head_ref)?,
+    }
+    watch.settle();
+    Ok(())
 }
 
 /// Puts `paths` (and only them) back as they are at `commit`, in the files and the in-memory
@@ -733,7 +740,7 @@ mod tests {
     /// alone (not even rewritten); without a watch's word it checks everything out.
     #[test]
     fn advance_rewrites_only_the_difference() {
-        use crate::git::watch::Changes;
+        use crate::git::watch::Watch;
         use std::os::unix::fs::MetadataExt;
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
@@ -769,16 +776,17 @@ mod tests {
             &["update-ref", "refs/heads/researcher", &new.to_string()],
         );
         // Left behind after the last revert and reported by the watch: an untracked file.
+        let skip = |p: &Path| repo.is_path_ignored(p).unwrap_or(false);
+        let mut watch = Watch::start(dir, &repo.path().join("index"), &skip).expect("inotify");
         std::fs::write(dir.join("src/d2/leftover.tmp"), "t").unwrap();
         let inode = |p: &str| std::fs::metadata(dir.join(p)).unwrap().ino();
         let untouched = inode("src/d3/f3.txt");
-        let touched = Changes::Paths(vec![PathBuf::from("src/d2/leftover.tmp")]);
         advance(
             &repo,
             old_tree,
             new,
             Some("refs/heads/researcher"),
-            &touched,
+            Some(&mut watch),
         )
         .unwrap();
         assert_eq!(git(dir, &["status", "--porcelain"]), "");
@@ -798,7 +806,7 @@ mod tests {
             "a file outside the difference was rewritten"
         );
 
-        // Without a watch (Everything), a change it was not told about is checked out too.
+        // Without a watch, a change it was not told about is checked out too.
         git(dir, &["update-ref", "refs/heads/researcher", &old]);
         std::fs::write(dir.join("src/d4/f4.txt"), "edited by hand").unwrap();
         let new_tree = repo.find_commit(new).unwrap().tree_id();
@@ -807,7 +815,7 @@ mod tests {
             new_tree,
             Oid::from_str(&old).unwrap(),
             Some("refs/heads/researcher"),
-            &Changes::Everything,
+            None,
         )
         .unwrap();
         assert_eq!(git(dir, &["status", "--porcelain"]), "");

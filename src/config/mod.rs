@@ -8,6 +8,7 @@
 
 pub mod duration;
 pub mod edit;
+pub mod environment;
 pub mod parse;
 pub mod template;
 pub mod validate;
@@ -167,6 +168,9 @@ pub struct Config {
     pub shared_knowledge: Vec<String>,
     /// `## Context & References`: files, papers and links worth reading (prose).
     pub context: String,
+    /// `## Environment`: setup command, shared paths, devices (see `environment`).
+    #[serde(default)]
+    pub environment: environment::Environment,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -27,6 +27,8 @@ pub enum SectionKind {
     ConferenceLog,
     Evaluation,
     Agent,
+    /// How worktrees are prepared and where evaluations run (see `config::environment`).
+    Environment,
 }
 
 /// How a section's body is read.
@@ -348,6 +350,13 @@ pub static SECTIONS: &[SectionSpec] = &[
                 "- synthesizer: ./prose.sh synthesizer",
             ),
         ],
+    },
+    SectionSpec {
+        kind: SectionKind::Environment,
+        name: "Environment",
+        aliases: &["Worktrees", "Machine"],
+        body: Body::Settings,
+        keys: super::environment::KEYS,
     },
 ];
 

@@ -190,12 +190,17 @@ pub fn render(a: &InitAnswers) -> String {
     setting(w, "Pause every", &pause);
     section(w, "Evaluation", "command prints the metric and runs in the researcher's worktree; timeout is per experiment; repeats is runs per candidate (their mean counts); frozen lists the evaluation harness (paths or globs, comma-separated), which no candidate may change. Optional: holdout (a command run only in peer review), judge (qualitative mode: prints a 0-10 score).");
     setting(w, "Command", &eval_command);
-    setting(w, "Timeout", "5m");
+    setting(w, "Timeout", "15m");
     setting(w, "Repeats", "1");
     setting(w, "Frozen", frozen);
     section(w, "Agent", "command runs in the researcher's worktree with the prompt in $CONFERENCE_PROMPT_FILE; it edits files and exits (never commits). builtin:tune needs no AI service. seed makes built-in researchers deterministic. Optional: chair, reviewer, synthesizer commands for prose.");
     setting(w, "Command", &one_line(&a.agent_command));
     setting(w, "Seed", "0");
+    section(w, "Environment", "What worktrees need to run your code, and where evaluations run. Setup: a command run once in each new worktree before its first evaluation (e.g. uv sync --frozen); it must not change committed files. Shared: git-ignored paths of your working tree (data/, .venv) linked into every worktree, read-only to candidates. Devices: e.g. 0,1,2,3 gives each evaluation its own device (CUDA_VISIBLE_DEVICES and CONFERENCE_DEVICE), one evaluation per device at a time. Max parallel evaluations: a limit for CPU-bound evaluations. none for each: plain checkouts, evaluations run as soon as asked.");
+    setting(w, "Setup", "none");
+    setting(w, "Shared", "none");
+    setting(w, "Devices", "none");
+    setting(w, "Max parallel evaluations", "none");
     section(
         w,
         "Current Approach",
@@ -372,6 +377,7 @@ mod tests {
             "Constraints",
             "Evaluation",
             "Agent",
+            "Environment",
             "Current Approach",
             "Shared Knowledge",
             "Context & References",

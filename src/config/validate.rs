@@ -17,7 +17,9 @@ use super::{
 use SectionKind as S;
 
 /// Default per-experiment evaluation timeout.
-pub const DEFAULT_EVAL_TIMEOUT: Duration = Duration::from_secs(300);
+/// 15 minutes: room for a 5-minute training (autoresearch's own budget) with its start-up,
+/// data loading and final validation, without letting a hung run hold a device for long.
+pub const DEFAULT_EVAL_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 /// How long one agent run may take unless `- timeout:` in the Agent section says otherwise.
 pub const DEFAULT_AGENT_TIMEOUT: Duration = Duration::from_secs(1800);
 
@@ -245,6 +247,7 @@ impl<'a> Validator<'a> {
         let agent = self.agent();
         let guard = self.items(S::Guard);
         let shared_knowledge = self.items(S::SharedKnowledge);
+        let environment = super::environment::read(self.doc, &mut self.errors);
         Some(Config {
             title: title?,
             goal: goal?,
@@ -274,6 +277,7 @@ impl<'a> Validator<'a> {
             current_approach: self.text(S::CurrentApproach),
             shared_knowledge,
             context: self.text(S::Context),
+            environment,
         })
     }
 
@@ -810,6 +814,7 @@ Make it fast.
             ),
             shared_knowledge: vec![],
             context: s("- benches/README.md explains the benchmark."),
+            environment: Default::default(),
         };
         assert_eq!(c, expected);
         assert_eq!(c.devils_advocate_id().as_deref(), Some("C"));

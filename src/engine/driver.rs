@@ -60,6 +60,14 @@ async fn measure_baseline(conf: &Conference) -> Result<()> {
         &st.baseline_commit[..10]
     ));
     let path = conf.prepare_worktree("best", None, &st.baseline_commit)?;
+    match super::workspace::ready_checkout(conf, &path, "best").await {
+        Ok(true) => {}
+        Ok(false) => return Ok(()),
+        Err(e) => bail!(
+            "the baseline's worktree cannot be set up: {e:#}; fix the setup command (## Environment) or the project, then run `git conference resume {}`",
+            conf.name
+        ),
+    }
     let metric = evaluate::metric_name(&conf.config);
     let result = evaluate::evaluate(EvalRequest {
         command: conf.config.eval_command(),
@@ -69,6 +77,7 @@ async fn measure_baseline(conf: &Conference) -> Result<()> {
         cwd: &path,
         env: conf.context_env("baseline", 0, 0, None),
         log_prefix: conf.log_path("baseline.eval"),
+        scheduler: &conf.scheduler,
     })
     .await?;
     if result.status == "interrupted" {

@@ -65,17 +65,23 @@ pub struct EvalRequest<'a> {
     pub env: Vec<(String, String)>,
     /// Log file prefix, e.g. `<run-dir>/logs/A-r1-i3.eval`.
     pub log_prefix: std::path::PathBuf,
+    /// Where the evaluation waits for its slot (and device): `&conf.scheduler`.
+    pub scheduler: &'a super::schedule::Scheduler,
 }
 
-/// Runs the evaluation `runs` times; stops at the first run that fails.
+/// Runs the evaluation `runs` times, on one slot of the scheduler (waiting for it first); stops
+/// at the first run that fails.
 pub async fn evaluate(req: EvalRequest<'_>) -> Result<EvalResult> {
+    let slot = req.scheduler.acquire().await;
+    let mut base_env = req.env.clone();
+    slot.apply(&mut base_env);
     let mut runs = Vec::new();
     let mut sub_metrics = Default::default();
     let mut seconds = 0.0;
     for run in 0..req.runs.max(1) {
         let stdout = req.log_prefix.with_extension(format!("{run}.out"));
         let stderr = req.log_prefix.with_extension(format!("{run}.err"));
-        let mut env = req.env.clone();
+        let mut env = base_env.clone();
         env.push(("CONFERENCE_EVAL_RUN".into(), run.to_string()));
         let finished = process::run(Spec {
             command: req.command,

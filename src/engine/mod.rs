@@ -16,10 +16,12 @@ pub mod prompt;
 pub mod prose;
 pub mod research;
 pub mod review;
+pub mod schedule;
 pub mod state;
 pub mod stop;
 pub mod synthesis;
 pub mod transfer;
+pub mod workspace;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -101,6 +103,8 @@ pub struct Conference {
     /// Researcher worktrees between two research phases of this run, with the watch that has
     /// seen every change since they were left clean (see `research::researcher_loop`).
     pub idle_worktrees: Mutex<std::collections::HashMap<String, research::IdleWorktree>>,
+    /// Evaluation slots and devices (`## Environment`), shared by every evaluation of the run.
+    pub scheduler: schedule::Scheduler,
 }
 
 /// Current time as the seed's ISO-8601 timestamp.
@@ -176,6 +180,7 @@ impl Conference {
         let guard = paths::Guard::new(&config, &exists);
         drop(baseline);
         let hooks = Hooks::new(&repo);
+        let scheduler = schedule::Scheduler::new(&config.environment);
         Ok(Conference {
             name: name.clone(),
             repo_dir,
@@ -199,6 +204,7 @@ impl Conference {
             ui,
             evaluations: Mutex::new(Default::default()),
             idle_worktrees: Mutex::new(Default::default()),
+            scheduler,
         })
     }
 
@@ -449,9 +455,10 @@ impl Conference {
         };
         let path = worktree::ensure(&repo, &self.name, label, checkout)?;
         worktree::repair_gitfile(&repo, &path)?;
-        let wt = Repository::open(&path)?;
+        let wt = self.open_worktree(&path)?;
         let head_ref = branch.map(|b| format!("refs/heads/{b}"));
         snapshot::reset(&wt, oid, head_ref.as_deref())?;
+        workspace::link_shared(self, &path)?;
         Ok(path)
     }
 
@@ -489,7 +496,7 @@ impl Conference {
                     worktree::Checkout::Branch(&branch),
                 )?;
             }
-            if let Ok(wt) = Repository::open(&path) {
+            if let Ok(wt) = self.open_worktree(&path) {
                 // A commit set aside above, still checked out there, is recorded already.
                 let already = !set_aside_trees.is_empty()
                     && snapshot::capture(&wt).is_ok_and(|s| set_aside_trees.contains(&s.tree));
@@ -725,7 +732,7 @@ impl Conference {
         iteration: u32,
         best: Option<f64>,
     ) -> Vec<(String, String)> {
-        vec![
+        let mut env = vec![
             ("CONFERENCE_NAME".into(), self.name.clone()),
             ("CONFERENCE_RESEARCHER".into(), researcher.to_string()),
             ("CONFERENCE_ROUND".into(), round.to_string()),
@@ -746,7 +753,10 @@ impl Conference {
                     .map(|m| format!("{:?}", m.direction).to_lowercase())
                     .unwrap_or_else(|| "maximize".into()),
             ),
-        ]
+        ];
+        // Evaluations get their device from their slot (see `schedule`); anything else none.
+        env.extend(self.scheduler.no_device_env());
+        env
     }
 
     /// The log file prefix for a step (`<run-dir>/logs/<what>`).

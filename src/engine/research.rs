@@ -145,6 +145,12 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         }
         None => {
             let wt_path = conf.prepare_worktree(&researcher_label(id), Some(&branch), &head)?;
+            if let Some(why) = super::workspace::ready_researcher(conf, id, &wt_path).await? {
+                return match why.as_str() {
+                    "interrupted" => Ok(()),
+                    _ => finish(conf, id, &why),
+                };
+            }
             let wt = open_worktree(conf, &wt_path)?;
             let watch = start_watch(&wt, &wt_path);
             (wt_path, wt, watch)
@@ -227,6 +233,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         let head_tree = repo.find_commit(Oid::from_str(&r.head)?)?.tree_id();
         let env = conf.context_env(id, st.round, iteration, r.best_metric);
         let refs_before = crate::git::traces::read(repo.commondir());
+        let shared_before = super::workspace::SharedState::read(conf);
         let outcome = agent::run(
             conf,
             AgentCall {
@@ -311,7 +318,12 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             "no_change"
         } else {
             agent_crashes = 0;
-            if let Some(why) = snap.rejection().or_else(|| conf.guard.violation(&changed)) {
+            let shared = || shared_before.violation(conf, &wt_path, &changed);
+            if let Some(why) = snap
+                .rejection()
+                .or_else(|| conf.guard.violation(&changed))
+                .or_else(shared)
+            {
                 record_iteration(
                     conf,
                     &attempt,
@@ -379,6 +391,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
                 snapshot::reset(&wt, Oid::from_str(&head_now)?, Some(&branch_ref))?
             }
         }
+        super::workspace::link_shared(conf, &wt_path)?;
         settle(&mut watch);
         let now = conf.state();
         conf.ui.info(&format!(
@@ -471,7 +484,7 @@ fn settle(watch: &mut Option<Watch>) {
 fn open_worktree(conf: &Conference, path: &std::path::Path) -> Result<Repository> {
     let repo = conf.open_repo()?;
     worktree::repair_gitfile(&repo, path)?;
-    Ok(Repository::open(path)?)
+    conf.open_worktree(path)
 }
 
 /// An agent that committed or switched branches in its worktree is put back: only the files count.
@@ -583,6 +596,7 @@ async fn evaluate_cached(
                 cwd: wt_path,
                 env,
                 log_prefix: conf.log_path(&format!("{id}-r{round}-i{iteration}.eval")),
+                scheduler: &conf.scheduler,
             })
             .await
         })

@@ -68,7 +68,10 @@ pub async fn measure(
     what: &str,
 ) -> Result<EvalResult> {
     let path = conf.prepare_worktree(label, None, commit)?;
-    remove_ignored(&path)?;
+    super::workspace::remove_ignored(conf, &path)?;
+    if !super::workspace::ready_checkout(conf, &path, label).await? {
+        return Ok(interrupted());
+    }
     let st = conf.state();
     let mut env = conf.context_env("review", st.round, 0, st.best.metric);
     env.push(("CONFERENCE_COMMIT".into(), commit.to_string()));
@@ -81,39 +84,25 @@ pub async fn measure(
         cwd: &path,
         env,
         log_prefix: conf.log_path(&format!("r{}-{what}.eval", st.round)),
+        scheduler: &conf.scheduler,
     })
     .await?;
     // Leave the checkout clean for the next candidate (evaluations may write files).
-    let wt = git2::Repository::open(&path)?;
+    let wt = conf.open_worktree(&path)?;
     snapshot::reset(&wt, Oid::from_str(commit)?, None)?;
     Ok(result)
 }
 
-/// A clean checkout has no ignored files either: caches and build output an earlier
-/// measurement left behind must not decide the next one.
-fn remove_ignored(path: &std::path::Path) -> Result<()> {
-    let wt = git2::Repository::open(path)?;
-    let mut opts = git2::StatusOptions::new();
-    opts.include_ignored(true)
-        .include_untracked(false)
-        .recurse_ignored_dirs(false)
-        .exclude_submodules(true);
-    let ignored: Vec<String> = wt
-        .statuses(Some(&mut opts))?
-        .iter()
-        .filter(|e| e.status().is_ignored())
-        .filter_map(|e| e.path().map(str::to_string))
-        .collect();
-    for rel in ignored {
-        let full = path.join(rel.trim_end_matches('/'));
-        let removed = match std::fs::symlink_metadata(&full) {
-            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&full),
-            Ok(_) => std::fs::remove_file(&full),
-            Err(_) => Ok(()),
-        };
-        removed.map_err(|e| anyhow::anyhow!("cannot clean {}: {e}", full.display()))?;
+/// What an evaluation stopped by Ctrl-C gives.
+fn interrupted() -> EvalResult {
+    EvalResult {
+        metric: None,
+        runs: vec![],
+        sub_metrics: Default::default(),
+        status: "interrupted".into(),
+        reason: Some("interrupted".into()),
+        seconds: 0.0,
     }
-    Ok(())
 }
 
 /// Phase 2: builds and records the poster session of the current round.

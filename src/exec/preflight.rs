@@ -62,6 +62,7 @@ pub fn check(
             });
         }
     }
+    errors.extend(crate::engine::workspace::preflight(repo, cfg, base)?);
     let tree = repo.find_commit(base)?.tree()?;
     for site in sites(cfg) {
         if let Some((message, hint)) = check_program(&site, &tree, short, run_dir) {

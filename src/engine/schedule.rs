@@ -1,0 +1,224 @@
+//! Which evaluation runs when, and on which device.
+//!
+//! Trainings that share a GPU slow each other down and measure each other's noise, and on a CPU
+//! the same holds for cores. Every evaluation (researchers' attempts, the baseline, peer review,
+//! knowledge transfer) takes a [`Slot`] before its command starts and gives it back when it ends.
+//! With `devices: 0,1` a slot is a device of its own, named to the command as
+//! `CUDA_VISIBLE_DEVICES` and `CONFERENCE_DEVICE`; `max parallel evaluations: N` bounds the slots
+//! without naming devices. Waiting is first come, first served (tokio's semaphore is fair), so a
+//! researcher that queues first evaluates first and none starves.
+//!
+//! Only evaluations take slots: agents keep working while others' evaluations run. When devices
+//! are listed, agents (and setup commands) see no device (`CUDA_VISIBLE_DEVICES` empty), so a
+//! training an agent starts on its own can never land on a device an evaluation holds and skew
+//! what it measures.
+
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::config::environment::Environment;
+
+/// The variable CUDA reads; also honoured by PyTorch, JAX and TensorFlow.
+pub const CUDA_VISIBLE_DEVICES: &str = "CUDA_VISIBLE_DEVICES";
+/// The device an evaluation got, for harnesses that pick a device some other way.
+pub const CONFERENCE_DEVICE: &str = "CONFERENCE_DEVICE";
+
+/// Hands out evaluation slots; unlimited when the environment sets neither devices nor a limit.
+pub struct Scheduler {
+    devices: Vec<String>,
+    /// Which devices are taken (same order as `devices`).
+    busy: Arc<Mutex<Vec<bool>>>,
+    permits: Option<Arc<Semaphore>>,
+}
+
+/// The right to run one evaluation; on a device when devices are listed. Dropping it frees both.
+pub struct Slot {
+    device: Option<(usize, Arc<Mutex<Vec<bool>>>)>,
+    name: Option<String>,
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+impl Scheduler {
+    pub fn new(env: &Environment) -> Scheduler {
+        let limit = match (env.devices.len(), env.max_parallel_evaluations) {
+            (0, limit) => limit.map(|n| n as usize),
+            (n, None) => Some(n),
+            (n, Some(limit)) => Some(n.min(limit as usize)),
+        };
+        Scheduler {
+            devices: env.devices.clone(),
+            busy: Arc::new(Mutex::new(vec![false; env.devices.len()])),
+            permits: limit.map(|n| Arc::new(Semaphore::new(n.max(1)))),
+        }
+    }
+
+    /// Waits for a free slot (first come, first served).
+    pub async fn acquire(&self) -> Slot {
+        let permit = match &self.permits {
+            Some(s) => Some(
+                Arc::clone(s)
+                    .acquire_owned()
+                    .await
+                    .expect("the semaphore is never closed"),
+            ),
+            None => None,
+        };
+        if self.devices.is_empty() {
+            return Slot {
+                device: None,
+                name: None,
+                _permit: permit,
+            };
+        }
+        // A permit guarantees a free device: there are no more permits than devices.
+        let mut busy = self.busy.lock().unwrap();
+        let index = busy
+            .iter()
+            .position(|b| !b)
+            .expect("a permit always leaves a device free");
+        busy[index] = true;
+        Slot {
+            device: Some((index, Arc::clone(&self.busy))),
+            name: Some(self.devices[index].clone()),
+            _permit: permit,
+        }
+    }
+
+    /// The environment of a command that is not an evaluation (an agent, a setup command): with
+    /// devices listed it sees none of them.
+    pub fn no_device_env(&self) -> Vec<(String, String)> {
+        if self.devices.is_empty() {
+            return vec![];
+        }
+        vec![(CUDA_VISIBLE_DEVICES.into(), String::new())]
+    }
+}
+
+impl Slot {
+    /// The device this slot holds, if devices are listed.
+    pub fn device(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    /// `env` with this slot's device variables (replacing any it had).
+    pub fn apply(&self, env: &mut Vec<(String, String)>) {
+        let Some(device) = self.device() else {
+            return;
+        };
+        env.retain(|(k, _)| k != CUDA_VISIBLE_DEVICES && k != CONFERENCE_DEVICE);
+        env.push((CUDA_VISIBLE_DEVICES.into(), device.to_string()));
+        env.push((CONFERENCE_DEVICE.into(), device.to_string()));
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Some((index, busy)) = &self.device {
+            busy.lock().unwrap()[*index] = false;
+        }
+        // The permit is released after the device is marked free (fields drop after this).
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn env(devices: &[&str], max: Option<u32>) -> Environment {
+        Environment {
+            devices: devices.iter().map(|d| d.to_string()).collect(),
+            max_parallel_evaluations: max,
+            ..Environment::default()
+        }
+    }
+
+    /// Many tasks asking at once: never two on one device, never more than the slots.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn one_evaluation_per_device() {
+        let s = Arc::new(Scheduler::new(&env(&["0", "1"], None)));
+        let running = Arc::new(AtomicUsize::new(0));
+        let on: Arc<Vec<AtomicUsize>> = Arc::new((0..2).map(|_| AtomicUsize::new(0)).collect());
+        let mut tasks = Vec::new();
+        for _ in 0..8 {
+            let (s, running, on) = (s.clone(), running.clone(), on.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut max = 0;
+                for _ in 0..5 {
+                    let slot = s.acquire().await;
+                    let d: usize = slot.device().unwrap().parse().unwrap();
+                    assert_eq!(on[d].fetch_add(1, Ordering::SeqCst), 0, "device {d} shared");
+                    max = max.max(running.fetch_add(1, Ordering::SeqCst) + 1);
+                    tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                    running.fetch_sub(1, Ordering::SeqCst);
+                    on[d].fetch_sub(1, Ordering::SeqCst);
+                    drop(slot);
+                }
+                max
+            }));
+        }
+        for t in tasks {
+            assert!(t.await.unwrap() <= 2);
+        }
+    }
+
+    #[tokio::test]
+    async fn the_limit_and_the_devices_combine() {
+        let s = Scheduler::new(&env(&["a", "b", "c"], Some(2)));
+        let x = s.acquire().await;
+        let y = s.acquire().await;
+        assert_eq!((x.device(), y.device()), (Some("a"), Some("b")));
+        let third = tokio::time::timeout(std::time::Duration::from_millis(50), s.acquire()).await;
+        assert!(third.is_err(), "a third evaluation started past the limit");
+        drop(x);
+        let z = s.acquire().await;
+        assert_eq!(z.device(), Some("a"));
+        let mut vars = vec![(CUDA_VISIBLE_DEVICES.to_string(), String::new())];
+        z.apply(&mut vars);
+        assert_eq!(
+            vars,
+            [
+                (CUDA_VISIBLE_DEVICES.to_string(), "a".to_string()),
+                (CONFERENCE_DEVICE.to_string(), "a".to_string())
+            ]
+        );
+        assert_eq!(s.no_device_env().len(), 1);
+        // Nothing set: no waiting, no variables.
+        let free = Scheduler::new(&Environment::default());
+        let slots: Vec<Slot> = futures_all(&free, 10).await;
+        assert!(slots.iter().all(|s| s.device().is_none()));
+        assert!(free.no_device_env().is_empty());
+    }
+
+    async fn futures_all(s: &Scheduler, n: usize) -> Vec<Slot> {
+        let mut out = Vec::new();
+        for _ in 0..n {
+            out.push(s.acquire().await);
+        }
+        out
+    }
+
+    /// Waiters are served in the order they came.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn waiting_is_first_come_first_served() {
+        let s = Arc::new(Scheduler::new(&env(&[], Some(1))));
+        let first = s.acquire().await;
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for i in 0..4 {
+            let (s, order) = (s.clone(), order.clone());
+            tasks.push(tokio::spawn(async move {
+                let _slot = s.acquire().await;
+                order.lock().unwrap().push(i);
+            }));
+            // Each waiter is queued before the next one asks.
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        drop(first);
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), [0, 1, 2, 3]);
+    }
+}

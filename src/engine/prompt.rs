@@ -107,6 +107,12 @@ pub fn render(p: &PromptContext) -> String {
     for f in p.frozen {
         let _ = writeln!(s, "- frozen: {f}");
     }
+    for f in c.environment.shared_paths() {
+        let _ = writeln!(
+            s,
+            "- shared, read-only (linked from the user's working tree; never write into it): {f}"
+        );
+    }
     s.push('\n');
     if !c.guard.is_empty() {
         let _ = writeln!(s, "## Guard");

@@ -280,6 +280,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         let tree = snap.tree;
         settle(&mut watch);
         let changed = snapshot::changed_paths(&repo, head_tree, tree)?;
+        let shared_violation = shared_before.violation(conf, &wt_path, &changed);
         let description = description.unwrap_or_else(|| default_description(&changed));
         let attempt = Attempt {
             id,
@@ -305,7 +306,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
                 Some(why),
             )?;
             kind
-        } else if tree == head_tree && snap.nested_repos.is_empty() {
+        } else if tree == head_tree && snap.nested_repos.is_empty() && shared_violation.is_none() {
             agent_crashes = 0;
             record_iteration(
                 conf,
@@ -318,11 +319,10 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             "no_change"
         } else {
             agent_crashes = 0;
-            let shared = || shared_before.violation(conf, &wt_path, &changed);
             if let Some(why) = snap
                 .rejection()
                 .or_else(|| conf.guard.violation(&changed))
-                .or_else(shared)
+                .or(shared_violation)
             {
                 record_iteration(
                     conf,

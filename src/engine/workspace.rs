@@ -170,7 +170,13 @@ pub async fn ensure_setup(conf: &Conference, path: &Path, label: &str) -> Result
     let finished = process::run(Spec {
         command,
         cwd: path,
-        env: conf.context_env(label, st.round, 0, st.best.metric),
+        // A researcher's worktree is set up as that researcher (`A`); a checkout by its label.
+        env: conf.context_env(
+            label.strip_prefix("researcher-").unwrap_or(label),
+            st.round,
+            0,
+            st.best.metric,
+        ),
         timeout: Some(conf.config.environment.setup_timeout()),
         stdout: stdout.clone(),
         stderr: stderr.clone(),

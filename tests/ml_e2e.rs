@@ -187,14 +187,16 @@ fn max_parallel_evaluations_bounds_cpu_bound_work() {
 
 /// `setup.sh`: logs `<who> <worktree>` to `<git-common-dir>/setup.log`, makes `build/ready`
 /// (untracked, not ignored: setup products are environment, never part of an attempt). With
-/// `fail-B` in `<git-common-dir>/setup-mode` it fails in researcher B's worktree; with `kill`
-/// there it kills the runner the first time (a crash mid-setup).
+/// `fail-B` in `<git-common-dir>/setup-mode` it fails in researcher B's worktree (`fail-all`:
+/// everywhere); with `kill` there it kills the runner half-way through researcher A's setup,
+/// the first time (a crash mid-setup).
 const SETUP: &str = r#"#!/bin/sh
 common=$(git rev-parse --git-common-dir)
 mode=$(cat "$common/setup-mode" 2>/dev/null)
 echo "start $CONFERENCE_RESEARCHER $(pwd)" >>"$common/setup.log"
-if [ "$mode" = kill ] && [ ! -f "$common/killed" ]; then
+if [ "$mode" = kill ] && [ "$CONFERENCE_RESEARCHER" = A ] && [ ! -f "$common/killed" ]; then
     touch "$common/killed"
+    mkdir -p build && echo half >build/partial
     kill -9 $PPID
     sleep 5
     exit 9
@@ -333,19 +335,28 @@ fn a_failed_setup_in_a_researcher_worktree_is_recorded_and_runs_no_agent_there()
 fn a_setup_killed_half_way_runs_again_on_resume() {
     let repo = ml_repo(&[("setup.sh", SETUP)]);
     std::fs::write(repo.git_dir().join("setup-mode"), "kill").unwrap();
-    let run = repo.start(
-        "crash",
-        &config("Crash", "./agents/note.sh", 1, 1, "- setup: ./setup.sh\n"),
-    );
+    let text = config("Crash", "./agents/note.sh", 1, 1, "- setup: ./setup.sh\n");
+    let run = repo.start("crash", &text);
     assert_ne!(run.code, 0, "the runner was not killed");
-    assert_eq!(setup_log(&repo, "done").len(), 0);
+    let count = |what: &str, who: &str| {
+        setup_log(&repo, what)
+            .iter()
+            .filter(|(w, _)| w == who)
+            .count()
+    };
+    assert_eq!((count("start", "A"), count("done", "A")), (1, 0));
     repo.conference(&["resume", "crash"]).ok();
-    let starts = setup_log(&repo, "start");
-    let done = setup_log(&repo, "done");
-    let best = |v: &[(String, String)]| v.iter().filter(|(w, _)| w == "best").count();
-    assert_eq!((best(&starts), best(&done)), (2, 1), "{starts:?}");
-    assert_eq!(iterations(&repo, "crash").len(), 1);
-    assert!(iterations(&repo, "crash")[0]["payload"]["status"] == "kept");
+    // Set up again from the start, once; the baseline's checkout was set up already.
+    assert_eq!((count("start", "A"), count("done", "A")), (2, 1));
+    assert_eq!((count("start", "best"), count("done", "best")), (1, 1));
+    // What the killed setup left is no agent's work: nothing set aside, nothing in the attempt.
+    assert!(repo.events_named("crash", "attempt.interrupted").is_empty());
+    let its = iterations(&repo, "crash");
+    assert_eq!(its.len(), 1);
+    assert_eq!(its[0]["payload"]["status"], "kept");
+    let commit = its[0]["payload"]["commit"].as_str().unwrap();
+    let names = repo.git(&["show", "--format=", "--name-only", commit]);
+    assert_eq!(names.trim(), "notes.txt");
 }
 
 /// `agents/shared.sh`: iteration 1 improves; 2 writes through the data link into the user's
@@ -472,6 +483,7 @@ fn environment_mistakes_exit_2_with_the_line() {
             "- setup timeout",
             "positive duration",
         ),
+        ("- setup: no-such-uv sync\n", "- setup:", "no-such-uv"),
     ];
     for (env, needle, message) in cases {
         let text = format!("{base}{env}");

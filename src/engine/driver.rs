@@ -63,10 +63,7 @@ async fn measure_baseline(conf: &Conference) -> Result<()> {
     match super::workspace::ready_checkout(conf, &path, "best").await {
         Ok(true) => {}
         Ok(false) => return Ok(()),
-        Err(e) => bail!(
-            "the baseline's worktree cannot be set up: {e:#}; fix the setup command (## Environment) or the project, then run `git conference resume {}`",
-            conf.name
-        ),
+        Err(e) => bail!("cannot measure the baseline: {e:#}"),
     }
     let metric = evaluate::metric_name(&conf.config);
     let result = evaluate::evaluate(EvalRequest {

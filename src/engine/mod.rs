@@ -501,7 +501,9 @@ impl Conference {
                 let already = !set_aside_trees.is_empty()
                     && snapshot::capture(&wt).is_ok_and(|s| set_aside_trees.contains(&s.tree));
                 // Partial work, or changes made by hand in any phase: recorded, never dropped.
-                if !already {
+                // (Not in a worktree whose setup never completed: no agent ran there, and what
+                // it holds is a killed setup's output.)
+                if !already && workspace::set_up(self, &wt) {
                     if let Some(commit) = research::set_aside_partial(self, id, &wt)? {
                         reverted.push(format!("{id}:{commit}"));
                     }

@@ -151,6 +151,16 @@ fn read_marker(wt: &Repository) -> SetupMarker {
         .unwrap_or_default()
 }
 
+/// Whether the worktree `wt` is set up (or needs no setup): only then can an agent have run in
+/// it.
+pub fn set_up(conf: &Conference, wt: &Repository) -> bool {
+    conf.config
+        .environment
+        .setup
+        .as_deref()
+        .is_none_or(|command| read_marker(wt).command == command)
+}
+
 /// Runs the setup command in the worktree at `path` unless it completed there already. Ok(false)
 /// when Ctrl-C stopped it; an error that is a [`SetupFailed`] when it failed.
 pub async fn ensure_setup(conf: &Conference, path: &Path, label: &str) -> Result<bool> {
@@ -158,10 +168,9 @@ pub async fn ensure_setup(conf: &Conference, path: &Path, label: &str) -> Result
         return Ok(true);
     };
     let wt = conf.open_worktree(path)?;
-    if read_marker(&wt).command == command {
+    if set_up(conf, &wt) {
         return Ok(true);
     }
-    let before = untracked_entries(&wt)?;
     let st = conf.state();
     let log = conf.log_path(&format!("setup-{label}"));
     let (stdout, stderr) = (log.with_extension("out"), log.with_extension("err"));
@@ -211,10 +220,10 @@ pub async fn ensure_setup(conf: &Conference, path: &Path, label: &str) -> Result
         );
         return Err(failed(why, String::new()).into());
     }
-    let made: Vec<String> = untracked_entries(&wt)?
-        .difference(&before)
-        .cloned()
-        .collect();
+    // No agent ran in a worktree before its setup completed, so every untracked or ignored
+    // entry is setup's (a killed earlier attempt at it included); the shared links are left out
+    // by the handle's rules.
+    let made: Vec<String> = untracked_entries(&wt)?.into_iter().collect();
     let marker = SetupMarker {
         command: command.to_string(),
         made,
@@ -300,7 +309,12 @@ pub async fn ready_researcher(conf: &Conference, id: &str, path: &Path) -> Resul
 /// Readies a detached checkout (`best` for the baseline and transfers, `review`): the shared
 /// links are there (see `prepare_worktree`); setup runs if it has not there. Ok(false) on Ctrl-C.
 pub async fn ready_checkout(conf: &Conference, path: &Path, label: &str) -> Result<bool> {
-    ensure_setup(conf, path, label).await
+    ensure_setup(conf, path, label).await.with_context(|| {
+        format!(
+            "the {label} checkout cannot be set up; fix the setup command (## Environment) or the project, then run `git conference resume {}`",
+            conf.name
+        )
+    })
 }
 
 /// A clean checkout has no ignored files either: caches and build output an earlier measurement

@@ -131,7 +131,14 @@ fn sites(cfg: &Config) -> Vec<Site<'_>> {
             Cwd::RunDir,
         ),
     ];
-    for (what, section, key, command, cwd) in optional {
+    let setup = (
+        "the setup command",
+        SectionKind::Environment,
+        "setup",
+        &cfg.environment.setup,
+        Cwd::Worktree,
+    );
+    for (what, section, key, command, cwd) in optional.into_iter().chain([setup]) {
         if let Some(command) = command {
             sites.push(Site {
                 what,

@@ -364,6 +364,9 @@ impl SharedState {
     /// Reads the shared paths of the user's working tree (nothing when none are shared).
     pub fn read(conf: &Conference) -> SharedState {
         let mut files = BTreeMap::new();
+        if conf.config.environment.shared.is_empty() {
+            return SharedState { files };
+        }
         let Ok(top) = conf.user_tree() else {
             return SharedState { files };
         };

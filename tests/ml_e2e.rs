@@ -107,7 +107,14 @@ fn iterations(repo: &TestRepo, name: &str) -> Vec<Value> {
 fn four_researchers_share_two_devices_one_evaluation_each() {
     let repo = ml_repo(&[]);
     let text = config("Devices", "./agents/note.sh", 4, 4, "- devices: 0,1\n");
-    repo.start("dev", &text).ok();
+    let run = repo.start("dev", &text).ok();
+    assert!(
+        run.stderr.contains(
+            "environment: evaluations on devices 0, 1 (one each at a time; agents see none)"
+        ),
+        "{}",
+        run.stderr
+    );
 
     let all = evals(&repo);
     // Baseline, 16 attempts, the review (start + 4 findings) and the transfers.

@@ -126,6 +126,9 @@ pub fn start(args: StartArgs, quiet: bool) -> Result<i32> {
             "note: the forbidden change `{item}` names no path: agents are told, but diffs cannot be checked against it (name the files or globs to have it enforced)"
         ));
     }
+    if let Some(line) = crate::engine::workspace::describe(&conf.config.environment) {
+        ui.info(&line);
+    }
     conf.reconcile(false)?;
     run_engine(conf)
 }

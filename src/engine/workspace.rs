@@ -103,6 +103,31 @@ impl Conference {
     }
 }
 
+/// One line saying what `## Environment` does, for `start` (None when it is empty).
+pub fn describe(env: &crate::config::environment::Environment) -> Option<String> {
+    let mut parts = Vec::new();
+    if let Some(setup) = &env.setup {
+        parts.push(format!("setup `{setup}` once in each new worktree"));
+    }
+    if !env.shared.is_empty() {
+        let paths: Vec<&str> = env.shared_paths().collect();
+        parts.push(format!(
+            "shared read-only from your working tree: {}",
+            paths.join(", ")
+        ));
+    }
+    match (env.devices.len(), env.max_parallel_evaluations) {
+        (0, None) => {}
+        (0, Some(n)) => parts.push(format!("at most {n} evaluation(s) at once")),
+        (_, limit) => parts.push(format!(
+            "evaluations on devices {} (one each at a time{}; agents see none)",
+            env.devices.join(", "),
+            limit.map_or(String::new(), |n| format!(", at most {n} at once"))
+        )),
+    }
+    (!parts.is_empty()).then(|| format!("environment: {}", parts.join("; ")))
+}
+
 /// Links every shared path into the worktree at `path` (again, when a link was removed or
 /// replaced). Something else in a link's place was put there by an agent inside the worktree: it
 /// is removed (never followed).

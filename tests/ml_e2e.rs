@@ -10,12 +10,17 @@ use common::{ConfigBuilder, TestRepo};
 use serde_json::Value;
 
 /// `eval.sh`: logs `<start> <end> <CUDA_VISIBLE_DEVICES> <CONFERENCE_DEVICE> <who>` to
-/// `<git-common-dir>/evals.log` after sleeping `$SLEEP` seconds, then prints the score: 1000
-/// minus the lines of notes.txt, plus the number in data/train.bin when there is one (minimize).
+/// `<git-common-dir>/evals.log` after a short sleep (a researcher's evaluation sleeps the seconds
+/// in `<git-common-dir>/eval-sleep`, 0.3 without it; the baseline's and the review's 0.1), then
+/// prints the score: 1000 minus the lines of notes.txt, plus the number in data/train.bin when
+/// there is one (minimize).
 const EVAL: &str = r#"#!/bin/sh
 common=$(git rev-parse --git-common-dir)
 start=$(date +%s.%N)
-sleep 0.3
+case "${CONFERENCE_RESEARCHER-}" in
+[A-Z]) sleep "$(cat "$common/eval-sleep" 2>/dev/null || echo 0.3)" ;;
+*) sleep 0.1 ;;
+esac
 [ -f build/ready ] || { [ -f setup.sh ] && { echo "setup did not run here" >&2; exit 1; }; }
 extra=0
 [ -e data ] && extra=$(cat data/train.bin)
@@ -106,7 +111,10 @@ fn iterations(repo: &TestRepo, name: &str) -> Vec<Value> {
 #[test]
 fn four_researchers_share_two_devices_one_evaluation_each() {
     let repo = ml_repo(&[]);
-    let text = config("Devices", "./agents/note.sh", 4, 4, "- devices: 0,1\n");
+    // Researchers' evaluations take a second: longer than an iteration's bookkeeping (a few
+    // hundred ms in a debug build on a busy machine), as trainings are.
+    std::fs::write(repo.git_dir().join("eval-sleep"), "1").unwrap();
+    let text = config("Devices", "./agents/note.sh", 4, 3, "- devices: 0,1\n");
     let run = repo.start("dev", &text).ok();
     assert!(
         run.stderr.contains(
@@ -117,8 +125,8 @@ fn four_researchers_share_two_devices_one_evaluation_each() {
     );
 
     let all = evals(&repo);
-    // Baseline, 16 attempts, the review (start + 4 findings) and the transfers.
-    assert!(all.len() >= 22, "{} evaluations", all.len());
+    // Baseline, 12 attempts, the review (start + 4 findings) and the transfers.
+    assert!(all.len() >= 18, "{} evaluations", all.len());
     for i in &all {
         assert!(
             i.cuda == "0" || i.cuda == "1",
@@ -135,14 +143,14 @@ fn four_researchers_share_two_devices_one_evaluation_each() {
     }
     // Agents get no device: a training an agent starts itself cannot land on one.
     let agents = repo.git_dir_file("agents.log");
-    assert_eq!(agents.lines().count(), 16);
+    assert_eq!(agents.lines().count(), 12);
     assert!(
         agents.lines().all(|l| l.ends_with("  unset")),
         "an agent saw a device:\n{agents}"
     );
     // Every attempt was evaluated and kept (each is a new line: an improvement).
     let its = iterations(&repo, "dev");
-    assert_eq!(its.len(), 16);
+    assert_eq!(its.len(), 12);
     assert!(
         its.iter().all(|e| e["payload"]["status"] == "kept"),
         "{its:?}"
@@ -154,7 +162,7 @@ fn four_researchers_share_two_devices_one_evaluation_each() {
         .iter()
         .filter(|i| ["A", "B", "C", "D"].contains(&i.who.as_str()))
         .collect();
-    assert_eq!(research.len(), 16);
+    assert_eq!(research.len(), 12);
     let first = research.iter().map(|i| i.start).fold(f64::MAX, f64::min);
     let last = research.iter().map(|i| i.end).fold(f64::MIN, f64::max);
     let busy: f64 = research.iter().map(|i| i.end - i.start).sum();
@@ -166,7 +174,7 @@ fn four_researchers_share_two_devices_one_evaluation_each() {
         100.0 * utilisation
     );
     assert!(
-        utilisation > 0.6,
+        utilisation > 0.75,
         "devices idle {:.0}% of the research phase: {:.2}s for {:.2}s of evaluations",
         100.0 * (1.0 - utilisation),
         last - first,

@@ -246,9 +246,12 @@ pub async fn ensure_setup(conf: &Conference, path: &Path, label: &str) -> Result
         return Err(failed(why, String::new()).into());
     }
     // No agent ran in a worktree before its setup completed, so every untracked or ignored
-    // entry is setup's (a killed earlier attempt at it included); the shared links are left out
-    // by the handle's rules.
-    let made: Vec<String> = untracked_entries(&wt)?.into_iter().collect();
+    // entry but the shared links is setup's (a killed earlier attempt at it included).
+    let shared: BTreeSet<&str> = conf.config.environment.shared_paths().collect();
+    let made: Vec<String> = untracked_entries(&wt)?
+        .into_iter()
+        .filter(|p| !shared.contains(p.as_str()))
+        .collect();
     let marker = SetupMarker {
         command: command.to_string(),
         made,
@@ -270,7 +273,7 @@ fn output_tail(stdout: &Path, stderr: &Path) -> String {
 }
 
 /// Top-level untracked and ignored entries of a worktree (folders as one entry, no trailing
-/// slash), the shared links and earlier setup products excluded by the handle's rules.
+/// slash).
 fn untracked_entries(wt: &Repository) -> Result<BTreeSet<String>> {
     let mut opts = git2::StatusOptions::new();
     opts.include_ignored(true)

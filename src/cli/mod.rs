@@ -4,6 +4,7 @@
 mod apply;
 mod clean;
 mod demo;
+mod effective;
 mod init;
 mod list;
 mod log;

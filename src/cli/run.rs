@@ -111,6 +111,14 @@ pub fn start(args: StartArgs, quiet: bool) -> Result<i32> {
     for path in preflight::uncommitted_frozen(&repo, &cfg) {
         crate::errln!("warning: your uncommitted changes to {path} (frozen) are not used: the conference evaluates the baseline {} as committed", &base.id().to_string()[..10]);
     }
+    let uncommitted = super::effective::uncommitted_tracked(&repo, &config_path);
+    if !uncommitted.is_empty() {
+        crate::errln!(
+            "warning: uncommitted changes to {} are not part of the baseline {}: researchers start from the commit (commit them first, then start)",
+            uncommitted.join(", "),
+            &base.id().to_string()[..10]
+        );
+    }
     let ui = Ui::new(quiet);
     let _lock = take_over(&run_dir, &name)?;
     // A start killed while it wrote its first event leaves a lock on the events ref.
@@ -121,11 +129,7 @@ pub fn start(args: StartArgs, quiet: bool) -> Result<i32> {
         &base.id().to_string()[..10],
         conf.config.count
     ));
-    for item in &conf.guard.unenforced {
-        ui.info(&format!(
-            "note: the forbidden change `{item}` names no path: agents are told, but diffs cannot be checked against it (name the files or globs to have it enforced)"
-        ));
-    }
+    super::effective::print_rules(&conf, &ui);
     conf.reconcile(false)?;
     run_engine(conf)
 }

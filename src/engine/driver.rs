@@ -64,6 +64,7 @@ async fn measure_baseline(conf: &Conference) -> Result<()> {
     let result = evaluate::evaluate(EvalRequest {
         command: conf.config.eval_command(),
         metric: &metric,
+        last_number: conf.config.evaluation.last_number,
         runs: conf.config.evaluation.repeats,
         timeout: conf.config.evaluation.timeout,
         cwd: &path,

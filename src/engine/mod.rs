@@ -11,6 +11,7 @@
 pub mod agent;
 pub mod driver;
 pub mod evaluate;
+pub mod guards;
 pub mod paths;
 pub mod prompt;
 pub mod prose;

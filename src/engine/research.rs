@@ -323,9 +323,17 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
                 "rejected"
             } else {
                 let deadline = limit.map(|l| l.saturating_sub(started.elapsed()));
-                let (result, of_the_tree) =
-                    evaluate_cached(conf, id, st.round, iteration, tree, &wt_path, env, deadline)
-                        .await?;
+                let (result, of_the_tree) = evaluate_cached(
+                    conf,
+                    id,
+                    st.round,
+                    iteration,
+                    tree,
+                    &wt_path,
+                    env.clone(),
+                    deadline,
+                )
+                .await?;
                 if result.status == "interrupted" {
                     return Ok(());
                 }
@@ -343,7 +351,23 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
                     "timeout" => "timeout",
                     _ => "crashed",
                 };
-                let reason = result.reason.clone();
+                let mut reason = result.reason.clone();
+                // A better candidate must pass the guard commands before it is kept.
+                let label = format!("{id}-r{}-i{iteration}", st.round);
+                let timeout = conf.config.evaluation.timeout;
+                let verdict = match verdict {
+                    "kept" => {
+                        match super::guards::check(conf, &wt_path, &env, &label, timeout).await? {
+                            super::guards::Verdict::Pass => verdict,
+                            super::guards::Verdict::Fail(why) => {
+                                reason = Some(why);
+                                "rejected"
+                            }
+                            super::guards::Verdict::Interrupted => return Ok(()),
+                        }
+                    }
+                    other => other,
+                };
                 let measured = Measured {
                     result: &result,
                     of_the_tree,
@@ -578,6 +602,7 @@ async fn evaluate_cached(
             evaluate::evaluate(EvalRequest {
                 command: conf.config.eval_command(),
                 metric: &metric,
+                last_number: conf.config.evaluation.last_number,
                 runs: conf.config.evaluation.repeats,
                 timeout,
                 cwd: wt_path,

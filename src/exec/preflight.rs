@@ -72,6 +72,22 @@ pub fn check(
             });
         }
     }
+    for (command, line) in config::guard::command_lines(text) {
+        let site = Site {
+            what: "the guard command",
+            section: SectionKind::Guard,
+            key: "run",
+            command: &command,
+            cwd: Cwd::Worktree,
+        };
+        if let Some((message, hint)) = check_program(&site, &tree, short, run_dir) {
+            errors.push(ConfigError {
+                line,
+                message,
+                hint,
+            });
+        }
+    }
     Ok(errors)
 }
 

@@ -12,6 +12,7 @@ mod man;
 mod remote;
 pub mod report;
 pub mod run;
+mod settings;
 mod status;
 
 use std::path::{Path, PathBuf};

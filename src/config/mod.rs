@@ -6,6 +6,7 @@
 //! instead. `template` writes the commented file `init` produces, and `edit` rewrites the parts the
 //! conference maintains (Shared Knowledge, Conference Log) in the stored copy.
 
+pub mod changes;
 pub mod duration;
 pub mod edit;
 pub mod guard;

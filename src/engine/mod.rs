@@ -15,6 +15,7 @@ pub mod guards;
 pub mod paths;
 pub mod prompt;
 pub mod prose;
+pub mod reconfigure;
 pub mod research;
 pub mod review;
 pub mod state;
@@ -284,6 +285,7 @@ impl Conference {
             ),
             transfer_done: vec![],
             paused_at_round: 0,
+            stopped_seconds: 0,
         };
         let payload = json!({
             "researchers": config.count,

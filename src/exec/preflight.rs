@@ -334,8 +334,7 @@ pub fn not_found_at_run(
         .trim();
     Some(crate::error::usage(format!(
         "{what} `{command}` cannot run: {line}. Install the missing program (or fix `- command:` \
-         in conference.md; a running conference keeps the conference.md it started with: \
-         `git conference clean --all` and start again), then `git conference resume`"
+         in conference.md: `resume` applies the edited file), then `git conference resume`"
     )))
 }
 

@@ -92,7 +92,9 @@ pub fn plan(
 
 fn refusal(c: &Change, name: &str) -> ConfigError {
     let when = match c.class {
-        Class::BeforeBaseline => "once the baseline is measured (metrics would be measured two ways)",
+        Class::BeforeBaseline => {
+            "once the baseline is measured (metrics would be measured two ways)"
+        }
         _ => "after start",
     };
     let what = if c.key == "text" {
@@ -116,7 +118,10 @@ fn refusal(c: &Change, name: &str) -> ConfigError {
 
 /// Prints the changes a resume applies.
 pub fn print(plan: &Plan) {
-    crate::errln!("Settings changed in {} (applied from this round on):", plan.file.display());
+    crate::errln!(
+        "Settings changed in {} (applied from this round on):",
+        plan.file.display()
+    );
     for c in &plan.changes {
         let place = if c.line > 0 {
             format!("   (line {})", c.line)

@@ -104,7 +104,12 @@ pub fn carry_sections(from: &str, into: &str, kinds: &[SectionKind]) -> String {
                     }
                     _ => &[],
                 };
-                insert_section(&out, &lines, block.trim_end().to_string() + newline(&out), before)
+                insert_section(
+                    &out,
+                    &lines,
+                    block.trim_end().to_string() + newline(&out),
+                    before,
+                )
             }
         };
     }

@@ -1,0 +1,318 @@
+//! End-to-end tests of the conference's rules (issue 12): frozen paths inferred but overruled by
+//! the user's Allowed changes, the effective rules printed at start, the metric never guessed,
+//! guard commands enforced, settings changed between rounds by `resume`, a stopped conference
+//! continued, a failed baseline moved to a fix, names that cannot be the tool's own folders.
+//! The real binary runs as `git conference …` through the real `git`; results are read with git.
+
+mod common;
+
+use common::{ConfigBuilder, TestRepo};
+use serde_json::Value;
+
+fn iterations(repo: &TestRepo, name: &str) -> Vec<Value> {
+    repo.events_named(name, "researcher.iteration")
+}
+
+fn rev(repo: &TestRepo, r: &str) -> String {
+    repo.git(&["rev-parse", "--verify", r]).trim().to_string()
+}
+
+/// The line number (1-based) of the first line of `text` containing `needle`.
+fn line_of(text: &str, needle: &str) -> usize {
+    text.lines()
+        .position(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no `{needle}` in:\n{text}"))
+        + 1
+}
+
+/// The autoresearch layout: `python3 train.py` evaluates the train.py the researcher edits,
+/// prepare.py is frozen. The improving edit to train.py is kept and reaches best; the edit to
+/// prepare.py is rejected unevaluated with the reason; `start` printed the rules it enforced.
+#[test]
+fn autoresearch_layout_keeps_train_py_edits_and_rejects_harness_edits() {
+    let repo = TestRepo::from_fixture("autoresearch");
+    let run = repo.conference(&["start"]).ok();
+    assert!(
+        run.stderr.contains("rules: frozen: prepare.py (Frozen)\n"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("rules: allowed: train.py\n"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains(
+            "not frozen: train.py (named by an evaluation command, but Allowed changes allows it)"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("rules: guard: `python3 -c \"import train\"` must pass"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("note: the guard `Keep the training under five minutes.` is prose"),
+        "{}",
+        run.stderr
+    );
+    let its = iterations(&repo, "autoresearch");
+    let verdicts: Vec<(&str, Option<&str>)> = its
+        .iter()
+        .map(|e| {
+            (
+                e["payload"]["status"].as_str().unwrap(),
+                e["payload"]["reason"].as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            ("kept", None),
+            (
+                "rejected",
+                Some("changes frozen path prepare.py (Frozen: prepare.py)")
+            ),
+            ("reverted", None)
+        ]
+    );
+    assert_eq!(its[0]["payload"]["metric_value"].as_f64(), Some(1.0));
+    // The rejected attempt was never evaluated, and its note says why.
+    assert!(its[1]["payload"]["metric_value"].is_null());
+    let rejected = its[1]["payload"]["commit"].as_str().unwrap();
+    let note = repo.notes(rejected);
+    assert_eq!(note[0]["verdict"], "rejected");
+    assert_eq!(
+        note[0]["reason"],
+        "changes frozen path prepare.py (Frozen: prepare.py)"
+    );
+    // The kept edit is on best; prepare.py there is the user's.
+    let best = repo
+        .show("conference/autoresearch/best", "train.py")
+        .unwrap();
+    assert!(best.contains("LEARNING_RATE = 0.5"), "{best}");
+    assert_eq!(
+        repo.show("conference/autoresearch/best", "prepare.py"),
+        repo.show("HEAD", "prepare.py")
+    );
+    // The prompt (the last one written) never lists train.py as frozen.
+    let prompt = repo.git_dir_file("conference/autoresearch/agents/A/prompt.md");
+    assert!(
+        prompt.contains("## Allowed changes\n- train.py"),
+        "{prompt}"
+    );
+    assert!(prompt.contains("- frozen: prepare.py"), "{prompt}");
+    assert!(!prompt.contains("frozen: train.py"), "{prompt}");
+}
+
+/// A path both frozen and allowed is an error naming both lines; `frozen: none` is valid and
+/// freezes nothing, not even the file the evaluation command names.
+#[test]
+fn frozen_and_allowed_is_an_error_and_frozen_none_is_valid() {
+    let repo = TestRepo::from_fixture("autoresearch");
+    let text = repo
+        .read("conference.md")
+        .replace("- frozen: prepare.py", "- frozen: prepare.py, train.py");
+    let run = repo.start("both", &text);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    let frozen_line = line_of(&text, "- frozen:");
+    let allowed_line = line_of(&text, "- train.py");
+    assert!(
+        run.stderr.contains(&format!("conference.md:{frozen_line}: `train.py` is both frozen (line {frozen_line}: frozen: train.py) and allowed (line {allowed_line}: Allowed changes: train.py)")),
+        "{}",
+        run.stderr
+    );
+    assert_ne!(
+        repo.git_run(&["rev-parse", "--verify", "refs/conference/both/events"])
+            .code,
+        0,
+        "nothing is recorded"
+    );
+
+    // `frozen: none`, and an agent that edits prepare.py: nothing is frozen, but prepare.py is
+    // outside the allowed changes.
+    let text = repo
+        .show("HEAD", "conference.md")
+        .unwrap()
+        .replace("- frozen: prepare.py", "- frozen: none");
+    let run = repo
+        .start("none", &text.replace("Autoresearch", "None"))
+        .ok();
+    assert!(
+        run.stderr.contains("rules: frozen: none\n"),
+        "{}",
+        run.stderr
+    );
+    let its = iterations(&repo, "none");
+    assert_eq!(
+        its[1]["payload"]["reason"],
+        "changes prepare.py, outside the allowed changes"
+    );
+    // `none` next to a path is a mistake, with its line.
+    let bad = text.replace("- frozen: none", "- frozen: none, prepare.py");
+    let run = repo.start("bad", &bad.replace("Autoresearch", "Bad"));
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains(&format!("conference.md:{}:", line_of(&bad, "- frozen:")))
+            && run.stderr.contains("`none` cannot be listed with paths"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// A harness file the evaluation command names is frozen by inference, and the rejection says
+/// where the rule came from.
+#[test]
+fn a_file_the_evaluation_names_is_frozen_with_its_provenance() {
+    let repo = TestRepo::from_fixture("loop");
+    let config = ConfigBuilder::new("Inferred", "./agents/seq.sh frozen")
+        .iterations(1)
+        .frozen("agents/**")
+        .build();
+    let run = repo.start("inferred", &config).ok();
+    assert!(
+        run.stderr.contains(
+            "rules: frozen: agents/** (Frozen), eval.sh (named by the evaluation command)"
+        ),
+        "{}",
+        run.stderr
+    );
+    let its = iterations(&repo, "inferred");
+    assert_eq!(its[0]["payload"]["status"], "rejected");
+    assert_eq!(
+        its[0]["payload"]["reason"],
+        "changes frozen path eval.sh (named by the evaluation command)"
+    );
+}
+
+/// An output that does not name the metric is a crash with the reason and the output's last
+/// lines, never its last number; `metric from: last number` opts in to reading it.
+#[test]
+fn the_metric_is_never_guessed_unless_opted_in() {
+    let repo = TestRepo::from_fixture("loop");
+    repo.write_executable(
+        "eval.sh",
+        "#!/bin/sh\necho 'epoch 1 done'\necho \"$(cat value.txt)\"\n",
+    );
+    repo.commit_all("an evaluation that prints a bare number");
+    let config = ConfigBuilder::new("Bare", "./agents/seq.sh improve")
+        .iterations(1)
+        .frozen("eval.sh, agents/**")
+        .build();
+    let run = repo.start("bare", &config);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(
+            "metric score not in the output; last lines: epoch 1 done | 10 (print `score: <number>`, or add `- metric from: last number`"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(repo.events_named("bare", "baseline.measured").is_empty());
+
+    let opted = config.replace("Bare", "Opted").replace(
+        "- frozen: eval.sh, agents/**",
+        "- frozen: eval.sh, agents/**\n- metric from: last number",
+    );
+    repo.start("opted", &opted).ok();
+    let baseline = repo.events_named("opted", "baseline.measured");
+    assert_eq!(baseline[0]["payload"]["metric_value"].as_f64(), Some(10.0));
+    assert_eq!(
+        iterations(&repo, "opted")[0]["payload"]["metric_value"].as_f64(),
+        Some(9.0)
+    );
+
+    let wrong = opted
+        .replace("Opted", "Wrong")
+        .replace("last number", "the biggest");
+    let run = repo.start("wrong", &wrong);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!(
+            "conference.md:{}:",
+            line_of(&wrong, "metric from")
+        )) && run
+            .stderr
+            .contains("- metric from: name   (or: last number)"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// A guard command runs on a candidate that measured better, before it is kept: one that breaks
+/// it is rejected with the command and its output. A guard whose program does not exist stops
+/// `start` with its line; an empty `run:` is an error with its line.
+#[test]
+fn guard_commands_are_enforced() {
+    let repo = TestRepo::from_fixture("loop");
+    repo.write_executable(
+        "check.sh",
+        "#!/bin/sh\nv=$(cat value.txt)\nif [ \"$v\" -lt 9 ]; then echo \"value $v is below 9\"; exit 1; fi\n",
+    );
+    repo.commit_all("a guard script");
+    let mut config = ConfigBuilder::new("Guarded", "./agents/seq.sh improve improve")
+        .iterations(2)
+        .frozen("eval.sh, agents/**, check.sh")
+        .build();
+    config = config.replace(
+        "## Noise Handling",
+        "## Guard\n- run: ./check.sh\n- Be careful.\n\n## Noise Handling",
+    );
+    let run = repo.start("guarded", &config).ok();
+    assert!(
+        run.stderr.contains(
+            "note: the guard `Be careful.` is prose: agents are told, but it cannot be checked"
+        ),
+        "{}",
+        run.stderr
+    );
+    let its = iterations(&repo, "guarded");
+    assert_eq!(its[0]["payload"]["status"], "kept");
+    assert_eq!(its[1]["payload"]["status"], "rejected");
+    assert_eq!(
+        its[1]["payload"]["reason"],
+        "guard `./check.sh` failed (exit status 1): value 8 is below 9"
+    );
+    // Measured (it was better), but never kept: the branch holds 9.
+    assert_eq!(its[1]["payload"]["metric_value"].as_f64(), Some(8.0));
+    assert_eq!(
+        repo.show("conference/guarded/researcher-A", "value.txt")
+            .unwrap()
+            .trim(),
+        "9"
+    );
+
+    let missing = config
+        .replace("Guarded", "Missing")
+        .replace("- run: ./check.sh", "- `no-such-checker --all` must pass");
+    let run = repo.start("missing", &missing);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!(
+            "conference.md:{}: the guard command runs `no-such-checker`, which is not found on PATH",
+            line_of(&missing, "no-such-checker")
+        )),
+        "{}",
+        run.stderr
+    );
+    let empty = config
+        .replace("Guarded", "Empty")
+        .replace("- run: ./check.sh", "- run:");
+    let run = repo.start("empty", &empty);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!(
+            "conference.md:{}: guard `run:`",
+            line_of(&empty, "- run:")
+        )),
+        "{}",
+        run.stderr
+    );
+}

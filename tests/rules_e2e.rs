@@ -316,3 +316,322 @@ fn guard_commands_are_enforced() {
         run.stderr
     );
 }
+
+/// A conference stopped by its budget says how to continue; `resume` after raising the budget in
+/// conference.md applies it (`conference.config_changed`, with the diff, the stored copy updated
+/// in the same commit), continues (`conference.continued`) and runs the new round; the first
+/// stop stays in the log.
+#[test]
+fn a_budget_stop_continues_with_a_raised_budget() {
+    let repo = TestRepo::from_fixture("loop");
+    let config = ConfigBuilder::new("Budget", "./agents/seq.sh improve")
+        .iterations(1)
+        .rounds(1)
+        .frozen("eval.sh, agents/**")
+        .build();
+    repo.start("budget", &config).ok();
+    assert_eq!(repo.status_json("budget")["final_status"], "budget_stop");
+
+    // Nothing edited: complete, with the way to continue.
+    let run = repo.conference(&["resume", "budget"]).ok();
+    assert!(run.stdout.contains("already complete"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("raise its budgets in conference.md"),
+        "{}",
+        run.stdout
+    );
+
+    // `start` points to resume, which now continues with the raised budget.
+    let raised = config.replace("- **Max rounds:** 1", "- **Max rounds:** 2");
+    repo.write("conference.md", &raised);
+    let again = repo.conference(&["start", "budget"]);
+    assert_eq!(again.code, 2);
+    assert!(
+        again.stderr.contains("git conference resume budget"),
+        "{}",
+        again.stderr
+    );
+    let run = repo.conference(&["resume", "budget"]).ok();
+    assert!(
+        run.stderr
+            .contains("- Max rounds (Researchers): 1 → 2   (line "),
+        "{}",
+        run.stderr
+    );
+    let names: Vec<String> = repo
+        .events("budget")
+        .iter()
+        .map(|e| e["event"].as_str().unwrap().to_string())
+        .collect();
+    let pos = |n: &str| {
+        names
+            .iter()
+            .position(|x| x == n)
+            .unwrap_or_else(|| panic!("no {n} in {names:?}"))
+    };
+    let last = |n: &str| names.iter().rposition(|x| x == n).unwrap();
+    assert!(pos("conference.budget_stop") < pos("conference.config_changed"));
+    assert!(pos("conference.config_changed") < pos("conference.continued"));
+    assert!(pos("conference.continued") < last("round.started"));
+    assert_eq!(
+        repo.events_named("budget", "conference.budget_stop").len(),
+        2
+    );
+    assert_eq!(repo.events_named("budget", "conference.completed").len(), 2);
+    let changed = &repo.events_named("budget", "conference.config_changed")[0]["payload"];
+    assert_eq!(changed["changes"][0]["key"], "Max rounds");
+    assert_eq!(changed["changes"][0]["old"], "1");
+    assert_eq!(changed["changes"][0]["new"], "2");
+    assert!(
+        changed["diff"]
+            .as_str()
+            .unwrap()
+            .contains("-- **Max rounds:** 1\n+- **Max rounds:** 2"),
+        "{changed}"
+    );
+    // The config_changed commit itself holds the new stored copy.
+    let commit = repo
+        .git(&[
+            "log",
+            "--format=%H",
+            "--grep=^conference.config_changed:",
+            "refs/conference/budget/events",
+        ])
+        .trim()
+        .to_string();
+    let stored = repo.show(&commit, "conference.md").unwrap();
+    assert!(stored.contains("- **Max rounds:** 2"), "{stored}");
+    assert!(stored.contains("## Shared Knowledge") || !config.contains("## Shared Knowledge"));
+    let st = repo.status_json("budget");
+    assert_eq!(st["round"], 2);
+    assert_eq!(st["final_status"], "budget_stop");
+    let rounds: Vec<u64> = repo
+        .events_named("budget", "round.completed")
+        .iter()
+        .map(|e| e["payload"]["round"].as_u64().unwrap())
+        .collect();
+    assert_eq!(rounds, [1, 2], "no round ran twice");
+
+    // A budget not raised enough: refused, with what stops it.
+    let run = repo.conference(&["resume", "budget", "--continue"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("max_rounds (2) reached"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// What may not change is refused with exit 2 and the line, and nothing is recorded; what may
+/// change (the agent, a timeout, the guard) is applied at the next step, printed and recorded.
+#[test]
+fn resume_applies_changeable_settings_and_refuses_the_metric() {
+    let repo = TestRepo::from_fixture("loop");
+    let config = ConfigBuilder::new("Edit", "./agents/seq.sh worsen")
+        .iterations(1)
+        .rounds(3)
+        .frozen("eval.sh, agents/**")
+        .constraint("- **Pause every:** 1")
+        .build();
+    let run = repo.start("edit", &config);
+    assert_eq!(run.code, 3, "paused: {}", run.stderr);
+    let events_before = repo.events("edit").len();
+
+    let metric = config.replace("- **Metric:** score", "- **Metric:** loss");
+    repo.write("conference.md", &metric);
+    let run = repo.conference(&["resume", "edit"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!(
+            "conference.md:{}: `Metric` in ## Success Metric cannot change after start",
+            line_of(&metric, "**Metric:**")
+        )),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("Nothing was changed or run."),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(repo.events("edit").len(), events_before);
+    // The evaluation command cannot change once the baseline is measured.
+    let eval = config.replace("- command: ./eval.sh", "- command: sh eval.sh");
+    repo.write("conference.md", &eval);
+    let run = repo.conference(&["resume", "edit"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("once the baseline is measured"),
+        "{}",
+        run.stderr
+    );
+
+    // The agent changes: round 2 runs the new one.
+    let agent = config.replace("./agents/seq.sh worsen", "./agents/seq.sh improve");
+    repo.write("conference.md", &agent);
+    let run = repo.conference(&["resume", "edit"]);
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("- command (Agent): ./agents/seq.sh worsen → ./agents/seq.sh improve"),
+        "{}",
+        run.stderr
+    );
+    let its = iterations(&repo, "edit");
+    let by_round: Vec<(u64, &str)> = its
+        .iter()
+        .map(|e| {
+            (
+                e["payload"]["round"].as_u64().unwrap(),
+                e["payload"]["status"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(by_round, [(1, "reverted"), (2, "kept")]);
+    assert_eq!(
+        repo.events_named("edit", "conference.config_changed").len(),
+        1
+    );
+    // Resuming again with the same file changes nothing (round 3 runs, the last).
+    let run = repo.conference(&["resume", "edit"]).ok();
+    assert!(!run.stderr.contains("Settings changed"), "{}", run.stderr);
+    assert_eq!(
+        repo.events_named("edit", "conference.config_changed").len(),
+        1
+    );
+    // A conference.md of another conference is left alone, with a note.
+    repo.write(
+        "conference.md",
+        &agent.replace("# Conference: Edit", "# Conference: Other"),
+    );
+    let run = repo.conference(&["resume", "edit"]).ok();
+    assert!(
+        run.stderr.contains("is titled `Other`, not `Edit`"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        repo.events_named("edit", "conference.config_changed").len(),
+        1
+    );
+}
+
+/// The failed-baseline advice works: an evaluation that fails on the baseline stops `start`
+/// with both ways out; committing the fix and `resume --base HEAD` measures the fixed commit
+/// (`conference.rebased`); a timeout raised in conference.md is applied by a plain `resume`.
+#[test]
+fn a_failed_baseline_is_measured_again_after_a_fix() {
+    let repo = TestRepo::from_fixture("loop");
+    repo.write_executable(
+        "eval.sh",
+        "#!/bin/sh\necho 'data/train.bin is missing' >&2\nexit 1\n",
+    );
+    repo.commit_all("a broken harness");
+    let broken = rev(&repo, "HEAD");
+    let config = ConfigBuilder::new("Fix", "./agents/seq.sh improve")
+        .iterations(1)
+        .frozen("eval.sh, agents/**")
+        .build();
+    let run = repo.start("fix", &config);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("`git conference resume fix --base HEAD`"),
+        "{}",
+        run.stderr
+    );
+    repo.git(&["checkout", "-q", &format!("{broken}~1"), "--", "eval.sh"]);
+    repo.commit_all("fix the harness");
+    let fixed = rev(&repo, "HEAD");
+    repo.conference(&["resume", "fix", "--base", "HEAD"]).ok();
+    let rebased = repo.events_named("fix", "conference.rebased");
+    assert_eq!(rebased[0]["payload"]["from"], broken.as_str());
+    assert_eq!(rebased[0]["payload"]["to"], fixed.as_str());
+    let baseline = repo.events_named("fix", "baseline.measured");
+    assert_eq!(baseline[0]["payload"]["commit"], fixed.as_str());
+    assert_eq!(iterations(&repo, "fix")[0]["payload"]["status"], "kept");
+    let researcher = rev(&repo, "conference/fix/researcher-A");
+    assert_eq!(rev(&repo, &format!("{researcher}~1")), fixed);
+    // Once measured, the baseline cannot move.
+    let run = repo.conference(&["resume", "fix", "--base", "HEAD~1"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+
+    // A baseline that times out: a longer timeout in conference.md, then a plain resume.
+    let repo = TestRepo::from_fixture("loop");
+    repo.write_executable(
+        "eval.sh",
+        "#!/bin/sh\nsleep 2\necho \"score: $(cat value.txt)\"\n",
+    );
+    repo.commit_all("a slow harness");
+    let slow = ConfigBuilder::new("Slow", "./agents/seq.sh improve")
+        .iterations(1)
+        .frozen("eval.sh, agents/**")
+        .build()
+        .replace("- timeout: 30s\n- frozen", "- timeout: 1s\n- frozen");
+    let run = repo.start("slow", &slow);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("timed out"), "{}", run.stderr);
+    repo.write(
+        "conference.md",
+        &slow.replace("- timeout: 1s\n- frozen", "- timeout: 20s\n- frozen"),
+    );
+    let run = repo.conference(&["resume", "slow"]).ok();
+    assert!(
+        run.stderr.contains("- timeout (Evaluation): 1s → 20s"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        repo.events_named("slow", "baseline.measured")[0]["payload"]["metric_value"].as_f64(),
+        Some(10.0)
+    );
+}
+
+/// A conference cannot be named like the tool's own folder: refused when given, mapped when the
+/// title gives it; `clean --all hooks` never deletes installed hooks. `start` warns that
+/// uncommitted changes are not part of the baseline.
+#[test]
+fn names_cannot_be_the_hooks_folder_and_uncommitted_changes_are_named() {
+    let repo = TestRepo::from_fixture("loop");
+    let hook = repo.git_dir().join("conference/hooks/round.completed");
+    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+    std::fs::write(&hook, "#!/bin/sh\ncat >/dev/null\n").unwrap();
+    let config = ConfigBuilder::new("Hooks", "./agents/seq.sh improve")
+        .iterations(1)
+        .frozen("eval.sh, agents/**")
+        .build();
+    repo.write("conference.md", &config);
+    let run = repo.conference(&["start", "hooks"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("`hooks` cannot be a conference name"),
+        "{}",
+        run.stderr
+    );
+
+    repo.write("value.txt", "12\n");
+    let run = repo.conference(&["start"]).ok();
+    assert!(
+        run.stderr
+            .contains("this conference is named `hooks-conference`"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("warning: uncommitted changes to value.txt are not part of the baseline"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        repo.events_named("hooks-conference", "baseline.measured")[0]["payload"]["metric_value"]
+            .as_f64(),
+        Some(10.0),
+        "the committed value, not the working tree's"
+    );
+    let run = repo.conference(&["clean", "--all", "hooks"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    repo.conference(&["clean", "--all", "hooks-conference"])
+        .ok();
+    assert!(hook.exists(), "the installed hook is still there");
+}

@@ -216,6 +216,7 @@ pub fn resume(args: ResumeArgs, quiet: bool) -> Result<i32> {
     let base = new_base.unwrap_or(git2::Oid::from_str(&st.baseline_commit)?);
     let plan = super::settings::plan(&repo, &conf, args.config.as_deref(), base)?;
     let continuing = st.phase == Phase::Done && (args.continue_stopped || plan.is_some());
+    let idle = crate::engine::reconfigure::stopped_for(&st);
     if st.phase == Phase::Done && !continuing {
         crate::outln!(
             "Conference `{name}` is already complete ({}): best {} at {}. Read the report with `git conference report {name}`.",
@@ -282,13 +283,13 @@ pub fn resume(args: ResumeArgs, quiet: bool) -> Result<i32> {
         conf = Conference::open(repo.path(), &name, ui.clone())?;
     }
     if continuing {
-        if let Some(stop) = crate::engine::reconfigure::would_stop(&conf) {
+        if let Some(stop) = crate::engine::reconfigure::would_stop(&conf, idle) {
             return Err(usage(format!(
                 "conference `{name}` would stop again at once: {} ({}). Raise that budget in conference.md and run `git conference resume {name}` again.",
                 stop.why, stop.token
             )));
         }
-        crate::engine::reconfigure::continue_stopped(&conf)?;
+        crate::engine::reconfigure::continue_stopped(&conf, idle)?;
         crate::errln!(
             "Continuing `{name}` after round {} (it had stopped: {}).",
             st.round,

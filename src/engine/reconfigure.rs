@@ -105,15 +105,17 @@ fn continued(st: &super::state::State) -> super::state::State {
     next
 }
 
-/// Why a continued conference would stop again at once under its current settings, if it would.
-pub fn would_stop(conf: &Conference) -> Option<stop::Stop> {
+/// Why a continued conference would stop again at once under its current settings, if it would;
+/// `idle` is how long it has been stopped ([`stopped_for`]).
+pub fn would_stop(conf: &Conference, idle: u64) -> Option<stop::Stop> {
     let mut next = continued(&conf.state());
-    next.stopped_seconds += stopped_for(&conf.state());
+    next.stopped_seconds += idle;
     stop::check(conf, &next)
 }
 
-/// Seconds since the conference stopped (its last event): not part of the time budget.
-fn stopped_for(st: &super::state::State) -> u64 {
+/// Seconds since the conference's last event: for a stopped conference, how long it has been
+/// stopped (read before a resume records anything).
+pub fn stopped_for(st: &super::state::State) -> u64 {
     time::OffsetDateTime::parse(
         &st.updated_at,
         &time::format_description::well_known::Rfc3339,
@@ -122,10 +124,10 @@ fn stopped_for(st: &super::state::State) -> u64 {
     .unwrap_or(0)
 }
 
-/// Records `conference.continued`: a stopped conference goes on with its current settings.
-pub fn continue_stopped(conf: &Conference) -> Result<()> {
+/// Records `conference.continued`: a stopped conference goes on with its current settings. The
+/// `idle` seconds it was stopped do not count against its time budget.
+pub fn continue_stopped(conf: &Conference, idle: u64) -> Result<()> {
     let st = conf.state();
-    let idle = stopped_for(&st);
     conf.record(
         "conference.continued",
         &format!(
@@ -142,4 +144,48 @@ pub fn continue_stopped(conf: &Conference) -> Result<()> {
             Ok(vec![])
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stopped_state() -> super::super::state::State {
+        let json = serde_json::json!({
+            "name": "x", "status": "completed", "phase": "done", "round": 3,
+            "baseline_commit": "0".repeat(40), "baseline_metric": 10.0,
+            "best": {"commit": "0".repeat(40), "metric": 8.0, "researcher": "A", "round": 2},
+            "researchers": {"A": {"head": "0".repeat(40), "best_metric": 8.0,
+                "round_start": "0".repeat(40), "round_start_metric": 8.0, "round_iterations": 2,
+                "round_finished": "stuck", "counts": {"kept": 1, "reverted": 6, "crashed": 0,
+                "timeout": 0, "rejected": 0, "no_change": 0}, "round_counts": {"kept": 0,
+                "reverted": 2, "crashed": 0, "timeout": 0, "rejected": 0, "no_change": 0},
+                "consecutive_fails": 6, "stuck_level": 2, "attempts": 7, "last_verdict": "reverted"}},
+            "total_iterations": 7, "started_at": "2026-01-01T00:00:00Z",
+            "updated_at": "2026-01-01T01:00:00Z", "started_unix": 1767225600, "events": 30,
+            "last_event": "conference.completed", "round_bests": [9.0, 8.0, 8.0],
+            "plateau_rounds": 2, "high_score_rounds": 0, "final_status": "stalled",
+            "stop_reason": "every researcher is stuck at level 2 or higher",
+            "shared_knowledge": [], "eval_settings": "abc", "transfer_done": []
+        });
+        serde_json::from_value(json).expect("a state written before stopped_seconds existed")
+    }
+
+    #[test]
+    fn a_continued_conference_starts_a_fresh_streak_between_rounds() {
+        let st = stopped_state();
+        assert_eq!(st.stopped_seconds, 0);
+        let next = continued(&st);
+        assert_eq!(next.phase, Phase::Between);
+        assert_eq!((next.final_status, next.stop_reason), (None, None));
+        assert_eq!(next.plateau_rounds, 0);
+        let a = &next.researchers["A"];
+        assert_eq!((a.stuck_level, a.consecutive_fails), (0, 0));
+        // History is kept: rounds, counts, bests.
+        assert_eq!(next.round, 3);
+        assert_eq!(next.round_bests, st.round_bests);
+        assert_eq!(a.counts, st.researchers["A"].counts);
+        // Stopped since 2026-01-01T01:00:00Z: at least the time since then.
+        assert!(stopped_for(&st) > 3600);
+    }
 }

@@ -229,7 +229,15 @@ pub fn resume(args: ResumeArgs, quiet: bool) -> Result<i32> {
         }
         return Ok(0);
     }
-    let point = recovery_point(&conf);
+    let point = if continuing {
+        format!(
+            "Stopped ({}); continues with Round {}",
+            st.final_status.as_deref().unwrap_or("done"),
+            st.round + 1
+        )
+    } else {
+        recovery_point(&conf)
+    };
     let active: Vec<&str> = st.researchers.keys().map(String::as_str).collect();
     let convergence = match (st.final_status.as_deref(), st.stop_reason.as_deref()) {
         (Some("converged"), _) => "yes".to_string(),

@@ -64,6 +64,27 @@ pub async fn check(
     Ok(Verdict::Pass)
 }
 
+/// The research loop's gate: a `kept` verdict stands only if the guards pass, else it becomes
+/// `rejected` with the failure as the reason; other verdicts pass through. None on Ctrl-C.
+pub async fn gate(
+    conf: &Conference,
+    verdict: &'static str,
+    reason: Option<String>,
+    cwd: &Path,
+    env: &[(String, String)],
+    label: &str,
+) -> Result<Option<(&'static str, Option<String>)>> {
+    if verdict != "kept" {
+        return Ok(Some((verdict, reason)));
+    }
+    let timeout = conf.config.evaluation.timeout;
+    Ok(match check(conf, cwd, env, label, timeout).await? {
+        Verdict::Pass => Some((verdict, reason)),
+        Verdict::Fail(why) => Some(("rejected", Some(why))),
+        Verdict::Interrupted => None,
+    })
+}
+
 /// The last `lines` non-blank lines, joined with ` | `, after `: ` (empty when there are none).
 fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();

@@ -351,22 +351,13 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
                     "timeout" => "timeout",
                     _ => "crashed",
                 };
-                let mut reason = result.reason.clone();
                 // A better candidate must pass the guard commands before it is kept.
                 let label = format!("{id}-r{}-i{iteration}", st.round);
-                let timeout = conf.config.evaluation.timeout;
-                let verdict = match verdict {
-                    "kept" => {
-                        match super::guards::check(conf, &wt_path, &env, &label, timeout).await? {
-                            super::guards::Verdict::Pass => verdict,
-                            super::guards::Verdict::Fail(why) => {
-                                reason = Some(why);
-                                "rejected"
-                            }
-                            super::guards::Verdict::Interrupted => return Ok(()),
-                        }
-                    }
-                    other => other,
+                let reason = result.reason.clone();
+                let Some((verdict, reason)) =
+                    super::guards::gate(conf, verdict, reason, &wt_path, &env, &label).await?
+                else {
+                    return Ok(());
                 };
                 let measured = Measured {
                     result: &result,

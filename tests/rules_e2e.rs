@@ -733,3 +733,50 @@ fn init_on_a_terminal_asks_for_the_measurement_and_the_agent() {
         .read("conference.md")
         .contains("- **Command:** ./agent.sh"));
 }
+
+/// Knowledge transfer runs the guard on a combination no researcher measured: two findings that
+/// each pass it, but not together, do not both reach best.
+#[test]
+fn a_combination_that_breaks_the_guard_stays_off_best() {
+    let repo = TestRepo::from_fixture("complement");
+    let config = ConfigBuilder::new("Combined", "./agent.sh")
+        .count(2)
+        .iterations(1)
+        .frozen("eval.sh, agent.sh")
+        .build()
+        .replace(
+            "## Noise Handling",
+            "## Guard\n- run: test \"$(cat a.txt)\" -eq 10 || test \"$(cat b.txt)\" -eq 10\n\n## Noise Handling",
+        );
+    repo.start("combined", &config).ok();
+    let kept: Vec<Value> = iterations(&repo, "combined")
+        .into_iter()
+        .filter(|e| e["payload"]["status"] == "kept")
+        .collect();
+    assert_eq!(kept.len(), 2, "each finding alone passes the guard");
+    let picks: Vec<(String, String)> = repo
+        .events_named("combined", "transfer.pick")
+        .iter()
+        .map(|e| {
+            (
+                e["payload"]["result"].as_str().unwrap().to_string(),
+                e["payload"]["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(picks[0].0, "merged", "{picks:?}");
+    assert_eq!(picks[1].0, "dropped", "{picks:?}");
+    assert!(
+        picks[1].1.starts_with("combined best: guard `test \"$(cat a.txt)\" -eq 10 || test \"$(cat b.txt)\" -eq 10` failed (exit status 1)"),
+        "{picks:?}"
+    );
+    let best = "conference/combined/best";
+    let (a, b) = (
+        repo.show(best, "a.txt").unwrap(),
+        repo.show(best, "b.txt").unwrap(),
+    );
+    assert!(
+        a.trim() == "10" || b.trim() == "10",
+        "best carries one finding only: a={a} b={b}"
+    );
+}

@@ -1,5 +1,6 @@
 //! `## Guard` commands, enforced: each runs in the candidate's worktree, after the candidate
-//! measured better and before it is kept. The first that fails (or times out) rejects the
+//! measured better and before it is kept (and on a combination knowledge transfer would put on
+//! best). The first that fails (or times out) rejects the
 //! candidate, with the command and the end of its output as the reason, so the agent reads in its
 //! next prompt what broke. Which bullets are commands is decided in `config::guard`.
 
@@ -62,6 +63,18 @@ pub async fn check(
         }
     }
     Ok(Verdict::Pass)
+}
+
+/// Runs the guard commands on `commit` in the `best` worktree (knowledge transfer's combined
+/// best, which no researcher measured).
+pub async fn check_commit(conf: &Conference, commit: git2::Oid, label: &str) -> Result<Verdict> {
+    if crate::config::guard::commands(&conf.config.guard).is_empty() {
+        return Ok(Verdict::Pass);
+    }
+    let st = conf.state();
+    let path = conf.prepare_worktree("best", None, &commit.to_string())?;
+    let env = conf.context_env("best", st.round, 0, st.best.metric);
+    check(conf, &path, &env, label, conf.config.evaluation.timeout).await
 }
 
 /// The research loop's gate: a `kept` verdict stands only if the guards pass, else it becomes

@@ -11,9 +11,11 @@
 pub mod agent;
 pub mod driver;
 pub mod evaluate;
+pub mod guards;
 pub mod paths;
 pub mod prompt;
 pub mod prose;
+pub mod reconfigure;
 pub mod research;
 pub mod review;
 pub mod schedule;
@@ -289,6 +291,7 @@ impl Conference {
             ),
             transfer_done: vec![],
             paused_at_round: 0,
+            stopped_seconds: 0,
         };
         let payload = json!({
             "researchers": config.count,

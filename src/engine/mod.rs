@@ -11,6 +11,7 @@
 pub mod agent;
 pub mod driver;
 pub mod evaluate;
+pub mod openai;
 pub mod paths;
 pub mod prompt;
 pub mod prose;
@@ -20,6 +21,7 @@ pub mod state;
 pub mod stop;
 pub mod synthesis;
 pub mod transfer;
+pub mod usage;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -227,7 +227,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         let head_tree = repo.find_commit(Oid::from_str(&r.head)?)?.tree_id();
         let env = conf.context_env(id, st.round, iteration, r.best_metric);
         let refs_before = crate::git::traces::read(repo.commondir());
-        let outcome = agent::run(
+        let run = agent::run(
             conf,
             AgentCall {
                 researcher: id,
@@ -244,6 +244,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             },
         )
         .await?;
+        let (outcome, tokens) = (run.outcome, run.tokens);
         for warning in crate::git::traces::warnings_since(&refs_before, repo.commondir(), id) {
             conf.ui.warn(&warning);
         }
@@ -253,6 +254,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             AgentOutcome::Exhausted => return finish("exhausted", &mut watch),
             AgentOutcome::Done(note) => (note, None),
             AgentOutcome::Crashed(why) => (None, Some(("crashed", why))),
+            AgentOutcome::Unapplied { verdict, reason } => (None, Some((verdict, reason))),
             AgentOutcome::TimedOut => (
                 None,
                 Some((
@@ -280,6 +282,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             tree,
             head: &r.head,
             description: &description,
+            tokens,
         };
         let commit = if tree == head_tree {
             None
@@ -287,7 +290,9 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             Some(commit_attempt(conf, &repo, &attempt)?)
         };
         let verdict = if let Some((kind, why)) = agent_failure {
-            agent_crashes += 1;
+            if matches!(kind, "crashed" | "timeout") {
+                agent_crashes += 1;
+            }
             let result = failed_eval(kind, &why);
             record_iteration(
                 conf,
@@ -404,6 +409,8 @@ struct Attempt<'a> {
     tree: Oid,
     head: &'a str,
     description: &'a str,
+    /// What the agent reported using, for the event and the note.
+    tokens: Option<super::usage::Tokens>,
 }
 
 fn fmt_metric(m: Option<f64>) -> String {
@@ -651,7 +658,7 @@ fn record_iteration(
         timestamp: super::now_iso(),
         sub_metrics: result.sub_metrics.clone(),
     };
-    let note = commit.map(|c| {
+    let mut note = commit.map(|c| {
         json!({
             "commit": c.to_string(),
             "conference": conf.name,
@@ -665,7 +672,10 @@ fn record_iteration(
             "reason": reason,
         })
     });
-    let payload = json!({
+    if let (Some(note), Some(tokens)) = (note.as_mut(), a.tokens) {
+        note["tokens"] = json!(tokens);
+    }
+    let mut payload = json!({
         "researcher": a.id,
         "round": st.round,
         "iteration": a.iteration,
@@ -680,6 +690,9 @@ fn record_iteration(
         "evaluated": measured.of_the_tree,
         "notes": note.iter().collect::<Vec<_>>(),
     });
+    if let Some(tokens) = a.tokens {
+        payload["tokens"] = json!(tokens);
+    }
     let summary = format!(
         "{} r{} i{} {} {}",
         a.id,
@@ -892,6 +905,7 @@ pub fn set_aside_partial(conf: &Conference, id: &str, wt: &Repository) -> Result
         tree,
         head: &r.head,
         description: &description,
+        tokens: None,
     };
     let commit = commit_attempt(conf, &repo, &attempt)?;
     eprintln!(

@@ -9,6 +9,7 @@
 //! review), `transfer` (knowledge transfer), `stop` (stop rules), `synthesis` (report).
 
 pub mod agent;
+pub mod briefing;
 pub mod driver;
 pub mod evaluate;
 pub mod openai;

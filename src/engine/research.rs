@@ -195,20 +195,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
                 r.last_verdict.as_deref().unwrap_or("-")
             ),
         );
-        let recent: Vec<(String, String, Option<f64>, String)> = recent_attempts(conf, id)?
-            .iter()
-            .rev()
-            .take(10)
-            .rev()
-            .map(|a| {
-                (
-                    format!("r{}i{}", a.round, a.iteration),
-                    a.verdict.clone(),
-                    a.metric,
-                    a.description.clone(),
-                )
-            })
-            .collect();
+        let briefing = super::briefing::gather(conf, id)?;
         let prompt = prompt::render(&PromptContext {
             config: &conf.config,
             researcher: id,
@@ -217,7 +204,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             best_metric: r.best_metric,
             conference_best: st.best.metric,
             shared_knowledge: &st.shared_knowledge,
-            recent: &recent,
+            briefing: &briefing,
             stuck_level: r.stuck_level,
             respawned: r.respawned,
             endgame: super::stop::is_endgame(conf, &st),

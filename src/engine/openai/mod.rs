@@ -165,10 +165,14 @@ async fn converse(
 ) -> Result<AgentOutcome, String> {
     let endpoint =
         endpoint(&conf.config.agent, &|n| std::env::var(n).ok()).map_err(|m| m.to_string())?;
-    let log_path = conf.log_path(&format!(
-        "{}-r{}-i{}.agent.out",
-        call.researcher, call.round, call.iteration
-    ));
+    // Where a command agent's stdout goes (`A-r1-i2.out`): the exchange, for the user and for
+    // the crash output a later prompt shows.
+    let log_path = conf
+        .log_path(&format!(
+            "{}-r{}-i{}.agent",
+            call.researcher, call.round, call.iteration
+        ))
+        .with_extension("out");
     if let Some(dir) = log_path.parent() {
         let _ = std::fs::create_dir_all(dir);
     }
@@ -180,7 +184,8 @@ async fn converse(
         message(
             "user",
             format!(
-                "{}\n\n## Files yours to change\n\n{}",
+                "{}\n\nAnswer with your edits in the format above: the conference applies them \
+                 and takes the description from your NOTE line.\n\n## Files yours to change\n\n{}",
                 call.prompt,
                 files::render(&shown)
             ),

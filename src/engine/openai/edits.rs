@@ -35,6 +35,7 @@ pub struct Answer {
 
 /// The edits of `answer`; Err says which block is malformed and how.
 pub fn parse(answer: &str) -> Result<Answer, String> {
+    let answer = without_thinking(answer);
     let lines: Vec<&str> = answer.lines().collect();
     let mut out = Answer::default();
     let mut last_path: Option<String> = None;
@@ -92,6 +93,17 @@ pub fn parse(answer: &str) -> Result<Answer, String> {
         i += 1;
     }
     Ok(out)
+}
+
+/// The answer without the reasoning some models put first (`<think>…</think>`): drafts there are
+/// not edits.
+fn without_thinking(answer: &str) -> &str {
+    match answer.rfind("</think>") {
+        Some(at) if answer.trim_start().starts_with("<think>") || !answer.contains("<think>") => {
+            &answer[at + "</think>".len()..]
+        }
+        _ => answer,
+    }
 }
 
 /// The block starting at `start` (`<<<<<<< SEARCH`) and the line after it.
@@ -244,6 +256,14 @@ mod tests {
                 vec![],
             ),
             ("prose only", "I would lower the learning rate.", vec![]),
+            (
+                "a draft in the model's reasoning is not an edit",
+                "<think>\na.py\n```\ndraft\n```\n</think>\na.py\n```\nfinal\n```\n",
+                vec![Edit::Whole {
+                    path: "a.py".into(),
+                    content: "final\n".into(),
+                }],
+            ),
         ];
         for (name, answer, expected) in cases {
             let got = parse(answer).unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -290,28 +290,35 @@ fn a_block_that_does_not_match_is_asked_again_once_then_recorded() {
 #[test]
 fn an_answer_without_edits_is_the_attempts_reason() {
     let repo = TestRepo::from_fixture("openai");
+    let same = std::fs::read_to_string(common::fixtures().join("openai/train.py")).unwrap();
     let server = Server::start(
         &repo,
         json!([
             answer("I would lower the learning rate.", 100, 10),
             answer("Lowering the learning rate should help a lot.", 100, 10),
+            answer(&format!("train.py\n```python\n{same}```\n"), 100, 10),
         ]),
     );
     let run = start(
         &repo,
         "prose",
-        &config("Prose", 1, &section_keys(&server)),
+        &config("Prose", 2, &section_keys(&server)),
         &[],
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert_eq!(statuses(&repo, "prose"), ["no_change"]);
-    let why = reason(&iterations(&repo, "prose")[0]);
+    assert_eq!(statuses(&repo, "prose"), ["no_change", "no_change"]);
+    let events = iterations(&repo, "prose");
+    let why = reason(&events[0]);
     assert!(why.contains("holds no edit"), "{why}");
     assert!(
         why.contains("Lowering the learning rate should help"),
         "{why}"
     );
-    assert_eq!(server.requests().len(), 2);
+    assert_eq!(
+        reason(&events[1]),
+        "the model's edits leave every file as it was"
+    );
+    assert_eq!(server.requests().len(), 3);
 }
 
 #[test]

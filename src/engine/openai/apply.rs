@@ -10,6 +10,22 @@ use super::edits::Edit;
 use super::matcher;
 use crate::engine::paths::Guard;
 
+/// An edit that did not apply: its file, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Problem {
+    pub path: Option<String>,
+    pub why: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.path {
+            Some(path) => write!(f, "{path}: {}", self.why),
+            None => f.write_str(&self.why),
+        }
+    }
+}
+
 /// The worktree's files as the edits so far leave them.
 pub struct Workspace<'a> {
     root: &'a Path,
@@ -46,11 +62,14 @@ impl<'a> Workspace<'a> {
     }
 
     /// Applies `edits` in order, in memory; one problem per edit that did not apply.
-    pub fn apply(&mut self, edits: &[Edit]) -> Vec<String> {
+    pub fn apply(&mut self, edits: &[Edit]) -> Vec<Problem> {
         let mut problems = Vec::new();
         for edit in edits {
             if let Err(why) = self.apply_one(edit) {
-                problems.push(format!("{}: {why}", edit.path()));
+                problems.push(Problem {
+                    path: Some(edit.path().to_string()),
+                    why,
+                });
             }
         }
         problems
@@ -215,7 +234,10 @@ mod tests {
             whole("b.py", "z = 3\n"),
         ]);
         assert_eq!(problems.len(), 1, "{problems:?}");
-        assert!(problems[0].starts_with("b.py: the SEARCH lines are not in the file"));
+        assert_eq!(problems[0].path.as_deref(), Some("b.py"));
+        assert!(problems[0]
+            .to_string()
+            .starts_with("b.py: the SEARCH lines are not in the file"));
         assert_eq!(
             std::fs::read_to_string(dir.path().join("a.py")).unwrap(),
             "x = 1\ny = 2\n"

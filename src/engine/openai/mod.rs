@@ -24,6 +24,7 @@ use super::usage::Tokens;
 use super::Conference;
 use crate::exec::process;
 use crate::git::snapshot;
+use apply::Problem;
 use client::{Endpoint, Message};
 
 pub const BUILTIN_OPENAI: &str = "builtin:openai";
@@ -198,12 +199,15 @@ async fn converse(
         let reply = client::chat(&http, &endpoint, &messages, deadline, &mut log).await?;
         *tokens.lock().unwrap().get_or_insert_with(Tokens::default) += reply.tokens;
         let problems = match edits::parse(&reply.content) {
-            Err(why) => vec![why],
-            Ok(answer) if answer.edits.is_empty() => vec![format!(
-                "the answer holds no edit (no SEARCH/REPLACE block, no path line before a \
-                 fenced file); it began: {}",
-                client::snippet(&reply.content)
-            )],
+            Err(why) => vec![Problem { path: None, why }],
+            Ok(answer) if answer.edits.is_empty() => vec![Problem {
+                path: None,
+                why: format!(
+                    "the answer holds no edit (no SEARCH/REPLACE block, no path line before a \
+                     fenced file); it began: {}",
+                    client::snippet(&reply.content)
+                ),
+            }],
             Ok(answer) => {
                 note = note.or(answer.note);
                 if let Some(why) = workspace.refusal(&answer.edits) {
@@ -218,15 +222,22 @@ async fn converse(
         };
         messages.push(message("assistant", reply.content));
         if problems.is_empty() {
-            workspace
+            let written = workspace
                 .write()
                 .map_err(|e| format!("cannot write the edits: {e}"))?;
+            if written.is_empty() {
+                return Ok(AgentOutcome::Unapplied {
+                    verdict: "no_change",
+                    reason: "the model's edits leave every file as it was".into(),
+                });
+            }
             return Ok(AgentOutcome::Done(note));
         }
         if ask == 1 {
+            let said: Vec<String> = problems.iter().map(Problem::to_string).collect();
             let reason = format!(
                 "the model's edits did not apply, even after a re-ask: {}",
-                problems.join("; ")
+                said.join("; ")
             );
             return Ok(AgentOutcome::Unapplied {
                 verdict: "no_change",
@@ -244,11 +255,9 @@ fn message(role: &'static str, content: String) -> Message {
 
 /// The follow-up after an answer that did not (wholly) apply: why, and the files it was about
 /// as they are now.
-fn reask(problems: &[String], workspace: &mut apply::Workspace) -> String {
-    let mut paths: Vec<&str> = problems
-        .iter()
-        .filter_map(|p| p.split_once(": ").map(|(path, _)| path))
-        .collect();
+fn reask(problems: &[Problem], workspace: &mut apply::Workspace) -> String {
+    let mut paths: Vec<&str> = problems.iter().filter_map(|p| p.path.as_deref()).collect();
+    paths.sort_unstable();
     paths.dedup();
     let current: Vec<(String, String)> = paths
         .iter()
@@ -258,7 +267,11 @@ fn reask(problems: &[String], workspace: &mut apply::Workspace) -> String {
         "Your answer could not be applied as written:\n- {}\n\nThe edits that did apply are kept. \
          Answer again with SEARCH/REPLACE blocks (or whole files) for the failed changes only, \
          in the same format, copying the SEARCH lines exactly from the files as they are now.",
-        problems.join("\n- ")
+        problems
+            .iter()
+            .map(Problem::to_string)
+            .collect::<Vec<_>>()
+            .join("\n- ")
     );
     if !current.is_empty() {
         text.push_str("\n\n## The files as they are now\n\n");

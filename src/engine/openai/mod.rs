@@ -166,72 +166,22 @@ async fn converse(
 ) -> Result<AgentOutcome, String> {
     let endpoint =
         endpoint(&conf.config.agent, &|n| std::env::var(n).ok()).map_err(|m| m.to_string())?;
-    // Where a command agent's stdout goes (`A-r1-i2.out`): the exchange, for the user and for
-    // the crash output a later prompt shows.
-    let log_path = conf
-        .log_path(&format!(
-            "{}-r{}-i{}.agent",
-            call.researcher, call.round, call.iteration
-        ))
-        .with_extension("out");
-    if let Some(dir) = log_path.parent() {
-        let _ = std::fs::create_dir_all(dir);
-    }
-    let mut log = std::fs::File::create(&log_path)
-        .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
+    let mut log = open_log(conf, call)?;
     let shown = editable_files(conf, call).map_err(|e| format!("{e:#}"))?;
-    let mut messages = vec![
-        message("system", SYSTEM.to_string()),
-        message(
-            "user",
-            format!(
-                "{}\n\nAnswer with your edits in the format above: the conference applies them \
-                 and takes the description from your NOTE line.\n\n## Files yours to change\n\n{}",
-                call.prompt,
-                files::render(&shown)
-            ),
-        ),
-    ];
+    let mut messages = opening(call.prompt, &shown);
     let http = client::client()?;
     let mut workspace = apply::Workspace::new(call.worktree, &conf.guard);
     let mut note = None;
     for ask in 0..2 {
         let reply = client::chat(&http, &endpoint, &messages, deadline, &mut log).await?;
         *tokens.lock().unwrap().get_or_insert_with(Tokens::default) += reply.tokens;
-        let problems = match edits::parse(&reply.content) {
-            Err(why) => vec![Problem { path: None, why }],
-            Ok(answer) if answer.edits.is_empty() => vec![Problem {
-                path: None,
-                why: format!(
-                    "the answer holds no edit (no SEARCH/REPLACE block, no path line before a \
-                     fenced file); it began: {}",
-                    client::snippet(&reply.content)
-                ),
-            }],
-            Ok(answer) => {
-                note = note.or(answer.note);
-                if let Some(why) = workspace.refusal(&answer.edits) {
-                    let reason = format!("{why}; nothing was applied");
-                    return Ok(AgentOutcome::Unapplied {
-                        verdict: "rejected",
-                        reason,
-                    });
-                }
-                workspace.apply(&answer.edits)
-            }
+        let problems = match apply_answer(&reply.content, &mut workspace, &mut note) {
+            Ok(problems) => problems,
+            Err(refused) => return Ok(refused),
         };
         messages.push(message("assistant", reply.content));
         if problems.is_empty() {
-            let written = workspace
-                .write()
-                .map_err(|e| format!("cannot write the edits: {e}"))?;
-            if written.is_empty() {
-                return Ok(AgentOutcome::Unapplied {
-                    verdict: "no_change",
-                    reason: "the model's edits leave every file as it was".into(),
-                });
-            }
-            return Ok(AgentOutcome::Done(note));
+            return finish(&workspace, note);
         }
         if ask == 1 {
             let said: Vec<String> = problems.iter().map(Problem::to_string).collect();
@@ -247,6 +197,74 @@ async fn converse(
         messages.push(message("user", reask(&problems, &mut workspace)));
     }
     unreachable!("the second answer returns")
+}
+
+/// The exchange's log, where a command agent's stdout goes (`A-r1-i2.out`).
+fn open_log(conf: &Conference, call: &AgentCall<'_>) -> Result<std::fs::File, String> {
+    let name = format!(
+        "{}-r{}-i{}.agent",
+        call.researcher, call.round, call.iteration
+    );
+    let path = conf.log_path(&name).with_extension("out");
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    std::fs::File::create(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))
+}
+
+/// The first two messages: how to answer, then the prompt and the files.
+fn opening(prompt: &str, shown: &[(String, String)]) -> Vec<Message> {
+    let user = format!(
+        "{prompt}\n\nAnswer with your edits in the format above: the conference applies them and \
+         takes the description from your NOTE line.\n\n## Files yours to change\n\n{}",
+        files::render(shown)
+    );
+    vec![message("system", SYSTEM.to_string()), message("user", user)]
+}
+
+/// Applies an answer's edits in memory: what did not apply, or (Err) the outcome of an answer
+/// that edits a path the researcher may not change. Its NOTE line goes to `note` (the first wins).
+fn apply_answer(
+    content: &str,
+    workspace: &mut apply::Workspace,
+    note: &mut Option<String>,
+) -> Result<Vec<Problem>, AgentOutcome> {
+    let answer = match edits::parse(content) {
+        Err(why) => return Ok(vec![Problem { path: None, why }]),
+        Ok(answer) => answer,
+    };
+    if answer.edits.is_empty() {
+        let why = format!(
+            "the answer holds no edit (no SEARCH/REPLACE block, no path line before a fenced \
+             file); it began: {}",
+            client::snippet(content)
+        );
+        return Ok(vec![Problem { path: None, why }]);
+    }
+    if note.is_none() {
+        *note = answer.note;
+    }
+    if let Some(why) = workspace.refusal(&answer.edits) {
+        return Err(AgentOutcome::Unapplied {
+            verdict: "rejected",
+            reason: format!("{why}; nothing was applied"),
+        });
+    }
+    Ok(workspace.apply(&answer.edits))
+}
+
+/// Writes a wholly applied answer; one that changes nothing is `no_change` with that reason.
+fn finish(workspace: &apply::Workspace, note: Option<String>) -> Result<AgentOutcome, String> {
+    let written = workspace
+        .write()
+        .map_err(|e| format!("cannot write the edits: {e}"))?;
+    if written.is_empty() {
+        return Ok(AgentOutcome::Unapplied {
+            verdict: "no_change",
+            reason: "the model's edits leave every file as it was".into(),
+        });
+    }
+    Ok(AgentOutcome::Done(note))
 }
 
 fn message(role: &'static str, content: String) -> Message {

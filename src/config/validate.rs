@@ -597,7 +597,9 @@ impl<'a> Validator<'a> {
                 |v| {
                     let v = v.trim();
                     let scheme = v.starts_with("http://") || v.starts_with("https://");
-                    (scheme && !v.contains(char::is_whitespace)).then(|| v.to_string())
+                    let host = reqwest::Url::parse(v)
+                        .is_ok_and(|u| u.host_str().is_some_and(|h| !h.is_empty()));
+                    (scheme && host && !v.contains(char::is_whitespace)).then(|| v.to_string())
                 },
             )
             .map(|(v, _, _)| v);
@@ -1230,8 +1232,10 @@ Count: 4
 
     #[test]
     fn http_agent_keys_are_checked_with_their_line() {
-        let text = openai("- base url: localhost:8000");
-        assert_error(&text, line_of(&text, "base url"), "http:// or https://");
+        for bad in ["localhost:8000", "http://", "http:// x/v1"] {
+            let text = openai(&format!("- base url: {bad}"));
+            assert_error(&text, line_of(&text, "base url"), "http:// or https://");
+        }
         let text = openai("- api key env: sk-proj-abcdef0123456789");
         let e = assert_error(&text, line_of(&text, "api key env"), "looks like a key");
         assert!(e.hint.contains("api key env: OPENAI_API_KEY"), "{e:?}");

@@ -83,6 +83,24 @@ fn excerpt(path: &str, content: &str) -> String {
     s
 }
 
+/// Lock files and data: worth the least of a request's budget.
+pub fn is_bulk(path: &str) -> bool {
+    const ENDINGS: &[&str] = &[
+        ".lock",
+        "-lock.json",
+        "-lock.yaml",
+        ".csv",
+        ".tsv",
+        ".jsonl",
+        ".svg",
+        ".min.js",
+        ".map",
+        ".ipynb",
+    ];
+    let name = path.rsplit('/').next().unwrap_or(path);
+    ENDINGS.iter().any(|e| name.ends_with(e)) || name == "go.sum"
+}
+
 fn is_definition(line: &str) -> bool {
     const STARTS: &[&str] = &[
         "def ",
@@ -141,6 +159,21 @@ mod tests {
             "{}",
             &text[text.len() - 300..]
         );
+    }
+
+    #[test]
+    fn lock_files_and_data_are_bulk() {
+        for path in [
+            "Cargo.lock",
+            "web/package-lock.json",
+            "data/train.csv",
+            "go.sum",
+        ] {
+            assert!(is_bulk(path), "{path}");
+        }
+        for path in ["train.py", "src/lock.rs", "config.json"] {
+            assert!(!is_bulk(path), "{path}");
+        }
     }
 
     #[test]

@@ -298,13 +298,15 @@ fn reask(problems: &[Problem], workspace: &mut apply::Workspace) -> String {
     text
 }
 
-/// The files the researcher may change, as committed in its kept snapshot.
+/// The files the researcher may change, as committed in its kept snapshot: source first, lock
+/// files and data last (they are the first left out when the request's budget runs short).
 fn editable_files(conf: &Conference, call: &AgentCall<'_>) -> Result<Vec<(String, String)>> {
     let repo = conf.open_repo()?;
-    let paths: Vec<String> = snapshot::list_files(&repo, call.head_tree)?
+    let mut paths: Vec<String> = snapshot::list_files(&repo, call.head_tree)?
         .into_iter()
         .filter(|p| conf.guard.may_edit(p))
         .collect();
+    paths.sort_by_key(|p| files::is_bulk(p));
     snapshot::read_files(&repo, call.head_tree, &paths)
 }
 

@@ -509,7 +509,7 @@ impl<'a> Validator<'a> {
                 positive,
             )
             .map_or(1, |(v, _, _)| v);
-        let frozen = self.get(S::Evaluation, "frozen").map_or(Vec::new(), |s| {
+        let frozen: Vec<String> = self.get(S::Evaluation, "frozen").map_or(Vec::new(), |s| {
             s.value
                 .split(',')
                 .chain(s.items.iter().flat_map(|i| i.value.split(',')))
@@ -517,6 +517,22 @@ impl<'a> Validator<'a> {
                 .filter(|p| !p.is_empty())
                 .collect()
         });
+        // `frozen: none` says nothing is frozen; `none` next to paths is a mistake.
+        let frozen_none = !frozen.is_empty() && frozen.iter().all(|p| is_none(p));
+        if !frozen_none && frozen.iter().any(|p| is_none(p)) {
+            if let Some(s) = self.get(S::Evaluation, "frozen") {
+                self.invalid(S::Evaluation, s, "`none` cannot be listed with paths");
+            }
+        }
+        let frozen = if frozen_none { Vec::new() } else { frozen };
+        let last_number = self
+            .value(
+                S::Evaluation,
+                "metric from",
+                "must be name (read the metric's `name: value` line) or last number",
+                metric_from,
+            )
+            .is_some_and(|(v, _, _)| v);
         let holdout = self.optional(S::Evaluation, "holdout");
         let judge = self.optional(S::Evaluation, "judge");
         if mode == Some(Mode::Qualitative) && judge.is_none() {
@@ -531,6 +547,8 @@ impl<'a> Validator<'a> {
             timeout,
             repeats,
             frozen,
+            frozen_none,
+            last_number,
             holdout,
             judge,
         })
@@ -655,6 +673,15 @@ fn is_env_name(value: &str) -> bool {
     !v.is_empty()
         && !v.starts_with(|c: char| c.is_ascii_digit())
         && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// `metric from`: `name` (default) → false; `last number` → true.
+fn metric_from(value: &str) -> Option<bool> {
+    match super::parse::normalize(value).as_str() {
+        "name" | "named" | "key" => Some(false),
+        "lastnumber" | "last" => Some(true),
+        _ => None,
+    }
 }
 
 fn positive(value: &str) -> Option<u32> {
@@ -859,6 +886,8 @@ Make it fast.
                 timeout: Duration::from_secs(300),
                 repeats: 1,
                 frozen: vec![s("bench.sh"), s("benches/**")],
+                frozen_none: false,
+                last_number: false,
                 holdout: None,
                 judge: None,
             },

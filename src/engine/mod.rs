@@ -12,10 +12,12 @@ pub mod agent;
 pub mod briefing;
 pub mod driver;
 pub mod evaluate;
+pub mod guards;
 pub mod openai;
 pub mod paths;
 pub mod prompt;
 pub mod prose;
+pub mod reconfigure;
 pub mod research;
 pub mod review;
 pub mod state;
@@ -286,6 +288,7 @@ impl Conference {
             ),
             transfer_done: vec![],
             paused_at_round: 0,
+            stopped_seconds: 0,
         };
         let payload = json!({
             "researchers": config.count,

@@ -65,6 +65,8 @@ pub struct ResumeArgs {
 }
 
 pub fn start(args: StartArgs, quiet: bool) -> Result<i32> {
+    // Ctrl-C means "stop gracefully" from the first instant, not only once the lock is taken.
+    crate::exec::process::handle_early_interrupts();
     let repo = super::discover()?;
     let top = super::workdir(&repo)?;
     let config_path = if args.config.is_absolute() {
@@ -202,6 +204,7 @@ pub fn recovery_point(conf: &Conference) -> String {
 }
 
 pub fn resume(args: ResumeArgs, quiet: bool) -> Result<i32> {
+    crate::exec::process::handle_early_interrupts();
     let repo = super::discover()?;
     let name = super::resolve_name_for(&repo, args.name, "resume")?;
     let ui = Ui::new(quiet);

@@ -865,12 +865,14 @@ fn set_aside_nested_repos(
     let Some(workdir) = wt.workdir() else {
         return Ok(());
     };
+    // One folder for everything set aside at this instant: a clock tick between two nested
+    // repositories must not split them over two folders.
+    let folder = conf
+        .run_dir
+        .join("set-aside")
+        .join(format!("researcher-{id}-{}", super::now_unix()));
     for rel in nested {
-        let to = conf
-            .run_dir
-            .join("set-aside")
-            .join(format!("researcher-{id}-{}", super::now_unix()))
-            .join(rel);
+        let to = folder.join(rel);
         if let Some(parent) = to.parent() {
             std::fs::create_dir_all(parent)?;
         }

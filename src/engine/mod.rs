@@ -272,6 +272,7 @@ impl Conference {
             round_bests: vec![],
             plateau_rounds: 0,
             high_score_rounds: 0,
+            stalled_rounds: 0,
             final_status: None,
             stop_reason: None,
             shared_knowledge: config.shared_knowledge.clone(),

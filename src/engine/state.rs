@@ -122,6 +122,9 @@ pub struct State {
     pub plateau_rounds: u32,
     /// Consecutive rounds where every qualitative score was >= 8.
     pub high_score_rounds: u32,
+    /// Consecutive rounds in which every researcher was stalled (see `stop::researcher_stalled`).
+    #[serde(default)]
+    pub stalled_rounds: u32,
     /// Why it stopped: converged | budget_stop | stalled (None while running).
     pub final_status: Option<String>,
     pub stop_reason: Option<String>,

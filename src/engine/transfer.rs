@@ -350,6 +350,11 @@ fn complete_round(conf: &Conference, findings: &[Finding]) -> Result<()> {
         } else {
             next.plateau_rounds + 1
         };
+        next.stalled_rounds = if super::stop::every_researcher_stalled(next) {
+            next.stalled_rounds + 1
+        } else {
+            0
+        };
         next.high_score_rounds = if all_high {
             next.high_score_rounds + 1
         } else {

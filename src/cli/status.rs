@@ -46,6 +46,9 @@ pub fn run(args: StatusArgs) -> Result<i32> {
     if let Some(reason) = &st.stop_reason {
         crate::outln!("Stopped:    {reason}");
     }
+    if let Some(warning) = &st.noisy_evaluation {
+        crate::outln!("Warning:    {warning}");
+    }
     crate::outln!(
         "Round:      {} of at most {} · {}",
         st.round,

@@ -11,6 +11,7 @@
 pub mod agent;
 pub mod driver;
 pub mod evaluate;
+pub mod noise;
 pub mod paths;
 pub mod prompt;
 pub mod prose;
@@ -283,6 +284,7 @@ impl Conference {
                 &metric,
             ),
             transfer_done: vec![],
+            noisy_evaluation: None,
             paused_at_round: 0,
         };
         let payload = json!({

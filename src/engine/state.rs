@@ -134,6 +134,10 @@ pub struct State {
     pub eval_settings: String,
     /// Knowledge transfer progress in the current round: picks already decided.
     pub transfer_done: Vec<String>,
+    /// The latest warning that the evaluation proved noisy with one reading per tree (peer
+    /// review), with the noise runs to set; None while no review saw it.
+    #[serde(default)]
+    pub noisy_evaluation: Option<String>,
     /// The round after which the conference last paused (so a resume does not pause again).
     #[serde(default)]
     pub paused_at_round: u32,

@@ -14,7 +14,7 @@ use git2::{Oid, Repository};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::evaluate::{mean_sd, EvalResult};
+use super::evaluate::EvalResult;
 use super::research::researcher_signature;
 use super::review::{self, fmt, Finding};
 use super::state::{files, Phase};
@@ -100,7 +100,7 @@ async fn pick(conf: &Conference, f: &Finding, start_runs: &[f64]) -> Result<()> 
     let best_metric = if merged_this_round || start_runs.is_empty() {
         st.best.metric
     } else {
-        Some(mean_sd(start_runs).0)
+        super::noise::median(start_runs)
     };
     let (verdict, candidate, result, reason): (&str, Option<Oid>, Option<EvalResult>, String) =
         if tree == best_tree {

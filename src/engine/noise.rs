@@ -17,7 +17,7 @@
 use crate::config::Direction;
 
 /// How many standard errors of the difference of two medians a gain must exceed.
-const Z: f64 = 2.5;
+const Z: f64 = 3.0;
 /// A median of n normal readings has about 1.25× the standard error of their mean.
 const MEDIAN_EFFICIENCY: f64 = 1.25;
 /// MAD × this estimates a normal standard deviation.

@@ -116,3 +116,195 @@ fn stalled_only_after_consecutive_stalled_rounds_and_never_runs_to_the_budget() 
         run.stderr
     );
 }
+
+/// `status` and `list` tell a running conference from one that Ctrl-C stopped: the run lock
+/// says whether a runner is alive; looking does not disturb it.
+#[test]
+fn status_and_list_tell_a_stopped_run_from_a_running_one() {
+    let repo = TestRepo::from_fixture("loop");
+    let config = ConfigBuilder::new("Live", "./agents/seq.sh hang")
+        .agent_timeout("120s")
+        .build();
+    repo.write("conference.md", &config);
+    let child = repo
+        .command(env!("CARGO_BIN_EXE_git-conference"))
+        .args(["start", "live"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid_file = repo.git_dir().join("agent-sleep.pid");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !pid_file.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let pid = child.id().to_string();
+    let status = repo.conference(&["status", "live"]).ok().stdout;
+    assert!(
+        status.contains(&format!("Status:     running (process {pid})")),
+        "{status}"
+    );
+    let list = repo.conference(&["list"]).ok().stdout;
+    assert!(list.contains(&format!("running (process {pid})")), "{list}");
+    assert_eq!(repo.status_json("live")["runner_pid"], pid.as_str());
+
+    let killed = repo.command("kill").args(["-INT", &pid]).status().unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    let status = repo.conference(&["status", "live"]).ok().stdout;
+    assert!(
+        status.contains("Status:     interrupted (resume to continue)"),
+        "{status}"
+    );
+    let list = repo.conference(&["list"]).ok().stdout;
+    assert!(list.contains("interrupted (resume to continue)"), "{list}");
+    let st = repo.status_json("live");
+    assert_eq!(st["status"], "running", "the stored state is unchanged");
+    assert_eq!(st["runner_pid"], serde_json::Value::Null);
+}
+
+/// Why attempts were rejected, crashed or changed nothing is shown where users look: the
+/// progress line, `status`, `log` (text and tsv, same columns) and both reports, which count each
+/// kind of failure with an example; the reports' sentences follow the data.
+#[test]
+fn rejection_and_crash_reasons_are_shown_everywhere_and_reports_follow_the_data() {
+    let repo = TestRepo::from_fixture("loop");
+    let config = ConfigBuilder::new("Why", "./agents/seq.sh improve frozen crash nochange")
+        .iterations(4)
+        .build();
+    let run = repo.start("why", &config).ok();
+    let frozen = "changes frozen path eval.sh";
+    let progress = run
+        .stderr
+        .lines()
+        .find(|l| l.contains("A r1 i2: rejected"))
+        .unwrap_or_else(|| panic!("{}", run.stderr));
+    assert!(progress.contains(frozen), "{progress}");
+    assert!(
+        run.stderr
+            .lines()
+            .any(|l| l.contains("A r1 i3: crashed") && l.contains("agent exit status 3")),
+        "{}",
+        run.stderr
+    );
+
+    let status = repo.conference(&["status", "why"]).ok().stdout;
+    assert!(
+        status.contains("A: no_change — the agent changed nothing"),
+        "{status}"
+    );
+
+    let log = repo.conference(&["log", "why"]).ok().stdout;
+    assert!(
+        log.lines()
+            .any(|l| l.contains("researcher.iteration") && l.contains(frozen)),
+        "{log}"
+    );
+    let tsv = repo
+        .conference(&["log", "why", "--format", "tsv"])
+        .ok()
+        .stdout;
+    let rows: Vec<&str> = tsv.lines().collect();
+    assert_eq!(rows.len(), 5, "{tsv}");
+    for row in &rows {
+        assert_eq!(row.split('\t').count(), 11, "{row}");
+    }
+    assert!(rows[2].contains(&format!("[rejected: {frozen}")), "{tsv}");
+    assert!(rows[2].split('\t').nth(6) == Some("reverted"), "{tsv}");
+
+    let synthesis = repo
+        .show("refs/conference/why/events", "synthesis.md")
+        .unwrap();
+    let report = repo
+        .show("refs/conference/why/events", "final_report.md")
+        .unwrap();
+    for md in [&synthesis, &report] {
+        assert!(md.contains("## Why attempts failed"), "{md}");
+        assert!(
+            md.contains(&format!(
+                "**rejected: {frozen}** — 1 attempt(s); e.g. round 1, researcher A, iteration 2"
+            )),
+            "{md}"
+        );
+        assert!(md.contains("**crashed: "), "{md}");
+        assert!(
+            md.contains("**no_change: the agent changed nothing** — 1 attempt(s)"),
+            "{md}"
+        );
+    }
+    assert!(
+        synthesis.contains("All 1 reviewed finding(s) were validated."),
+        "{synthesis}"
+    );
+    assert!(!synthesis.contains("Every reviewed finding"), "{synthesis}");
+    // Minimize: 10 → 9 is a gain, and says so.
+    let review = repo
+        .show(
+            "refs/conference/why/events",
+            "round-1/peer_review_round_1.md",
+        )
+        .unwrap();
+    assert!(review.contains("(gain +1.000000, better)"), "{review}");
+
+    // Nothing kept, nothing reviewed: the synthesis says so instead of praising the review.
+    let repo = TestRepo::from_fixture("loop");
+    let config = ConfigBuilder::new("Idle", "./agents/seq.sh nochange")
+        .iterations(1)
+        .build();
+    repo.start("idle", &config).ok();
+    let synthesis = repo
+        .show("refs/conference/idle/events", "synthesis.md")
+        .unwrap();
+    assert!(
+        synthesis.contains("No finding was reviewed: no researcher kept a change"),
+        "{synthesis}"
+    );
+    assert!(
+        synthesis.contains("No finding reached the best branch."),
+        "{synthesis}"
+    );
+    assert!(!synthesis.contains("challenged finding(s)"), "{synthesis}");
+}
+
+/// Noise runs 1 and a reading that does not reproduce: the review, `status` and the final report
+/// say the evaluation is noisy and how many noise runs to set; the lucky finding is not on best.
+#[test]
+fn a_noisy_evaluation_with_one_run_is_reported_with_advice() {
+    let repo = TestRepo::from_fixture("noisy");
+    let config = ConfigBuilder::new("Noisy", "./agent.sh")
+        .count(2)
+        .iterations(1)
+        .build();
+    repo.start("noisy", &config).ok();
+    let status = repo.conference(&["status", "noisy"]).ok().stdout;
+    assert!(
+        status.contains("Warning:    the evaluation is noisy")
+            && status.contains("researcher B read 5.000000")
+            && status.contains("- **Noise runs:** "),
+        "{status}"
+    );
+    for path in [
+        "final_report.md",
+        "round-1/peer_review_round_1.md",
+        "synthesis.md",
+    ] {
+        let md = repo.show("refs/conference/noisy/events", path).unwrap();
+        assert!(
+            md.to_lowercase().contains("the evaluation is noisy"),
+            "{path}: {md}"
+        );
+    }
+    assert!(repo.show("conference/noisy/best", "lucky.txt").is_none());
+    assert_eq!(
+        repo.show("conference/noisy/best", "value.txt")
+            .unwrap()
+            .trim(),
+        "9"
+    );
+}

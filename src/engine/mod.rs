@@ -15,6 +15,7 @@ pub mod noise;
 pub mod paths;
 pub mod prompt;
 pub mod prose;
+pub mod reasons;
 pub mod research;
 pub mod review;
 pub mod state;
@@ -242,6 +243,7 @@ impl Conference {
                         stuck_level: 0,
                         attempts: 0,
                         last_verdict: None,
+                        last_reason: None,
                         respawned: false,
                     },
                 )

@@ -703,10 +703,17 @@ fn render_review(
         let _ = writeln!(md, "- **Action:** {action}\n");
     }
     let _ = writeln!(md, "## Conflict Resolution\n");
-    if conflicts.is_empty() {
+    if order.len() < 2 {
         let _ = writeln!(
             md,
-            "No two validated findings change the same lines of a file: they combine.\n"
+            "{} validated finding(s): nothing to resolve.\n",
+            order.len()
+        );
+    } else if conflicts.is_empty() {
+        let _ = writeln!(
+            md,
+            "No two of the {} validated findings change the same lines of a file: they combine.\n",
+            order.len()
         );
     } else {
         for c in conflicts {
@@ -809,5 +816,51 @@ fn pct(delta: f64, base: f64) -> String {
         format!(" ({:+.2}%)", 100.0 * delta / base.abs())
     } else {
         String::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Direction::{Maximize, Minimize};
+
+    /// Gain positive = better, whatever the direction; the words say which.
+    #[test]
+    fn changes_read_the_same_way_in_both_directions() {
+        let cases = [
+            (
+                Minimize,
+                1.128311,
+                1.150005,
+                "1.128311 → 1.150005 (gain -0.021694, worse)",
+            ),
+            (
+                Minimize,
+                10.0,
+                9.0,
+                "10.000000 → 9.000000 (gain +1.000000, better)",
+            ),
+            (
+                Maximize,
+                0.5,
+                0.75,
+                "0.500000 → 0.750000 (gain +0.250000, better)",
+            ),
+            (
+                Maximize,
+                0.5,
+                0.25,
+                "0.500000 → 0.250000 (gain -0.250000, worse)",
+            ),
+            (
+                Maximize,
+                2.0,
+                2.0,
+                "2.000000 → 2.000000 (gain +0.000000, unchanged)",
+            ),
+        ];
+        for (dir, from, to, want) in cases {
+            assert_eq!(change_text(dir, from, to), want);
+        }
     }
 }

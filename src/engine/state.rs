@@ -82,6 +82,9 @@ pub struct ResearcherState {
     /// Attempts ever made by this researcher (seeds the built-in tuner deterministically).
     pub attempts: u64,
     pub last_verdict: Option<String>,
+    /// Why the last attempt was rejected, crashed, timed out or changed nothing (None otherwise).
+    #[serde(default)]
+    pub last_reason: Option<String>,
     /// Stopped at stuck level 3 last round; this round it starts again with a new strategy.
     #[serde(default)]
     pub respawned: bool,

@@ -266,6 +266,7 @@ mod tests {
             stuck_level,
             attempts: 0,
             last_verdict: None,
+            last_reason: None,
             respawned: false,
         }
     }

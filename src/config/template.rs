@@ -179,7 +179,7 @@ pub fn render(a: &InitAnswers) -> String {
         "Guard",
         "Conditions every kept change must preserve, one bullet each (e.g. - cargo test passes).",
     );
-    section(w, "Noise Handling", "Noise runs: evaluations per candidate in peer review. Min consensus delta: the smallest gain that counts (1% of the baseline, or an absolute 0.02).");
+    section(w, "Noise Handling", "Noise runs: readings of the baseline at the start and of each finding in peer review (interleaved with the round start, compared by medians; more than 1 measures the noise every gain must beat). Min consensus delta: the smallest gain that counts (1% of the baseline, or an absolute 0.02).");
     setting(w, "Noise runs", "1");
     setting(w, "Min consensus delta", "0.1%");
     section(w, "Constraints", "Budgets: whichever is reached first stops the conference. Durations: 30s, 45m, 2h, 1h30m; none for no limit. Pause every: never, or N to stop after every N rounds until `git conference resume`. Stall rounds: consecutive rounds without progress (every researcher stuck, or the best not moving) that end the conference; never for a loop that only budgets and the target stop.");

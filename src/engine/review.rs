@@ -358,7 +358,6 @@ pub async fn peer_review(conf: &Conference) -> Result<()> {
         let Some((start, readings)) = interleave(conf, &round_start, &to_read).await? else {
             return Ok(());
         };
-        crate::failpoint::hit("review.measured");
         start_runs = start.runs.clone();
         let start_holdout = match &conf.config.evaluation.holdout {
             Some(holdout) => {
@@ -373,6 +372,8 @@ pub async fn peer_review(conf: &Conference) -> Result<()> {
                 .iter_mut()
                 .find(|f| &f.researcher == id)
                 .expect("a finding per candidate");
+            // Once per finding measured (a kill here loses the readings: resume reads again).
+            crate::failpoint::hit("review.measured");
             judge_finding(conf, &st, f, &start, r);
             if f.verdict == "validated" {
                 check_holdout(conf, f, start_holdout, dir).await?;

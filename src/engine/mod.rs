@@ -11,11 +11,13 @@
 pub mod agent;
 pub mod driver;
 pub mod evaluate;
+pub mod guards;
 pub mod noise;
 pub mod paths;
 pub mod prompt;
 pub mod prose;
 pub mod reasons;
+pub mod reconfigure;
 pub mod research;
 pub mod review;
 pub mod state;
@@ -288,6 +290,7 @@ impl Conference {
             transfer_done: vec![],
             noisy_evaluation: None,
             paused_at_round: 0,
+            stopped_seconds: 0,
         };
         let payload = json!({
             "researchers": config.count,

@@ -327,9 +327,17 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
                 "rejected"
             } else {
                 let deadline = limit.map(|l| l.saturating_sub(started.elapsed()));
-                let (result, of_the_tree) =
-                    evaluate_cached(conf, id, st.round, iteration, tree, &wt_path, env, deadline)
-                        .await?;
+                let (result, of_the_tree) = evaluate_cached(
+                    conf,
+                    id,
+                    st.round,
+                    iteration,
+                    tree,
+                    &wt_path,
+                    env.clone(),
+                    deadline,
+                )
+                .await?;
                 if result.status == "interrupted" {
                     return Ok(());
                 }
@@ -347,7 +355,14 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
                     "timeout" => "timeout",
                     _ => "crashed",
                 };
+                // A better candidate must pass the guard commands before it is kept.
+                let label = format!("{id}-r{}-i{iteration}", st.round);
                 let reason = result.reason.clone();
+                let Some((verdict, reason)) =
+                    super::guards::gate(conf, verdict, reason, &wt_path, &env, &label).await?
+                else {
+                    return Ok(());
+                };
                 let measured = Measured {
                     result: &result,
                     of_the_tree,
@@ -588,6 +603,7 @@ async fn evaluate_cached(
             evaluate::evaluate(EvalRequest {
                 command: conf.config.eval_command(),
                 metric: &metric,
+                last_number: conf.config.evaluation.last_number,
                 runs: conf.config.evaluation.repeats,
                 timeout,
                 cwd: wt_path,

@@ -112,6 +112,7 @@ async fn measure_runs(
     let result = evaluate::evaluate(EvalRequest {
         command,
         metric: &metric,
+        last_number: conf.config.evaluation.last_number,
         runs,
         timeout: conf.config.evaluation.timeout,
         cwd: &path,

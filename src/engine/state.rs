@@ -144,6 +144,10 @@ pub struct State {
     /// The round after which the conference last paused (so a resume does not pause again).
     #[serde(default)]
     pub paused_at_round: u32,
+    /// Seconds the conference spent stopped before it was continued (`conference.continued`):
+    /// not part of the time budget.
+    #[serde(default)]
+    pub stopped_seconds: u64,
 }
 
 impl State {

@@ -60,6 +60,32 @@ fn holder(path: &Path, ino: u64) -> (String, String, String) {
     (kernel.unwrap_or_else(|| "?".into()), "?".into(), "?".into())
 }
 
+/// The process running the conference whose run folder is `dir`, if one is alive: `status` and
+/// `list` tell a running conference from one a Ctrl-C or a crash stopped. It only looks, never
+/// locks: the kernel's lock list names the holder (Linux), else the pid the file names is checked
+/// for life. A runner that exits deletes the file; a killed one leaves it unlocked.
+pub fn runner(dir: &Path) -> Option<String> {
+    let path = dir.join("lock");
+    let ino = std::fs::metadata(&path).ok()?.ino();
+    if std::path::Path::new("/proc/locks").exists() {
+        return flock_holder(ino);
+    }
+    let text = std::fs::read_to_string(&path).ok()?;
+    let pid: libc::pid_t = text.split_whitespace().next()?.parse().ok()?;
+    // SAFETY: signal 0 only checks that the process exists.
+    (pid > 0 && unsafe { libc::kill(pid, 0) } == 0).then(|| pid.to_string())
+}
+
+/// A conference's status as people should read it: a state that says `running` with no live
+/// runner was stopped by Ctrl-C or a crash.
+pub fn shown_status(recorded: &str, runner: Option<&str>) -> String {
+    match (recorded, runner) {
+        ("running", Some(pid)) => format!("running (process {pid})"),
+        ("running", None) => "interrupted (resume to continue)".to_string(),
+        (other, _) => other.to_string(),
+    }
+}
+
 impl RunLock {
     /// Takes the lock of the conference whose run folder is `dir`, or fails naming the live
     /// process that holds it.
@@ -125,6 +151,20 @@ impl Drop for RunLock {
 mod tests {
     use super::*;
 
+    #[test]
+    fn shown_status_table() {
+        let cases = [
+            ("running", Some("42"), "running (process 42)"),
+            ("running", None, "interrupted (resume to continue)"),
+            ("paused", None, "paused"),
+            ("completed", None, "completed"),
+            ("completed", Some("42"), "completed"),
+        ];
+        for (recorded, runner, want) in cases {
+            assert_eq!(shown_status(recorded, runner), want);
+        }
+    }
+
     /// The lock excludes a second holder, and its descriptor is not inherited by children.
     #[test]
     fn exclusive_and_close_on_exec() {
@@ -141,8 +181,14 @@ mod tests {
             flags & libc::FD_CLOEXEC != 0,
             "the lock would leak into children"
         );
+        assert_eq!(runner(tmp.path()), Some(std::process::id().to_string()));
         drop(lock);
         assert!(!tmp.path().join("lock").exists());
+        assert_eq!(runner(tmp.path()), None);
+        // A file left by a killed runner (no lock on it) names no live runner.
+        std::fs::write(tmp.path().join("lock"), "999999999 host now\n").unwrap();
+        assert_eq!(runner(tmp.path()), None);
+        std::fs::remove_file(tmp.path().join("lock")).unwrap();
         RunLock::acquire(tmp.path(), "x").unwrap();
     }
 }

@@ -1,9 +1,12 @@
 //! Renders `conference_progress.png`, the progress chart of a research conference.
 //!
 //! The final report needs a picture of how the metric evolved: one line per
-//! researcher over the conference's global iteration index, the running best of
-//! the whole conference (black envelope), the target as a horizontal line and
-//! light vertical lines at round boundaries. It exists as its own module so the
+//! researcher over the conference's global iteration index, the best branch's
+//! validated metric (a black step line: the baseline, then best after each round's
+//! peer review and knowledge transfer), the target as a horizontal line and light
+//! vertical lines at round boundaries. Researchers' readings are claims nobody has
+//! re-measured yet, so they are drawn as hollow markers: a lucky reading shows as a
+//! hollow dot below the best line, never as the best. It exists as its own module so the
 //! synthesis code only assembles a [`PlotData`] and gets PNG bytes back.
 //!
 //! plotters is built without system fonts (feature `ab_glyph`), so DejaVu Sans
@@ -103,21 +106,35 @@ fn all_points(data: &PlotData) -> Vec<(f64, f64)> {
     pts
 }
 
-/// Running best over all points in x order, starting from `baseline`.
-/// Returns (x, best after x) for every point.
-fn envelope(points: &[(f64, f64)], baseline: Option<f64>, minimize: bool) -> Vec<(f64, f64)> {
-    let mut best = baseline.filter(|b| b.is_finite());
-    points
+/// The best branch's validated metric as a step line: the baseline from `x_start`, then each
+/// round's best from the round's end, held until `x_end`. Researchers' readings never enter it.
+fn best_line(data: &PlotData, x_start: f64, x_end: f64) -> Vec<(f64, f64)> {
+    let mut bests: Vec<(f64, f64)> = data
+        .round_bests
         .iter()
-        .map(|&(x, y)| {
-            let b = match best {
-                Some(b) if (minimize && b <= y) || (!minimize && b >= y) => b,
-                _ => y,
-            };
-            best = Some(b);
-            (x, b)
-        })
-        .collect()
+        .copied()
+        .filter(|(x, y)| x.is_finite() && y.is_finite())
+        .collect();
+    bests.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut steps: Vec<(f64, f64)> = Vec::with_capacity(bests.len() * 2 + 2);
+    if let Some(b) = data.baseline.filter(|b| b.is_finite()) {
+        steps.push((x_start.min(bests.first().map_or(x_start, |p| p.0)), b));
+    }
+    for (x, b) in bests {
+        // Only corners: collinear extra vertices make thick lines wobble.
+        match steps.last() {
+            Some(&(_, prev)) if prev == b => continue,
+            Some(&(_, prev)) => steps.push((x, prev)),
+            None => {}
+        }
+        steps.push((x, b));
+    }
+    if let Some(&(x, b)) = steps.last() {
+        if x_end > x {
+            steps.push((x_end, b));
+        }
+    }
+    steps
 }
 
 /// Pads a range so it is never empty and the data does not touch the frame.
@@ -166,8 +183,6 @@ fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<()> {
             .iter()
             .filter(|(x, y)| x.is_finite() && y.is_finite()),
     );
-    best_points.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let env = envelope(&best_points, data.baseline, data.minimize);
 
     // x range: every attempt (crashed ones too) and round boundaries.
     let xs = data
@@ -285,48 +300,34 @@ fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<()> {
             .draw_series(
                 runs.iter()
                     .flatten()
-                    .map(|&p| Circle::new(p, 4, color.filled())),
+                    .map(|&p| Circle::new(p, 5, color.stroke_width(2))),
             )
             .map_err(plot_err)?
-            .label(label)
+            .label(format!("{label} (readings, unvalidated)"))
             .legend(move |(x, y)| {
                 EmptyElement::at((x, y))
                     + PathElement::new([(0, 0), (20, 0)], color.stroke_width(3))
-                    + Circle::new((10, 0), 4, color.filled())
+                    + Circle::new((10, 0), 5, WHITE.filled())
+                    + Circle::new((10, 0), 5, color.stroke_width(2))
             });
     }
 
-    if !env.is_empty() {
-        // Step line: the best value holds until an attempt improves it.
-        let mut steps: Vec<(f64, f64)> = Vec::with_capacity(env.len() * 2 + 1);
-        if let Some(b) = data.baseline.filter(|b| b.is_finite()) {
-            steps.push((x_lo.max(env[0].0.min(1.0)), b));
-        }
-        for &(x, b) in &env {
-            // Only corners: collinear extra vertices make thick lines wobble.
-            match steps.last() {
-                Some(&(_, prev)) if prev == b => continue,
-                Some(&(_, prev)) => steps.push((x, prev)),
-                None => {}
-            }
-            steps.push((x, b));
-        }
-        if let Some(&(x, b)) = steps.last() {
-            let end = data
-                .series
-                .iter()
-                .flat_map(|s| s.points.iter().map(|p| p.0))
-                .chain(data.round_bests.iter().map(|p| p.0))
-                .filter(|x| x.is_finite())
-                .fold(x, f64::max);
-            if end > x {
-                steps.push((end, b));
-            }
-        }
+    let x_end = data
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .chain(data.round_bests.iter().map(|p| p.0))
+        .filter(|x| x.is_finite())
+        .fold(f64::NEG_INFINITY, f64::max);
+    let steps = best_line(data, x_lo.max(1.0f64.min(x_end)), x_end);
+    if !steps.is_empty() {
         chart
-            .draw_series(LineSeries::new(steps, ENVELOPE_COLOR.stroke_width(3)))
+            .draw_series(LineSeries::new(
+                steps.clone(),
+                ENVELOPE_COLOR.stroke_width(3),
+            ))
             .map_err(plot_err)?
-            .label("best so far")
+            .label("best branch (validated)")
             .legend(|(x, y)| {
                 PathElement::new([(x, y), (x + 20, y)], ENVELOPE_COLOR.stroke_width(3))
             });
@@ -345,7 +346,7 @@ fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<()> {
             .map_err(plot_err)?;
     }
 
-    let has_legend = !data.series.is_empty() || !env.is_empty() || data.target.is_some();
+    let has_legend = !data.series.is_empty() || !steps.is_empty() || data.target.is_some();
     if has_legend {
         chart
             .configure_series_labels()
@@ -489,13 +490,31 @@ mod tests {
     }
 
     #[test]
-    fn envelope_respects_direction_and_baseline() {
-        let pts = [(1.0, 3.0), (2.0, 1.0), (3.0, 2.0), (4.0, 5.0)];
-        let ys = |e: Vec<(f64, f64)>| e.into_iter().map(|p| p.1).collect::<Vec<_>>();
-        assert_eq!(ys(envelope(&pts, None, true)), [3.0, 1.0, 1.0, 1.0]);
-        assert_eq!(ys(envelope(&pts, None, false)), [3.0, 3.0, 3.0, 5.0]);
-        assert_eq!(ys(envelope(&pts, Some(0.5), true)), [0.5; 4]);
-        assert_eq!(ys(envelope(&pts, Some(4.0), false)), [4.0, 4.0, 4.0, 5.0]);
+    fn the_best_line_is_the_validated_best_never_a_reading() {
+        // A lucky reading (0.1) far below what the review validated (0.6, then 0.35).
+        let mut data = sample();
+        data.series[0].points.push((3.0, Some(0.1)));
+        let line = best_line(&data, 1.0, 20.0);
+        assert_eq!(
+            line,
+            [
+                (1.0, 1.0),
+                (6.5, 1.0),
+                (6.5, 0.6),
+                (12.5, 0.6),
+                (12.5, 0.35),
+                (20.0, 0.35)
+            ]
+        );
+        // No round completed yet: the baseline alone.
+        data.round_bests.clear();
+        assert_eq!(best_line(&data, 1.0, 4.0), [(1.0, 1.0), (4.0, 1.0)]);
+        // A round whose best did not move adds no corner.
+        data.round_bests = vec![(6.5, 1.0), (12.5, 0.8)];
+        assert_eq!(
+            best_line(&data, 1.0, 12.5),
+            [(1.0, 1.0), (12.5, 1.0), (12.5, 0.8)]
+        );
         // all_points merges series in x order and drops crashes.
         let data = PlotData {
             series: vec![

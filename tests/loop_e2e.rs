@@ -1031,11 +1031,12 @@ fn a_researcher_that_never_improves_gets_stuck() {
         .iter()
         .map(|e| e["payload"]["stuck_level"].as_u64().unwrap())
         .collect();
-    assert_eq!(levels, vec![1, 2], "{stuck:?}");
+    assert_eq!(levels, vec![1, 2, 3], "{stuck:?}");
     assert_eq!(stuck[0]["payload"]["researcher"], "A");
     assert_eq!(stuck[0]["payload"]["consecutive_non_improving"], 3);
-    // Every researcher stuck at level 2: early synthesis after round 1, not three rounds.
-    assert_eq!(repo.events_named("stuck", "round.started").len(), 1);
+    // Every researcher stalled in rounds 1 and 2 (Stall rounds: 2): early synthesis after
+    // round 2, not three rounds.
+    assert_eq!(repo.events_named("stuck", "round.started").len(), 2);
     let st = repo.status_json("stuck");
     assert_eq!(st["final_status"], "stalled");
     assert_eq!(st["best"]["metric"].as_f64(), Some(10.0));

@@ -22,9 +22,15 @@ pub fn run(_: ListArgs) -> Result<i32> {
         match Conference::open(repo.path(), &name, Ui::new(true)) {
             Ok(conf) => {
                 let st = conf.state();
+                let runner = crate::lock::runner(&conf.run_dir);
                 crate::outln!(
                     "{name}\t{}\tround {}\tbest {}\t{}",
-                    st.final_status.clone().unwrap_or(st.status.clone()),
+                    st.final_status
+                        .clone()
+                        .unwrap_or_else(|| crate::lock::shown_status(
+                            &st.status,
+                            runner.as_deref()
+                        )),
                     st.round,
                     fmt(st.best.metric),
                     conf.config.title

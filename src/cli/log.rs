@@ -34,8 +34,30 @@ pub struct LogArgs {
 fn print_event(e: &LoggedEvent, format: Format) {
     match format {
         Format::Jsonl => crate::outln!("{}", serde_json::to_string(&e.event).unwrap_or_default()),
-        _ => crate::outln!("{}  {:<22} {}", e.event.timestamp, e.event.event, e.summary),
+        _ => crate::outln!(
+            "{}  {:<22} {}{}",
+            e.event.timestamp,
+            e.event.event,
+            e.summary,
+            reason_suffix(e)
+        ),
     }
+}
+
+/// An attempt's reason, from its payload, when its verdict carries one (also for logs written
+/// before the summary said it).
+fn reason_suffix(e: &LoggedEvent) -> String {
+    let p = &e.event.payload;
+    if e.event.event != "researcher.iteration" {
+        return String::new();
+    }
+    let verdict = p.get("status").and_then(|v| v.as_str()).unwrap_or("");
+    if !crate::engine::reasons::shows_reason(verdict) {
+        return String::new();
+    }
+    let reason = p.get("reason").and_then(|v| v.as_str());
+    let why = crate::engine::reasons::reason_text(verdict, reason);
+    format!(" — {}", crate::engine::reasons::one_line(&why, 200))
 }
 
 pub fn run(args: LogArgs) -> Result<i32> {

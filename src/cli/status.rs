@@ -29,15 +29,22 @@ pub fn run(args: StatusArgs) -> Result<i32> {
     let name = super::resolve_name(&repo, args.name)?;
     let conf = Conference::open(repo.path(), &name, Ui::new(true))?;
     let st = conf.state();
+    let runner = crate::lock::runner(&conf.run_dir);
+    let shown = crate::lock::shown_status(&st.status, runner.as_deref());
     if args.format == Format::Json {
-        crate::outln!("{}", serde_json::to_string_pretty(&st)?);
+        let mut value = serde_json::to_value(&st)?;
+        if let Some(map) = value.as_object_mut() {
+            map.insert("runner_pid".into(), serde_json::json!(runner));
+            map.insert("shown_status".into(), serde_json::json!(shown));
+        }
+        crate::outln!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(0);
     }
     let metric = crate::engine::evaluate::metric_name(&conf.config);
     crate::outln!("Conference: {} ({})", conf.config.title, name);
     crate::outln!(
         "Status:     {}{}",
-        st.status,
+        shown,
         st.final_status
             .as_ref()
             .map(|s| format!(" — {s}"))
@@ -45,6 +52,9 @@ pub fn run(args: StatusArgs) -> Result<i32> {
     );
     if let Some(reason) = &st.stop_reason {
         crate::outln!("Stopped:    {reason}");
+    }
+    if let Some(warning) = &st.noisy_evaluation {
+        crate::outln!("Warning:    {warning}");
     }
     crate::outln!(
         "Round:      {} of at most {} · {}",
@@ -113,6 +123,21 @@ pub fn run(args: StatusArgs) -> Result<i32> {
                 .map(|f| format!("finished ({f})"))
                 .unwrap_or_else(|| format!("iteration {}", r.round_iterations))
         );
+    }
+    let reasons: Vec<_> = st
+        .researchers
+        .iter()
+        .filter_map(|(id, r)| Some((id, r.last_verdict.as_deref()?, r.last_reason.as_deref()?)))
+        .collect();
+    if !reasons.is_empty() {
+        crate::outln!();
+        crate::outln!("Last attempt's reason:");
+        for (id, verdict, why) in reasons {
+            crate::outln!(
+                "  {id}: {verdict} — {}",
+                crate::engine::reasons::one_line(why, 200)
+            );
+        }
     }
     Ok(0)
 }

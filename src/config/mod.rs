@@ -161,6 +161,11 @@ pub struct Config {
     pub researcher_timeout: Option<Duration>,
     /// Stop with exit 3 after every N rounds until `resume` (None: never pause).
     pub pause_every: Option<u32>,
+    /// Constraints `**Stall rounds:**`: consecutive rounds without progress that end the
+    /// conference (stalled, or converged on a plateau); None (`never`): only budgets and the
+    /// target end it (seed 002's never-stop loop).
+    #[serde(default = "default_stall_rounds")]
+    pub stall_rounds: Option<u32>,
     pub evaluation: Evaluation,
     pub agent: Agent,
     /// Pre-Flight Gate `**Success definition:**` (what "done" means, in the user's words).
@@ -174,6 +179,13 @@ pub struct Config {
     /// `## Environment`: setup command, shared paths, devices (see `environment`).
     #[serde(default)]
     pub environment: environment::Environment,
+}
+
+/// `**Stall rounds:**` when conference.md does not say: the seed's 2 rounds.
+pub const DEFAULT_STALL_ROUNDS: u32 = 2;
+
+fn default_stall_rounds() -> Option<u32> {
+    Some(DEFAULT_STALL_ROUNDS)
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

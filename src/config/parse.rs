@@ -281,6 +281,11 @@ pub static SECTIONS: &[SectionSpec] = &[
                 &["pause"],
                 "- **Pause every:** never   (or a number of rounds: 2)",
             ),
+            key(
+                "Stall rounds",
+                &["stall", "stalled rounds", "stall after"],
+                "- **Stall rounds:** 2   (or: never)",
+            ),
         ],
     },
     SectionSpec {

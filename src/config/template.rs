@@ -179,15 +179,16 @@ pub fn render(a: &InitAnswers) -> String {
         "Guard",
         "Conditions every kept change must preserve, one bullet each. A command bullet (`- run: cargo test` or - `cargo test` must pass) runs in the candidate's worktree on every candidate that measured better, before it is kept; if it fails the candidate is rejected with its output. Any other bullet is prose: the agents read it, the conference cannot check it.",
     );
-    section(w, "Noise Handling", "Noise runs: evaluations per candidate in peer review. Min consensus delta: the smallest gain that counts (1% of the baseline, or an absolute 0.02).");
+    section(w, "Noise Handling", "Noise runs: readings of the baseline at the start and of each finding in peer review (interleaved with the round start, compared by medians; more than 1 measures the noise every gain must beat). Min consensus delta: the smallest gain that counts (1% of the baseline, or an absolute 0.02).");
     setting(w, "Noise runs", "1");
     setting(w, "Min consensus delta", "0.1%");
-    section(w, "Constraints", "Budgets: whichever is reached first stops the conference. Durations: 30s, 45m, 2h, 1h30m; none for no limit. Pause every: never, or N to stop after every N rounds until `git conference resume`.");
+    section(w, "Constraints", "Budgets: whichever is reached first stops the conference. Durations: 30s, 45m, 2h, 1h30m; none for no limit. Pause every: never, or N to stop after every N rounds until `git conference resume`. Stall rounds: consecutive rounds without progress (every researcher stuck, or the best not moving) that end the conference; never for a loop that only budgets and the target stop.");
     setting(w, "Max total iterations", &total.to_string());
     setting(w, "Time budget", "none");
     setting(w, "Token budget", "none");
     setting(w, "Researcher timeout", "none");
     setting(w, "Pause every", &pause);
+    setting(w, "Stall rounds", "2");
     section(w, "Evaluation", "command prints the metric and runs in the researcher's worktree; timeout is per experiment; repeats is runs per candidate (their mean counts); frozen lists the evaluation harness (paths or globs, comma-separated), which no candidate may change; committed files the commands name are frozen too unless Allowed changes lists them (`python3 train.py` with train.py allowed: train.py may change); frozen: none freezes nothing. metric from: name (the output must print `<metric>: <number>` or a JSON key; otherwise the run is a crash) or last number (take the last number printed when the metric is not named). Optional: holdout (a command run only in peer review), judge (qualitative mode: prints `score: <0-10>`).");
     setting(w, "Command", &eval_command);
     setting(w, "Timeout", "15m");

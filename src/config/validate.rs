@@ -243,6 +243,14 @@ impl<'a> Validator<'a> {
                 pause_every,
             )
             .flatten();
+        let stall_rounds = self
+            .value(
+                S::Constraints,
+                "Stall rounds",
+                "must be never or a number of rounds ≥ 1",
+                self::pause_every,
+            )
+            .map_or(Some(super::DEFAULT_STALL_ROUNDS), |(v, _, _)| v);
         let evaluation = self.evaluation(mode);
         let agent = self.agent();
         let guard = self.items(S::Guard);
@@ -271,6 +279,7 @@ impl<'a> Validator<'a> {
             token_budget,
             researcher_timeout,
             pause_every,
+            stall_rounds,
             evaluation: evaluation?,
             agent: agent?,
             success_definition: self.optional(S::PreFlightGate, "Success definition"),
@@ -885,6 +894,7 @@ Make it fast.
             token_budget: None,
             researcher_timeout: Some(Duration::from_secs(45 * 60)),
             pause_every: None,
+            stall_rounds: Some(2),
             evaluation: Evaluation {
                 command: s("./bench.sh"),
                 timeout: Duration::from_secs(300),
@@ -1118,6 +1128,18 @@ Count: 4
             "timeout",
         );
         assert_eq!(e.hint, "- timeout: 5m");
+    }
+
+    #[test]
+    fn stall_rounds_is_never_or_a_count_and_defaults_to_two() {
+        assert_eq!(load(PLAIN).unwrap().stall_rounds, Some(2));
+        for (value, want) in [("never", None), ("3", Some(3)), ("1 round", Some(1))] {
+            let text = format!("{PLAIN}## Constraints\n- stall rounds: {value}\n");
+            assert_eq!(load(&text).unwrap().stall_rounds, want, "{value}");
+        }
+        let text = format!("{PLAIN}## Constraints\n- **Stall rounds:** 0\n");
+        let e = assert_error(&text, 19, "never or a number of rounds");
+        assert!(e.hint.contains("Stall rounds"), "{e:?}");
     }
 
     #[test]

@@ -66,11 +66,14 @@ async fn measure_baseline(conf: &Conference) -> Result<()> {
         Err(e) => bail!("cannot measure the baseline: {e:#}"),
     }
     let metric = evaluate::metric_name(&conf.config);
-    let result = evaluate::evaluate(EvalRequest {
+    // With Noise runs > 1 the baseline is read that many times: the spread of those readings is
+    // the noise peer review holds every gain against, and their median the baseline.
+    let noise_runs = conf.config.noise_runs.max(1);
+    let mut result = evaluate::evaluate(EvalRequest {
         command: conf.config.eval_command(),
         metric: &metric,
         last_number: conf.config.evaluation.last_number,
-        runs: conf.config.evaluation.repeats,
+        runs: conf.config.evaluation.repeats.max(noise_runs),
         timeout: conf.config.evaluation.timeout,
         cwd: &path,
         env: conf.context_env("baseline", 0, 0, None),
@@ -80,6 +83,9 @@ async fn measure_baseline(conf: &Conference) -> Result<()> {
     .await?;
     if result.status == "interrupted" {
         return Ok(());
+    }
+    if noise_runs > 1 && result.ok() {
+        result.metric = super::noise::median(&result.runs);
     }
     let Some(value) = result.metric else {
         bail!(
@@ -99,7 +105,9 @@ async fn measure_baseline(conf: &Conference) -> Result<()> {
         "baseline.measured",
         &format!("{metric} = {value}"),
         json!({"metric_value": value, "runs": result.runs, "commit": st.baseline_commit,
-               "sub_metrics": result.sub_metrics, "notes": [note.clone()]}),
+               "sub_metrics": result.sub_metrics, "noise_runs": noise_runs,
+               "noise_sd": super::noise::pooled_noise_sd(&[&result.runs]),
+               "notes": [note.clone()]}),
         |next, _| {
             next.baseline_metric = Some(value);
             next.baseline_runs = result.runs.clone();
@@ -115,7 +123,13 @@ async fn measure_baseline(conf: &Conference) -> Result<()> {
         },
     )?;
     conf.note(&[(Oid::from_str(&st.baseline_commit)?, note)])?;
-    conf.ui.info(&format!("baseline {metric}: {value}"));
+    match super::noise::pooled_noise_sd(&[&result.runs]).filter(|_| noise_runs > 1) {
+        Some(sd) => conf.ui.info(&format!(
+            "baseline {metric}: {value} (median of {} readings; noise of one reading {sd:.6})",
+            result.runs.len()
+        )),
+        None => conf.ui.info(&format!("baseline {metric}: {value}")),
+    }
     Ok(())
 }
 

@@ -83,8 +83,19 @@ pub async fn evaluate(req: EvalRequest<'_>) -> Result<EvalResult> {
     for run in 0..req.runs.max(1) {
         let stdout = req.log_prefix.with_extension(format!("{run}.out"));
         let stderr = req.log_prefix.with_extension(format!("{run}.err"));
-        let mut env = base_env.clone();
-        env.push(("CONFERENCE_EVAL_RUN".into(), run.to_string()));
+        // A caller that runs one reading at a time (the review's interleaved runs) says which
+        // reading this is; the runs of this call count on from there.
+        let first = base_env
+            .iter()
+            .find(|(k, _)| k == "CONFERENCE_EVAL_RUN")
+            .and_then(|(_, v)| v.parse::<u32>().ok())
+            .unwrap_or(0);
+        let mut env: Vec<(String, String)> = base_env
+            .iter()
+            .filter(|(k, _)| k != "CONFERENCE_EVAL_RUN")
+            .cloned()
+            .collect();
+        env.push(("CONFERENCE_EVAL_RUN".into(), (first + run).to_string()));
         let finished = process::run(Spec {
             command: req.command,
             cwd: req.cwd,

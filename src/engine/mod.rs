@@ -13,10 +13,12 @@ pub mod briefing;
 pub mod driver;
 pub mod evaluate;
 pub mod guards;
+pub mod noise;
 pub mod openai;
 pub mod paths;
 pub mod prompt;
 pub mod prose;
+pub mod reasons;
 pub mod reconfigure;
 pub mod research;
 pub mod review;
@@ -252,6 +254,7 @@ impl Conference {
                         stuck_level: 0,
                         attempts: 0,
                         last_verdict: None,
+                        last_reason: None,
                         respawned: false,
                     },
                 )
@@ -283,6 +286,7 @@ impl Conference {
             round_bests: vec![],
             plateau_rounds: 0,
             high_score_rounds: 0,
+            stalled_rounds: 0,
             final_status: None,
             stop_reason: None,
             shared_knowledge: config.shared_knowledge.clone(),
@@ -293,6 +297,7 @@ impl Conference {
                 &metric,
             ),
             transfer_done: vec![],
+            noisy_evaluation: None,
             paused_at_round: 0,
             stopped_seconds: 0,
         };

@@ -52,6 +52,10 @@ pub fn record_config_change(
                "diff": crate::config::changes::unified(&conf.config_text, text)}),
         |next, _| {
             next.eval_settings = settings;
+            // The noisy-evaluation warning was about the old noise settings.
+            if config.noise_runs > 1 || config.evaluation.repeats > 1 {
+                next.noisy_evaluation = None;
+            }
             Ok(vec![StateChange::Put(
                 files::CONFIG.into(),
                 text.as_bytes().to_vec(),
@@ -98,6 +102,7 @@ fn continued(st: &super::state::State) -> super::state::State {
     next.stop_reason = None;
     next.plateau_rounds = 0;
     next.high_score_rounds = 0;
+    next.stalled_rounds = 0;
     for r in next.researchers.values_mut() {
         r.stuck_level = 0;
         r.consecutive_fails = 0;
@@ -164,7 +169,8 @@ mod tests {
             "total_iterations": 7, "started_at": "2026-01-01T00:00:00Z",
             "updated_at": "2026-01-01T01:00:00Z", "started_unix": 1767225600, "events": 30,
             "last_event": "conference.completed", "round_bests": [9.0, 8.0, 8.0],
-            "plateau_rounds": 2, "high_score_rounds": 0, "final_status": "stalled",
+            "plateau_rounds": 2, "high_score_rounds": 0, "stalled_rounds": 2,
+            "final_status": "stalled",
             "stop_reason": "every researcher is stuck at level 2 or higher",
             "shared_knowledge": [], "eval_settings": "abc", "transfer_done": []
         });
@@ -178,7 +184,7 @@ mod tests {
         let next = continued(&st);
         assert_eq!(next.phase, Phase::Between);
         assert_eq!((next.final_status, next.stop_reason), (None, None));
-        assert_eq!(next.plateau_rounds, 0);
+        assert_eq!((next.plateau_rounds, next.stalled_rounds), (0, 0));
         let a = &next.researchers["A"];
         assert_eq!((a.stuck_level, a.consecutive_fails), (0, 0));
         // History is kept: rounds, counts, bests.

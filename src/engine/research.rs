@@ -194,11 +194,15 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         conf.ui.researcher(
             id,
             &format!(
-                "round {} iteration {iteration}/{}  best {}  last {}",
+                "round {} iteration {iteration}/{}  best {}  last {}{}",
                 st.round,
                 conf.config.iterations_per_round,
                 fmt_metric(r.best_metric),
-                r.last_verdict.as_deref().unwrap_or("-")
+                r.last_verdict.as_deref().unwrap_or("-"),
+                r.last_reason
+                    .as_deref()
+                    .map(|w| format!(" ({})", super::reasons::one_line(w, 60)))
+                    .unwrap_or_default()
             ),
         );
         let briefing = super::briefing::gather(conf, id)?;
@@ -401,8 +405,14 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         super::workspace::link_shared(conf, &wt_path)?;
         settle(&mut watch);
         let now = conf.state();
+        let why = now
+            .researcher(id)
+            .last_reason
+            .as_deref()
+            .map(|w| format!(" — {}", super::reasons::one_line(w, 160)))
+            .unwrap_or_default();
         conf.ui.info(&format!(
-            "  {id} r{} i{iteration}: {verdict:<9} best {}  {description}",
+            "  {id} r{} i{iteration}: {verdict:<9} best {}  {description}{why}",
             st.round,
             fmt_metric(now.researcher(id).best_metric),
         ));
@@ -740,6 +750,8 @@ fn record_iteration(
         r.counts.add(verdict);
         r.round_counts.add(verdict);
         r.last_verdict = Some(verdict.to_string());
+        r.last_reason = super::reasons::shows_reason(verdict)
+            .then(|| super::reasons::reason_text(verdict, reason.as_deref()));
         if verdict == "kept" {
             r.head = commit_hex.clone();
             r.best_metric = result.metric;

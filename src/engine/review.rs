@@ -12,7 +12,8 @@ use git2::Oid;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::evaluate::{self, mean_sd, EvalRequest, EvalResult};
+use super::evaluate::{self, EvalRequest, EvalResult};
+use super::noise;
 use super::research::round_attempts;
 use super::state::{files, Phase};
 use super::Conference;
@@ -38,6 +39,16 @@ pub struct Finding {
     pub holdout: Option<(f64, f64)>,
     pub verdict: String,
     pub reasoning: String,
+    /// Noise of one reading as repeated readings measured it (None: not measured).
+    #[serde(default)]
+    pub noise_sd: Option<f64>,
+    /// With one reading per tree: how far the researcher's and the review's readings of this
+    /// snapshot disagreed, beyond the tolerance (the evaluation is noisy).
+    #[serde(default)]
+    pub noisy: Option<f64>,
+    /// When noisy: the noise runs that would resolve the claimed gain.
+    #[serde(default)]
+    pub suggested_noise_runs: Option<u32>,
 }
 
 /// Runs per candidate in review: noise runs, at least the evaluation's repeats.
@@ -59,13 +70,32 @@ pub fn review_settings(conf: &Conference) -> String {
     )
 }
 
-/// Evaluates `commit` in the detached worktree `label` with review-grade runs.
+/// Evaluates `commit` in the detached worktree `label` with review-grade runs; its metric is
+/// the median of the runs (one wild reading moves it little).
 pub async fn measure(
     conf: &Conference,
     label: &str,
     commit: &str,
     command: &str,
     what: &str,
+) -> Result<EvalResult> {
+    let mut result = measure_runs(conf, label, commit, command, what, review_runs(conf), 0).await?;
+    if result.ok() {
+        result.metric = noise::median(&result.runs);
+    }
+    Ok(result)
+}
+
+/// `runs` readings of `commit` in a clean checkout, numbered from `first_run`
+/// (`CONFERENCE_EVAL_RUN`).
+async fn measure_runs(
+    conf: &Conference,
+    label: &str,
+    commit: &str,
+    command: &str,
+    what: &str,
+    runs: u32,
+    first_run: u32,
 ) -> Result<EvalResult> {
     let path = conf.prepare_worktree(label, None, commit)?;
     super::workspace::remove_ignored(conf, &path)?;
@@ -75,16 +105,22 @@ pub async fn measure(
     let st = conf.state();
     let mut env = conf.context_env("review", st.round, 0, st.best.metric);
     env.push(("CONFERENCE_COMMIT".into(), commit.to_string()));
+    env.push(("CONFERENCE_EVAL_RUN".into(), first_run.to_string()));
     let metric = evaluate::metric_name(&conf.config);
+    let suffix = if first_run > 0 {
+        format!("-{first_run}")
+    } else {
+        String::new()
+    };
     let result = evaluate::evaluate(EvalRequest {
         command,
         metric: &metric,
         last_number: conf.config.evaluation.last_number,
-        runs: review_runs(conf),
+        runs,
         timeout: conf.config.evaluation.timeout,
         cwd: &path,
         env,
-        log_prefix: conf.log_path(&format!("r{}-{what}.eval", st.round)),
+        log_prefix: conf.log_path(&format!("r{}-{what}{suffix}.eval", st.round)),
         scheduler: &conf.scheduler,
     })
     .await?;
@@ -106,6 +142,47 @@ fn interrupted() -> EvalResult {
     }
 }
 
+/// The readings of one tree in the review, or why a reading failed.
+#[derive(Debug, Default)]
+struct Readings {
+    runs: Vec<f64>,
+    failed: Option<String>,
+}
+
+/// Reads the round start and every candidate in interleaved runs (start, A, B, start, A, B, …)
+/// so that drift of the machine or the data hits all alike. A candidate whose run fails is not
+/// read again. None when interrupted.
+async fn interleave(
+    conf: &Conference,
+    start: &str,
+    candidates: &[(String, String)],
+) -> Result<Option<(Readings, Vec<Readings>)>> {
+    let mut start_readings = Readings::default();
+    let mut readings: Vec<Readings> = candidates.iter().map(|_| Readings::default()).collect();
+    let command = conf.config.eval_command();
+    for run in 0..review_runs(conf) {
+        let mut trees: Vec<(&str, &str, &mut Readings)> =
+            vec![("start", start, &mut start_readings)];
+        for ((id, head), r) in candidates.iter().zip(readings.iter_mut()) {
+            trees.push((id, head, r));
+        }
+        for (what, commit, r) in trees {
+            if r.failed.is_some() {
+                continue;
+            }
+            let result = measure_runs(conf, "review", commit, command, what, 1, run).await?;
+            if result.status == "interrupted" {
+                return Ok(None);
+            }
+            match result.runs.first() {
+                Some(&v) if result.ok() => r.runs.push(v),
+                _ => r.failed = Some(result.reason.unwrap_or_else(|| "crash".into())),
+            }
+        }
+    }
+    Ok(Some((start_readings, readings)))
+}
+
 /// Phase 2: builds and records the poster session of the current round.
 pub async fn poster_session(conf: &Conference) -> Result<()> {
     let st = conf.state();
@@ -120,17 +197,19 @@ pub async fn poster_session(conf: &Conference) -> Result<()> {
         evaluate::metric_name(&conf.config)
     );
     let mut summary_parts = Vec::new();
+    let dir = conf
+        .direction()
+        .unwrap_or(crate::config::Direction::Maximize);
     for (id, r) in &st.researchers {
         let _ = writeln!(md, "## Researcher {id}\n");
-        let delta = match (r.best_metric, r.round_start_metric) {
-            (Some(b), Some(s)) => format!("{:+.6}{}", b - s, pct(b - s, s)),
+        let change = match (r.round_start_metric, r.best_metric) {
+            (Some(s), Some(b)) => format!("{}{}", change_text(dir, s, b), pct(dir.gain(b, s), s)),
             _ => "-".into(),
         };
         let _ = writeln!(
             md,
-            "- **Round best:** {} (round start {}, delta {delta})",
-            fmt(r.best_metric),
-            fmt(r.round_start_metric)
+            "- **Round best:** {} (from the round start: {change})",
+            fmt(r.best_metric)
         );
         let c = &r.round_counts;
         let _ = writeln!(
@@ -177,7 +256,7 @@ pub async fn poster_session(conf: &Conference) -> Result<()> {
                     a.description,
                     fmt(a.metric),
                     a.delta
-                        .map(|d| format!("{d:+.6}"))
+                        .map(|d| gain_text(dir.gain(d, 0.0)))
                         .unwrap_or_else(|| "-".into())
                 );
             }
@@ -202,164 +281,182 @@ pub async fn poster_session(conf: &Conference) -> Result<()> {
     )
 }
 
-/// Phase 3: re-evaluates each round-best in a clean checkout and records the verdicts.
+/// Phase 3: re-evaluates each round-best in a clean checkout, interleaved with the round start,
+/// and records the verdicts (see `noise` for the rule).
 pub async fn peer_review(conf: &Conference) -> Result<()> {
     let st = conf.state();
     let repo = conf.open_repo()?;
     let round_start = st.best.commit.clone();
-    let candidates: Vec<(String, String)> = st
-        .researchers
-        .iter()
-        .filter(|(_, r)| r.head != r.round_start && r.best_metric.is_some())
-        .map(|(id, r)| (id.clone(), r.head.clone()))
-        .collect();
-    let mut findings = Vec::new();
-    let mut start_runs = Vec::new();
-    let mut start_holdout = None;
-    if !candidates.is_empty() {
-        let start = measure(
-            conf,
-            "review",
-            &round_start,
-            conf.config.eval_command(),
-            "start",
-        )
-        .await?;
-        if start.status == "interrupted" {
-            return Ok(());
-        }
-        start_runs = start.runs.clone();
-        if let Some(holdout) = &conf.config.evaluation.holdout {
-            start_holdout = measure(conf, "review", &round_start, holdout, "start-holdout")
-                .await?
-                .metric;
-        }
-    }
-    let (start_mean, start_sd) = mean_sd(&start_runs);
-    let tolerance = super::stop::noise_threshold(conf, &st);
     let dir = conf
         .direction()
         .unwrap_or(crate::config::Direction::Maximize);
     let start_tree = repo.find_commit(Oid::from_str(&round_start)?)?.tree_id();
-    for (id, head) in candidates {
-        let r = st.researcher(&id);
-        let head_tree = repo.find_commit(Oid::from_str(&head)?)?.tree_id();
+    let attempts = round_attempts(conf, st.round)?;
+    let mut findings = Vec::new();
+    for (id, r) in st
+        .researchers
+        .iter()
+        .filter(|(_, r)| r.head != r.round_start && r.best_metric.is_some())
+    {
+        let head_tree = repo.find_commit(Oid::from_str(&r.head)?)?.tree_id();
         let changed = snapshot::changed_paths(&repo, start_tree, head_tree)?;
-        let description = round_attempts(conf, st.round)?
-            .into_iter()
-            .filter(|a| a.researcher == id && a.verdict == "kept")
-            .map(|a| a.description)
+        let description = attempts
+            .iter()
+            .filter(|a| a.researcher == *id && a.verdict == "kept")
+            .map(|a| a.description.clone())
             .collect::<Vec<_>>()
             .join("; ");
-        let claimed = r.best_metric;
-        let gain_claimed = match (claimed, r.round_start_metric) {
-            (Some(c), Some(s)) => dir.gain(c, s),
-            _ => 0.0,
-        };
-        let mut f = Finding {
+        findings.push(Finding {
             researcher: id.clone(),
-            commit: head.clone(),
+            commit: r.head.clone(),
             round_start: round_start.clone(),
             description,
-            files: changed.clone(),
-            claimed,
-            start_metric: (!start_runs.is_empty()).then_some(start_mean),
+            files: changed,
+            claimed: r.best_metric,
+            start_metric: None,
             reproduced: None,
             runs: vec![],
-            start_runs: start_runs.clone(),
-            gain_claimed,
+            start_runs: vec![],
+            gain_claimed: match (r.best_metric, r.round_start_metric) {
+                (Some(c), Some(s)) => dir.gain(c, s),
+                _ => 0.0,
+            },
             gain_reproduced: 0.0,
-            tolerance,
+            tolerance: super::stop::noise_threshold(conf, &st),
             holdout: None,
             verdict: String::new(),
             reasoning: String::new(),
-        };
-        if let Some(why) = conf.guard.violation(&changed) {
+            noise_sd: None,
+            noisy: None,
+            suggested_noise_runs: None,
+        });
+    }
+    // A diff touching a frozen or forbidden path is overturned without a run.
+    for f in &mut findings {
+        if let Some(why) = conf.guard.violation(&f.files) {
             f.verdict = "overturned".into();
             f.reasoning = format!("The diff {why}.");
-            findings.push(f);
-            continue;
         }
-        let result = measure(conf, "review", &head, conf.config.eval_command(), &id).await?;
-        if result.status == "interrupted" {
+    }
+    let to_read: Vec<(String, String)> = findings
+        .iter()
+        .filter(|f| f.verdict.is_empty())
+        .map(|f| (f.researcher.clone(), f.commit.clone()))
+        .collect();
+    let mut start_runs = Vec::new();
+    if !to_read.is_empty() {
+        let Some((start, readings)) = interleave(conf, &round_start, &to_read).await? else {
             return Ok(());
-        }
-        crate::failpoint::hit("review.measured");
-        f.runs = result.runs.clone();
-        let Some(mean) = result.metric else {
-            f.verdict = "overturned".into();
-            f.reasoning = format!(
-                "Re-running the snapshot failed: {}.",
-                result.reason.unwrap_or_else(|| "crash".into())
-            );
-            findings.push(f);
-            continue;
         };
-        f.reproduced = Some(mean);
-        let (_, sd) = mean_sd(&result.runs);
-        let n = result.runs.len().max(1) as f64;
-        let noise = 2.0 * ((sd * sd + start_sd * start_sd) / n).sqrt();
-        let needed = tolerance.max(noise);
-        f.tolerance = needed;
-        f.gain_reproduced = dir.gain(mean, start_mean);
-        let consistent = result.runs.iter().all(|&v| dir.gain(v, start_mean) > 0.0);
-        let (verdict, reasoning) = if f.gain_reproduced <= 0.0 {
-            ("overturned", format!(
-                "No gain on re-run: {mean:.6} against {start_mean:.6} at the round start (claimed {}).",
-                fmt(claimed)
-            ))
-        } else if f.gain_reproduced <= needed {
-            (
-                "challenged",
-                format!(
-                    "Gain {:.6} is within the noise tolerance {needed:.6}; it may be noise.",
-                    f.gain_reproduced
-                ),
-            )
-        } else if !consistent || f.gain_reproduced < 0.5 * gain_claimed {
-            (
-                "challenged",
-                format!(
-                    "Gain reproduces only partly or inconsistently: {:.6} against {:.6} claimed.",
-                    f.gain_reproduced, gain_claimed
-                ),
-            )
-        } else {
-            (
-                "validated",
-                format!(
-                    "Gain {:.6} reproduces over {} run(s), beyond the tolerance {needed:.6}.",
-                    f.gain_reproduced,
-                    result.runs.len()
-                ),
-            )
+        start_runs = start.runs.clone();
+        let start_holdout = match &conf.config.evaluation.holdout {
+            Some(holdout) => {
+                measure(conf, "review", &round_start, holdout, "start-holdout")
+                    .await?
+                    .metric
+            }
+            None => None,
         };
-        f.verdict = verdict.into();
-        f.reasoning = reasoning;
-        if let (Some(holdout), Some(start_h)) = (&conf.config.evaluation.holdout, start_holdout) {
-            let h = measure(conf, "review", &head, holdout, &format!("{id}-holdout")).await?;
-            match h.metric {
-                Some(v) => {
-                    f.holdout = Some((v, start_h));
-                    if f.verdict == "validated" && dir.gain(v, start_h) < -tolerance {
-                        f.verdict = "challenged".into();
-                        f.reasoning.push_str(&format!(
-                            " The hold-out evaluation gets worse ({v:.6} against {start_h:.6}): it may not generalise."
-                        ));
-                    }
-                }
-                None => {
-                    if f.verdict == "validated" {
-                        f.verdict = "challenged".into();
-                        f.reasoning
-                            .push_str(" The hold-out evaluation failed on this snapshot.");
-                    }
-                }
+        for ((id, _), r) in to_read.iter().zip(readings) {
+            let f = findings
+                .iter_mut()
+                .find(|f| &f.researcher == id)
+                .expect("a finding per candidate");
+            // Once per finding measured (a kill here loses the readings: resume reads again).
+            crate::failpoint::hit("review.measured");
+            judge_finding(conf, &st, f, &start, r);
+            if f.verdict == "validated" {
+                check_holdout(conf, f, start_holdout, dir).await?;
             }
         }
-        findings.push(f);
     }
     record_review(conf, findings, &start_runs).await
+}
+
+/// The verdict of one finding from its readings and the round start's.
+fn judge_finding(
+    conf: &Conference,
+    st: &super::state::State,
+    f: &mut Finding,
+    start: &Readings,
+    r: Readings,
+) {
+    f.start_runs = start.runs.clone();
+    f.start_metric = noise::median(&start.runs);
+    f.runs = r.runs;
+    if let Some(why) = r.failed.or_else(|| {
+        start
+            .failed
+            .as_ref()
+            .filter(|_| start.runs.is_empty())
+            .map(|w| format!("the round start itself failed: {w}"))
+    }) {
+        f.verdict = "overturned".into();
+        f.reasoning = format!("Re-running the snapshot failed: {why}.");
+        return;
+    }
+    // Noise runs 1 with one reading per tree: the baseline says nothing about the noise.
+    let baseline_runs: &[f64] = if conf.config.noise_runs > 1 || st.baseline_runs.len() > 1 {
+        &st.baseline_runs
+    } else {
+        &[]
+    };
+    let j = noise::judge(&noise::Evidence {
+        direction: conf
+            .direction()
+            .unwrap_or(crate::config::Direction::Maximize),
+        start_runs: &start.runs,
+        runs: &f.runs,
+        claimed: f.claimed,
+        gain_claimed: f.gain_claimed,
+        min_delta: super::stop::noise_threshold(conf, st),
+        baseline_runs,
+    });
+    f.reproduced = Some(j.reproduced);
+    f.gain_reproduced = j.gain;
+    f.tolerance = j.needed;
+    f.noise_sd = j.noise_sd;
+    f.noisy = j.noisy;
+    f.suggested_noise_runs = j.suggested_runs;
+    f.verdict = j.verdict.into();
+    f.reasoning = j.reasoning;
+}
+
+/// A validated finding whose hold-out evaluation gets worse (or fails) is challenged.
+async fn check_holdout(
+    conf: &Conference,
+    f: &mut Finding,
+    start_holdout: Option<f64>,
+    dir: crate::config::Direction,
+) -> Result<()> {
+    let (Some(holdout), Some(start_h)) = (&conf.config.evaluation.holdout, start_holdout) else {
+        return Ok(());
+    };
+    let h = measure(
+        conf,
+        "review",
+        &f.commit,
+        holdout,
+        &format!("{}-holdout", f.researcher),
+    )
+    .await?;
+    match h.metric {
+        Some(v) => {
+            f.holdout = Some((v, start_h));
+            if dir.gain(v, start_h) < -f.tolerance {
+                f.verdict = "challenged".into();
+                f.reasoning.push_str(&format!(
+                    " The hold-out evaluation gets worse ({v:.6} against {start_h:.6}): it may not generalise."
+                ));
+            }
+        }
+        None => {
+            f.verdict = "challenged".into();
+            f.reasoning
+                .push_str(" The hold-out evaluation failed on this snapshot.");
+        }
+    }
+    Ok(())
 }
 
 /// Validated findings in transfer order: larger reproduced gain first, ties to the lower letter.
@@ -456,8 +553,15 @@ async fn record_review(
     );
     let findings_json = serde_json::to_vec_pretty(&findings)?;
     let start_json = serde_json::to_vec(&start_runs)?;
+    let noisy = noisy_evaluation(conf, st.round, &findings);
+    if let Some(warning) = &noisy {
+        conf.ui.warn(&format!("warning: {warning}"));
+    }
     conf.record("round.peer_review", &summary, payload.clone(), |next, _| {
         next.phase = Phase::Transfer;
+        if noisy.is_some() {
+            next.noisy_evaluation = noisy.clone();
+        }
         next.transfer_done.clear();
         Ok(vec![
             StateChange::Put(files::review(next.round), md.into_bytes()),
@@ -482,6 +586,29 @@ async fn record_review(
     Ok(())
 }
 
+/// The warning for an evaluation that proved noisy this round (one reading per tree, and the
+/// review's reading of a snapshot disagreed with the researcher's beyond the tolerance).
+fn noisy_evaluation(conf: &Conference, round: u32, findings: &[Finding]) -> Option<String> {
+    let f = findings
+        .iter()
+        .filter(|f| f.noisy.is_some())
+        .max_by(|a, b| {
+            a.noisy
+                .partial_cmp(&b.noisy)
+                .unwrap_or(std::cmp::Ordering::Equal)
+        })?;
+    let d = f.noisy?;
+    Some(format!(
+        "the evaluation is noisy: in round {round} researcher {} read {} and the review {} for the same snapshot `{}` (a difference of {d:.6}, beyond the tolerance); with Noise runs: {} a lucky reading can pass for a gain. Set `- **Noise runs:** {}` under ## Noise Handling.",
+        f.researcher,
+        fmt(f.claimed),
+        fmt(f.reproduced),
+        &f.commit[..10.min(f.commit.len())],
+        conf.config.noise_runs,
+        f.suggested_noise_runs.unwrap_or(5)
+    ))
+}
+
 fn render_review(
     conf: &Conference,
     round: u32,
@@ -492,11 +619,10 @@ fn render_review(
 ) -> String {
     let mut md = String::new();
     let _ = writeln!(md, "# Peer Review — Round {round}\n");
-    let (start_mean, _) = mean_sd(start_runs);
-    if !start_runs.is_empty() {
+    if let Some(m) = noise::median(start_runs) {
         let _ = writeln!(
             md,
-            "Round start re-measured {} time(s): mean {start_mean:.6} (runs: {}).\n",
+            "Round start re-measured {} time(s), interleaved with the findings: median {m:.6} (runs: {}).\n",
             start_runs.len(),
             join(start_runs)
         );
@@ -507,6 +633,17 @@ fn render_review(
             "No researcher kept a change this round: nothing to review.\n"
         );
     }
+    if let Some(warning) = noisy_evaluation(conf, round, findings) {
+        let mut chars = warning.chars();
+        let first: String = chars
+            .next()
+            .map(|c| c.to_uppercase().collect())
+            .unwrap_or_default();
+        let _ = writeln!(md, "**Warning:** {first}{}\n", chars.as_str());
+    }
+    let dir = conf
+        .direction()
+        .unwrap_or(crate::config::Direction::Maximize);
     for f in findings {
         let _ = writeln!(
             md,
@@ -516,13 +653,9 @@ fn render_review(
         );
         let _ = writeln!(
             md,
-            "- **Claim:** {} → {} ({:+.6}) with `{}` changing {}",
-            fmt(f
-                .start_metric
-                .or(Some(start_mean))
-                .filter(|v| v.is_finite())),
+            "- **Claim:** the researcher read {} ({}) with `{}` changing {}",
             fmt(f.claimed),
-            f.gain_claimed,
+            gain_text(f.gain_claimed),
             &f.commit[..10],
             if f.files.is_empty() {
                 "nothing".to_string()
@@ -530,15 +663,25 @@ fn render_review(
                 f.files.join(", ")
             }
         );
+        let evidence = match (f.start_metric, f.reproduced) {
+            (Some(s), Some(r)) => format!(
+                "round start {s:.6} (runs: {}) against the finding {r:.6} (runs: {}), interleaved in a clean checkout: {}; tolerance {:.6}",
+                join(&f.start_runs),
+                join(&f.runs),
+                change_text(dir, s, r),
+                f.tolerance
+            ),
+            _ if !f.runs.is_empty() => format!("runs before the failure: {}", join(&f.runs)),
+            _ => "not re-run".to_string(),
+        };
         let _ = writeln!(
             md,
-            "- **Evidence:** re-run from the commit in a clean checkout: {} (runs: {}); gain {:+.6}; tolerance {:.6}{}",
-            fmt(f.reproduced),
-            join(&f.runs),
-            f.gain_reproduced,
-            f.tolerance,
+            "- **Evidence:** {evidence}{}{}",
+            f.noise_sd
+                .map(|sd| format!("; noise of one reading {sd:.6}"))
+                .unwrap_or_default(),
             f.holdout
-                .map(|(v, s)| format!("; hold-out {v:.6} against {s:.6}"))
+                .map(|(v, s)| format!("; hold-out {}", change_text(dir, s, v)))
                 .unwrap_or_default()
         );
         let _ = writeln!(md, "- **Verdict:** {}", f.verdict);
@@ -551,10 +694,17 @@ fn render_review(
         let _ = writeln!(md, "- **Action:** {action}\n");
     }
     let _ = writeln!(md, "## Conflict Resolution\n");
-    if conflicts.is_empty() {
+    if order.len() < 2 {
         let _ = writeln!(
             md,
-            "No two validated findings change the same lines of a file: they combine.\n"
+            "{} validated finding(s): nothing to resolve.\n",
+            order.len()
+        );
+    } else if conflicts.is_empty() {
+        let _ = writeln!(
+            md,
+            "No two of the {} validated findings change the same lines of a file: they combine.\n",
+            order.len()
         );
     } else {
         for c in conflicts {
@@ -595,10 +745,10 @@ fn render_review(
     for (i, f) in order.iter().enumerate() {
         let _ = writeln!(
             md,
-            "{}. Transfer Researcher {}'s finding (gain {:+.6}): {}",
+            "{}. Transfer Researcher {}'s finding ({}): {}",
             i + 1,
             f.researcher,
-            f.gain_reproduced,
+            gain_text(f.gain_reproduced),
             short(&f.description)
         );
     }
@@ -630,6 +780,24 @@ fn join(v: &[f64]) -> String {
         .join(", ")
 }
 
+/// A change of the metric with its direction spelled out (gain positive = better):
+/// `1.128311 → 1.150005 (gain -0.021694, worse)` under minimize.
+pub fn change_text(dir: crate::config::Direction, from: f64, to: f64) -> String {
+    format!("{from:.6} → {to:.6} ({})", gain_text(dir.gain(to, from)))
+}
+
+/// A gain (positive = better whatever the direction) with its meaning.
+pub fn gain_text(gain: f64) -> String {
+    let word = if gain > 0.0 {
+        "better"
+    } else if gain < 0.0 {
+        "worse"
+    } else {
+        "unchanged"
+    };
+    format!("gain {gain:+.6}, {word}")
+}
+
 pub fn fmt(v: Option<f64>) -> String {
     v.map(|v| format!("{v:.6}")).unwrap_or_else(|| "-".into())
 }
@@ -639,5 +807,51 @@ fn pct(delta: f64, base: f64) -> String {
         format!(" ({:+.2}%)", 100.0 * delta / base.abs())
     } else {
         String::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Direction::{Maximize, Minimize};
+
+    /// Gain positive = better, whatever the direction; the words say which.
+    #[test]
+    fn changes_read_the_same_way_in_both_directions() {
+        let cases = [
+            (
+                Minimize,
+                1.128311,
+                1.150005,
+                "1.128311 → 1.150005 (gain -0.021694, worse)",
+            ),
+            (
+                Minimize,
+                10.0,
+                9.0,
+                "10.000000 → 9.000000 (gain +1.000000, better)",
+            ),
+            (
+                Maximize,
+                0.5,
+                0.75,
+                "0.500000 → 0.750000 (gain +0.250000, better)",
+            ),
+            (
+                Maximize,
+                0.5,
+                0.25,
+                "0.500000 → 0.250000 (gain -0.250000, worse)",
+            ),
+            (
+                Maximize,
+                2.0,
+                2.0,
+                "2.000000 → 2.000000 (gain +0.000000, unchanged)",
+            ),
+        ];
+        for (dir, from, to, want) in cases {
+            assert_eq!(change_text(dir, from, to), want);
+        }
     }
 }

@@ -82,6 +82,9 @@ pub struct ResearcherState {
     /// Attempts ever made by this researcher (seeds the built-in tuner deterministically).
     pub attempts: u64,
     pub last_verdict: Option<String>,
+    /// Why the last attempt was rejected, crashed, timed out or changed nothing (None otherwise).
+    #[serde(default)]
+    pub last_reason: Option<String>,
     /// Stopped at stuck level 3 last round; this round it starts again with a new strategy.
     #[serde(default)]
     pub respawned: bool,
@@ -122,6 +125,9 @@ pub struct State {
     pub plateau_rounds: u32,
     /// Consecutive rounds where every qualitative score was >= 8.
     pub high_score_rounds: u32,
+    /// Consecutive rounds in which every researcher was stalled (see `stop::researcher_stalled`).
+    #[serde(default)]
+    pub stalled_rounds: u32,
     /// Why it stopped: converged | budget_stop | stalled (None while running).
     pub final_status: Option<String>,
     pub stop_reason: Option<String>,
@@ -131,6 +137,10 @@ pub struct State {
     pub eval_settings: String,
     /// Knowledge transfer progress in the current round: picks already decided.
     pub transfer_done: Vec<String>,
+    /// The latest warning that the evaluation proved noisy with one reading per tree (peer
+    /// review), with the noise runs to set; None while no review saw it.
+    #[serde(default)]
+    pub noisy_evaluation: Option<String>,
     /// The round after which the conference last paused (so a resume does not pause again).
     #[serde(default)]
     pub paused_at_round: u32,

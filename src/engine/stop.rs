@@ -1,12 +1,19 @@
 //! Stop rules, checked in the original skill's order after each round: target reached →
 //! converged; budgets (max_rounds, max_total_iterations, time_budget) → budget_stop; every
-//! researcher at stuck level 2+ → stalled; plateau for 2 rounds within the noise threshold →
-//! converged; qualitative scores all ≥ 8 for 2 rounds → converged. Also `pause_every`, and the
-//! per-round iteration allotment that keeps `max_total_iterations` a hard cap.
+//! researcher stalled for `Stall rounds` consecutive rounds → stalled; plateau (no progress beyond
+//! the noise threshold) for as many rounds, at least 2 → converged; qualitative scores all ≥ 8
+//! for 2 rounds → converged. Also `pause_every`, and the per-round iteration allotment that keeps
+//! `max_total_iterations` a hard cap.
+//!
+//! A bad streak is a signal to change direction, not to stop (seed 000's stuck levels, seed 002's
+//! "plateau is a signal"): stuck levels go to the agent's prompt, level 3 ends that researcher's
+//! round and respawns it next round with a pivot, and only a whole conference that stays stalled
+//! round after round stops. `Stall rounds: never` is seed 002's never-stop loop: only the budgets
+//! and the target end it.
 
 use std::time::Duration;
 
-use super::state::State;
+use super::state::{ResearcherState, State};
 use super::Conference;
 use crate::config::{Mode, Tolerance};
 
@@ -136,26 +143,58 @@ pub fn check(conf: &Conference, st: &State) -> Option<Stop> {
         let why: Vec<String> = budgets.iter().map(|(_, w)| w.clone()).collect();
         return stop("budget_stop", token, why.join("; "));
     }
-    if st.round > 0 && st.researchers.values().all(|r| r.stuck_level >= 2) {
+    let plateau = (conf.config.mode == Mode::Metric).then_some(st.plateau_rounds);
+    if let Some(s) = no_progress(conf.config.stall_rounds, st.stalled_rounds, plateau) {
+        return Some(s);
+    }
+    if conf.config.mode == Mode::Qualitative && st.high_score_rounds >= 2 {
+        return stop(
+            "converged",
+            "quality_reached",
+            "all scores >= 8/10 for 2 rounds",
+        );
+    }
+    None
+}
+
+/// Whether a researcher was stalled in the round that just ended: it kept nothing, and its
+/// streak of non-improving attempts reached stuck level 2 (5 in a row, across rounds) or level 3
+/// (7 in a row, which ends its round early). Read before the next `round.started` resets the
+/// round's counts.
+pub fn researcher_stalled(r: &ResearcherState) -> bool {
+    r.round_counts.kept == 0 && r.stuck_level >= 2
+}
+
+/// Every researcher was stalled in the round that just ended.
+pub fn every_researcher_stalled(st: &State) -> bool {
+    !st.researchers.is_empty() && st.researchers.values().all(researcher_stalled)
+}
+
+/// The rules for rounds without progress, over the counts: every researcher stalled for
+/// `stall_rounds` consecutive rounds → stalled; the best not moving beyond the noise for as many
+/// rounds (at least the seed's 2) → converged on a plateau (`plateau_rounds` is None in
+/// qualitative mode). `stall_rounds` None (`never`) disables both.
+pub fn no_progress(
+    stall_rounds: Option<u32>,
+    stalled_rounds: u32,
+    plateau_rounds: Option<u32>,
+) -> Option<Stop> {
+    let n = stall_rounds?.max(1);
+    if stalled_rounds >= n {
         return stop(
             "stalled",
             "all_researchers_stuck",
-            "every researcher is stuck at level 2 or higher",
+            format!(
+                "every researcher stalled (stuck, nothing kept) for {stalled_rounds} consecutive round(s) (Stall rounds: {n})"
+            ),
         );
     }
-    if conf.config.mode == Mode::Qualitative {
-        if st.high_score_rounds >= 2 {
-            return stop(
-                "converged",
-                "quality_reached",
-                "all scores >= 8/10 for 2 rounds",
-            );
-        }
-    } else if st.plateau_rounds >= 2 {
+    let needed = n.max(2);
+    if plateau_rounds.is_some_and(|p| p >= needed) {
         return stop(
             "converged",
             "metric_plateau",
-            "metric plateau: no progress beyond the noise threshold for 2 rounds",
+            format!("metric plateau: no progress beyond the noise threshold for {needed} rounds"),
         );
     }
     None
@@ -178,4 +217,78 @@ pub fn is_endgame(conf: &Conference, st: &State) -> bool {
 /// Pause after this round (`pause_every: N`).
 pub fn should_pause(conf: &Conference, st: &State) -> bool {
     matches!(conf.config.pause_every, Some(n) if n > 0 && st.round > 0 && st.round.is_multiple_of(n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_without_progress_table() {
+        // (Stall rounds, consecutive all-stalled rounds, plateau rounds) → stop token.
+        type Case = (Option<u32>, u32, Option<u32>, Option<&'static str>);
+        let cases: &[Case] = &[
+            (Some(2), 0, Some(0), None),
+            // One stalled round is a signal, not a stop (the repro).
+            (Some(2), 1, Some(1), None),
+            (Some(2), 2, Some(2), Some("all_researchers_stuck")),
+            (Some(2), 0, Some(2), Some("metric_plateau")),
+            (Some(2), 1, Some(2), Some("metric_plateau")),
+            (Some(3), 2, Some(2), None),
+            (Some(3), 3, Some(3), Some("all_researchers_stuck")),
+            (Some(3), 0, Some(3), Some("metric_plateau")),
+            // A plateau needs at least the seed's 2 rounds even with Stall rounds: 1.
+            (Some(1), 0, Some(1), None),
+            (Some(1), 1, Some(1), Some("all_researchers_stuck")),
+            // Qualitative mode has no metric plateau.
+            (Some(2), 0, None, None),
+            // never: the never-stop loop.
+            (None, 50, Some(50), None),
+        ];
+        for &(setting, stalled, plateau, want) in cases {
+            let got = no_progress(setting, stalled, plateau).map(|s| s.token);
+            assert_eq!(got, want, "{setting:?} {stalled} {plateau:?}");
+        }
+    }
+
+    fn researcher(kept: u64, stuck_level: u8) -> ResearcherState {
+        ResearcherState {
+            head: String::new(),
+            best_metric: None,
+            round_start: String::new(),
+            round_start_metric: None,
+            round_iterations: 0,
+            round_finished: None,
+            counts: Default::default(),
+            round_counts: super::super::state::Counts {
+                kept,
+                ..Default::default()
+            },
+            consecutive_fails: 0,
+            stuck_level,
+            attempts: 0,
+            last_verdict: None,
+            last_reason: None,
+            respawned: false,
+        }
+    }
+
+    #[test]
+    fn a_researcher_is_stalled_when_it_kept_nothing_at_level_two_or_more() {
+        let cases = [
+            (0, 0, false),
+            (0, 1, false),
+            (0, 2, true),
+            (0, 3, true),
+            (1, 3, false),
+            (2, 2, false),
+        ];
+        for (kept, level, want) in cases {
+            assert_eq!(
+                researcher_stalled(&researcher(kept, level)),
+                want,
+                "{kept} {level}"
+            );
+        }
+    }
 }

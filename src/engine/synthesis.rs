@@ -9,7 +9,7 @@ use anyhow::Result;
 use git2::Oid;
 
 use super::research::{round_attempts, AttemptRecord};
-use super::review::{fmt, Finding};
+use super::review::{fmt, gain_text, Finding};
 use super::state::{files, State};
 use super::Conference;
 use crate::git::snapshot;
@@ -42,6 +42,21 @@ pub fn signed(d: f64) -> String {
     }
 }
 
+/// The description column; a rejected, crashed, timed-out or unchanged attempt's reason follows
+/// it (the seed's status column has only kept | reverted | failed), so the column count stays.
+fn tsv_description(a: &AttemptRecord) -> String {
+    let mut text = tsv_clean(&a.description);
+    if super::reasons::shows_reason(&a.verdict) {
+        let why = super::reasons::reason_text(&a.verdict, a.reason.as_deref());
+        text.push_str(&format!(
+            " [{}: {}]",
+            a.verdict,
+            tsv_clean(&super::reasons::one_line(&why, 200))
+        ));
+    }
+    text
+}
+
 /// One results row.
 pub fn tsv_row(a: &AttemptRecord, evaluator: &str, verdict: Option<&str>) -> String {
     let delta = a.delta.map(signed).unwrap_or_else(|| "-".into());
@@ -60,7 +75,7 @@ pub fn tsv_row(a: &AttemptRecord, evaluator: &str, verdict: Option<&str>) -> Str
             .map(|m| m.to_string())
             .unwrap_or_else(|| "-".into()),
         tsv_status(&a.verdict),
-        tsv_clean(&a.description),
+        tsv_description(a),
         verdict.unwrap_or("-"),
         a.timestamp
     )
@@ -225,9 +240,10 @@ pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
     );
     let _ = writeln!(
         report,
-        "- **Rounds:** {} · **iterations:** {}\n",
+        "- **Rounds:** {} · **iterations:** {}",
         st.round, st.total_iterations
     );
+    let _ = writeln!(report, "- **Noise:** {}\n", noise_sentence(conf, st));
 
     let _ = writeln!(report, "## Rounds\n");
     let _ = writeln!(
@@ -278,13 +294,14 @@ pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
             any = true;
             let _ = writeln!(
                 report,
-                "### Round {round}, Researcher {} — {}\n\n{} · claimed {} · reproduced {} · gain {:+.6}\n\n{}\n",
+                "### Round {round}, Researcher {} — {}\n\n{} · claimed {} · reproduced {} against the round start {} ({})\n\n{}\n",
                 f.researcher,
                 f.description.lines().next().unwrap_or(""),
                 f.verdict,
                 fmt(f.claimed),
                 fmt(f.reproduced),
-                f.gain_reproduced,
+                fmt(f.start_metric),
+                gain_text(f.gain_reproduced),
                 f.reasoning
             );
             if let (Ok(a), Ok(b)) = (Oid::from_str(&f.round_start), Oid::from_str(&f.commit)) {
@@ -306,6 +323,8 @@ pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
         "```diff\n{}```\n",
         truncate(&snapshot::diff_text(&repo, base_tree, best_tree)?, 8000)
     );
+    let _ = writeln!(report, "## Why attempts failed\n");
+    let _ = writeln!(report, "{}", super::reasons::markdown(&attempts));
     let _ = writeln!(report, "## Researchers\n");
     let _ = writeln!(report, "| Researcher | Attempts | Kept | Reverted | Crashed | Timeout | Rejected | No change | Best |");
     let _ = writeln!(report, "|---|---|---|---|---|---|---|---|---|");
@@ -354,9 +373,9 @@ pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
             .find(|(r, f)| *r == round && f.researcher == id)
             .map(|(_, f)| {
                 format!(
-                    "{} ({:+.6})",
+                    "{} ({})",
                     f.description.lines().next().unwrap_or(""),
-                    f.gain_reproduced
+                    gain_text(f.gain_reproduced)
                 )
             })
             .unwrap_or_default()
@@ -403,8 +422,17 @@ pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
         .iter()
         .filter(|(_, f)| f.verdict != "validated")
         .collect();
-    if failed.is_empty() {
-        let _ = writeln!(synthesis, "Every reviewed finding was validated.");
+    if findings.is_empty() {
+        let _ = writeln!(
+            synthesis,
+            "No finding was reviewed: no researcher kept a change that beat its round start."
+        );
+    } else if failed.is_empty() {
+        let _ = writeln!(
+            synthesis,
+            "All {} reviewed finding(s) were validated.",
+            findings.len()
+        );
     }
     for (round, f) in failed {
         let _ = writeln!(
@@ -416,22 +444,84 @@ pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
             f.reasoning
         );
     }
+    let _ = writeln!(synthesis, "\n## Why attempts failed\n");
+    let _ = write!(synthesis, "{}", super::reasons::markdown(&attempts));
     let _ = writeln!(synthesis, "\n## Open questions\n");
-    let _ = writeln!(
-        synthesis,
-        "- Challenged findings may hold with more noise runs (Noise Handling → Noise runs).\n- {}",
-        if st.final_status.as_deref() == Some("budget_stop") {
-            "The budget ended the conference before convergence: more rounds may still improve the metric."
-        } else {
-            "The conference stopped on its own rule; a new search space or focus may find more."
-        }
-    );
+    for q in open_questions(conf, st, &findings) {
+        let _ = writeln!(synthesis, "- {q}");
+    }
     let png = plot(conf, st, &attempts)?;
     Ok(vec![
         (files::SYNTHESIS.to_string(), synthesis.into_bytes()),
         (files::FINAL_REPORT.to_string(), report.into_bytes()),
         (files::PLOT.to_string(), png),
     ])
+}
+
+/// What the data says about the evaluation's noise, in one sentence.
+fn noise_sentence(conf: &Conference, st: &State) -> String {
+    if let Some(warning) = &st.noisy_evaluation {
+        return warning.clone();
+    }
+    let runs = conf.config.noise_runs.max(conf.config.evaluation.repeats);
+    match super::noise::pooled_noise_sd(&[&st.baseline_runs]) {
+        Some(sd) => format!(
+            "the baseline was read {} times; noise of one reading {sd:.6}; peer review read each finding {runs} time(s), interleaved with the round start",
+            st.baseline_runs.len()
+        ),
+        None => format!(
+            "one reading per tree (Noise runs: {}); no review reading disagreed with a researcher's beyond the tolerance",
+            conf.config.noise_runs
+        ),
+    }
+}
+
+/// The open questions the data raises (each computed from what it names).
+fn open_questions(conf: &Conference, st: &State, findings: &[(u32, Finding)]) -> Vec<String> {
+    let mut out = Vec::new();
+    let challenged = findings
+        .iter()
+        .filter(|(_, f)| f.verdict == "challenged")
+        .count();
+    if challenged > 0 {
+        out.push(format!(
+            "{challenged} challenged finding(s) may hold with more noise runs (Noise Handling → Noise runs, now {}).",
+            conf.config.noise_runs
+        ));
+    }
+    if let Some(warning) = &st.noisy_evaluation {
+        out.push(format!("Noise: {warning}"));
+    }
+    let last = st.round_bests.last().copied().flatten();
+    let before = st
+        .round_bests
+        .len()
+        .checked_sub(2)
+        .and_then(|i| st.round_bests[i])
+        .or(st.baseline_metric);
+    let last_round_gain = match (last, before, conf.direction()) {
+        (Some(now), Some(then), Some(dir)) => Some(dir.gain(now, then)),
+        _ => None,
+    };
+    let why = st.stop_reason.as_deref().unwrap_or("-");
+    out.push(match st.final_status.as_deref() {
+        Some("budget_stop") => match last_round_gain {
+            Some(g) if g > 0.0 => format!(
+                "The budget ended the conference ({why}) while the last round still improved the best ({}): more rounds may improve it further.",
+                gain_text(g)
+            ),
+            _ => format!(
+                "The budget ended the conference ({why}); the last round did not improve the best."
+            ),
+        },
+        Some("stalled") => format!(
+            "Every researcher stalled ({why}): a new search space, focus or agent may find more."
+        ),
+        Some("converged") => format!("The conference converged ({why})."),
+        Some(other) => format!("The conference ended {other} ({why})."),
+        None => "The conference has not ended yet.".to_string(),
+    });
+    out
 }
 
 fn truncate(s: &str, max: usize) -> String {

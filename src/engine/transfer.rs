@@ -14,7 +14,7 @@ use git2::{Oid, Repository};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::evaluate::{mean_sd, EvalResult};
+use super::evaluate::EvalResult;
 use super::research::researcher_signature;
 use super::review::{self, fmt, Finding};
 use super::state::{files, Phase};
@@ -100,7 +100,7 @@ async fn pick(conf: &Conference, f: &Finding, start_runs: &[f64]) -> Result<()> 
     let best_metric = if merged_this_round || start_runs.is_empty() {
         st.best.metric
     } else {
-        Some(mean_sd(start_runs).0)
+        super::noise::median(start_runs)
     };
     let (verdict, candidate, result, reason): (&str, Option<Oid>, Option<EvalResult>, String) =
         if tree == best_tree {
@@ -363,6 +363,11 @@ fn complete_round(conf: &Conference, findings: &[Finding]) -> Result<()> {
             0
         } else {
             next.plateau_rounds + 1
+        };
+        next.stalled_rounds = if super::stop::every_researcher_stalled(next) {
+            next.stalled_rounds + 1
+        } else {
+            0
         };
         next.high_score_rounds = if all_high {
             next.high_score_rounds + 1

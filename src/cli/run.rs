@@ -67,6 +67,10 @@ pub struct ResumeArgs {
 pub fn start(args: StartArgs, quiet: bool) -> Result<i32> {
     // Ctrl-C means "stop gracefully" from the first instant, not only once the lock is taken.
     crate::exec::process::handle_early_interrupts();
+    interrupted_or(start_conference(args, quiet))
+}
+
+fn start_conference(args: StartArgs, quiet: bool) -> Result<i32> {
     let repo = super::discover()?;
     let top = super::workdir(&repo)?;
     let config_path = if args.config.is_absolute() {
@@ -175,6 +179,7 @@ fn take_over(run_dir: &std::path::Path, name: &str) -> Result<RunLock> {
     }
     crate::exec::process::handle_early_interrupts();
     let lock = RunLock::acquire(run_dir, name)?;
+    let _ = RUNNING.set(name.to_string());
     let killed = crate::exec::process::kill_orphaned_groups(&run_dir.join("running"));
     if killed > 0 {
         crate::errln!("git-conference: stopped {killed} agent or evaluation process group(s) left running by a killed run");
@@ -205,6 +210,27 @@ pub fn recovery_point(conf: &Conference) -> String {
 
 pub fn resume(args: ResumeArgs, quiet: bool) -> Result<i32> {
     crate::exec::process::handle_early_interrupts();
+    interrupted_or(resume_conference(args, quiet))
+}
+
+/// The conference this process runs, once it holds the run lock.
+static RUNNING: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// A failure after a Ctrl-C is the press's doing (a git child spawned at that instant caught it
+/// too): everything that finished is recorded and `resume` finishes the rest, so it is the
+/// graceful stop the press asked for, not an error.
+fn interrupted_or(result: Result<i32>) -> Result<i32> {
+    match (result, RUNNING.get()) {
+        (Err(e), Some(name)) if crate::exec::process::cancelled() => {
+            crate::errln!("git-conference: {e:#}");
+            crate::errln!("git-conference: interrupted; what finished is recorded. Continue with `git conference resume {name}`.");
+            Ok(EXIT_INTERRUPTED)
+        }
+        (result, _) => result,
+    }
+}
+
+fn resume_conference(args: ResumeArgs, quiet: bool) -> Result<i32> {
     let repo = super::discover()?;
     let name = super::resolve_name_for(&repo, args.name, "resume")?;
     let ui = Ui::new(quiet);

@@ -126,6 +126,17 @@ pub fn start(args: StartArgs, quiet: bool) -> Result<i32> {
             "note: the forbidden change `{item}` names no path: agents are told, but diffs cannot be checked against it (name the files or globs to have it enforced)"
         ));
     }
+    if let Some((preset, _)) = conf.config.agent.preset() {
+        ui.info(&format!(
+            "agent preset `{}` ({}) runs: {}",
+            preset.name(),
+            preset.product(),
+            conf.config.agent_command()
+        ));
+    }
+    for warning in crate::engine::budget::warnings(&conf.config) {
+        crate::errln!("warning: {warning}");
+    }
     conf.reconcile(false)?;
     run_engine(conf)
 }

@@ -182,10 +182,11 @@ pub fn render(a: &InitAnswers) -> String {
     section(w, "Noise Handling", "Noise runs: evaluations per candidate in peer review. Min consensus delta: the smallest gain that counts (1% of the baseline, or an absolute 0.02).");
     setting(w, "Noise runs", "1");
     setting(w, "Min consensus delta", "0.1%");
-    section(w, "Constraints", "Budgets: whichever is reached first stops the conference. Durations: 30s, 45m, 2h, 1h30m; none for no limit. Pause every: never, or N to stop after every N rounds until `git conference resume`.");
+    section(w, "Constraints", "Budgets: whichever is reached first stops the conference. Durations: 30s, 45m, 2h, 1h30m; none for no limit. Pause every: never, or N to stop after every N rounds until `git conference resume`. Token budget (2M tokens) and Cost budget ($20) count what the agents report (presets and builtin:openai report it): no agent run starts once either is reached.");
     setting(w, "Max total iterations", &total.to_string());
     setting(w, "Time budget", "none");
     setting(w, "Token budget", "none");
+    setting(w, "Cost budget", "none");
     setting(w, "Researcher timeout", "none");
     setting(w, "Pause every", &pause);
     section(w, "Evaluation", "command prints the metric and runs in the researcher's worktree; timeout is per experiment; repeats is runs per candidate (their mean counts); frozen lists the evaluation harness (paths or globs, comma-separated), which no candidate may change. Optional: holdout (a command run only in peer review), judge (qualitative mode: prints a 0-10 score).");
@@ -193,7 +194,7 @@ pub fn render(a: &InitAnswers) -> String {
     setting(w, "Timeout", "5m");
     setting(w, "Repeats", "1");
     setting(w, "Frozen", frozen);
-    section(w, "Agent", "command runs in the researcher's worktree with the prompt in $CONFERENCE_PROMPT_FILE; it edits files and exits (never commits). builtin:tune needs no AI service. seed makes built-in researchers deterministic. Optional: chair, reviewer, synthesizer commands for prose.");
+    section(w, "Agent", "command runs in the researcher's worktree with the prompt in $CONFERENCE_PROMPT_FILE; it edits files and exits (never commits). builtin:tune needs no AI service. A preset (claude, codex, aider, gemini, opencode) runs that CLI headless with edits allowed in the worktree only; with a preset, optional model, max turns (claude only) and extra args. seed makes built-in researchers deterministic. Optional: chair, reviewer, synthesizer commands for prose.");
     setting(w, "Command", &one_line(&a.agent_command));
     setting(w, "Seed", "0");
     section(

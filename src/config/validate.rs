@@ -222,9 +222,21 @@ impl<'a> Validator<'a> {
             )
             .and_then(|(v, _, _)| v);
         let token_budget = self
-            .get(S::Constraints, "Token budget")
-            .map(|s| s.value.clone())
-            .filter(|v| !is_none(v));
+            .value(
+                S::Constraints,
+                "Token budget",
+                "must be a number of tokens (2M tokens, 500k, 2000000) or none",
+                token_count,
+            )
+            .and_then(|(v, _, _)| v);
+        let cost_budget = self
+            .value(
+                S::Constraints,
+                "Cost budget",
+                "must be an amount in US dollars ($20, 20 USD, 12.50) or none",
+                usd_amount,
+            )
+            .and_then(|(v, _, _)| v);
         let researcher_timeout = self
             .value(
                 S::Constraints,
@@ -266,6 +278,7 @@ impl<'a> Validator<'a> {
             max_total_iterations,
             time_budget,
             token_budget,
+            cost_budget,
             researcher_timeout,
             pause_every,
             evaluation: evaluation?,
@@ -551,14 +564,84 @@ impl<'a> Validator<'a> {
                 positive_duration,
             )
             .map_or(DEFAULT_AGENT_TIMEOUT, |(v, _, _)| v);
+        let command = command?;
+        let (model, max_turns, extra_args) = self.preset_options(&command);
         Some(Agent {
-            command: command?,
+            command,
             timeout,
             seed,
+            model,
+            max_turns,
+            extra_args,
             chair: self.optional(S::Agent, "chair"),
             reviewer: self.optional(S::Agent, "reviewer"),
             synthesizer: self.optional(S::Agent, "synthesizer"),
         })
+    }
+
+    /// `model`, `max turns` and `extra args` of the Agent section: options of a preset (each
+    /// only where the preset's CLI honours it), or of `builtin:openai` (the model).
+    fn preset_options(&mut self, command: &str) -> (Option<String>, Option<u32>, Option<String>) {
+        let preset = crate::agents::Preset::from_command(command).map(|(p, _)| p);
+        let model = self.optional(S::Agent, "model");
+        let max_turns = self
+            .value(
+                S::Agent,
+                "max turns",
+                "must be a whole number ≥ 1",
+                positive,
+            )
+            .map(|(v, _, _)| v);
+        let extra_args = self.optional(S::Agent, "extra args");
+        let presets = "claude, codex, aider, gemini or opencode";
+        let takes_model = preset.is_some() || command.trim() == "builtin:openai";
+        if let (Some(s), false) = (self.get(S::Agent, "model"), takes_model) {
+            let message = format!(
+                "`{}: {}` — only a preset ({presets}) or builtin:openai takes a model; put the \
+                 model in your command line instead",
+                s.written, s.value
+            );
+            self.error(s.line, message, "- command: claude");
+        }
+        if let Some(s) = self.get(S::Agent, "max turns") {
+            match preset {
+                Some(p) if p.honours_max_turns() => {}
+                Some(p) => {
+                    let message = format!(
+                        "`{}: {}` — {} has no turn limit option; remove this line",
+                        s.written,
+                        s.value,
+                        p.product()
+                    );
+                    self.error(
+                        s.line,
+                        message,
+                        "- command: claude   (with - max turns: 30)",
+                    );
+                }
+                None => {
+                    let message = format!(
+                        "`{}: {}` — only a preset ({presets}) takes a turn limit",
+                        s.written, s.value
+                    );
+                    self.error(s.line, message, "- command: claude");
+                }
+            }
+        }
+        if let Some(s) = self.get(S::Agent, "extra args") {
+            if preset.is_none() {
+                let message = format!(
+                    "`{}: {}` — only a preset ({presets}) takes extra args; write them in your \
+                     command line instead",
+                    s.written, s.value
+                );
+                self.error(s.line, message, "- command: claude");
+            } else if let Some(problem) = crate::agents::preset::extra_args_problem(&s.value) {
+                let message = format!("`{}: {}` — {problem}", s.written, s.value);
+                self.error(s.line, message, "- extra args: --verbose");
+            }
+        }
+        (model, max_turns, extra_args)
     }
 
     fn command(&mut self, kind: SectionKind, key: &str, why: &str) -> Option<String> {
@@ -587,6 +670,47 @@ fn is_none(value: &str) -> bool {
         value.trim().to_ascii_lowercase().as_str(),
         "" | "none" | "no" | "-" | "n/a" | "unlimited" | "never"
     )
+}
+
+/// `2M tokens`, `500k`, `2,000,000`, `2000000` → the number; `none` → no budget.
+fn token_count(value: &str) -> Option<Option<u64>> {
+    // The original skill's unfilled template: `{optional — omit or set a cap}`.
+    let v = value.trim();
+    if v.starts_with('{') && v.ends_with('}') && v.contains("optional") {
+        return Some(None);
+    }
+    if is_none(value) {
+        return (!value.trim().is_empty()).then_some(None);
+    }
+    let v = value.trim().to_ascii_lowercase();
+    let v = v
+        .trim_end_matches("tokens")
+        .trim_end_matches("token")
+        .trim();
+    let v = v.replace([',', '_'], "");
+    let (number, scale) = match v.chars().last()? {
+        'k' => (&v[..v.len() - 1], 1e3),
+        'm' => (&v[..v.len() - 1], 1e6),
+        'b' | 'g' => (&v[..v.len() - 1], 1e9),
+        _ => (v.as_str(), 1.0),
+    };
+    let n: f64 = number.trim().parse().ok()?;
+    (n.is_finite() && n > 0.0).then(|| Some((n * scale).round() as u64))
+}
+
+/// `$20`, `20 USD`, `20$`, `12.50 dollars` → the amount; `none` → no budget.
+fn usd_amount(value: &str) -> Option<Option<f64>> {
+    if is_none(value) {
+        return (!value.trim().is_empty()).then_some(None);
+    }
+    let v = value.trim().to_ascii_lowercase();
+    let v = v.trim_start_matches("us").trim();
+    let v = v.trim_start_matches('$').trim_end_matches('$').trim();
+    let v = ["usd", "dollars", "dollar"]
+        .iter()
+        .fold(v, |v, unit| v.trim_end_matches(unit).trim());
+    let n: f64 = v.replace(',', "").parse().ok()?;
+    (n.is_finite() && n > 0.0).then_some(Some(n))
 }
 
 fn positive(value: &str) -> Option<u32> {
@@ -784,6 +908,7 @@ Make it fast.
             max_total_iterations: Some(60),
             time_budget: Some(Duration::from_secs(6 * 3600)),
             token_budget: None,
+            cost_budget: None,
             researcher_timeout: Some(Duration::from_secs(45 * 60)),
             pause_every: None,
             evaluation: Evaluation {
@@ -800,6 +925,9 @@ Make it fast.
                 ),
                 timeout: DEFAULT_AGENT_TIMEOUT,
                 seed: 0,
+                model: None,
+                max_turns: None,
+                extra_args: None,
                 chair: None,
                 reviewer: None,
                 synthesizer: None,
@@ -928,7 +1056,7 @@ Count: 4
         assert_eq!(c.noise_runs, 2);
         assert_eq!(c.min_consensus_delta, Some(Tolerance::Absolute(0.02)));
         assert_eq!(c.time_budget, Some(Duration::from_secs(5400)));
-        assert_eq!(c.token_budget.as_deref(), Some("2M tokens"));
+        assert_eq!(c.token_budget, Some(2_000_000));
         assert_eq!(c.researcher_timeout, Some(Duration::from_secs(2700)));
         assert_eq!(c.max_total_iterations, None);
         assert_eq!(c.evaluation.command, "python eval.py --split dev");

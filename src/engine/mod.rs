@@ -9,6 +9,7 @@
 //! review), `transfer` (knowledge transfer), `stop` (stop rules), `synthesis` (report).
 
 pub mod agent;
+pub mod budget;
 pub mod driver;
 pub mod evaluate;
 pub mod paths;
@@ -242,6 +243,7 @@ impl Conference {
                         attempts: 0,
                         last_verdict: None,
                         respawned: false,
+                        spend: Default::default(),
                     },
                 )
             })
@@ -283,6 +285,8 @@ impl Conference {
             ),
             transfer_done: vec![],
             paused_at_round: 0,
+            spend: Default::default(),
+            round_spend: vec![],
         };
         let payload = json!({
             "researchers": config.count,
@@ -490,6 +494,7 @@ impl Conference {
                 )?;
             }
             if let Ok(wt) = Repository::open(&path) {
+                crate::agents::ignore_scratch(&wt, &self.config.agent.command)?;
                 // A commit set aside above, still checked out there, is recorded already.
                 let already = !set_aside_trees.is_empty()
                     && snapshot::capture(&wt).is_ok_and(|s| set_aside_trees.contains(&s.tree));

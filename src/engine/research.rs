@@ -46,6 +46,39 @@ pub struct AttemptRecord {
     pub timestamp: String,
     #[serde(default)]
     pub sub_metrics: std::collections::BTreeMap<String, f64>,
+    /// What the agent reported using for this attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<Tokens>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+/// An attempt's tokens, as notes and events have them: `{"input": N, "output": M}`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct Tokens {
+    pub input: u64,
+    pub output: u64,
+}
+
+impl Tokens {
+    fn of(u: crate::agents::Usage) -> Tokens {
+        Tokens {
+            input: u.input,
+            output: u.output,
+        }
+    }
+}
+
+/// `value` (a note or an event payload) with the attempt's usage: `tokens`, and `cost_usd`
+/// when the agent reported a cost.
+fn with_usage(mut value: Value, usage: Option<crate::agents::Usage>) -> Value {
+    if let (Some(u), Some(map)) = (usage, value.as_object_mut()) {
+        map.insert("tokens".into(), json!(Tokens::of(u)));
+        if let Some(cost) = u.cost_usd {
+            map.insert("cost_usd".into(), json!(cost));
+        }
+    }
+    value
 }
 
 /// Reads a JSON-lines file of the state tree.
@@ -169,6 +202,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         }
         if r.round_iterations >= super::stop::round_allotment(conf, &st, id)
             || super::stop::time_budget_used(conf, &st).is_some()
+            || super::budget::used_up(&conf.config, &st).is_some()
         {
             return finish("budget", &mut watch);
         }
@@ -227,7 +261,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         let head_tree = repo.find_commit(Oid::from_str(&r.head)?)?.tree_id();
         let env = conf.context_env(id, st.round, iteration, r.best_metric);
         let refs_before = crate::git::traces::read(repo.commondir());
-        let outcome = agent::run(
+        let (outcome, report) = agent::run(
             conf,
             AgentCall {
                 researcher: id,
@@ -280,6 +314,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             tree,
             head: &r.head,
             description: &description,
+            usage: report.usage,
         };
         let commit = if tree == head_tree {
             None
@@ -300,13 +335,14 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             kind
         } else if tree == head_tree && snap.nested_repos.is_empty() {
             agent_crashes = 0;
+            let why = crate::agents::no_change_reason(&report);
             record_iteration(
                 conf,
                 &attempt,
                 None,
-                Measured::not(&failed_eval("no_change", "no change")),
+                Measured::not(&failed_eval("no_change", &why)),
                 "no_change",
-                None,
+                Some(why),
             )?;
             "no_change"
         } else {
@@ -343,7 +379,8 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
                     "timeout" => "timeout",
                     _ => "crashed",
                 };
-                let reason = result.reason.clone();
+                // What the CLI reported (a refused edit, a limit) when nothing else is wrong.
+                let reason = result.reason.clone().or_else(|| report.problem.clone());
                 let measured = Measured {
                     result: &result,
                     of_the_tree,
@@ -404,6 +441,8 @@ struct Attempt<'a> {
     tree: Oid,
     head: &'a str,
     description: &'a str,
+    /// What the agent reported using (presets and built-in HTTP agents).
+    usage: Option<crate::agents::Usage>,
 }
 
 fn fmt_metric(m: Option<f64>) -> String {
@@ -471,7 +510,9 @@ fn settle(watch: &mut Option<Watch>) {
 fn open_worktree(conf: &Conference, path: &std::path::Path) -> Result<Repository> {
     let repo = conf.open_repo()?;
     worktree::repair_gitfile(&repo, path)?;
-    Ok(Repository::open(path)?)
+    let wt = Repository::open(path)?;
+    crate::agents::ignore_scratch(&wt, &conf.config.agent.command)?;
+    Ok(wt)
 }
 
 /// An agent that committed or switched branches in its worktree is put back: only the files count.
@@ -650,6 +691,8 @@ fn record_iteration(
         reason: reason.clone(),
         timestamp: super::now_iso(),
         sub_metrics: result.sub_metrics.clone(),
+        tokens: a.usage.map(Tokens::of),
+        cost_usd: a.usage.and_then(|u| u.cost_usd),
     };
     let note = commit.map(|c| {
         json!({
@@ -665,6 +708,7 @@ fn record_iteration(
             "reason": reason,
         })
     });
+    let note = note.map(|n| with_usage(n, a.usage));
     let payload = json!({
         "researcher": a.id,
         "round": st.round,
@@ -680,6 +724,7 @@ fn record_iteration(
         "evaluated": measured.of_the_tree,
         "notes": note.iter().collect::<Vec<_>>(),
     });
+    let payload = with_usage(payload, a.usage);
     let summary = format!(
         "{} r{} i{} {} {}",
         a.id,
@@ -704,6 +749,9 @@ fn record_iteration(
             ));
         }
         next.total_iterations += 1;
+        if let Some(usage) = &a.usage {
+            super::budget::record(next, a.id, usage);
+        }
         let r = next.researcher_mut(a.id);
         r.round_iterations = a.iteration;
         r.attempts += 1;
@@ -892,6 +940,7 @@ pub fn set_aside_partial(conf: &Conference, id: &str, wt: &Repository) -> Result
         tree,
         head: &r.head,
         description: &description,
+        usage: None,
     };
     let commit = commit_attempt(conf, &repo, &attempt)?;
     eprintln!(
@@ -917,6 +966,8 @@ pub fn set_aside_partial(conf: &Conference, id: &str, wt: &Repository) -> Result
         reason: Some("set aside on resume".into()),
         timestamp: super::now_iso(),
         sub_metrics: Default::default(),
+        tokens: None,
+        cost_usd: None,
     };
     conf.record(
         "attempt.interrupted",

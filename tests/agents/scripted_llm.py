@@ -13,8 +13,9 @@ alone, so side requests a CLI makes (titles, token counts) do not derail it:
   the number of assistant messages after the prompt. Relative paths are resolved against the
   working directory named in Claude Code's system prompt. After the last action, the step's
   `say` is the final text.
-- OpenAI: the step's `reply` is the assistant's whole answer (e.g. SEARCH/REPLACE blocks) on
-  the first turn; later turns (aider's reflections) get `say`.
+- OpenAI: the step's `reply` is the assistant's whole answer (e.g. SEARCH/REPLACE blocks),
+  given again when aider re-asks after adding the files it names to the chat; when aider
+  reports that an edit did not apply, the answer is `say`.
 - Anything else (no prompt, no tools) gets a short text.
 
 Every request is logged as one JSON line (path, kind, step, turn, model, tools) to `log`.
@@ -130,9 +131,13 @@ def openai_answer(body):
     step = step_of(step_index)
     log({"api": "openai", "kind": "main", "step": step_index, "turn": turn,
          "model": body.get("model")})
-    if turn == 0:
-        return step.get("reply", "Nothing to change.")
-    return step.get("say", "Done.")
+    # aider asks again after adding the files an answer names to the chat (the edit is made
+    # then), and tells the model when an edit did not apply (the step's `say` answers that).
+    last_user = next((text_of(m.get("content")) for m in reversed(body.get("messages", []))
+                      if m.get("role") == "user"), "")
+    if turn > 0 and ("failed to match" in last_user or "did not conform" in last_user):
+        return step.get("say", "Done.")
+    return step.get("reply", "Nothing to change.")
 
 
 class Handler(BaseHTTPRequestHandler):

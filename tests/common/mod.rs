@@ -224,6 +224,17 @@ impl TestRepo {
         run.stdout
     }
 
+    /// `git conference <args>` with extra environment variables (e.g. an agent CLI's endpoint),
+    /// any exit code.
+    pub fn conference_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut cmd = self.command("git");
+        cmd.arg("conference")
+            .args(args)
+            .envs(env.iter().copied())
+            .stdin(std::process::Stdio::null());
+        Run::from(cmd.output().unwrap())
+    }
+
     /// `git conference <args>` in `dir`, any exit code.
     pub fn conference_in(&self, dir: &Path, args: &[&str]) -> Run {
         let mut full = vec!["conference"];

@@ -1,0 +1,408 @@
+//! End-to-end tests with real agent CLIs as researchers: Claude Code (npm) and aider (PyPI),
+//! each talking to a scripted model endpoint on loopback (`tests/agents/scripted_llm.py`)
+//! that answers by request content: read the file, edit it, write the note, say done.
+//!
+//! The project is laid out like autoresearch: `train.py` (the file agents edit) is run by the
+//! evaluation and prints `val_bpb`; `prepare.py` (the harness it imports) is frozen.
+//!
+//! The CLIs are found through GIT_CONFERENCE_TEST_CLAUDE / GIT_CONFERENCE_TEST_AIDER or PATH
+//! (`.ci/run` installs pinned versions and sets both). When one is missing the test fails
+//! under CI (`CI` set) and otherwise prints a loud SKIPPED line.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+
+use common::{ConfigBuilder, TestRepo};
+use serde_json::{json, Value};
+
+const PREPARE: &str = "\
+# The evaluation harness (frozen): the loss of a learning rate.
+def evaluate(lr):
+    return 1.0 + 100.0 * (lr - 0.01) ** 2
+";
+
+const TRAIN: &str = "\
+from prepare import evaluate
+
+lr = 0.1
+print(f\"val_bpb: {evaluate(lr):.6f}\")
+";
+
+/// The CLI to test: `$var`, else `name` on PATH. None (after a loud line) when missing and not
+/// under CI; under CI a missing CLI fails the test.
+fn find_cli(var: &str, name: &str) -> Option<PathBuf> {
+    let found = std::env::var_os(var)
+        .map(PathBuf::from)
+        .filter(|p| p.is_file())
+        .or_else(|| {
+            std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+                .map(|d| d.join(name))
+                .find(|p| p.is_file())
+        });
+    if found.is_none() {
+        if std::env::var_os("CI").is_some() {
+            panic!("{name} is not installed: set {var} (CI must run this test; see .ci/run)");
+        }
+        eprintln!(
+            "\n*** SKIPPED: {name} not found (set {var} or put {name} on PATH); \
+             this test drives the real {name} ***\n"
+        );
+    }
+    found
+}
+
+/// The scripted endpoint, stopped when dropped.
+struct Endpoint {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl Endpoint {
+    fn start(dir: &Path, steps: Value) -> Endpoint {
+        let port_file = dir.join("endpoint.port");
+        let log = dir.join("endpoint.log");
+        let scenario = dir.join("scenario.json");
+        let spec = json!({"port_file": port_file, "log": log, "steps": steps});
+        std::fs::write(&scenario, spec.to_string()).unwrap();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/scripted_llm.py");
+        let child = Command::new("python3")
+            .arg(script)
+            .arg(&scenario)
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        let port = loop {
+            if let Ok(p) = std::fs::read_to_string(&port_file) {
+                break p.trim().parse().unwrap();
+            }
+            assert!(
+                started.elapsed().as_secs() < 20,
+                "the scripted endpoint did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        Endpoint { child, port, log }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The requests of the conference's conversations (not the CLI's side requests).
+    fn main_requests(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|v| v["kind"] == "main")
+            .collect()
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A repository in the autoresearch layout, with the CLI on its PATH as `name`.
+fn autoresearch(cli: &Path, name: &str) -> TestRepo {
+    let repo = TestRepo::new();
+    repo.write("prepare.py", PREPARE);
+    repo.write("train.py", TRAIN);
+    // The evaluation runs the file the agents edit through a committed wrapper (frozen, like
+    // every file the evaluation command names).
+    repo.write_executable("eval.sh", "#!/bin/sh\nexec python3 train.py\n");
+    repo.commit_all("autoresearch layout");
+    repo.link_program(name, cli);
+    repo
+}
+
+fn config(title: &str, iterations: u32, rounds: u32, agent: &[&str], budget: &[&str]) -> String {
+    let mut b = ConfigBuilder::new(title, agent[0])
+        .iterations(iterations)
+        .rounds(rounds)
+        .agent_timeout("3m")
+        .frozen("prepare.py");
+    for line in budget {
+        b = b.constraint(line);
+    }
+    let text = b
+        .build()
+        .replace("- **Metric:** score", "- **Metric:** val_bpb");
+    let mut text = text;
+    for line in &agent[1..] {
+        text.push_str(line);
+        text.push('\n');
+    }
+    text
+}
+
+fn iterations(repo: &TestRepo, name: &str) -> Vec<Value> {
+    repo.events_named(name, "researcher.iteration")
+        .into_iter()
+        .map(|e| e["payload"].clone())
+        .collect()
+}
+
+fn claude_env(endpoint: &Endpoint) -> Vec<(&'static str, String)> {
+    vec![
+        ("ANTHROPIC_BASE_URL", endpoint.url()),
+        ("ANTHROPIC_API_KEY", "sk-ant-test".into()),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+        ("DISABLE_AUTOUPDATER", "1".into()),
+        ("DISABLE_TELEMETRY", "1".into()),
+        ("DISABLE_ERROR_REPORTING", "1".into()),
+    ]
+}
+
+fn start(repo: &TestRepo, name: &str, text: &str, env: &[(&'static str, String)]) -> common::Run {
+    repo.write("conference.md", text);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    repo.conference_env(&["start", name], &env)
+}
+
+/// One Claude Code conversation: Read the file, Edit it, Write the note, then say `say`.
+fn claude_edit(file: &str, old: &str, new: &str, note: &str, say: &str) -> Value {
+    json!({"actions": [
+        {"tool": "Read", "file": file},
+        {"tool": "Edit", "file": file, "old": old, "new": new},
+        {"tool": "Write", "file": ".conference/note.md", "content": format!("{note}\n")},
+    ], "say": say})
+}
+
+fn files_of(repo: &TestRepo, commit: &str) -> Vec<String> {
+    repo.git(&["show", "--name-only", "--format=", commit])
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn claude_code_researcher_keeps_rejects_and_records_refusals_and_usage() {
+    let Some(claude) = find_cli("GIT_CONFERENCE_TEST_CLAUDE", "claude") else {
+        return;
+    };
+    let repo = autoresearch(&claude, "claude");
+    let endpoint = Endpoint::start(
+        repo.tmp.path(),
+        json!([
+            claude_edit("train.py", "lr = 0.1", "lr = 0.03", "lower lr to 0.03", "Lowered the learning rate."),
+            claude_edit("prepare.py", "return 1.0 + 100.0 * (lr - 0.01) ** 2", "return 0.0", "a perfect loss", "Done."),
+            // A Write outside the worktree: Claude Code's acceptEdits refuses it.
+            {"actions": [{"tool": "Read", "file": "train.py"},
+                         {"tool": "Write", "file": "../outside.py", "content": "lr = 0.01\n"}],
+             "say": "Lowered the learning rate."},
+            claude_edit("train.py", "lr = 0.03", "lr = 0.01", "lower lr to 0.01", "Done."),
+        ]),
+    );
+    let text = config("cc", 4, 1, &["claude"], &[]);
+    let run = start(&repo, "cc", &text, &claude_env(&endpoint));
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout
+            .contains("--permission-mode acceptEdits --output-format json")
+            || run
+                .stderr
+                .contains("--permission-mode acceptEdits --output-format json"),
+        "start prints the expanded command:\n{}{}",
+        run.stdout,
+        run.stderr
+    );
+
+    let its = iterations(&repo, "cc");
+    let verdicts: Vec<&str> = its.iter().map(|p| p["status"].as_str().unwrap()).collect();
+    assert_eq!(
+        verdicts,
+        ["kept", "rejected", "no_change", "kept"],
+        "{its:#?}\n{}",
+        run.stderr
+    );
+    assert!(
+        its[1]["reason"].as_str().unwrap().contains("frozen"),
+        "{}",
+        its[1]
+    );
+    let refused = its[2]["reason"].as_str().unwrap();
+    assert!(
+        refused.starts_with("the agent's edit was refused: Write of ")
+            && refused.contains("outside.py"),
+        "{refused}"
+    );
+    assert!(!repo.tmp.path().join("outside.py").exists());
+    // Every attempt records what Claude Code reported (1000 + 100 tokens per model call).
+    for p in &its {
+        assert!(p["tokens"]["input"].as_u64().unwrap() >= 1000, "{p}");
+        assert!(p["tokens"]["output"].as_u64().unwrap() >= 100, "{p}");
+        assert!(p["cost_usd"].as_f64().unwrap() > 0.0, "{p}");
+    }
+    // The notes (git notes --ref=conference) have them too; the kept snapshots hold only the
+    // agent's edit (not its note, prompt or anything under .conference/).
+    for p in [&its[0], &its[3]] {
+        let commit = p["commit"].as_str().unwrap();
+        let note = &repo.notes(commit)[0];
+        assert!(note["tokens"]["input"].as_u64().unwrap() >= 1000, "{note}");
+        assert!(note["cost_usd"].as_f64().unwrap() > 0.0, "{note}");
+        assert_eq!(files_of(&repo, commit), ["train.py"]);
+    }
+    assert_eq!(its[0]["description"], "lower lr to 0.03");
+    let best = repo.show("conference/cc/best", "train.py").unwrap();
+    assert!(best.contains("lr = 0.01"), "{best}");
+    assert_eq!(
+        repo.show("conference/cc/best", "prepare.py").unwrap(),
+        PREPARE
+    );
+    // Worktrees live outside every .git directory.
+    let list = repo.git(&["worktree", "list", "--porcelain"]);
+    assert!(list.contains("repo.conference/cc/researcher-A"), "{list}");
+    assert!(!list.contains("/.git/"), "{list}");
+    // Status shows the spend.
+    let status = repo.conference(&["status", "cc"]).ok().stdout;
+    assert!(
+        status.contains("Spend:") && status.contains("researcher A:"),
+        "{status}"
+    );
+    // Four conversations, each at least Read + edit + final answer.
+    let main = endpoint.main_requests();
+    assert!(main.iter().any(|r| r["step"] == 3), "{main:?}");
+}
+
+#[test]
+fn a_cost_budget_stops_the_conference_and_caps_claude_code() {
+    let Some(claude) = find_cli("GIT_CONFERENCE_TEST_CLAUDE", "claude") else {
+        return;
+    };
+    let repo = autoresearch(&claude, "claude");
+    // Each model call costs $0.0075 at the default model's prices: a run of 4 calls $0.03.
+    let endpoint = Endpoint::start(
+        repo.tmp.path(),
+        json!([
+            claude_edit("train.py", "lr = 0.1", "lr = 0.05", "lower lr", "Done."),
+            claude_edit(
+                "train.py",
+                "lr = 0.05",
+                "lr = 0.02",
+                "lower lr more",
+                "Done."
+            ),
+            claude_edit(
+                "train.py",
+                "lr = 0.02",
+                "lr = 0.01",
+                "lower lr again",
+                "Done."
+            ),
+        ]),
+    );
+    let text = config("money", 5, 3, &["claude"], &["- **Cost budget:** $0.05"]);
+    let run = start(&repo, "money", &text, &claude_env(&endpoint));
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let its = iterations(&repo, "money");
+    assert_eq!(
+        its.len(),
+        2,
+        "no agent run starts once $0.05 is spent: {its:#?}"
+    );
+    // The second run got what was left ($0.02) as --max-budget-usd and stopped at it.
+    let second = its[1]["reason"].as_str().unwrap_or_default();
+    assert!(second.contains("spending cap"), "{:#}", its[1]);
+    let st = repo.status_json("money");
+    assert_eq!(st["final_status"], "budget_stop", "{st}");
+    assert!(
+        st["stop_reason"].as_str().unwrap().contains("cost_budget"),
+        "{st}"
+    );
+    let spent = st["spend"]["cost_usd"].as_f64().unwrap();
+    assert!(spent >= 0.05, "{st}");
+    let stop = repo.events_named("money", "conference.budget_stop");
+    assert_eq!(stop[0]["payload"]["reason"], "cost_budget", "{stop:?}");
+    let status = repo.conference(&["status", "money"]).ok().stdout;
+    assert!(status.contains("cost_budget"), "{status}");
+    assert!(
+        status.contains("Cost:") && status.contains("of $0.05"),
+        "{status}"
+    );
+    assert!(status.contains("Spend:"), "{status}");
+}
+
+/// aider's SEARCH/REPLACE answer for `file`.
+fn aider_edit(file: &str, old: &str, new: &str) -> Value {
+    json!({
+        "reply": format!("Here is the change.\n\n{file}\n```python\n<<<<<<< SEARCH\n{old}\n=======\n{new}\n>>>>>>> REPLACE\n```\n"),
+        "say": "I could not apply that."
+    })
+}
+
+#[test]
+fn aider_researcher_keeps_rejects_and_records_failed_edits_and_usage() {
+    let Some(aider) = find_cli("GIT_CONFERENCE_TEST_AIDER", "aider") else {
+        return;
+    };
+    let repo = autoresearch(&aider, "aider");
+    let endpoint = Endpoint::start(
+        repo.tmp.path(),
+        json!([
+            aider_edit("train.py", "lr = 0.1", "lr = 0.02"),
+            aider_edit(
+                "prepare.py",
+                "    return 1.0 + 100.0 * (lr - 0.01) ** 2",
+                "    return 0.0"
+            ),
+            // A SEARCH block that matches nothing: aider cannot apply it.
+            aider_edit("train.py", "lr = 0.5", "lr = 0.01"),
+        ]),
+    );
+    let text = config(
+        "ai",
+        3,
+        1,
+        &[
+            "aider",
+            "- model: openai/gpt-4o-mini",
+            "- extra args: --edit-format diff",
+        ],
+        &[],
+    );
+    let env = vec![
+        ("OPENAI_API_BASE", format!("{}/v1", endpoint.url())),
+        ("OPENAI_API_KEY", "sk-test".to_string()),
+        ("LITELLM_LOCAL_MODEL_COST_MAP", "True".to_string()),
+    ];
+    let run = start(&repo, "ai", &text, &env);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let its = iterations(&repo, "ai");
+    let verdicts: Vec<&str> = its.iter().map(|p| p["status"].as_str().unwrap()).collect();
+    assert_eq!(verdicts, ["kept", "rejected", "no_change"], "{its:#?}");
+    assert!(
+        its[1]["reason"].as_str().unwrap().contains("frozen"),
+        "{}",
+        its[1]
+    );
+    let failed = its[2]["reason"].as_str().unwrap();
+    assert!(
+        failed.contains("SEARCH/REPLACE block failed to match"),
+        "{failed}"
+    );
+    for p in &its {
+        assert!(p["tokens"]["input"].as_u64().unwrap() > 0, "{p}");
+        assert!(p["cost_usd"].as_f64().unwrap() > 0.0, "{p}");
+    }
+    let kept = its[0]["commit"].as_str().unwrap();
+    let note = &repo.notes(kept)[0];
+    assert!(note["tokens"]["output"].as_u64().unwrap() > 0, "{note}");
+    assert!(note["cost_usd"].as_f64().unwrap() > 0.0, "{note}");
+    // aider's own files (.aider.tags.cache.v4, chat history) are not part of the attempt.
+    assert_eq!(files_of(&repo, kept), ["train.py"]);
+    assert!(repo
+        .show("conference/ai/best", "train.py")
+        .unwrap()
+        .contains("lr = 0.02"));
+    // aider committed nothing itself: the researcher branch holds only conference commits.
+    let log = repo.git(&["log", "--format=%an", "conference/ai/researcher-A"]);
+    assert!(!log.contains("aider"), "{log}");
+    assert!(endpoint.main_requests().len() >= 3);
+}

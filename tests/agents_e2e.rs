@@ -406,3 +406,69 @@ fn aider_researcher_keeps_rejects_and_records_failed_edits_and_usage() {
     assert!(!log.contains("aider"), "{log}");
     assert!(endpoint.main_requests().len() >= 3);
 }
+
+fn worktree_paths(repo: &TestRepo) -> Vec<String> {
+    repo.git(&["worktree", "list", "--porcelain"])
+        .lines()
+        .filter_map(|l| l.strip_prefix("worktree "))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn worktrees_go_where_configured_and_old_conferences_keep_theirs() {
+    // `conference.worktreesPath` names the folder; the conference records it.
+    let repo = TestRepo::from_fixture("loop");
+    let elsewhere = repo.tmp.path().canonicalize().unwrap().join("elsewhere");
+    repo.git(&[
+        "config",
+        "conference.worktreesPath",
+        elsewhere.to_str().unwrap(),
+    ]);
+    let text = ConfigBuilder::new("Conf", "./agents/seq.sh improve")
+        .iterations(1)
+        .frozen("eval.sh, agents/**")
+        .build();
+    repo.start("conf", &text).ok();
+    let paths = worktree_paths(&repo);
+    let wanted = elsewhere.join("conf/researcher-A");
+    assert!(paths.contains(&wanted.display().to_string()), "{paths:?}");
+    assert_eq!(
+        repo.git_dir_file("conference/conf/worktrees-root").trim(),
+        elsewhere.join("conf").display().to_string()
+    );
+
+    // A conference made before worktrees moved out of .git keeps them there on resume.
+    let repo = TestRepo::from_fixture("loop");
+    let text = ConfigBuilder::new("Old", "./agents/seq.sh improve")
+        .iterations(1)
+        .rounds(2)
+        .frozen("eval.sh, agents/**")
+        .constraint("- **Pause every:** 1")
+        .build();
+    assert_eq!(repo.start("old", &text).code, 3, "paused after round 1");
+    let new_root = repo.worktrees_root().join("old");
+    let old_root = repo.git_dir().join("conference/old/worktrees");
+    std::fs::create_dir_all(&old_root).unwrap();
+    for entry in std::fs::read_dir(&new_root).unwrap() {
+        let from = entry.unwrap().path();
+        let to = old_root.join(from.file_name().unwrap());
+        repo.git(&[
+            "worktree",
+            "move",
+            from.to_str().unwrap(),
+            to.to_str().unwrap(),
+        ]);
+    }
+    std::fs::remove_dir_all(repo.worktrees_root()).unwrap();
+    std::fs::remove_file(repo.git_dir().join("conference/old/worktrees-root")).unwrap();
+    repo.conference(&["resume", "old"]).ok();
+    assert_eq!(iterations(&repo, "old").len(), 2, "round 2 ran");
+    let paths = worktree_paths(&repo);
+    let old_a = old_root.canonicalize().unwrap().join("researcher-A");
+    assert!(paths.contains(&old_a.display().to_string()), "{paths:?}");
+    assert!(
+        !repo.worktrees_root().exists(),
+        "no worktree was made in the new place: {paths:?}"
+    );
+}

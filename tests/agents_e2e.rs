@@ -327,6 +327,15 @@ fn a_cost_budget_stops_the_conference_and_caps_claude_code() {
         "{status}"
     );
     assert!(status.contains("Spend:"), "{status}");
+    // The final report has the spend per researcher and per round.
+    let out = repo.tmp.path().join("report");
+    repo.conference(&["report", "money", "--output", out.to_str().unwrap()])
+        .ok();
+    let report = std::fs::read_to_string(out.join("final_report.md")).unwrap();
+    assert!(report.contains("## Agent spend"), "{report}");
+    assert!(report.contains("| Researcher A | 2 |"), "{report}");
+    assert!(report.contains("| Round 1 | 2 |"), "{report}");
+    assert!(report.contains("Cost budget: $0.05"), "{report}");
 }
 
 /// aider's SEARCH/REPLACE answer for `file`.
@@ -428,8 +437,16 @@ fn worktrees_go_where_configured_and_old_conferences_keep_theirs() {
     let text = ConfigBuilder::new("Conf", "./agents/seq.sh improve")
         .iterations(1)
         .frozen("eval.sh, agents/**")
+        .constraint("- **Token budget:** 1M tokens")
         .build();
-    repo.start("conf", &text).ok();
+    let run = repo.start("conf", &text).ok();
+    // A script reports no usage: the budget cannot hold it, and `start` says so.
+    assert!(
+        run.stderr
+            .contains("warning: Token budget is set, but the agent `./agents/seq.sh improve` reports no usage"),
+        "{}",
+        run.stderr
+    );
     let paths = worktree_paths(&repo);
     let wanted = elsewhere.join("conf/researcher-A");
     assert!(paths.contains(&wanted.display().to_string()), "{paths:?}");

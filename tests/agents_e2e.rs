@@ -489,3 +489,54 @@ fn worktrees_go_where_configured_and_old_conferences_keep_theirs() {
         "no worktree was made in the new place: {paths:?}"
     );
 }
+
+/// A stand-in for `codex` (the real one is not installed here): it checks it was called the
+/// way the preset calls it, lowers `lr` in train.py, and prints Codex's `exec --json` events
+/// with 600k input and 10k output tokens.
+const FAKE_CODEX: &str = r###"#!/usr/bin/env python3
+import json, re, sys
+assert sys.argv[1:4] == ["exec", "--sandbox", "workspace-write"], sys.argv
+assert "--json" in sys.argv and sys.argv[-1] == "-", sys.argv
+assert "## How to work" in sys.stdin.read()
+text = open("train.py").read()
+lr = float(re.search(r"lr = ([0-9.]+)", text).group(1))
+open("train.py", "w").write(text.replace("lr = %s" % lr, "lr = %s" % round(lr / 2, 6)))
+for event in [{"type": "thread.started", "thread_id": "t1"}, {"type": "turn.started"},
+              {"type": "item.completed", "item": {"id": "i0", "type": "agent_message", "text": "Halved the learning rate."}},
+              {"type": "turn.completed", "usage": {"input_tokens": 600000, "cached_input_tokens": 0, "output_tokens": 10000}}]:
+    print(json.dumps(event))
+"###;
+
+#[test]
+fn a_token_budget_stops_new_agent_runs() {
+    let repo = TestRepo::new();
+    repo.write("prepare.py", PREPARE);
+    repo.write("train.py", TRAIN);
+    repo.write_executable("eval.sh", "#!/bin/sh\nexec python3 train.py\n");
+    repo.commit_all("autoresearch layout");
+    let fake = repo.tmp.path().join("fake-codex");
+    std::fs::write(&fake, FAKE_CODEX).unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    repo.link_program("codex", &fake);
+    let text = config("tok", 5, 3, &["codex"], &["- **Token budget:** 1M tokens"]);
+    repo.start("tok", &text).ok();
+    let its = iterations(&repo, "tok");
+    // 610k tokens per run: the second run reaches 1M, no third starts.
+    assert_eq!(its.len(), 2, "{its:#?}");
+    assert_eq!(its[0]["tokens"], json!({"input": 600000, "output": 10000}));
+    assert!(its[0].get("cost_usd").is_none(), "Codex reports no cost");
+    assert_eq!(its[0]["description"], "Halved the learning rate.");
+    let st = repo.status_json("tok");
+    assert_eq!(st["spend"]["input"], 1_200_000, "{st}");
+    assert_eq!(st["researchers"]["A"]["spend"]["output"], 20_000, "{st}");
+    assert_eq!(st["round_spend"][0]["runs"], 2, "{st}");
+    let stop = repo.events_named("tok", "conference.budget_stop");
+    assert_eq!(stop[0]["payload"]["reason"], "token_budget", "{stop:?}");
+    let status = repo.conference(&["status", "tok"]).ok().stdout;
+    assert!(
+        status.contains("Tokens:     1.22M of 1.00M (Token budget)"),
+        "{status}"
+    );
+    assert!(status.contains("researcher A: 1.22M tokens"), "{status}");
+    assert!(status.contains("round 1: 1.22M tokens"), "{status}");
+}

@@ -9,11 +9,40 @@
 //! left, so one run cannot overshoot by much either.
 
 use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
 
 use super::state::State;
 use super::Conference;
 use crate::agents::{Preset, Usage};
 use crate::config::Config;
+
+/// An attempt's tokens, as notes and events have them: `{"input": N, "output": M}`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct Tokens {
+    pub input: u64,
+    pub output: u64,
+}
+
+impl Tokens {
+    pub fn of(u: Usage) -> Tokens {
+        Tokens {
+            input: u.input,
+            output: u.output,
+        }
+    }
+}
+
+/// `value` (a note or an event payload) with the attempt's usage: `tokens`, and `cost_usd`
+/// when the agent reported a cost.
+pub fn with_usage(mut value: Value, usage: Option<Usage>) -> Value {
+    if let (Some(u), Some(map)) = (usage, value.as_object_mut()) {
+        map.insert("tokens".into(), json!(Tokens::of(u)));
+        if let Some(cost) = u.cost_usd {
+            map.insert("cost_usd".into(), json!(cost));
+        }
+    }
+    value
+}
 
 /// Usage summed over agent runs.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -48,37 +48,9 @@ pub struct AttemptRecord {
     pub sub_metrics: std::collections::BTreeMap<String, f64>,
     /// What the agent reported using for this attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tokens: Option<Tokens>,
+    pub tokens: Option<super::budget::Tokens>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
-}
-
-/// An attempt's tokens, as notes and events have them: `{"input": N, "output": M}`.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
-pub struct Tokens {
-    pub input: u64,
-    pub output: u64,
-}
-
-impl Tokens {
-    fn of(u: crate::agents::Usage) -> Tokens {
-        Tokens {
-            input: u.input,
-            output: u.output,
-        }
-    }
-}
-
-/// `value` (a note or an event payload) with the attempt's usage: `tokens`, and `cost_usd`
-/// when the agent reported a cost.
-fn with_usage(mut value: Value, usage: Option<crate::agents::Usage>) -> Value {
-    if let (Some(u), Some(map)) = (usage, value.as_object_mut()) {
-        map.insert("tokens".into(), json!(Tokens::of(u)));
-        if let Some(cost) = u.cost_usd {
-            map.insert("cost_usd".into(), json!(cost));
-        }
-    }
-    value
 }
 
 /// Reads a JSON-lines file of the state tree.
@@ -691,7 +663,7 @@ fn record_iteration(
         reason: reason.clone(),
         timestamp: super::now_iso(),
         sub_metrics: result.sub_metrics.clone(),
-        tokens: a.usage.map(Tokens::of),
+        tokens: a.usage.map(super::budget::Tokens::of),
         cost_usd: a.usage.and_then(|u| u.cost_usd),
     };
     let note = commit.map(|c| {
@@ -708,7 +680,7 @@ fn record_iteration(
             "reason": reason,
         })
     });
-    let note = note.map(|n| with_usage(n, a.usage));
+    let note = note.map(|n| super::budget::with_usage(n, a.usage));
     let payload = json!({
         "researcher": a.id,
         "round": st.round,
@@ -724,7 +696,7 @@ fn record_iteration(
         "evaluated": measured.of_the_tree,
         "notes": note.iter().collect::<Vec<_>>(),
     });
-    let payload = with_usage(payload, a.usage);
+    let payload = super::budget::with_usage(payload, a.usage);
     let summary = format!(
         "{} r{} i{} {} {}",
         a.id,

@@ -5,8 +5,8 @@
 //! The project is laid out like autoresearch: `train.py` (the file agents edit) is run by the
 //! evaluation and prints `val_bpb`; `prepare.py` (the harness it imports) is frozen.
 //!
-//! The CLIs are found through GIT_CONFERENCE_TEST_CLAUDE / GIT_CONFERENCE_TEST_AIDER or PATH
-//! (`.ci/run` installs pinned versions and sets both). When one is missing the test fails
+//! The CLIs are found through GIT_CONFERENCE_TEST_CLAUDE / GIT_CONFERENCE_TEST_AIDER, PATH, or
+//! `.ci/agents/` (where `.ci/run` installs pinned versions; it sets both variables). When one is missing the test fails
 //! under CI (`CI` set) and otherwise prints a loud SKIPPED line.
 
 mod common;
@@ -30,9 +30,13 @@ lr = 0.1
 print(f\"val_bpb: {evaluate(lr):.6f}\")
 ";
 
-/// The CLI to test: `$var`, else `name` on PATH. None (after a loud line) when missing and not
-/// under CI; under CI a missing CLI fails the test.
+/// The CLI to test: `$var`, else `name` on PATH, else where `.ci/run` installs it. None (after
+/// a loud line) when missing and not under CI; under CI a missing CLI fails the test.
 fn find_cli(var: &str, name: &str) -> Option<PathBuf> {
+    let ci_install = Path::new(env!("CARGO_MANIFEST_DIR")).join(match name {
+        "claude" => ".ci/agents/npm/node_modules/.bin/claude",
+        _ => ".ci/agents/aider-venv/bin/aider",
+    });
     let found = std::env::var_os(var)
         .map(PathBuf::from)
         .filter(|p| p.is_file())
@@ -40,7 +44,8 @@ fn find_cli(var: &str, name: &str) -> Option<PathBuf> {
             std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
                 .map(|d| d.join(name))
                 .find(|p| p.is_file())
-        });
+        })
+        .or_else(|| ci_install.is_file().then_some(ci_install));
     if found.is_none() {
         if std::env::var_os("CI").is_some() {
             panic!("{name} is not installed: set {var} (CI must run this test; see .ci/run)");

@@ -33,10 +33,12 @@ pub fn run(args: CleanArgs) -> Result<i32> {
         }
     }
     // The folders that held them go too when nothing else is in them (`remove_dir` keeps a
-    // folder that is not empty): the conference's, then `<repo>.conference` itself.
+    // folder that is not empty): the conference's, then the default `<repo>.conference`.
     if std::fs::remove_dir(&root).is_ok() {
         if let Some(parent) = root.parent() {
-            let _ = std::fs::remove_dir(parent);
+            if parent == worktree::default_root(&repo) {
+                let _ = std::fs::remove_dir(parent);
+            }
         }
     }
     crate::outln!("Removed {removed} worktrees of `{name}`.");

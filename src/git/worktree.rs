@@ -76,17 +76,30 @@ pub fn default_root(repo: &Repository) -> PathBuf {
         .join(format!("{stem}.conference"))
 }
 
-/// Records the folder of conference `name`'s worktrees (once), so later runs find them there
-/// whatever the settings say then.
-fn record_root(repo: &Repository, name: &str, root: &Path) -> Result<()> {
+/// The folder of conference `name`'s worktrees, recorded (once) so that later runs find them
+/// there whatever the settings say then. When the folder cannot be made (a read-only parent
+/// folder), a new conference falls back to the folder inside the git dir, with a warning.
+fn choose_root(repo: &Repository, name: &str) -> Result<PathBuf> {
     let run = run_dir(repo, name);
     let record = run.join(ROOT_RECORD);
+    let mut root = worktrees_root(repo, name);
     if record.exists() {
-        return Ok(());
+        return Ok(root);
+    }
+    if let Err(e) = std::fs::create_dir_all(&root) {
+        let fallback = run.join("worktrees");
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "warning: cannot make the worktree folder {} ({e}); using {} instead (agent CLIs may refuse to edit there: set `git config {WORKTREES_PATH_KEY} <dir>`)",
+            root.display(),
+            fallback.display()
+        );
+        root = fallback;
     }
     std::fs::create_dir_all(&run)?;
     std::fs::write(record, format!("{}\n", root.display()))?;
-    Ok(())
+    Ok(root)
 }
 
 /// What a worktree should have checked out.
@@ -103,8 +116,7 @@ pub enum Checkout<'a> {
 /// registration deleted) is linked again with its files as they are, so that the caller can
 /// record what they hold; one that cannot be linked is moved aside, with a warning.
 pub fn ensure(repo: &Repository, name: &str, label: &str, checkout: Checkout) -> Result<PathBuf> {
-    let root = worktrees_root(repo, name);
-    record_root(repo, name, &root)?;
+    let root = choose_root(repo, name)?;
     let path = root.join(label);
     if usable(&path) {
         return Ok(path);

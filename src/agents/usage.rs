@@ -307,8 +307,8 @@ fn aider(stdout: &str) -> AgentReport {
             Some("the agent's answer did not follow the edit format".to_string())
         } else if line.starts_with("litellm.") && line.contains("Error") {
             Some(format!("the model call failed: {}", clip(line, 200)))
-        } else if line.starts_with("Skipping edits to")
-            || line.starts_with("Only ") && line.contains("reflections allowed")
+        } else if (line.starts_with("Skipping edits to") && !line.contains(super::AGENT_DIR))
+            || (line.starts_with("Only ") && line.contains("reflections allowed"))
         {
             Some(clip(line, 200))
         } else {
@@ -554,6 +554,11 @@ mod tests {
         assert_eq!(r.usage, usage(4300, 40, Some(0.00067)));
         let p = r.problem.unwrap();
         assert!(p.contains("SEARCH/REPLACE block failed to match"), "{p}");
+        // The note folder is ignored on purpose: aider skipping it is no problem.
+        let skipped = "Skipping edits to .conference/note.md that matches gitignore spec.";
+        assert_eq!(parse(Preset::Aider, skipped).problem, None);
+        let outside = "Skipping edits to ../outside.py, it is outside the repo.";
+        assert!(parse(Preset::Aider, outside).problem.is_some());
         assert_eq!(aider_count("1.2M"), Some(1_200_000));
         assert_eq!(aider_count("12k"), Some(12_000));
     }

@@ -143,9 +143,14 @@ fn claude(stdout: &str) -> AgentReport {
     let mut problems = Vec::new();
     if let Some(denials) = r.get("permission_denials").and_then(Value::as_array) {
         let refused: Vec<String> = denials.iter().map(denial).collect();
+        let edits = denials.iter().any(|d| {
+            let tool = d.get("tool_name").and_then(Value::as_str).unwrap_or("");
+            matches!(tool, "Edit" | "MultiEdit" | "Write" | "NotebookEdit")
+        });
+        let what = if edits { "edit was" } else { "tool calls were" };
         if !refused.is_empty() {
             problems.push(format!(
-                "the agent's edit was refused: {}",
+                "the agent's {what} refused: {}",
                 refused.join(", ")
             ));
         }
@@ -503,6 +508,12 @@ mod tests {
             Some("the agent's edit was refused: Write of /tmp/agsmp/outside.py")
         );
         assert_eq!(r.usage, usage(3000, 300, Some(0.0225)));
+        let read_only = r#"{"type":"result","subtype":"success","is_error":false,"result":"ok",
+            "permission_denials":[{"tool_name":"Bash","tool_input":{"command":"python3 train.py"}}]}"#;
+        assert_eq!(
+            parse(Preset::Claude, read_only).problem.as_deref(),
+            Some("the agent's tool calls were refused: Bash (python3 train.py)")
+        );
         let r = parse(Preset::Claude, &sample("claude-2.1-max-turns.json"));
         assert!(r.problem.unwrap().contains("turn limit"));
         // Stopped by its budget: `usage` is zero, `modelUsage` has the tokens.

@@ -238,7 +238,15 @@ fn claude_code_researcher_keeps_rejects_and_records_refusals_and_usage() {
             && refused.contains("outside.py"),
         "{refused}"
     );
-    assert!(!repo.tmp.path().join("outside.py").exists());
+    assert!(!repo.worktrees_root().join("cc/outside.py").exists());
+    // Not what the agent claimed ("Lowered the learning rate."): why nothing changed.
+    assert_eq!(its[2]["description"], format!("no change: {refused}"));
+    assert!(
+        run.stderr
+            .contains("no_change best 1.040000  no change: the agent's edit was refused"),
+        "the progress line says it:\n{}",
+        run.stderr
+    );
     // Every attempt records what Claude Code reported (1000 + 100 tokens per model call).
     for p in &its {
         assert!(p["tokens"]["input"].as_u64().unwrap() >= 1000, "{p}");

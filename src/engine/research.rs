@@ -279,7 +279,14 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         let tree = snap.tree;
         settle(&mut watch);
         let changed = snapshot::changed_paths(&repo, head_tree, tree)?;
-        let description = description.unwrap_or_else(|| default_description(&changed));
+        // Nothing changed: what the agent claimed is no description; why nothing changed is.
+        let unchanged =
+            (agent_failure.is_none() && tree == head_tree && snap.nested_repos.is_empty())
+                .then(|| crate::agents::no_change_reason(&report));
+        let description = match &unchanged {
+            Some(why) => format!("no change: {why}"),
+            None => description.unwrap_or_else(|| default_description(&changed)),
+        };
         let attempt = Attempt {
             id,
             iteration,
@@ -307,7 +314,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             kind
         } else if tree == head_tree && snap.nested_repos.is_empty() {
             agent_crashes = 0;
-            let why = crate::agents::no_change_reason(&report);
+            let why = unchanged.unwrap_or_default();
             record_iteration(
                 conf,
                 &attempt,

@@ -992,29 +992,30 @@ fn event_hooks_get_the_json_and_a_failing_hook_does_not_stop_the_conference() {
         ".git/conference/hooks/round.started",
         "#!/bin/sh\ncat >/dev/null\necho hook fails >&2\nexit 1\n",
     );
-    let config = ConfigBuilder::new("Hooks", "./agents/seq.sh improve")
+    // Not `hooks`: that is the hooks folder's name, which no conference may take.
+    let config = ConfigBuilder::new("Hooked", "./agents/seq.sh improve")
         .iterations(1)
         .rounds(2)
         .build();
-    let run = repo.start("hooks", &config).ok();
+    let run = repo.start("hooked", &config).ok();
     assert!(
         run.stderr.contains("round.started") && run.stderr.contains("failed"),
         "{}",
         run.stderr
     );
-    assert_eq!(repo.events_named("hooks", "round.completed").len(), 2);
-    assert_eq!(repo.events_named("hooks", "conference.completed").len(), 1);
+    assert_eq!(repo.events_named("hooked", "round.completed").len(), 2);
+    assert_eq!(repo.events_named("hooked", "conference.completed").len(), 1);
 
     let got: Vec<Value> = std::fs::read_to_string(&out)
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).expect("hook got JSON"))
         .collect();
-    let recorded = repo.events_named("hooks", "round.completed");
+    let recorded = repo.events_named("hooked", "round.completed");
     assert_eq!(got, recorded, "the hook's stdin is the recorded event");
     assert_eq!(got[0]["payload"]["round"], 1);
     let env = std::fs::read_to_string(format!("{}.env", out.display())).unwrap();
-    assert_eq!(env, "hooks round.completed\nhooks round.completed\n");
+    assert_eq!(env, "hooked round.completed\nhooked round.completed\n");
 }
 
 #[test]
@@ -1843,9 +1844,10 @@ fn init_on_a_terminal_asks_again_after_an_invalid_answer() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // count, devil's advocate, unattended, strategy: each wrong once, then right.
+    // count, devil's advocate, unattended, strategy: each wrong once, then right; then the
+    // metric, its direction and the agent: the defaults.
     master
-        .write_all(b"zero\n0\n2\nmaybe\nyes\nsometimes\nno\nx\n2\nboth\nassigned\n")
+        .write_all(b"zero\n0\n2\nmaybe\nyes\nsometimes\nno\nx\n2\nboth\nassigned\n\n\n\n")
         .unwrap();
     // The terminal echoes the input back on the master side: keep it drained.
     let drain = std::thread::spawn(move || {

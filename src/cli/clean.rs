@@ -6,6 +6,7 @@ use clap::Args;
 
 use crate::git::worktree;
 use crate::lock::RunLock;
+use crate::store::refs;
 use crate::store::ConferenceRefs;
 
 /// Remove a conference's worktrees (its refs stay); --all also deletes its refs.
@@ -57,7 +58,16 @@ pub fn run(args: CleanArgs) -> Result<i32> {
         }
         let notes = crate::store::notes::remove_conference(&repo, &name)?;
         drop(lock);
-        let _ = std::fs::remove_dir_all(&run_dir);
+        // Never the tool's own folders (a conference named `hooks` by an older version shared
+        // the hooks folder): only what the conference put there goes.
+        if refs::is_reserved_name(&name) || run_dir == crate::hooks::hooks_dir(&repo) {
+            for own in ["worktrees", "logs", "running", "lock"] {
+                let path = run_dir.join(own);
+                let _ = std::fs::remove_dir_all(&path).or_else(|_| std::fs::remove_file(&path));
+            }
+        } else {
+            let _ = std::fs::remove_dir_all(&run_dir);
+        }
         crate::outln!(
             "Deleted {deleted} refs of `{name}` and its lines in {notes} notes (other conferences' notes stay)."
         );

@@ -12,7 +12,8 @@ use crate::config::{self, Direction, Strategy};
 use crate::error::usage;
 
 /// Write conference.md: asks the pre-flight questions on a terminal (count, devil's advocate,
-/// unattended or pause every N rounds, partitioning); use flags or --yes in scripts.
+/// unattended or pause every N rounds, partitioning, the evaluation command, the metric and its
+/// direction, the agent); use flags or --yes in scripts.
 #[derive(Args, Debug)]
 pub struct InitArgs {
     /// Conference title (default: the repository folder's name).
@@ -134,6 +135,83 @@ fn parse_direction(s: &str) -> Result<Direction> {
     }
 }
 
+fn parse_text(s: &str) -> Result<String> {
+    match s.trim() {
+        "" => Err(usage("an answer is needed")),
+        t => Ok(t.to_string()),
+    }
+}
+
+/// The direction a metric's name suggests (losses, errors, times and bits per byte go down).
+fn suggested_direction(metric: &str) -> &'static str {
+    let m = metric.to_lowercase();
+    let lower = [
+        "loss",
+        "err",
+        "bpb",
+        "perplexity",
+        "ppl",
+        "time",
+        "latency",
+        "ms",
+        "seconds",
+        "cost",
+        "mse",
+        "rmse",
+        "mae",
+    ];
+    if lower.iter().any(|w| m.contains(w)) {
+        "minimize"
+    } else {
+        "maximize"
+    }
+}
+
+/// The evaluation command, the metric and its direction, and the agent: asked on a terminal
+/// (a wrong metric or direction would optimise the wrong thing all night), flags otherwise.
+fn ask_measurement(args: &InitArgs, a: &mut InitAnswers, interactive: bool) -> Result<()> {
+    a.eval_command = match &args.eval_command {
+        Some(e) => e.clone(),
+        None if interactive => ask_valid(
+            "Evaluation command: what prints the metric, run in each researcher's worktree? (e.g. python3 train.py, ./eval.sh)",
+            &a.eval_command,
+            parse_text,
+        )?,
+        None => a.eval_command.clone(),
+    };
+    a.metric = match &args.metric {
+        Some(m) => m.clone(),
+        None if interactive => ask_valid(
+            "Metric name, as the evaluation prints it (`val_bpb: 0.99` → val_bpb)?",
+            &a.metric,
+            parse_text,
+        )?,
+        None => a.metric.clone(),
+    };
+    a.direction = match &args.direction {
+        Some(d) => parse_direction(d)?,
+        None if interactive => ask_valid(
+            &format!(
+                "Is a lower or a higher {} better? (minimize/maximize)",
+                a.metric
+            ),
+            suggested_direction(&a.metric),
+            parse_direction,
+        )?,
+        None => a.direction,
+    };
+    a.agent_command = match &args.agent {
+        Some(c) => c.clone(),
+        None if interactive => ask_valid(
+            "Agent command: builtin:tune (tunes numeric literals, no AI service), a preset (claude, codex, aider, gemini, opencode), or any command?",
+            &a.agent_command,
+            parse_text,
+        )?,
+        None => a.agent_command.clone(),
+    };
+    Ok(())
+}
+
 pub fn run(args: InitArgs) -> Result<i32> {
     let repo = super::discover()?;
     let top = super::workdir(&repo)?;
@@ -198,18 +276,7 @@ pub fn run(args: InitArgs) -> Result<i32> {
         None if interactive && a.count >= 2 => ask_valid("How should researchers divide the search space? (assigned = each gets a focus; free = overlap allowed)", "free", parse_strategy)?,
         None => Strategy::Free,
     };
-    if let Some(e) = args.eval_command {
-        a.eval_command = e;
-    }
-    if let Some(e) = args.agent {
-        a.agent_command = e;
-    }
-    if let Some(m) = args.metric {
-        a.metric = m;
-    }
-    if let Some(d) = &args.direction {
-        a.direction = parse_direction(d)?;
-    }
+    ask_measurement(&args, &mut a, interactive)?;
     if args.target.is_some() {
         a.target = args.target;
     }

@@ -4,6 +4,7 @@
 mod apply;
 mod clean;
 mod demo;
+mod effective;
 mod init;
 mod list;
 mod log;
@@ -11,6 +12,7 @@ mod man;
 mod remote;
 pub mod report;
 pub mod run;
+mod settings;
 mod status;
 
 use std::path::{Path, PathBuf};

@@ -47,6 +47,21 @@ pub struct ResumeArgs {
     /// where the event log says.
     #[arg(long)]
     pub force: bool,
+    /// The conference file to apply (default: conference.md at the top of the working tree).
+    /// Settings edited since the conference started are applied from the next step on, each
+    /// printed and recorded (`conference.config_changed`); the metric, direction, mode and
+    /// researcher count cannot change, nor the evaluation command once the baseline is measured.
+    /// A file with another title is left alone unless named here.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// A new baseline revision, for a conference whose baseline could not be measured (commit the
+    /// fixed harness, then `resume --base HEAD`). Refused once the baseline has a metric.
+    #[arg(long)]
+    pub base: Option<String>,
+    /// Continue a conference that stopped (budget, stall or plateau) with the settings in
+    /// conference.md. Editing a budget there and resuming does the same.
+    #[arg(long = "continue")]
+    pub continue_stopped: bool,
 }
 
 pub fn start(args: StartArgs, quiet: bool) -> Result<i32> {
@@ -89,7 +104,20 @@ pub fn start(args: StartArgs, quiet: bool) -> Result<i32> {
         };
     }
     let name = match args.name {
+        Some(n) if refs::is_reserved_name(&n) => {
+            return Err(usage(format!(
+                "`{n}` cannot be a conference name: git-conference keeps its own `{n}` folder next to the conferences' (<git-dir>/conference/{n}); choose another, e.g. `git conference start {n}-run`"
+            )))
+        }
         Some(n) => n,
+        None if refs::is_reserved_name(&refs::slug(&cfg.title)) => {
+            let mapped = format!("{}-conference", refs::slug(&cfg.title));
+            crate::errln!(
+                "note: `{}` is the name of git-conference's own folder; this conference is named `{mapped}` (or name it: `git conference start NAME`)",
+                refs::slug(&cfg.title)
+            );
+            mapped
+        }
         None => refs::slug(&cfg.title),
     };
     if !refs::is_valid_name(&name) {
@@ -111,6 +139,14 @@ pub fn start(args: StartArgs, quiet: bool) -> Result<i32> {
     for path in preflight::uncommitted_frozen(&repo, &cfg) {
         crate::errln!("warning: your uncommitted changes to {path} (frozen) are not used: the conference evaluates the baseline {} as committed", &base.id().to_string()[..10]);
     }
+    let uncommitted = super::effective::uncommitted_tracked(&repo, &config_path);
+    if !uncommitted.is_empty() {
+        crate::errln!(
+            "warning: uncommitted changes to {} are not part of the baseline {}: researchers start from the commit (commit them first, then start)",
+            uncommitted.join(", "),
+            &base.id().to_string()[..10]
+        );
+    }
     let ui = Ui::new(quiet);
     let _lock = take_over(&run_dir, &name)?;
     // A start killed while it wrote its first event leaves a lock on the events ref.
@@ -121,11 +157,7 @@ pub fn start(args: StartArgs, quiet: bool) -> Result<i32> {
         &base.id().to_string()[..10],
         conf.config.count
     ));
-    for item in &conf.guard.unenforced {
-        ui.info(&format!(
-            "note: the forbidden change `{item}` names no path: agents are told, but diffs cannot be checked against it (name the files or globs to have it enforced)"
-        ));
-    }
+    super::effective::print_rules(&conf, &ui);
     if let Some((preset, _)) = conf.config.agent.preset() {
         ui.info(&format!(
             "agent preset `{}` ({}) runs: {}",
@@ -186,18 +218,37 @@ pub fn resume(args: ResumeArgs, quiet: bool) -> Result<i32> {
     let ui = Ui::new(quiet);
     let run_dir = worktree::run_dir(&repo, &name);
     let _lock = take_over(&run_dir, &name)?;
-    let conf = Conference::open(repo.path(), &name, ui.clone()).context("cannot resume")?;
+    let mut conf = Conference::open(repo.path(), &name, ui.clone()).context("cannot resume")?;
     let st = conf.state();
-    if st.phase == Phase::Done {
+    let new_base = match &args.base {
+        Some(rev) => Some(rebase_target(&repo, &conf, rev)?),
+        None => None,
+    };
+    let base = new_base.unwrap_or(git2::Oid::from_str(&st.baseline_commit)?);
+    let plan = super::settings::plan(&repo, &conf, args.config.as_deref(), base)?;
+    let continuing = st.phase == Phase::Done && (args.continue_stopped || plan.is_some());
+    let idle = crate::engine::reconfigure::stopped_for(&st);
+    if st.phase == Phase::Done && !continuing {
         crate::outln!(
             "Conference `{name}` is already complete ({}): best {} at {}. Read the report with `git conference report {name}`.",
             st.final_status.as_deref().unwrap_or("done"),
             crate::engine::review::fmt(st.best.metric),
             &st.best.commit[..10]
         );
+        if st.final_status.is_some() {
+            crate::outln!("To continue it, raise its budgets in conference.md (Max rounds, Max total iterations, Time budget) and run `git conference resume {name}` (or `resume --continue` to go on with the same settings).");
+        }
         return Ok(0);
     }
-    let point = recovery_point(&conf);
+    let point = if continuing {
+        format!(
+            "Stopped ({}); continues with Round {}",
+            st.final_status.as_deref().unwrap_or("done"),
+            st.round + 1
+        )
+    } else {
+        recovery_point(&conf)
+    };
     let active: Vec<&str> = st.researchers.keys().map(String::as_str).collect();
     let convergence = match (st.final_status.as_deref(), st.stop_reason.as_deref()) {
         (Some("converged"), _) => "yes".to_string(),
@@ -227,6 +278,47 @@ pub fn resume(args: ResumeArgs, quiet: bool) -> Result<i32> {
         }
     }
     let reverted = conf.reconcile(args.force)?;
+    if let Some(plan) = &plan {
+        super::settings::print(plan);
+        let file = plan.file.display().to_string();
+        crate::engine::reconfigure::record_config_change(
+            &conf,
+            &plan.text,
+            &plan.config,
+            &plan.changes,
+            &file,
+        )?;
+    }
+    if let Some(base) = new_base {
+        crate::engine::reconfigure::rebase(&conf, base)?;
+        crate::errln!(
+            "The baseline is now {} (was {}); it is measured next.",
+            &base.to_string()[..10],
+            &st.baseline_commit[..10]
+        );
+    }
+    if plan.is_some() || new_base.is_some() {
+        drop(conf);
+        conf = Conference::open(repo.path(), &name, ui.clone())?;
+    }
+    if continuing {
+        if let Some(stop) = crate::engine::reconfigure::would_stop(&conf, idle) {
+            return Err(usage(format!(
+                "conference `{name}` would stop again at once: {} ({}). Raise that budget in conference.md and run `git conference resume {name}` again.",
+                stop.why, stop.token
+            )));
+        }
+        crate::engine::reconfigure::continue_stopped(&conf, idle)?;
+        crate::errln!(
+            "Continuing `{name}` after round {} (it had stopped: {}).",
+            st.round,
+            st.stop_reason.as_deref().unwrap_or("stopped")
+        );
+    }
+    if plan.is_some() {
+        super::effective::print_rules(&conf, &ui);
+    }
+    let point = recovery_point(&conf);
     conf.record(
         "conference.resumed",
         &point,
@@ -238,6 +330,23 @@ pub fn resume(args: ResumeArgs, quiet: bool) -> Result<i32> {
     )?;
     ui.info(&format!("resuming `{name}` at: {point}"));
     run_engine(conf)
+}
+
+/// The commit `resume --base REV` moves the baseline to: only while the baseline has no metric.
+fn rebase_target(repo: &git2::Repository, conf: &Conference, rev: &str) -> Result<git2::Oid> {
+    let st = conf.state();
+    if st.baseline_metric.is_some() || st.round > 0 {
+        return Err(usage(format!(
+            "the baseline of `{}` is measured already ({}); --base only moves a baseline that could not be measured",
+            conf.name,
+            crate::engine::review::fmt(st.baseline_metric)
+        )));
+    }
+    let commit = repo
+        .revparse_single(rev)
+        .and_then(|o| o.peel_to_commit())
+        .map_err(|_| usage(format!("cannot find the revision `{rev}`")))?;
+    Ok(commit.id())
 }
 
 fn run_engine(conf: Conference) -> Result<i32> {

@@ -78,6 +78,44 @@ pub fn append_conference_log_row(text: &str, cells: &[String]) -> String {
     insert_line_after(text, &lines[at], &block)
 }
 
+/// `into` with its sections of `kinds` taken from `from` (whole sections, heading included):
+/// when the user's edited conference.md replaces the stored copy between rounds, the parts the
+/// conference maintains (Shared Knowledge, Conference Log) stay as the conference wrote them.
+pub fn carry_sections(from: &str, into: &str, kinds: &[SectionKind]) -> String {
+    let mut out = into.to_string();
+    for &kind in kinds {
+        let source = scan(from);
+        let Some((heading, end)) = find_section(&source, kind) else {
+            continue;
+        };
+        let start = source[heading].start;
+        let stop = source.get(end).map_or(from.len(), |l| l.start);
+        let block = &from[start..stop];
+        let lines = scan(&out);
+        out = match find_section(&lines, kind) {
+            Some((h, e)) => {
+                let stop = lines.get(e).map_or(out.len(), |l| l.start);
+                splice(&out, lines[h].start, stop, block)
+            }
+            None => {
+                let before: &[SectionKind] = match kind {
+                    SectionKind::SharedKnowledge => {
+                        &[SectionKind::Context, SectionKind::ConferenceLog]
+                    }
+                    _ => &[],
+                };
+                insert_section(
+                    &out,
+                    &lines,
+                    block.trim_end().to_string() + newline(&out),
+                    before,
+                )
+            }
+        };
+    }
+    out
+}
+
 fn is_separator(line: &str) -> bool {
     let t = line.trim();
     t.contains('-') && t.chars().all(|c| "|-: ".contains(c))

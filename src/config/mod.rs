@@ -6,9 +6,12 @@
 //! instead. `template` writes the commented file `init` produces, and `edit` rewrites the parts the
 //! conference maintains (Shared Knowledge, Conference Log) in the stored copy.
 
+pub mod changes;
 pub mod duration;
 pub mod edit;
+pub mod guard;
 pub mod parse;
+pub mod rules;
 pub mod template;
 pub mod validate;
 
@@ -183,6 +186,13 @@ pub struct Evaluation {
     pub repeats: u32,
     /// Paths (globs) no candidate may change: the evaluation harness.
     pub frozen: Vec<String>,
+    /// `frozen: none`: nothing is frozen, not even the files the evaluation commands name.
+    #[serde(default)]
+    pub frozen_none: bool,
+    /// `metric from: last number`: when the output does not name the metric, the last number
+    /// printed is the metric (an explicit opt-in; by default such a run is a crash).
+    #[serde(default)]
+    pub last_number: bool,
     /// Optional hold-out evaluation run only in peer review, never shown to researchers.
     pub holdout: Option<String>,
     /// Qualitative mode: prints a 0-10 score for a candidate.
@@ -315,6 +325,9 @@ pub fn describe_errors(path: &std::path::Path, errors: &[ConfigError]) -> String
 /// Every problem is reported, reading and checking alike, ordered by line (missing fields last).
 pub fn load(text: &str) -> Result<Config, Vec<ConfigError>> {
     let (doc, mut errors) = parse::read(text);
+    errors.extend(rules::frozen_and_allowed(&doc));
+    errors.extend(guard::errors(&doc));
+    validate::sort_errors(&mut errors);
     match validate::validate(&doc) {
         Ok(config) if errors.is_empty() => Ok(config),
         Ok(_) => Err(errors),

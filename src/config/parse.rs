@@ -334,6 +334,11 @@ pub static SECTIONS: &[SectionSpec] = &[
                 "- holdout: ./eval.sh --holdout",
             ),
             key("judge", &["judge command"], "- judge: ./judge.sh"),
+            key(
+                "metric from",
+                &["metric source", "read metric"],
+                "- metric from: name   (or: last number)",
+            ),
         ],
     },
     SectionSpec {

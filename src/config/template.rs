@@ -177,7 +177,7 @@ pub fn render(a: &InitAnswers) -> String {
     section(
         w,
         "Guard",
-        "Conditions every kept change must preserve, one bullet each (e.g. - cargo test passes).",
+        "Conditions every kept change must preserve, one bullet each. A command bullet (`- run: cargo test` or - `cargo test` must pass) runs in the candidate's worktree on every candidate that measured better, before it is kept; if it fails the candidate is rejected with its output. Any other bullet is prose: the agents read it, the conference cannot check it.",
     );
     section(w, "Noise Handling", "Noise runs: evaluations per candidate in peer review. Min consensus delta: the smallest gain that counts (1% of the baseline, or an absolute 0.02).");
     setting(w, "Noise runs", "1");
@@ -189,11 +189,12 @@ pub fn render(a: &InitAnswers) -> String {
     setting(w, "Cost budget", "none");
     setting(w, "Researcher timeout", "none");
     setting(w, "Pause every", &pause);
-    section(w, "Evaluation", "command prints the metric and runs in the researcher's worktree; timeout is per experiment; repeats is runs per candidate (their mean counts); frozen lists the evaluation harness (paths or globs, comma-separated), which no candidate may change. Optional: holdout (a command run only in peer review), judge (qualitative mode: prints a 0-10 score).");
+    section(w, "Evaluation", "command prints the metric and runs in the researcher's worktree; timeout is per experiment; repeats is runs per candidate (their mean counts); frozen lists the evaluation harness (paths or globs, comma-separated), which no candidate may change; committed files the commands name are frozen too unless Allowed changes lists them (`python3 train.py` with train.py allowed: train.py may change); frozen: none freezes nothing. metric from: name (the output must print `<metric>: <number>` or a JSON key; otherwise the run is a crash) or last number (take the last number printed when the metric is not named). Optional: holdout (a command run only in peer review), judge (qualitative mode: prints `score: <0-10>`).");
     setting(w, "Command", &eval_command);
     setting(w, "Timeout", "5m");
     setting(w, "Repeats", "1");
     setting(w, "Frozen", frozen);
+    setting(w, "Metric from", "name");
     section(w, "Agent", "command runs in the researcher's worktree with the prompt in $CONFERENCE_PROMPT_FILE; it edits files and exits (never commits). builtin:tune needs no AI service. A preset (claude, codex, aider, gemini, opencode) runs that CLI headless with edits allowed in the worktree only; with a preset, optional model, max turns (claude only) and extra args. seed makes built-in researchers deterministic. Optional: chair, reviewer, synthesizer commands for prose.");
     setting(w, "Command", &one_line(&a.agent_command));
     setting(w, "Seed", "0");

@@ -522,7 +522,7 @@ impl<'a> Validator<'a> {
                 positive,
             )
             .map_or(1, |(v, _, _)| v);
-        let frozen = self.get(S::Evaluation, "frozen").map_or(Vec::new(), |s| {
+        let frozen: Vec<String> = self.get(S::Evaluation, "frozen").map_or(Vec::new(), |s| {
             s.value
                 .split(',')
                 .chain(s.items.iter().flat_map(|i| i.value.split(',')))
@@ -530,6 +530,22 @@ impl<'a> Validator<'a> {
                 .filter(|p| !p.is_empty())
                 .collect()
         });
+        // `frozen: none` says nothing is frozen; `none` next to paths is a mistake.
+        let frozen_none = !frozen.is_empty() && frozen.iter().all(|p| is_none(p));
+        if !frozen_none && frozen.iter().any(|p| is_none(p)) {
+            if let Some(s) = self.get(S::Evaluation, "frozen") {
+                self.invalid(S::Evaluation, s, "`none` cannot be listed with paths");
+            }
+        }
+        let frozen = if frozen_none { Vec::new() } else { frozen };
+        let last_number = self
+            .value(
+                S::Evaluation,
+                "metric from",
+                "must be name (read the metric's `name: value` line) or last number",
+                metric_from,
+            )
+            .is_some_and(|(v, _, _)| v);
         let holdout = self.optional(S::Evaluation, "holdout");
         let judge = self.optional(S::Evaluation, "judge");
         if mode == Some(Mode::Qualitative) && judge.is_none() {
@@ -544,6 +560,8 @@ impl<'a> Validator<'a> {
             timeout,
             repeats,
             frozen,
+            frozen_none,
+            last_number,
             holdout,
             judge,
         })
@@ -711,6 +729,15 @@ fn usd_amount(value: &str) -> Option<Option<f64>> {
         .fold(v, |v, unit| v.trim_end_matches(unit).trim());
     let n: f64 = v.replace(',', "").parse().ok()?;
     (n.is_finite() && n > 0.0).then_some(Some(n))
+}
+
+/// `metric from`: `name` (default) → false; `last number` → true.
+fn metric_from(value: &str) -> Option<bool> {
+    match super::parse::normalize(value).as_str() {
+        "name" | "named" | "key" => Some(false),
+        "lastnumber" | "last" => Some(true),
+        _ => None,
+    }
 }
 
 fn positive(value: &str) -> Option<u32> {
@@ -916,6 +943,8 @@ Make it fast.
                 timeout: Duration::from_secs(300),
                 repeats: 1,
                 frozen: vec![s("bench.sh"), s("benches/**")],
+                frozen_none: false,
+                last_number: false,
                 holdout: None,
                 judge: None,
             },

@@ -64,6 +64,7 @@ async fn measure_baseline(conf: &Conference) -> Result<()> {
     let result = evaluate::evaluate(EvalRequest {
         command: conf.config.eval_command(),
         metric: &metric,
+        last_number: conf.config.evaluation.last_number,
         runs: conf.config.evaluation.repeats,
         timeout: conf.config.evaluation.timeout,
         cwd: &path,
@@ -76,7 +77,7 @@ async fn measure_baseline(conf: &Conference) -> Result<()> {
     }
     let Some(value) = result.metric else {
         bail!(
-            "the evaluation fails on the baseline: {} (logs in {}); fix the harness, commit it, then run `git conference resume {}`",
+            "the evaluation fails on the baseline: {} (logs in {}). To go on: fix the harness, commit it, then `git conference resume {2} --base HEAD` (the baseline moves to your fix); or change `## Evaluation` in conference.md (e.g. a longer timeout) and `git conference resume {2}`",
             result.reason.unwrap_or_default(),
             conf.run_dir.join("logs").display(),
             conf.name

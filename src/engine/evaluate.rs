@@ -59,6 +59,8 @@ pub fn metric_name(config: &Config) -> String {
 pub struct EvalRequest<'a> {
     pub command: &'a str,
     pub metric: &'a str,
+    /// `metric from: last number`: an output that does not name the metric gives its last number.
+    pub last_number: bool,
     pub runs: u32,
     pub timeout: Duration,
     pub cwd: &'a Path,
@@ -114,9 +116,9 @@ pub async fn evaluate(req: EvalRequest<'_>) -> Result<EvalResult> {
             _ => {}
         }
         let out = process::read_output(&stdout);
-        let mut m = metric::parse(&out, req.metric);
+        let mut m = metric::parse_with(&out, req.metric, req.last_number);
         if m.reading == Reading::Missing {
-            m = metric::parse(&process::read_output(&stderr), req.metric);
+            m = metric::parse_with(&process::read_output(&stderr), req.metric, req.last_number);
         }
         match m.reading {
             Reading::Value(v) => {
@@ -139,12 +141,7 @@ pub async fn evaluate(req: EvalRequest<'_>) -> Result<EvalResult> {
                     ),
                 ))
             }
-            Reading::Missing => {
-                return Ok(failure(
-                    "crashed",
-                    format!("no metric `{}` in the output", req.metric),
-                ))
-            }
+            Reading::Missing => return Ok(failure("crashed", missing_metric(req.metric, &out))),
         }
     }
     let mean = runs.iter().sum::<f64>() / runs.len() as f64;
@@ -156,6 +153,21 @@ pub async fn evaluate(req: EvalRequest<'_>) -> Result<EvalResult> {
         reason: None,
         seconds,
     })
+}
+
+/// Why a run whose output does not name the metric is a crash: the metric, the end of what the
+/// run printed, and the two ways out.
+fn missing_metric(metric: &str, output: &str) -> String {
+    let last = tail(output, 3);
+    let last = if last.is_empty() {
+        "; it printed nothing".to_string()
+    } else {
+        format!("; last lines{last}")
+    };
+    format!(
+        "metric {metric} not in the output{last} (print `{metric}: <number>`, or add `- metric \
+         from: last number` under ## Evaluation to read the last number printed)"
+    )
 }
 
 fn tail(text: &str, lines: usize) -> String {

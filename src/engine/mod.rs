@@ -12,9 +12,11 @@ pub mod agent;
 pub mod budget;
 pub mod driver;
 pub mod evaluate;
+pub mod guards;
 pub mod paths;
 pub mod prompt;
 pub mod prose;
+pub mod reconfigure;
 pub mod research;
 pub mod review;
 pub mod state;
@@ -287,6 +289,7 @@ impl Conference {
             paused_at_round: 0,
             spend: Default::default(),
             round_spend: vec![],
+            stopped_seconds: 0,
         };
         let payload = json!({
             "researchers": config.count,

@@ -161,30 +161,65 @@ fn looks_like_path(word: &str) -> bool {
 /// Why a candidate may not be evaluated, if it may not.
 pub struct Guard {
     pub frozen: PathRules,
+    /// Where each frozen pattern came from, in `frozen`'s order (`Frozen`, or `named by the
+    /// evaluation command`): said in rejections and in the rules `start` prints.
+    pub frozen_sources: Vec<String>,
     pub forbidden: PathRules,
     /// None when the allowed list is prose (then everything not forbidden is allowed).
     pub allowed: Option<PathRules>,
     /// Forbidden items that name no path: agents are told, but the diff cannot be checked.
     pub unenforced: Vec<String>,
+    /// Files the evaluation commands name that an Allowed changes item allows: not frozen (the
+    /// user's word wins), listed by `start`.
+    pub released: Vec<String>,
+}
+
+/// Where an explicitly frozen pattern comes from.
+pub const FROZEN_BY_USER: &str = "Frozen";
+
+/// Which frozen paths are inferred: the committed files each evaluation command names, with the
+/// command that names them. The user's word wins: a file an Allowed changes item names is not
+/// frozen by inference, and `frozen: none` turns inference off. Pure, so the table of cases is
+/// unit-tested (see `tests::frozen_inference_table`).
+pub fn inferred_frozen(
+    config: &crate::config::Config,
+    allowed: &PathRules,
+    exists: &dyn Fn(&str) -> bool,
+) -> (Vec<(String, String)>, Vec<String>) {
+    let mut frozen: Vec<(String, String)> = Vec::new();
+    let mut released = Vec::new();
+    if config.evaluation.frozen_none {
+        return (frozen, released);
+    }
+    let ev = &config.evaluation;
+    let named = [
+        (Some(&ev.command), "evaluation"),
+        (ev.holdout.as_ref(), "holdout"),
+        (ev.judge.as_ref(), "judge"),
+    ];
+    for (command, which) in named {
+        let Some(command) = command else { continue };
+        for file in command_files(command, exists) {
+            let explicit = PathRules::new(&ev.frozen).matches(&file);
+            if explicit || frozen.iter().any(|(f, _)| *f == file) || released.contains(&file) {
+                continue;
+            }
+            if allowed.matches(&file) {
+                released.push(file);
+            } else {
+                frozen.push((file, format!("named by the {which} command")));
+            }
+        }
+    }
+    (frozen, released)
 }
 
 impl Guard {
     /// The rules of `config`; `exists` says whether the baseline has a path (files and folders).
     /// Frozen are the `frozen` patterns plus every committed file the evaluation, hold-out and
-    /// judge commands name, so a candidate can never change how it is measured.
+    /// judge commands name (unless Allowed changes names it), so a candidate can never change how
+    /// it is measured without the user saying so.
     pub fn new(config: &crate::config::Config, exists: &dyn Fn(&str) -> bool) -> Self {
-        let mut frozen = config.evaluation.frozen.clone();
-        let ev = &config.evaluation;
-        for command in std::iter::once(&ev.command)
-            .chain(&ev.holdout)
-            .chain(&ev.judge)
-        {
-            for file in command_files(command, exists) {
-                if !frozen.contains(&file) {
-                    frozen.push(file);
-                }
-            }
-        }
         let mut forbidden = Vec::new();
         let mut unenforced = Vec::new();
         for item in &config.forbidden {
@@ -199,13 +234,23 @@ impl Guard {
             .iter()
             .map(|i| path_tokens(i, exists))
             .collect();
+        let named_allowed = PathRules::new(&allowed_tokens.concat());
         let allowed = (!allowed_tokens.is_empty() && allowed_tokens.iter().all(|t| !t.is_empty()))
-            .then(|| PathRules::new(&allowed_tokens.concat()));
+            .then(|| named_allowed.clone());
+        let mut frozen = config.evaluation.frozen.clone();
+        let mut frozen_sources = vec![FROZEN_BY_USER.to_string(); frozen.len()];
+        let (inferred, released) = inferred_frozen(config, &named_allowed, exists);
+        for (file, source) in inferred {
+            frozen.push(file);
+            frozen_sources.push(source);
+        }
         Guard {
             frozen: PathRules::new(&frozen),
+            frozen_sources,
             forbidden: PathRules::new(&forbidden),
             allowed,
             unenforced,
+            released,
         }
     }
 
@@ -214,11 +259,58 @@ impl Guard {
         &self.frozen.patterns
     }
 
+    /// Why `pattern` is frozen: `Frozen: data/**` for the user's list, `named by the evaluation
+    /// command` for an inferred file.
+    fn frozen_because(&self, pattern: &str) -> String {
+        let index = self.frozen.patterns.iter().position(|p| p == pattern);
+        match index.and_then(|i| self.frozen_sources.get(i)) {
+            Some(source) if source == FROZEN_BY_USER => format!("{FROZEN_BY_USER}: {pattern}"),
+            Some(source) => source.clone(),
+            None => format!("frozen: {pattern}"),
+        }
+    }
+
+    /// The effective path rules, one line each, with where each came from (printed by `start`).
+    pub fn describe(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        let frozen: Vec<String> = self
+            .frozen
+            .patterns
+            .iter()
+            .zip(&self.frozen_sources)
+            .map(|(p, s)| format!("{p} ({s})"))
+            .collect();
+        lines.push(format!(
+            "frozen: {}",
+            if frozen.is_empty() {
+                "none".to_string()
+            } else {
+                frozen.join(", ")
+            }
+        ));
+        match &self.allowed {
+            Some(a) => lines.push(format!("allowed: {}", a.patterns.join(", "))),
+            None => lines.push("allowed: anything not frozen or forbidden".to_string()),
+        }
+        for file in &self.released {
+            lines.push(format!(
+                "not frozen: {file} (named by an evaluation command, but Allowed changes allows it)"
+            ));
+        }
+        if !self.forbidden.is_empty() {
+            lines.push(format!("forbidden: {}", self.forbidden.patterns.join(", ")));
+        }
+        lines
+    }
+
     /// The first rule the changed paths break, as a sentence.
     pub fn violation(&self, changed: &[String]) -> Option<String> {
         for path in changed {
             if let Some(p) = self.frozen.matching_pattern(path) {
-                return Some(format!("changes frozen path {path} (frozen: {p})"));
+                return Some(format!(
+                    "changes frozen path {path} ({})",
+                    self.frozen_because(p)
+                ));
             }
             if let Some(p) = self.forbidden.matching_pattern(path) {
                 return Some(format!("changes forbidden path {path} (forbidden: {p})"));
@@ -298,6 +390,103 @@ mod tests {
         c.forbidden = forbidden.iter().map(|s| s.to_string()).collect();
         c.allowed = allowed.iter().map(|s| s.to_string()).collect();
         c
+    }
+
+    /// Which files are frozen, and why, for the layouts people write.
+    #[test]
+    fn frozen_inference_table() {
+        let exists = |p: &str| {
+            matches!(
+                p,
+                "eval.sh" | "train.py" | "prepare.py" | "src/bench.py" | "holdout.sh"
+            )
+        };
+        // (command, frozen, allowed, holdout) → (frozen with provenance, released)
+        type Row<'a> = (&'a str, &'a [&'a str], &'a [&'a str], Option<&'a str>);
+        let table: &[(Row, &[&str], &[&str])] = &[
+            // The autoresearch layout: the user's word wins.
+            (
+                ("python3 train.py", &["prepare.py"], &["train.py"], None),
+                &["prepare.py (Frozen)"],
+                &["train.py"],
+            ),
+            // A harness script is frozen by inference.
+            (
+                ("./eval.sh", &[], &["train.py"], None),
+                &["eval.sh (named by the evaluation command)"],
+                &[],
+            ),
+            // Explicit and inferred: listed once, as the user wrote it.
+            (
+                ("./eval.sh", &["eval.sh"], &[], None),
+                &["eval.sh (Frozen)"],
+                &[],
+            ),
+            // Prose allows nothing by name: inference stands.
+            (
+                ("python3 train.py", &[], &["any hyperparameter"], None),
+                &["train.py (named by the evaluation command)"],
+                &[],
+            ),
+            // A glob the user allowed releases a file under it.
+            (
+                ("python3 src/bench.py", &[], &["src/**"], None),
+                &[],
+                &["src/bench.py"],
+            ),
+            // The hold-out command's files are frozen too, with their own provenance.
+            (
+                ("./eval.sh", &[], &[], Some("./holdout.sh")),
+                &[
+                    "eval.sh (named by the evaluation command)",
+                    "holdout.sh (named by the holdout command)",
+                ],
+                &[],
+            ),
+        ];
+        for ((command, frozen, allowed, holdout), want_frozen, want_released) in table {
+            let mut c = config(frozen, &[], allowed);
+            c.evaluation.command = command.to_string();
+            c.evaluation.holdout = holdout.map(str::to_string);
+            let g = Guard::new(&c, &exists);
+            let got: Vec<String> = g
+                .frozen_patterns()
+                .iter()
+                .zip(&g.frozen_sources)
+                .map(|(p, s)| format!("{p} ({s})"))
+                .collect();
+            assert_eq!(
+                got, *want_frozen,
+                "{command} frozen {frozen:?} allowed {allowed:?}"
+            );
+            assert_eq!(g.released, *want_released, "{command}");
+        }
+        // `frozen: none` turns inference off.
+        let mut c = config(&[], &[], &[]);
+        c.evaluation.frozen_none = true;
+        let g = Guard::new(&c, &exists);
+        assert!(g.frozen_patterns().is_empty());
+        assert_eq!(g.describe()[0], "frozen: none");
+        // Rejections say where the rule came from.
+        let mut c = config(&["prepare.py"], &[], &["train.py"]);
+        c.evaluation.command = "python3 train.py && ./eval.sh".into();
+        let g = Guard::new(&c, &exists);
+        assert_eq!(
+            g.violation(&["eval.sh".into()]).unwrap(),
+            "changes frozen path eval.sh (named by the evaluation command)"
+        );
+        assert_eq!(
+            g.violation(&["prepare.py".into()]).unwrap(),
+            "changes frozen path prepare.py (Frozen: prepare.py)"
+        );
+        assert!(g.violation(&["train.py".into()]).is_none());
+        assert_eq!(
+            g.describe()[..2],
+            [
+                "frozen: prepare.py (Frozen), eval.sh (named by the evaluation command)",
+                "allowed: train.py"
+            ]
+        );
     }
 
     #[test]

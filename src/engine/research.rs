@@ -338,9 +338,17 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
                 "rejected"
             } else {
                 let deadline = limit.map(|l| l.saturating_sub(started.elapsed()));
-                let (result, of_the_tree) =
-                    evaluate_cached(conf, id, st.round, iteration, tree, &wt_path, env, deadline)
-                        .await?;
+                let (result, of_the_tree) = evaluate_cached(
+                    conf,
+                    id,
+                    st.round,
+                    iteration,
+                    tree,
+                    &wt_path,
+                    env.clone(),
+                    deadline,
+                )
+                .await?;
                 if result.status == "interrupted" {
                     return Ok(());
                 }
@@ -358,8 +366,15 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
                     "timeout" => "timeout",
                     _ => "crashed",
                 };
+                // A better candidate must pass the guard commands before it is kept.
+                let label = format!("{id}-r{}-i{iteration}", st.round);
                 // What the CLI reported (a refused edit, a limit) when nothing else is wrong.
                 let reason = result.reason.clone().or_else(|| report.problem.clone());
+                let Some((verdict, reason)) =
+                    super::guards::gate(conf, verdict, reason, &wt_path, &env, &label).await?
+                else {
+                    return Ok(());
+                };
                 let measured = Measured {
                     result: &result,
                     of_the_tree,
@@ -598,6 +613,7 @@ async fn evaluate_cached(
             evaluate::evaluate(EvalRequest {
                 command: conf.config.eval_command(),
                 metric: &metric,
+                last_number: conf.config.evaluation.last_number,
                 runs: conf.config.evaluation.repeats,
                 timeout,
                 cwd: wt_path,

@@ -76,6 +76,7 @@ pub async fn measure(
     let result = evaluate::evaluate(EvalRequest {
         command,
         metric: &metric,
+        last_number: conf.config.evaluation.last_number,
         runs: review_runs(conf),
         timeout: conf.config.evaluation.timeout,
         cwd: &path,

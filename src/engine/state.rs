@@ -142,6 +142,10 @@ pub struct State {
     pub spend: super::budget::Spend,
     #[serde(default)]
     pub round_spend: Vec<super::budget::Spend>,
+    /// Seconds the conference spent stopped before it was continued (`conference.continued`):
+    /// not part of the time budget.
+    #[serde(default)]
+    pub stopped_seconds: u64,
 }
 
 impl State {

@@ -71,7 +71,9 @@ pub fn round_allotment(conf: &Conference, st: &State, id: &str) -> u32 {
 /// The time budget, when it is used up.
 pub fn time_budget_used(conf: &Conference, st: &State) -> Option<String> {
     let budget = conf.config.time_budget?;
-    let elapsed = super::now_unix().saturating_sub(st.started_unix);
+    let elapsed = super::now_unix()
+        .saturating_sub(st.started_unix)
+        .saturating_sub(st.stopped_seconds);
     (elapsed >= budget.as_secs()).then(|| {
         format!(
             "time_budget ({}) used",

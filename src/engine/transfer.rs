@@ -174,6 +174,20 @@ async fn pick(conf: &Conference, f: &Finding, start_runs: &[f64]) -> Result<()> 
                 ),
             }
         };
+    // A combination no researcher measured must pass the guard commands too.
+    let finding_tree = repo.find_commit(Oid::from_str(&f.commit)?)?.tree_id();
+    let (verdict, reason) = match candidate {
+        Some(c) if verdict == "merged" && tree != finding_tree => {
+            match super::guards::check_commit(conf, c, &format!("transfer-{}", f.researcher))
+                .await?
+            {
+                super::guards::Verdict::Pass => (verdict, reason),
+                super::guards::Verdict::Fail(why) => ("dropped", format!("combined best: {why}")),
+                super::guards::Verdict::Interrupted => return Ok(()),
+            }
+        }
+        _ => (verdict, reason),
+    };
     let metric = result.as_ref().and_then(|r| r.metric);
     let note = candidate.map(|c| {
         json!({"commit": c.to_string(), "conference": conf.name, "researcher": f.researcher,

@@ -1,8 +1,10 @@
 //! Reading the metric from what an evaluation printed.
 //!
 //! Accepted: a `name: value` or `name=value` line (the key may be quoted, as inside a
-//! pretty-printed JSON object), a JSON object with the metric's key (on one line or spanning
-//! several), and otherwise the last number printed. The key matches case-insensitively; a key
+//! pretty-printed JSON object), and a JSON object with the metric's key (on one line or spanning
+//! several). The last number printed is read only when the user opted in (`- metric from: last
+//! number` in `## Evaluation`): an output that does not name the metric is otherwise `Missing`,
+//! never guessed from whatever number came last. The key matches case-insensitively; a key
 //! with the exact case wins. Colours (ANSI escapes) are ignored, and a unit right after the number
 //! (`41.2ms`, `12 s`, `95%`) is not part of it. Every other `key: number` line (or numeric JSON
 //! field) is kept as a sub-metric.
@@ -73,8 +75,14 @@ impl Findings {
     }
 }
 
-/// Parses `output` for the metric called `name`.
+/// Parses `output` for the metric called `name`; an output that does not name it is `Missing`.
 pub fn parse(output: &str, name: &str) -> Measurement {
+    parse_with(output, name, false)
+}
+
+/// [`parse`], reading the last number printed when the output does not name the metric and
+/// `last_number` is set (the `metric from: last number` opt-in).
+pub fn parse_with(output: &str, name: &str, last_number: bool) -> Measurement {
     // Progress bars redraw a line with '\r': each redraw is a line of its own.
     let text = strip_ansi(output).replace('\r', "\n");
     let mut f = Findings::default();
@@ -117,12 +125,12 @@ pub fn parse(output: &str, name: &str) -> Measurement {
         Some(Err(line)) => Reading::Unreadable(line),
         None => match (f.mention, f.last_number) {
             (Some(line), _) => Reading::Unreadable(line),
-            (None, Some(text)) => match parse_number(&text) {
+            (None, Some(text)) if last_number => match parse_number(&text) {
                 Some(v) if v.is_finite() => Reading::Value(v),
                 Some(_) => Reading::NotFinite(text),
                 None => Reading::Missing,
             },
-            (None, None) => Reading::Missing,
+            (None, _) => Reading::Missing,
         },
     };
     Measurement {
@@ -359,9 +367,19 @@ mod tests {
             value("{\"loss\": 1.5, \"acc\": 0.9}\n", "loss"),
             Reading::Value(1.5)
         );
+        // The last number printed is the metric only when the user opted in.
         assert_eq!(
             value("epoch 3 done\nfinal 42.0\n", "loss"),
+            Reading::Missing
+        );
+        assert_eq!(
+            parse_with("epoch 3 done\nfinal 42.0\n", "loss", true).reading,
             Reading::Value(42.0)
+        );
+        assert_eq!(
+            parse_with("loss: 1\n7\n", "loss", true).reading,
+            Reading::Value(1.0),
+            "a named metric wins over the opt-in"
         );
         assert_eq!(value("nothing here\n", "loss"), Reading::Missing);
         assert!(matches!(
@@ -504,7 +522,7 @@ mod tests {
         );
         // Other words containing the name are not mentions.
         assert_eq!(
-            value("scoreboard updated\nval_score 3\n9\n", "score"),
+            parse_with("scoreboard updated\nval_score 3\n9\n", "score", true).reading,
             Reading::Value(9.0)
         );
     }

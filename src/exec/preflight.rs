@@ -72,6 +72,22 @@ pub fn check(
             });
         }
     }
+    for (command, line) in config::guard::command_lines(text) {
+        let site = Site {
+            what: "the guard command",
+            section: SectionKind::Guard,
+            key: "run",
+            command: &command,
+            cwd: Cwd::Worktree,
+        };
+        if let Some((message, hint)) = check_program(&site, &tree, short, run_dir) {
+            errors.push(ConfigError {
+                line,
+                message,
+                hint,
+            });
+        }
+    }
     Ok(errors)
 }
 
@@ -318,8 +334,7 @@ pub fn not_found_at_run(
         .trim();
     Some(crate::error::usage(format!(
         "{what} `{command}` cannot run: {line}. Install the missing program (or fix `- command:` \
-         in conference.md; a running conference keeps the conference.md it started with: \
-         `git conference clean --all` and start again), then `git conference resume`"
+         in conference.md: `resume` applies the edited file), then `git conference resume`"
     )))
 }
 

@@ -96,6 +96,16 @@ pub fn is_valid_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
+/// Folders git-conference keeps next to the conferences' own under `<git-common-dir>/conference/`
+/// (event hooks): no conference may be named like one, or its run folder would be that folder
+/// (and `clean --all` would delete it).
+pub const RESERVED_NAMES: &[&str] = &["hooks"];
+
+/// Whether `name` is one of [`RESERVED_NAMES`] (in any case: file systems may fold it).
+pub fn is_reserved_name(name: &str) -> bool {
+    RESERVED_NAMES.iter().any(|r| r.eq_ignore_ascii_case(name))
+}
+
 /// A slug of a title: "Faster tokenizer" -> "faster-tokenizer".
 pub fn slug(title: &str) -> String {
     let mut out = String::new();

@@ -1,0 +1,133 @@
+//! `resume` reads the user's conference.md again and applies what changed (see
+//! `config::changes` for what may change, `engine::reconfigure` for how it is recorded).
+//!
+//! It is automatic, and never silent: every change is printed before anything runs, a change
+//! that may not be made stops the resume with exit 2 and the line, and a file that belongs to
+//! another conference (another title) is left alone with a note. The file is the working tree's
+//! conference.md, or `--config PATH`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use git2::{Oid, Repository};
+
+use crate::config::changes::{self, Change, Class};
+use crate::config::{self, Config, ConfigError};
+use crate::engine::Conference;
+use crate::error::usage;
+use crate::exec::preflight;
+
+/// Settings to apply on resume: the merged text to store, its config, and what changed.
+pub struct Plan {
+    pub text: String,
+    pub config: Config,
+    pub changes: Vec<Change>,
+    pub file: PathBuf,
+}
+
+/// What the user's conference.md changes, checked; None when there is nothing to apply.
+pub fn plan(
+    repo: &Repository,
+    conf: &Conference,
+    config_arg: Option<&Path>,
+    base: Oid,
+) -> Result<Option<Plan>> {
+    let top = super::workdir(repo)?;
+    let explicit = config_arg.is_some();
+    let path = match config_arg {
+        Some(p) if p.is_absolute() => p.to_path_buf(),
+        Some(p) => top.join(p),
+        None => top.join("conference.md"),
+    };
+    if !path.exists() {
+        if explicit {
+            return Err(usage(format!("{} does not exist", path.display())));
+        }
+        return Ok(None);
+    }
+    let text = super::read_text(&path)?;
+    let (doc, _) = config::parse::read(&text);
+    let title = doc.title.as_ref().map(|t| t.value.trim().to_string());
+    if !explicit && title.as_deref() != Some(conf.config.title.as_str()) {
+        crate::errln!(
+            "note: {} is titled `{}`, not `{}`: settings of `{}` left as they are (pass --config FILE to apply a file)",
+            path.display(),
+            title.unwrap_or_default(),
+            conf.config.title,
+            conf.name
+        );
+        return Ok(None);
+    }
+    config::load(&text).map_err(|errs| usage(config::describe_errors(&path, &errs)))?;
+    let changes = changes::diff(&conf.config_text, &text);
+    if changes.is_empty() {
+        return Ok(None);
+    }
+    let measured = conf.state().baseline_metric.is_some();
+    let refused: Vec<ConfigError> = changes
+        .iter()
+        .filter(|c| c.class == Class::Fixed || (c.class == Class::BeforeBaseline && measured))
+        .map(|c| refusal(c, &conf.name))
+        .collect();
+    if !refused.is_empty() {
+        return Err(usage(format!(
+            "{}\nNothing was changed or run.",
+            config::describe_errors(&path, &refused)
+        )));
+    }
+    let merged = config::edit::carry_sections(&conf.config_text, &text, changes::MAINTAINED);
+    let new = config::load(&merged).map_err(|errs| usage(config::describe_errors(&path, &errs)))?;
+    let problems = preflight::check(repo, &new, &merged, base, &conf.run_dir)?;
+    if !problems.is_empty() {
+        return Err(usage(config::describe_errors(&path, &problems)));
+    }
+    crate::engine::agent::check_tunable(&new, repo, base)?;
+    Ok(Some(Plan {
+        text: merged,
+        config: new,
+        changes,
+        file: path,
+    }))
+}
+
+fn refusal(c: &Change, name: &str) -> ConfigError {
+    let when = match c.class {
+        Class::BeforeBaseline => {
+            "once the baseline is measured (metrics would be measured two ways)"
+        }
+        _ => "after start",
+    };
+    let what = if c.key == "text" {
+        format!("## {}", c.section)
+    } else {
+        format!("`{}` in ## {}", c.key, c.section)
+    };
+    ConfigError {
+        line: c.line,
+        message: format!(
+            "{what} cannot change {when}: the conference `{name}` has `{}`, this file `{}`",
+            c.old.replace('\n', ", "),
+            c.new.replace('\n', ", ")
+        ),
+        hint: format!(
+            "put back `{}`, or start a new conference under another name (`git conference start <new-name>`)",
+            c.old.replace('\n', ", ")
+        ),
+    }
+}
+
+/// Prints the changes a resume applies.
+pub fn print(plan: &Plan) {
+    crate::errln!(
+        "Settings changed in {} (applied from this round on):",
+        plan.file.display()
+    );
+    for c in &plan.changes {
+        let place = if c.line > 0 {
+            format!("   (line {})", c.line)
+        } else {
+            String::new()
+        };
+        crate::errln!("- {}{place}", c.describe());
+    }
+}

@@ -1,0 +1,191 @@
+//! Changing a conference after `start`: new settings between rounds, a new baseline before it is
+//! measured, and continuing a conference that stopped. Each is one event, recorded before any
+//! effect (a branch move, a worktree reset), so a kill at any instant leaves a state `resume`
+//! finishes from.
+//!
+//! - `conference.config_changed`: the stored conference.md is replaced in the same event commit
+//!   (the payload has the settings that changed and a unified diff); the evaluation cache key
+//!   follows the new evaluation settings, so nothing measured the old way is reused.
+//! - `conference.rebased`: a baseline that failed to measure can move to a commit holding the
+//!   fixed harness (`resume --base REV`), only while no metric exists.
+//! - `conference.continued`: a conference stopped on a budget, a stall or a plateau goes back to
+//!   "between rounds"; the stop events stay in the log.
+
+use anyhow::Result;
+use git2::Oid;
+use serde_json::json;
+
+use super::state::{files, Phase};
+use super::{evaluate, stop, Conference};
+use crate::config::changes::Change;
+use crate::config::Config;
+use crate::store::StateChange;
+
+/// Records `conference.config_changed`: `text` (already merged with the maintained sections)
+/// becomes the stored conference.md.
+pub fn record_config_change(
+    conf: &Conference,
+    text: &str,
+    config: &Config,
+    changes: &[Change],
+    file: &str,
+) -> Result<()> {
+    let settings = evaluate::settings_hash(
+        config.eval_command(),
+        config.evaluation.repeats,
+        config.evaluation.timeout,
+        &evaluate::metric_name(config),
+    );
+    let listed: Vec<_> = changes
+        .iter()
+        .map(|c| json!({"section": c.section, "key": c.key, "old": c.old, "new": c.new, "line": c.line}))
+        .collect();
+    let summary = changes
+        .iter()
+        .map(Change::describe)
+        .collect::<Vec<_>>()
+        .join("; ");
+    conf.record(
+        "conference.config_changed",
+        &summary,
+        json!({"changes": listed, "file": file, "round": conf.state().round,
+               "diff": crate::config::changes::unified(&conf.config_text, text)}),
+        |next, _| {
+            next.eval_settings = settings;
+            Ok(vec![StateChange::Put(
+                files::CONFIG.into(),
+                text.as_bytes().to_vec(),
+            )])
+        },
+    )
+}
+
+/// Records `conference.rebased` and moves the branches and worktrees to `base`. Only before the
+/// baseline is measured (the caller checks).
+pub fn rebase(conf: &Conference, base: Oid) -> Result<()> {
+    let st = conf.state();
+    let new = base.to_string();
+    conf.record(
+        "conference.rebased",
+        &format!("baseline {} → {}", &st.baseline_commit[..10], &new[..10]),
+        json!({"from": st.baseline_commit, "to": new}),
+        |next, _| {
+            next.baseline_commit = new.clone();
+            next.best.commit = new.clone();
+            for r in next.researchers.values_mut() {
+                r.head = new.clone();
+                r.round_start = new.clone();
+            }
+            Ok(vec![])
+        },
+    )?;
+    for id in st.researchers.keys() {
+        conf.move_branch(&conf.refs.researcher(id), &new, None)?;
+        let branch = conf.refs.researcher_branch(id);
+        conf.prepare_worktree(&format!("researcher-{id}"), Some(&branch), &new)?;
+    }
+    conf.move_branch(&conf.refs.best(), &new, None)?;
+    Ok(())
+}
+
+/// The state a continued conference starts from: between rounds, no stop decided, stall and
+/// plateau counters reset (the researchers start fresh streaks).
+fn continued(st: &super::state::State) -> super::state::State {
+    let mut next = st.clone();
+    next.phase = Phase::Between;
+    next.status = "running".into();
+    next.final_status = None;
+    next.stop_reason = None;
+    next.plateau_rounds = 0;
+    next.high_score_rounds = 0;
+    for r in next.researchers.values_mut() {
+        r.stuck_level = 0;
+        r.consecutive_fails = 0;
+    }
+    next
+}
+
+/// Why a continued conference would stop again at once under its current settings, if it would;
+/// `idle` is how long it has been stopped ([`stopped_for`]).
+pub fn would_stop(conf: &Conference, idle: u64) -> Option<stop::Stop> {
+    let mut next = continued(&conf.state());
+    next.stopped_seconds += idle;
+    stop::check(conf, &next)
+}
+
+/// Seconds since the conference's last event: for a stopped conference, how long it has been
+/// stopped (read before a resume records anything).
+pub fn stopped_for(st: &super::state::State) -> u64 {
+    time::OffsetDateTime::parse(
+        &st.updated_at,
+        &time::format_description::well_known::Rfc3339,
+    )
+    .map(|t| super::now_unix().saturating_sub(t.unix_timestamp().max(0) as u64))
+    .unwrap_or(0)
+}
+
+/// Records `conference.continued`: a stopped conference goes on with its current settings. The
+/// `idle` seconds it was stopped do not count against its time budget.
+pub fn continue_stopped(conf: &Conference, idle: u64) -> Result<()> {
+    let st = conf.state();
+    conf.record(
+        "conference.continued",
+        &format!(
+            "after round {} ({})",
+            st.round,
+            st.final_status.as_deref().unwrap_or("stopped")
+        ),
+        json!({"round": st.round, "previous_status": st.final_status,
+               "previous_reason": st.stop_reason, "stopped_seconds": idle}),
+        |next, _| {
+            let mut c = continued(next);
+            c.stopped_seconds += idle;
+            *next = c;
+            Ok(vec![])
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stopped_state() -> super::super::state::State {
+        let json = serde_json::json!({
+            "name": "x", "status": "completed", "phase": "done", "round": 3,
+            "baseline_commit": "0".repeat(40), "baseline_metric": 10.0,
+            "best": {"commit": "0".repeat(40), "metric": 8.0, "researcher": "A", "round": 2},
+            "researchers": {"A": {"head": "0".repeat(40), "best_metric": 8.0,
+                "round_start": "0".repeat(40), "round_start_metric": 8.0, "round_iterations": 2,
+                "round_finished": "stuck", "counts": {"kept": 1, "reverted": 6, "crashed": 0,
+                "timeout": 0, "rejected": 0, "no_change": 0}, "round_counts": {"kept": 0,
+                "reverted": 2, "crashed": 0, "timeout": 0, "rejected": 0, "no_change": 0},
+                "consecutive_fails": 6, "stuck_level": 2, "attempts": 7, "last_verdict": "reverted"}},
+            "total_iterations": 7, "started_at": "2026-01-01T00:00:00Z",
+            "updated_at": "2026-01-01T01:00:00Z", "started_unix": 1767225600, "events": 30,
+            "last_event": "conference.completed", "round_bests": [9.0, 8.0, 8.0],
+            "plateau_rounds": 2, "high_score_rounds": 0, "final_status": "stalled",
+            "stop_reason": "every researcher is stuck at level 2 or higher",
+            "shared_knowledge": [], "eval_settings": "abc", "transfer_done": []
+        });
+        serde_json::from_value(json).expect("a state written before stopped_seconds existed")
+    }
+
+    #[test]
+    fn a_continued_conference_starts_a_fresh_streak_between_rounds() {
+        let st = stopped_state();
+        assert_eq!(st.stopped_seconds, 0);
+        let next = continued(&st);
+        assert_eq!(next.phase, Phase::Between);
+        assert_eq!((next.final_status, next.stop_reason), (None, None));
+        assert_eq!(next.plateau_rounds, 0);
+        let a = &next.researchers["A"];
+        assert_eq!((a.stuck_level, a.consecutive_fails), (0, 0));
+        // History is kept: rounds, counts, bests.
+        assert_eq!(next.round, 3);
+        assert_eq!(next.round_bests, st.round_bests);
+        assert_eq!(a.counts, st.researchers["A"].counts);
+        // Stopped since 2026-01-01T01:00:00Z: at least the time since then.
+        assert!(stopped_for(&st) > 3600);
+    }
+}

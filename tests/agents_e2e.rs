@@ -2,8 +2,9 @@
 //! each talking to a scripted model endpoint on loopback (`tests/agents/scripted_llm.py`)
 //! that answers by request content: read the file, edit it, write the note, say done.
 //!
-//! The project is laid out like autoresearch: `train.py` (the file agents edit) is run by the
-//! evaluation and prints `val_bpb`; `prepare.py` (the harness it imports) is frozen.
+//! The project is laid out like autoresearch: `python3 train.py` evaluates the `train.py` agents
+//! edit (allowed, so not frozen) and prints `val_bpb`; `prepare.py` (the harness it imports) is
+//! frozen.
 //!
 //! The CLIs are found through GIT_CONFERENCE_TEST_CLAUDE / GIT_CONFERENCE_TEST_AIDER, PATH, or
 //! `.ci/agents/` (where `.ci/run` installs pinned versions; it sets both variables). When one is missing the test fails
@@ -119,9 +120,6 @@ fn autoresearch(cli: &Path, name: &str) -> TestRepo {
     let repo = TestRepo::new();
     repo.write("prepare.py", PREPARE);
     repo.write("train.py", TRAIN);
-    // The evaluation runs the file the agents edit through a committed wrapper (frozen, like
-    // every file the evaluation command names).
-    repo.write_executable("eval.sh", "#!/bin/sh\nexec python3 train.py\n");
     repo.commit_all("autoresearch layout");
     repo.link_program(name, cli);
     repo
@@ -133,12 +131,18 @@ fn config(title: &str, iterations: u32, rounds: u32, agent: &[&str], budget: &[&
         .rounds(rounds)
         .agent_timeout("3m")
         .frozen("prepare.py");
+    // `python3 train.py` evaluates the train.py the agents edit: allowed, so not frozen.
+    b.eval = "python3 train.py".into();
     for line in budget {
         b = b.constraint(line);
     }
     let text = b
         .build()
-        .replace("- **Metric:** score", "- **Metric:** val_bpb");
+        .replace("- **Metric:** score", "- **Metric:** val_bpb")
+        .replace(
+            "## Search Space Partitioning",
+            "## Search Space\n- **Allowed changes:** train.py\n\n## Search Space Partitioning",
+        );
     let mut text = text;
     for line in &agent[1..] {
         text.push_str(line);
@@ -525,7 +529,6 @@ fn a_token_budget_stops_new_agent_runs() {
     let repo = TestRepo::new();
     repo.write("prepare.py", PREPARE);
     repo.write("train.py", TRAIN);
-    repo.write_executable("eval.sh", "#!/bin/sh\nexec python3 train.py\n");
     repo.commit_all("autoresearch layout");
     let fake = repo.tmp.path().join("fake-codex");
     std::fs::write(&fake, FAKE_CODEX).unwrap();

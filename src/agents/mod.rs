@@ -214,8 +214,8 @@ mod config_tests {
         );
         let e = errors(&text);
         assert_eq!(e.len(), 2, "{e:#?}");
-        assert_eq!(e[0].line, line_of(&text, "- model"));
-        assert_eq!(e[1].line, line_of(&text, "- extra args"));
+        assert_eq!(e[0].line, line_of(&text, "- model: gpt-5"));
+        assert_eq!(e[1].line, line_of(&text, "- extra args: -v"));
 
         let text = conference("claude", "none", "none", &["- extra args: --x; rm -rf ~"]);
         let e = errors(&text);

@@ -207,9 +207,8 @@ pub struct Agent {
     pub timeout: Duration,
     /// Seed for built-in researchers (deterministic per seed).
     pub seed: u64,
-    /// Preset options (see `crate::agents::preset`): the model, a turn limit, extra arguments.
-    #[serde(default)]
-    pub model: Option<String>,
+    /// Preset options (see `crate::agents::preset`): a turn limit, extra arguments (and the
+    /// model below).
     #[serde(default)]
     pub max_turns: Option<u32>,
     #[serde(default)]
@@ -218,6 +217,16 @@ pub struct Agent {
     pub chair: Option<String>,
     pub reviewer: Option<String>,
     pub synthesizer: Option<String>,
+    /// The model an agent asks for (`builtin:openai`, where `OPENAI_MODEL` serves when unset;
+    /// a preset's `--model`).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// `builtin:openai`: the OpenAI-compatible endpoint (`OPENAI_BASE_URL` when unset).
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// `builtin:openai`: the environment variable holding the API key (never the key itself).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
 }
 
 impl Agent {

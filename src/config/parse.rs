@@ -350,7 +350,6 @@ pub static SECTIONS: &[SectionSpec] = &[
             key("command", &["cmd"], "- command: builtin:tune"),
             key("timeout", &["agent timeout"], "- timeout: 30m"),
             key("seed", &[], "- seed: 0"),
-            key("model", &["agent model"], "- model: claude-sonnet-4-5"),
             key(
                 "max turns",
                 &["turn limit", "max-turns", "turns"],
@@ -371,6 +370,21 @@ pub static SECTIONS: &[SectionSpec] = &[
                 "synthesizer",
                 &["synthesizer command"],
                 "- synthesizer: ./prose.sh synthesizer",
+            ),
+            key(
+                "model",
+                &["model name", "agent model"],
+                "- model: gpt-4o-mini   (with a preset: - model: claude-sonnet-4-5)",
+            ),
+            key(
+                "base url",
+                &["api base", "api base url", "endpoint"],
+                "- base url: http://127.0.0.1:8000/v1",
+            ),
+            key(
+                "api key env",
+                &["api key variable", "api key env var"],
+                "- api key env: OPENAI_API_KEY",
             ),
         ],
     },

@@ -582,26 +582,28 @@ impl<'a> Validator<'a> {
                 positive_duration,
             )
             .map_or(DEFAULT_AGENT_TIMEOUT, |(v, _, _)| v);
+        let (model, base_url, api_key_env) = self.http_agent(command.as_deref());
         let command = command?;
-        let (model, max_turns, extra_args) = self.preset_options(&command);
+        let (max_turns, extra_args) = self.preset_options(&command);
         Some(Agent {
             command,
             timeout,
             seed,
-            model,
             max_turns,
             extra_args,
             chair: self.optional(S::Agent, "chair"),
             reviewer: self.optional(S::Agent, "reviewer"),
             synthesizer: self.optional(S::Agent, "synthesizer"),
+            model,
+            base_url,
+            api_key_env,
         })
     }
 
-    /// `model`, `max turns` and `extra args` of the Agent section: options of a preset (each
-    /// only where the preset's CLI honours it), or of `builtin:openai` (the model).
-    fn preset_options(&mut self, command: &str) -> (Option<String>, Option<u32>, Option<String>) {
+    /// `max turns` and `extra args` of the Agent section: options of a preset, each only where
+    /// the preset's CLI honours it (`model` is read by `http_agent`).
+    fn preset_options(&mut self, command: &str) -> (Option<u32>, Option<String>) {
         let preset = crate::agents::Preset::from_command(command).map(|(p, _)| p);
-        let model = self.optional(S::Agent, "model");
         let max_turns = self
             .value(
                 S::Agent,
@@ -612,15 +614,6 @@ impl<'a> Validator<'a> {
             .map(|(v, _, _)| v);
         let extra_args = self.optional(S::Agent, "extra args");
         let presets = "claude, codex, aider, gemini or opencode";
-        let takes_model = preset.is_some() || command.trim() == "builtin:openai";
-        if let (Some(s), false) = (self.get(S::Agent, "model"), takes_model) {
-            let message = format!(
-                "`{}: {}` — only a preset ({presets}) or builtin:openai takes a model; put the \
-                 model in your command line instead",
-                s.written, s.value
-            );
-            self.error(s.line, message, "- command: claude");
-        }
         if let Some(s) = self.get(S::Agent, "max turns") {
             match preset {
                 Some(p) if p.honours_max_turns() => {}
@@ -659,7 +652,72 @@ impl<'a> Validator<'a> {
                 self.error(s.line, message, "- extra args: --verbose");
             }
         }
-        (model, max_turns, extra_args)
+        (max_turns, extra_args)
+    }
+
+    /// The Agent keys of `builtin:openai` (model, base url, api key env), checked; a key another
+    /// command would not read is refused with its line rather than silently ignored (a preset
+    /// reads `model` too: `--model`).
+    fn http_agent(
+        &mut self,
+        command: Option<&str>,
+    ) -> (Option<String>, Option<String>, Option<String>) {
+        let http = command.is_none_or(|c| c.trim() == "builtin:openai");
+        let preset = command.is_some_and(|c| crate::agents::Preset::from_command(c).is_some());
+        for key in ["model", "base url", "api key env"] {
+            let reads = http || (preset && key == "model");
+            match self.get(S::Agent, key) {
+                Some(s) if !reads => {
+                    let or_preset = if key == "model" {
+                        " or a preset (claude, codex, aider, gemini, opencode)"
+                    } else {
+                        ""
+                    };
+                    let message = format!(
+                        "`{}:` is read only by `- command: builtin:openai`{or_preset}, not by `{}`",
+                        s.written,
+                        command.unwrap_or_default()
+                    );
+                    self.error(
+                        s.line,
+                        message,
+                        "remove the line, or use - command: builtin:openai",
+                    );
+                }
+                _ => {}
+            }
+        }
+        let base_url = self
+            .value(
+                S::Agent,
+                "base url",
+                "must be an http:// or https:// address (the API's base, usually ending in /v1)",
+                |v| {
+                    let v = v.trim();
+                    let scheme = v.starts_with("http://") || v.starts_with("https://");
+                    let host = reqwest::Url::parse(v)
+                        .is_ok_and(|u| u.host_str().is_some_and(|h| !h.is_empty()));
+                    (scheme && host && !v.contains(char::is_whitespace)).then(|| v.to_string())
+                },
+            )
+            .map(|(v, _, _)| v);
+        let api_key_env = match self.get(S::Agent, "api key env") {
+            Some(s) if is_env_name(&s.value) => Some(s.value.trim().to_string()),
+            Some(s) => {
+                let what = if s.value.trim().starts_with("sk-") || s.value.trim().len() > 40 {
+                    "this looks like a key: never write a key in conference.md (it is stored in \
+                     the conference's refs and pushed with them); name the environment variable \
+                     that holds it"
+                } else {
+                    "must be the name of an environment variable (letters, digits, _)"
+                };
+                self.invalid(S::Agent, s, what);
+                None
+            }
+            None => None,
+        };
+        let model = self.optional(S::Agent, "model");
+        (model, base_url, api_key_env)
     }
 
     fn command(&mut self, kind: SectionKind, key: &str, why: &str) -> Option<String> {
@@ -729,6 +787,13 @@ fn usd_amount(value: &str) -> Option<Option<f64>> {
         .fold(v, |v, unit| v.trim_end_matches(unit).trim());
     let n: f64 = v.replace(',', "").parse().ok()?;
     (n.is_finite() && n > 0.0).then_some(Some(n))
+}
+
+fn is_env_name(value: &str) -> bool {
+    let v = value.trim();
+    !v.is_empty()
+        && !v.starts_with(|c: char| c.is_ascii_digit())
+        && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// `metric from`: `name` (default) → false; `last number` → true.
@@ -954,12 +1019,14 @@ Make it fast.
                 ),
                 timeout: DEFAULT_AGENT_TIMEOUT,
                 seed: 0,
-                model: None,
                 max_turns: None,
                 extra_args: None,
                 chair: None,
                 reviewer: None,
                 synthesizer: None,
+                model: None,
+                base_url: None,
+                api_key_env: None,
             },
             success_definition: Some(s("median_ms <= 40 with identical output")),
             current_approach: s(
@@ -1287,5 +1354,54 @@ Count: 4
         assert_eq!(pause_every("0"), None);
         assert_eq!(optional_duration("none"), Some(None));
         assert_eq!(optional_duration("0m"), None);
+    }
+
+    fn openai(lines: &str) -> String {
+        PLAIN.replace(
+            "- command: builtin:tune",
+            &format!("- command: builtin:openai\n{lines}"),
+        )
+    }
+
+    fn line_of(text: &str, needle: &str) -> usize {
+        text.lines().position(|l| l.contains(needle)).unwrap() + 1
+    }
+
+    #[test]
+    fn http_agent_keys() {
+        let text = openai(
+            "- model: qwen2.5-coder\n- base url: http://127.0.0.1:11434/v1\n- api key env: MY_KEY",
+        );
+        let c = load(&text).expect("validates");
+        assert_eq!(c.agent.model.as_deref(), Some("qwen2.5-coder"));
+        assert_eq!(
+            c.agent.base_url.as_deref(),
+            Some("http://127.0.0.1:11434/v1")
+        );
+        assert_eq!(c.agent.api_key_env.as_deref(), Some("MY_KEY"));
+        let bare = load(&openai("")).expect("validates without keys (environment variables)");
+        assert_eq!(bare.agent.model, None);
+    }
+
+    #[test]
+    fn http_agent_keys_are_checked_with_their_line() {
+        for bad in ["localhost:8000", "http://", "http:// x/v1"] {
+            let text = openai(&format!("- base url: {bad}"));
+            assert_error(&text, line_of(&text, "base url"), "http:// or https://");
+        }
+        let text = openai("- api key env: sk-proj-abcdef0123456789");
+        let e = assert_error(&text, line_of(&text, "api key env"), "looks like a key");
+        assert!(e.hint.contains("api key env: OPENAI_API_KEY"), "{e:?}");
+        let text = openai("- api key env: my key");
+        assert_error(&text, line_of(&text, "api key env"), "environment variable");
+        let text = PLAIN.replace(
+            "- command: builtin:tune",
+            "- command: builtin:tune\n- base url: http://x/v1",
+        );
+        assert_error(
+            &text,
+            line_of(&text, "base url"),
+            "only by `- command: builtin:openai`",
+        );
     }
 }

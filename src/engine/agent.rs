@@ -1,5 +1,6 @@
-//! Where an agent runs: a shell command in the researcher's worktree (DESIGN.md §5), or the
-//! built-in tuner (`builtin:tune`) that edits numeric literals in-process.
+//! Where an agent runs: a shell command in the researcher's worktree (DESIGN.md §5), the
+//! built-in tuner (`builtin:tune`) that edits numeric literals in-process, or the built-in HTTP
+//! agent (`builtin:openai`, in `super::openai`).
 
 use std::path::Path;
 use std::time::Duration;
@@ -26,6 +27,43 @@ pub enum AgentOutcome {
     Interrupted,
     /// The built-in tuner has nothing left to try.
     Exhausted,
+    /// The agent's answer was not applied: the attempt is recorded with this verdict
+    /// (`rejected`, `no_change`) and reason.
+    Unapplied {
+        verdict: &'static str,
+        reason: String,
+    },
+}
+
+/// How the creative step ended, the tokens the agent reported using (builtin:openai), and what
+/// a preset's CLI reported (usage with its cost, errors, refused edits).
+pub struct AgentRun {
+    pub outcome: AgentOutcome,
+    pub tokens: Option<super::usage::Tokens>,
+    pub report: AgentReport,
+}
+
+impl AgentRun {
+    /// The run's usage for the ledger: the CLI's report, else the tokens.
+    pub fn usage(&self) -> Option<agents::Usage> {
+        self.report.usage.or_else(|| {
+            self.tokens.map(|t| agents::Usage {
+                input: t.input,
+                output: t.output,
+                cost_usd: None,
+            })
+        })
+    }
+}
+
+impl From<AgentOutcome> for AgentRun {
+    fn from(outcome: AgentOutcome) -> Self {
+        AgentRun {
+            outcome,
+            tokens: None,
+            report: AgentReport::default(),
+        }
+    }
 }
 
 pub struct AgentCall<'a> {
@@ -42,14 +80,17 @@ pub struct AgentCall<'a> {
     pub attempts: u64,
 }
 
-/// Runs the agent once. The report holds what a preset's CLI said about the run (usage,
-/// errors, refused edits); it is empty for other commands.
-pub async fn run(conf: &Conference, call: AgentCall<'_>) -> Result<(AgentOutcome, AgentReport)> {
+/// Runs the agent once. A preset's CLI output is read into the run's report (usage, errors,
+/// refused edits); builtin:openai reports its tokens itself.
+pub async fn run(conf: &Conference, call: AgentCall<'_>) -> Result<AgentRun> {
     // The prompt and the note live in the worktree: agent CLIs write only below their
     // working directory. The folder is ignored by git, so it is never part of an attempt.
     let files = agents::prepare(call.worktree, call.prompt)?;
     if conf.config.agent.command.trim() == BUILTIN_TUNE {
-        return Ok((run_tuner(conf, &call).await?, AgentReport::default()));
+        return Ok(run_tuner(conf, &call).await?.into());
+    }
+    if super::openai::is_openai(&conf.config.agent.command) {
+        return super::openai::run(conf, &call).await;
     }
     let mut env = call.env.clone();
     for (key, path) in [
@@ -110,7 +151,11 @@ pub async fn run(conf: &Conference, call: AgentCall<'_>) -> Result<(AgentOutcome
         }
         other => AgentOutcome::Crashed(with_problem(format!("agent {}", other.describe()))),
     };
-    Ok((outcome, report))
+    Ok(AgentRun {
+        outcome,
+        tokens: None,
+        report,
+    })
 }
 
 /// Files the tuner may edit: tracked text files the guard allows.

@@ -17,18 +17,13 @@ use crate::agents::{Preset, Usage};
 use crate::config::Config;
 
 /// An attempt's tokens, as notes and events have them: `{"input": N, "output": M}`.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
-pub struct Tokens {
-    pub input: u64,
-    pub output: u64,
-}
+pub use super::usage::Tokens;
 
-impl Tokens {
-    pub fn of(u: Usage) -> Tokens {
-        Tokens {
-            input: u.input,
-            output: u.output,
-        }
+/// The tokens of `u`.
+pub fn tokens_of(u: Usage) -> Tokens {
+    Tokens {
+        input: u.input,
+        output: u.output,
     }
 }
 
@@ -36,7 +31,7 @@ impl Tokens {
 /// when the agent reported a cost.
 pub fn with_usage(mut value: Value, usage: Option<Usage>) -> Value {
     if let (Some(u), Some(map)) = (usage, value.as_object_mut()) {
-        map.insert("tokens".into(), json!(Tokens::of(u)));
+        map.insert("tokens".into(), json!(tokens_of(u)));
         if let Some(cost) = u.cost_usd {
             map.insert("cost_usd".into(), json!(cost));
         }

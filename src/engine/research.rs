@@ -201,20 +201,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
                 r.last_verdict.as_deref().unwrap_or("-")
             ),
         );
-        let recent: Vec<(String, String, Option<f64>, String)> = recent_attempts(conf, id)?
-            .iter()
-            .rev()
-            .take(10)
-            .rev()
-            .map(|a| {
-                (
-                    format!("r{}i{}", a.round, a.iteration),
-                    a.verdict.clone(),
-                    a.metric,
-                    a.description.clone(),
-                )
-            })
-            .collect();
+        let briefing = super::briefing::gather(conf, id)?;
         let prompt = prompt::render(&PromptContext {
             config: &conf.config,
             researcher: id,
@@ -223,7 +210,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             best_metric: r.best_metric,
             conference_best: st.best.metric,
             shared_knowledge: &st.shared_knowledge,
-            recent: &recent,
+            briefing: &briefing,
             stuck_level: r.stuck_level,
             respawned: r.respawned,
             endgame: super::stop::is_endgame(conf, &st),
@@ -233,7 +220,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         let head_tree = repo.find_commit(Oid::from_str(&r.head)?)?.tree_id();
         let env = conf.context_env(id, st.round, iteration, r.best_metric);
         let refs_before = crate::git::traces::read(repo.commondir());
-        let (outcome, report) = agent::run(
+        let run = agent::run(
             conf,
             AgentCall {
                 researcher: id,
@@ -250,6 +237,8 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             },
         )
         .await?;
+        let usage = run.usage();
+        let (outcome, report) = (run.outcome, run.report);
         for warning in crate::git::traces::warnings_since(&refs_before, repo.commondir(), id) {
             conf.ui.warn(&warning);
         }
@@ -259,6 +248,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             AgentOutcome::Exhausted => return finish("exhausted", &mut watch),
             AgentOutcome::Done(note) => (note, None),
             AgentOutcome::Crashed(why) => (None, Some(("crashed", why))),
+            AgentOutcome::Unapplied { verdict, reason } => (None, Some((verdict, reason))),
             AgentOutcome::TimedOut => (
                 None,
                 Some((
@@ -293,7 +283,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             tree,
             head: &r.head,
             description: &description,
-            usage: report.usage,
+            usage,
         };
         let commit = if tree == head_tree {
             None
@@ -301,7 +291,9 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             Some(commit_attempt(conf, &repo, &attempt)?)
         };
         let verdict = if let Some((kind, why)) = agent_failure {
-            agent_crashes += 1;
+            if matches!(kind, "crashed" | "timeout") {
+                agent_crashes += 1;
+            }
             let result = failed_eval(kind, &why);
             record_iteration(
                 conf,
@@ -686,7 +678,7 @@ fn record_iteration(
         reason: reason.clone(),
         timestamp: super::now_iso(),
         sub_metrics: result.sub_metrics.clone(),
-        tokens: a.usage.map(super::budget::Tokens::of),
+        tokens: a.usage.map(super::budget::tokens_of),
         cost_usd: a.usage.and_then(|u| u.cost_usd),
     };
     let note = commit.map(|c| {

@@ -5,6 +5,7 @@
 //! protocol (research, poster session, peer review, knowledge transfer, stop rules, synthesis);
 //! `tune` is the built-in researcher; `cli` has one file per subcommand.
 
+pub mod agents;
 pub mod cli;
 pub mod config;
 pub mod engine;

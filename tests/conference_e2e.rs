@@ -398,17 +398,22 @@ fn apply_merges_best_and_refuses_over_uncommitted_changes() {
 #[test]
 fn clean_removes_worktrees_and_clean_all_removes_refs() {
     let repo = complement("cl");
-    let wt_root = repo.git_dir().join("conference/cl/worktrees");
+    let wt_root = repo.worktrees_root().join("cl");
     let list = repo.git(&["worktree", "list", "--porcelain"]);
+    assert!(list.contains("repo.conference/cl/researcher-A"), "{list}");
     assert!(
-        list.contains("conference/cl/worktrees/researcher-A"),
-        "{list}"
+        !list.contains(".git/"),
+        "no worktree lives inside the git dir: {list}"
     );
 
     repo.conference(&["clean", "cl"]).ok();
     let list = repo.git(&["worktree", "list", "--porcelain"]);
-    assert!(!list.contains("conference/cl/worktrees"), "{list}");
+    assert!(!list.contains("repo.conference"), "{list}");
     assert!(!wt_root.join("researcher-A").exists());
+    assert!(
+        !repo.worktrees_root().exists(),
+        "clean removes the emptied folder next to the repository"
+    );
     // Refs stay: the conference still reads.
     for r in [
         "refs/conference/cl/events",

@@ -612,7 +612,7 @@ fn lock_path(repo: &TestRepo) -> PathBuf {
 }
 
 fn worktree(repo: &TestRepo, label: &str) -> PathBuf {
-    run_dir(repo).join("worktrees").join(label)
+    repo.worktree(NAME, label)
 }
 
 /// A small deterministic pseudo-random sequence (no dependency, same delays on every run).

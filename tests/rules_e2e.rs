@@ -102,7 +102,11 @@ fn autoresearch_layout_keeps_train_py_edits_and_rejects_harness_edits() {
         repo.show("HEAD", "prepare.py")
     );
     // The prompt (the last one written) never lists train.py as frozen.
-    let prompt = repo.git_dir_file("conference/autoresearch/agents/A/prompt.md");
+    let prompt = std::fs::read_to_string(
+        repo.worktree("autoresearch", "researcher-A")
+            .join(".conference/prompt.md"),
+    )
+    .unwrap();
     assert!(
         prompt.contains("## Allowed changes\n- train.py"),
         "{prompt}"

@@ -25,13 +25,21 @@ pub fn run(args: CleanArgs) -> Result<i32> {
     let name = super::resolve_name_for(&repo, args.name, "clean")?;
     let run_dir = worktree::run_dir(&repo, &name);
     let lock = RunLock::acquire(&run_dir, &name)?;
-    let root = worktree::worktree_path(&repo, &name, "x");
-    let root = root.parent().map(|p| p.to_path_buf()).unwrap_or(root);
+    let root = worktree::worktrees_root(&repo, &name);
     let mut removed = 0;
     if let Ok(entries) = std::fs::read_dir(&root) {
         for entry in entries.flatten() {
             worktree::remove(&repo, &entry.path())?;
             removed += 1;
+        }
+    }
+    // The folders that held them go too when nothing else is in them (`remove_dir` keeps a
+    // folder that is not empty): the conference's, then the default `<repo>.conference`.
+    if std::fs::remove_dir(&root).is_ok() {
+        if let Some(parent) = root.parent() {
+            if parent == worktree::default_root(&repo) {
+                let _ = std::fs::remove_dir(parent);
+            }
         }
     }
     crate::outln!("Removed {removed} worktrees of `{name}`.");

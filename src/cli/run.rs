@@ -164,6 +164,17 @@ fn start_conference(args: StartArgs, quiet: bool) -> Result<i32> {
         conf.config.count
     ));
     super::effective::print_rules(&conf, &ui);
+    if let Some((preset, _)) = conf.config.agent.preset() {
+        ui.info(&format!(
+            "agent preset `{}` ({}) runs: {}",
+            preset.name(),
+            preset.product(),
+            conf.config.agent_command()
+        ));
+    }
+    for warning in crate::engine::budget::warnings(&conf.config) {
+        crate::errln!("warning: {warning}");
+    }
     conf.reconcile(false)?;
     run_engine(conf)
 }

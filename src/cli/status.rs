@@ -86,6 +86,9 @@ pub fn run(args: StatusArgs) -> Result<i32> {
             .map(|m| format!(" of {m}"))
             .unwrap_or_default()
     );
+    for line in crate::engine::budget::status_lines(&conf.config, &st) {
+        crate::outln!("{line}");
+    }
     crate::outln!(
         "Events:     {} (last: {} at {})",
         st.events,

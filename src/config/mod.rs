@@ -157,7 +157,11 @@ pub struct Config {
     pub min_consensus_delta: Option<Tolerance>,
     pub max_total_iterations: Option<u32>,
     pub time_budget: Option<Duration>,
-    pub token_budget: Option<String>,
+    /// Tokens (input + output) the agents may use in all; no agent run starts once reached.
+    pub token_budget: Option<u64>,
+    /// USD the agents may spend in all; no agent run starts once reached.
+    #[serde(default)]
+    pub cost_budget: Option<f64>,
     pub researcher_timeout: Option<Duration>,
     /// Stop with exit 3 after every N rounds until `resume` (None: never pause).
     pub pause_every: Option<u32>,
@@ -219,11 +223,18 @@ pub struct Agent {
     pub timeout: Duration,
     /// Seed for built-in researchers (deterministic per seed).
     pub seed: u64,
+    /// Preset options (see `crate::agents::preset`): a turn limit, extra arguments (and the
+    /// model below).
+    #[serde(default)]
+    pub max_turns: Option<u32>,
+    #[serde(default)]
+    pub extra_args: Option<String>,
     /// Optional commands that write prose for the session chair, reviewer and synthesizer.
     pub chair: Option<String>,
     pub reviewer: Option<String>,
     pub synthesizer: Option<String>,
-    /// The model an agent asks for (`builtin:openai`; `OPENAI_MODEL` when unset).
+    /// The model an agent asks for (`builtin:openai`, where `OPENAI_MODEL` serves when unset;
+    /// a preset's `--model`).
     #[serde(default)]
     pub model: Option<String>,
     /// `builtin:openai`: the OpenAI-compatible endpoint (`OPENAI_BASE_URL` when unset).
@@ -234,7 +245,36 @@ pub struct Agent {
     pub api_key_env: Option<String>,
 }
 
+impl Agent {
+    /// The preset the command names, with the program to run (`claude` or a path to it).
+    pub fn preset(&self) -> Option<(crate::agents::Preset, String)> {
+        crate::agents::Preset::from_command(&self.command)
+    }
+
+    /// The command line a researcher runs: a preset's expansion, else the command as written.
+    /// `cost_cap`: pass the remaining cost budget down (when the CLI takes one).
+    pub fn command_line(&self, cost_cap: bool) -> String {
+        match self.preset() {
+            Some((preset, program)) => preset.command_line(
+                &program,
+                &crate::agents::preset::Options {
+                    model: self.model.as_deref(),
+                    max_turns: self.max_turns,
+                    extra_args: self.extra_args.as_deref(),
+                    cost_cap: cost_cap && preset.has_cost_cap(),
+                },
+            ),
+            None => self.command.clone(),
+        }
+    }
+}
+
 impl Config {
+    /// The command line researchers run (see [`Agent::command_line`]).
+    pub fn agent_command(&self) -> String {
+        self.agent.command_line(self.cost_budget.is_some())
+    }
+
     /// Researcher IDs in order: A, B, C, ...
     pub fn researcher_ids(&self) -> Vec<String> {
         (0..self.count).map(researcher_id).collect()

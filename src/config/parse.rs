@@ -270,7 +270,16 @@ pub static SECTIONS: &[SectionSpec] = &[
                 "- **Max total iterations:** 60",
             ),
             key("Time budget", &[], "- **Time budget:** 2h   (or: none)"),
-            key("Token budget", &[], "- **Token budget:** none"),
+            key(
+                "Token budget",
+                &["tokens budget", "max tokens"],
+                "- **Token budget:** 2M tokens   (or: none)",
+            ),
+            key(
+                "Cost budget",
+                &["cost limit", "max cost", "budget usd"],
+                "- **Cost budget:** $20   (or: none)",
+            ),
             key(
                 "Researcher timeout",
                 &[],
@@ -348,6 +357,16 @@ pub static SECTIONS: &[SectionSpec] = &[
             key("command", &["cmd"], "- command: builtin:tune"),
             key("timeout", &["agent timeout"], "- timeout: 30m"),
             key("seed", &[], "- seed: 0"),
+            key(
+                "max turns",
+                &["turn limit", "max-turns", "turns"],
+                "- max turns: 30",
+            ),
+            key(
+                "extra args",
+                &["args", "arguments", "extra arguments"],
+                "- extra args: --verbose",
+            ),
             key("chair", &["chair command"], "- chair: ./prose.sh chair"),
             key(
                 "reviewer",
@@ -359,7 +378,11 @@ pub static SECTIONS: &[SectionSpec] = &[
                 &["synthesizer command"],
                 "- synthesizer: ./prose.sh synthesizer",
             ),
-            key("model", &["model name"], "- model: gpt-4o-mini"),
+            key(
+                "model",
+                &["model name", "agent model"],
+                "- model: gpt-4o-mini   (with a preset: - model: claude-sonnet-4-5)",
+            ),
             key(
                 "base url",
                 &["api base", "api base url", "endpoint"],

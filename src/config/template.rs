@@ -182,10 +182,11 @@ pub fn render(a: &InitAnswers) -> String {
     section(w, "Noise Handling", "Noise runs: readings of the baseline at the start and of each finding in peer review (interleaved with the round start, compared by medians; more than 1 measures the noise every gain must beat). Min consensus delta: the smallest gain that counts (1% of the baseline, or an absolute 0.02).");
     setting(w, "Noise runs", "1");
     setting(w, "Min consensus delta", "0.1%");
-    section(w, "Constraints", "Budgets: whichever is reached first stops the conference. Durations: 30s, 45m, 2h, 1h30m; none for no limit. Pause every: never, or N to stop after every N rounds until `git conference resume`. Stall rounds: consecutive rounds without progress (every researcher stuck, or the best not moving) that end the conference; never for a loop that only budgets and the target stop.");
+    section(w, "Constraints", "Budgets: whichever is reached first stops the conference. Durations: 30s, 45m, 2h, 1h30m; none for no limit. Pause every: never, or N to stop after every N rounds until `git conference resume`. Stall rounds: consecutive rounds without progress (every researcher stuck, or the best not moving) that end the conference; never for a loop that only budgets and the target stop. Token budget (2M tokens) and Cost budget ($20) count what the agents report (presets and builtin:openai report it): no agent run starts once either is reached.");
     setting(w, "Max total iterations", &total.to_string());
     setting(w, "Time budget", "none");
     setting(w, "Token budget", "none");
+    setting(w, "Cost budget", "none");
     setting(w, "Researcher timeout", "none");
     setting(w, "Pause every", &pause);
     setting(w, "Stall rounds", "2");
@@ -195,7 +196,7 @@ pub fn render(a: &InitAnswers) -> String {
     setting(w, "Repeats", "1");
     setting(w, "Frozen", frozen);
     setting(w, "Metric from", "name");
-    section(w, "Agent", "command runs in the researcher's worktree with the prompt in $CONFERENCE_PROMPT_FILE; it edits files and exits (never commits). builtin:tune needs no AI service. builtin:openai asks any OpenAI-compatible chat API (hosted, vLLM, Ollama, llama.cpp, LM Studio) with `- model:`, `- base url:` (e.g. http://127.0.0.1:11434/v1) and `- api key env:` (the variable holding the key, never the key); OPENAI_MODEL, OPENAI_BASE_URL and OPENAI_API_KEY serve when those are unset. seed makes built-in researchers deterministic. Optional: chair, reviewer, synthesizer commands for prose.");
+    section(w, "Agent", "command runs in the researcher's worktree with the prompt in $CONFERENCE_PROMPT_FILE; it edits files and exits (never commits). builtin:tune needs no AI service. builtin:openai asks any OpenAI-compatible chat API (hosted, vLLM, Ollama, llama.cpp, LM Studio) with `- model:`, `- base url:` (e.g. http://127.0.0.1:11434/v1) and `- api key env:` (the variable holding the key, never the key); OPENAI_MODEL, OPENAI_BASE_URL and OPENAI_API_KEY serve when those are unset. A preset (claude, codex, aider, gemini, opencode) runs that CLI headless with edits allowed in the worktree only; with a preset, optional model, max turns (claude only) and extra args. seed makes built-in researchers deterministic. Optional: chair, reviewer, synthesizer commands for prose.");
     setting(w, "Command", &one_line(&a.agent_command));
     setting(w, "Seed", "0");
     section(w, "Environment", "What worktrees need to run your code, and where evaluations run. Setup: a command run once in each new worktree before its first evaluation (e.g. uv sync --frozen); it must not change committed files. Shared: git-ignored paths of your working tree (data/, .venv) linked into every worktree, read-only to candidates. Devices: e.g. 0,1,2,3 gives each evaluation its own device (CUDA_VISIBLE_DEVICES and CONFERENCE_DEVICE), one evaluation per device at a time. Max parallel evaluations: a limit for CPU-bound evaluations. none for each: plain checkouts, evaluations run as soon as asked.");

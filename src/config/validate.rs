@@ -224,9 +224,21 @@ impl<'a> Validator<'a> {
             )
             .and_then(|(v, _, _)| v);
         let token_budget = self
-            .get(S::Constraints, "Token budget")
-            .map(|s| s.value.clone())
-            .filter(|v| !is_none(v));
+            .value(
+                S::Constraints,
+                "Token budget",
+                "must be a number of tokens (2M tokens, 500k, 2000000) or none",
+                token_count,
+            )
+            .and_then(|(v, _, _)| v);
+        let cost_budget = self
+            .value(
+                S::Constraints,
+                "Cost budget",
+                "must be an amount in US dollars ($20, 20 USD, 12.50) or none",
+                usd_amount,
+            )
+            .and_then(|(v, _, _)| v);
         let researcher_timeout = self
             .value(
                 S::Constraints,
@@ -277,6 +289,7 @@ impl<'a> Validator<'a> {
             max_total_iterations,
             time_budget,
             token_budget,
+            cost_budget,
             researcher_timeout,
             pause_every,
             stall_rounds,
@@ -583,10 +596,14 @@ impl<'a> Validator<'a> {
             )
             .map_or(DEFAULT_AGENT_TIMEOUT, |(v, _, _)| v);
         let (model, base_url, api_key_env) = self.http_agent(command.as_deref());
+        let command = command?;
+        let (max_turns, extra_args) = self.preset_options(&command);
         Some(Agent {
-            command: command?,
+            command,
             timeout,
             seed,
+            max_turns,
+            extra_args,
             chair: self.optional(S::Agent, "chair"),
             reviewer: self.optional(S::Agent, "reviewer"),
             synthesizer: self.optional(S::Agent, "synthesizer"),
@@ -596,18 +613,81 @@ impl<'a> Validator<'a> {
         })
     }
 
+    /// `max turns` and `extra args` of the Agent section: options of a preset, each only where
+    /// the preset's CLI honours it (`model` is read by `http_agent`).
+    fn preset_options(&mut self, command: &str) -> (Option<u32>, Option<String>) {
+        let preset = crate::agents::Preset::from_command(command).map(|(p, _)| p);
+        let max_turns = self
+            .value(
+                S::Agent,
+                "max turns",
+                "must be a whole number ≥ 1",
+                positive,
+            )
+            .map(|(v, _, _)| v);
+        let extra_args = self.optional(S::Agent, "extra args");
+        let presets = "claude, codex, aider, gemini or opencode";
+        if let Some(s) = self.get(S::Agent, "max turns") {
+            match preset {
+                Some(p) if p.honours_max_turns() => {}
+                Some(p) => {
+                    let message = format!(
+                        "`{}: {}` — {} has no turn limit option; remove this line",
+                        s.written,
+                        s.value,
+                        p.product()
+                    );
+                    self.error(
+                        s.line,
+                        message,
+                        "- command: claude   (with - max turns: 30)",
+                    );
+                }
+                None => {
+                    let message = format!(
+                        "`{}: {}` — only a preset ({presets}) takes a turn limit",
+                        s.written, s.value
+                    );
+                    self.error(s.line, message, "- command: claude");
+                }
+            }
+        }
+        if let Some(s) = self.get(S::Agent, "extra args") {
+            if preset.is_none() {
+                let message = format!(
+                    "`{}: {}` — only a preset ({presets}) takes extra args; write them in your \
+                     command line instead",
+                    s.written, s.value
+                );
+                self.error(s.line, message, "- command: claude");
+            } else if let Some(problem) = crate::agents::preset::extra_args_problem(&s.value) {
+                let message = format!("`{}: {}` — {problem}", s.written, s.value);
+                self.error(s.line, message, "- extra args: --verbose");
+            }
+        }
+        (max_turns, extra_args)
+    }
+
     /// The Agent keys of `builtin:openai` (model, base url, api key env), checked; a key another
-    /// command would not read is refused with its line rather than silently ignored.
+    /// command would not read is refused with its line rather than silently ignored (a preset
+    /// reads `model` too: `--model`).
     fn http_agent(
         &mut self,
         command: Option<&str>,
     ) -> (Option<String>, Option<String>, Option<String>) {
         let http = command.is_none_or(|c| c.trim() == "builtin:openai");
+        let preset = command.is_some_and(|c| crate::agents::Preset::from_command(c).is_some());
         for key in ["model", "base url", "api key env"] {
+            let reads = http || (preset && key == "model");
             match self.get(S::Agent, key) {
-                Some(s) if !http => {
+                Some(s) if !reads => {
+                    let or_preset = if key == "model" {
+                        " or a preset (claude, codex, aider, gemini, opencode)"
+                    } else {
+                        ""
+                    };
                     let message = format!(
-                        "`{}:` is read only by `- command: builtin:openai`, not by `{}`",
+                        "`{}:` is read only by `- command: builtin:openai`{or_preset}, not by `{}`",
                         s.written,
                         command.unwrap_or_default()
                     );
@@ -679,6 +759,47 @@ fn is_none(value: &str) -> bool {
         value.trim().to_ascii_lowercase().as_str(),
         "" | "none" | "no" | "-" | "n/a" | "unlimited" | "never"
     )
+}
+
+/// `2M tokens`, `500k`, `2,000,000`, `2000000` → the number; `none` → no budget.
+fn token_count(value: &str) -> Option<Option<u64>> {
+    // The original skill's unfilled template: `{optional — omit or set a cap}`.
+    let v = value.trim();
+    if v.starts_with('{') && v.ends_with('}') && v.contains("optional") {
+        return Some(None);
+    }
+    if is_none(value) {
+        return (!value.trim().is_empty()).then_some(None);
+    }
+    let v = value.trim().to_ascii_lowercase();
+    let v = v
+        .trim_end_matches("tokens")
+        .trim_end_matches("token")
+        .trim();
+    let v = v.replace([',', '_'], "");
+    let (number, scale) = match v.chars().last()? {
+        'k' => (&v[..v.len() - 1], 1e3),
+        'm' => (&v[..v.len() - 1], 1e6),
+        'b' | 'g' => (&v[..v.len() - 1], 1e9),
+        _ => (v.as_str(), 1.0),
+    };
+    let n: f64 = number.trim().parse().ok()?;
+    (n.is_finite() && n > 0.0).then(|| Some((n * scale).round() as u64))
+}
+
+/// `$20`, `20 USD`, `20$`, `12.50 dollars` → the amount; `none` → no budget.
+fn usd_amount(value: &str) -> Option<Option<f64>> {
+    if is_none(value) {
+        return (!value.trim().is_empty()).then_some(None);
+    }
+    let v = value.trim().to_ascii_lowercase();
+    let v = v.trim_start_matches("us").trim();
+    let v = v.trim_start_matches('$').trim_end_matches('$').trim();
+    let v = ["usd", "dollars", "dollar"]
+        .iter()
+        .fold(v, |v, unit| v.trim_end_matches(unit).trim());
+    let n: f64 = v.replace(',', "").parse().ok()?;
+    (n.is_finite() && n > 0.0).then_some(Some(n))
 }
 
 fn is_env_name(value: &str) -> bool {
@@ -892,6 +1013,7 @@ Make it fast.
             max_total_iterations: Some(60),
             time_budget: Some(Duration::from_secs(6 * 3600)),
             token_budget: None,
+            cost_budget: None,
             researcher_timeout: Some(Duration::from_secs(45 * 60)),
             pause_every: None,
             stall_rounds: Some(2),
@@ -911,6 +1033,8 @@ Make it fast.
                 ),
                 timeout: DEFAULT_AGENT_TIMEOUT,
                 seed: 0,
+                max_turns: None,
+                extra_args: None,
                 chair: None,
                 reviewer: None,
                 synthesizer: None,
@@ -1043,7 +1167,7 @@ Count: 4
         assert_eq!(c.noise_runs, 2);
         assert_eq!(c.min_consensus_delta, Some(Tolerance::Absolute(0.02)));
         assert_eq!(c.time_budget, Some(Duration::from_secs(5400)));
-        assert_eq!(c.token_budget.as_deref(), Some("2M tokens"));
+        assert_eq!(c.token_budget, Some(2_000_000));
         assert_eq!(c.researcher_timeout, Some(Duration::from_secs(2700)));
         assert_eq!(c.max_total_iterations, None);
         assert_eq!(c.evaluation.command, "python eval.py --split dev");

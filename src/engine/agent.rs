@@ -9,6 +9,7 @@ use anyhow::Result;
 use git2::{Oid, Repository};
 
 use super::Conference;
+use crate::agents::{self, preset, AgentReport};
 use crate::exec::preflight;
 use crate::exec::process::{self, Outcome, Spec};
 use crate::git::snapshot;
@@ -34,10 +35,25 @@ pub enum AgentOutcome {
     },
 }
 
-/// How the creative step ended, and the tokens the agent reported using (if it did).
+/// How the creative step ended, the tokens the agent reported using (builtin:openai), and what
+/// a preset's CLI reported (usage with its cost, errors, refused edits).
 pub struct AgentRun {
     pub outcome: AgentOutcome,
     pub tokens: Option<super::usage::Tokens>,
+    pub report: AgentReport,
+}
+
+impl AgentRun {
+    /// The run's usage for the ledger: the CLI's report, else the tokens.
+    pub fn usage(&self) -> Option<agents::Usage> {
+        self.report.usage.or_else(|| {
+            self.tokens.map(|t| agents::Usage {
+                input: t.input,
+                output: t.output,
+                cost_usd: None,
+            })
+        })
+    }
 }
 
 impl From<AgentOutcome> for AgentRun {
@@ -45,6 +61,7 @@ impl From<AgentOutcome> for AgentRun {
         AgentRun {
             outcome,
             tokens: None,
+            report: AgentReport::default(),
         }
     }
 }
@@ -63,13 +80,12 @@ pub struct AgentCall<'a> {
     pub attempts: u64,
 }
 
+/// Runs the agent once. A preset's CLI output is read into the run's report (usage, errors,
+/// refused edits); builtin:openai reports its tokens itself.
 pub async fn run(conf: &Conference, call: AgentCall<'_>) -> Result<AgentRun> {
-    let dir = conf.run_dir.join("agents").join(call.researcher);
-    std::fs::create_dir_all(&dir)?;
-    let prompt_file = dir.join("prompt.md");
-    let note_file = dir.join("note.txt");
-    std::fs::write(&prompt_file, call.prompt)?;
-    let _ = std::fs::remove_file(&note_file);
+    // The prompt and the note live in the worktree: agent CLIs write only below their
+    // working directory. The folder is ignored by git, so it is never part of an attempt.
+    let files = agents::prepare(call.worktree, call.prompt)?;
     if conf.config.agent.command.trim() == BUILTIN_TUNE {
         return Ok(run_tuner(conf, &call).await?.into());
     }
@@ -77,20 +93,23 @@ pub async fn run(conf: &Conference, call: AgentCall<'_>) -> Result<AgentRun> {
         return super::openai::run(conf, &call).await;
     }
     let mut env = call.env.clone();
-    env.push((
-        "CONFERENCE_PROMPT_FILE".into(),
-        prompt_file.to_string_lossy().into(),
-    ));
-    env.push((
-        "CONFERENCE_NOTE_FILE".into(),
-        note_file.to_string_lossy().into(),
-    ));
+    for (key, path) in [
+        ("CONFERENCE_PROMPT_FILE", &files.prompt),
+        ("CONFERENCE_NOTE_FILE", &files.note),
+        ("CONFERENCE_AGENT_DIR", &files.dir),
+    ] {
+        env.push((key.into(), path.to_string_lossy().into()));
+    }
+    if let Some(usd) = super::budget::run_allowance_usd(conf, &conf.state()) {
+        env.push((preset::MAX_BUDGET_ENV.into(), format!("{usd:.4}")));
+    }
     let log = conf.log_path(&format!(
         "{}-r{}-i{}.agent",
         call.researcher, call.round, call.iteration
     ));
+    let command = conf.config.agent_command();
     let finished = process::run(Spec {
-        command: &conf.config.agent.command,
+        command: &command,
         cwd: call.worktree,
         env,
         timeout: call.timeout,
@@ -99,28 +118,44 @@ pub async fn run(conf: &Conference, call: AgentCall<'_>) -> Result<AgentRun> {
         stdin: None,
     })
     .await?;
+    let report = match conf.config.agent.preset() {
+        Some((preset, _)) => {
+            agents::usage::parse(preset, &process::read_output(&log.with_extension("out")))
+        }
+        None => AgentReport::default(),
+    };
+    let with_problem = |what: String| match &report.problem {
+        Some(p) => format!("{what}: {p}"),
+        None => what,
+    };
     let outcome = match finished.outcome {
         Outcome::Exited(0) => {
-            let note = std::fs::read_to_string(&note_file)
-                .ok()
-                .map(|n| n.trim().to_string())
-                .filter(|n| !n.is_empty());
+            // No note: the CLI's final message (its first line) describes the attempt.
+            let note = agents::take_note(&files).or_else(|| {
+                let message = report.message.as_deref()?;
+                let line = message.lines().find(|l| !l.trim().is_empty())?;
+                Some(line.trim().to_string())
+            });
             AgentOutcome::Done(note)
         }
         Outcome::TimedOut => AgentOutcome::TimedOut,
         Outcome::Cancelled => AgentOutcome::Interrupted,
         Outcome::Exited(127) if call.attempts == 0 => {
             let stderr = process::read_output(&log.with_extension("err"));
-            let command = &conf.config.agent.command;
-            if let Some(e) = preflight::not_found_at_run("the agent command", command, 127, &stderr)
+            if let Some(e) =
+                preflight::not_found_at_run("the agent command", &command, 127, &stderr)
             {
                 return Err(e);
             }
-            AgentOutcome::Crashed("agent exit status 127".into())
+            AgentOutcome::Crashed(with_problem("agent exit status 127".into()))
         }
-        other => AgentOutcome::Crashed(format!("agent {}", other.describe())),
+        other => AgentOutcome::Crashed(with_problem(format!("agent {}", other.describe()))),
     };
-    Ok(outcome.into())
+    Ok(AgentRun {
+        outcome,
+        tokens: None,
+        report,
+    })
 }
 
 /// Files the tuner may edit: tracked text files the guard allows.

@@ -10,6 +10,7 @@
 
 pub mod agent;
 pub mod briefing;
+pub mod budget;
 pub mod driver;
 pub mod evaluate;
 pub mod guards;
@@ -256,6 +257,7 @@ impl Conference {
                         last_verdict: None,
                         last_reason: None,
                         respawned: false,
+                        spend: Default::default(),
                     },
                 )
             })
@@ -299,6 +301,8 @@ impl Conference {
             transfer_done: vec![],
             noisy_evaluation: None,
             paused_at_round: 0,
+            spend: Default::default(),
+            round_spend: vec![],
             stopped_seconds: 0,
         };
         let payload = json!({
@@ -508,6 +512,7 @@ impl Conference {
                 )?;
             }
             if let Ok(wt) = self.open_worktree(&path) {
+                crate::agents::ignore_scratch(&wt, &self.config.agent.command)?;
                 // A commit set aside above, still checked out there, is recorded already.
                 let already = !set_aside_trees.is_empty()
                     && snapshot::capture(&wt).is_ok_and(|s| set_aside_trees.contains(&s.tree));

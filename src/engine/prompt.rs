@@ -185,7 +185,8 @@ pub fn render(p: &PromptContext) -> String {
     let _ = writeln!(
         s,
         "## How to work\nEdit files in the current directory (your git worktree) and exit. Do not \
-         commit. Write a one-line description of your change to $CONFERENCE_NOTE_FILE. The \
+         commit. Write a one-line description of your change to `.conference/note.md` (also \
+         named by $CONFERENCE_NOTE_FILE; that folder is never part of your change). The \
          evaluation command is `{}`; the conference measures, keeps or reverts your change.",
         c.evaluation.command
     );

@@ -46,6 +46,11 @@ pub struct AttemptRecord {
     pub timestamp: String,
     #[serde(default)]
     pub sub_metrics: std::collections::BTreeMap<String, f64>,
+    /// What the agent reported using for this attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<super::budget::Tokens>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
 }
 
 /// Reads a JSON-lines file of the state tree.
@@ -175,6 +180,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         }
         if r.round_iterations >= super::stop::round_allotment(conf, &st, id)
             || super::stop::time_budget_used(conf, &st).is_some()
+            || super::budget::used_up(&conf.config, &st).is_some()
         {
             return finish("budget", &mut watch);
         }
@@ -242,7 +248,8 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             },
         )
         .await?;
-        let (outcome, tokens) = (run.outcome, run.tokens);
+        let usage = run.usage();
+        let (outcome, report) = (run.outcome, run.report);
         for warning in crate::git::traces::warnings_since(&refs_before, repo.commondir(), id) {
             conf.ui.warn(&warning);
         }
@@ -274,14 +281,23 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         settle(&mut watch);
         let changed = snapshot::changed_paths(&repo, head_tree, tree)?;
         let shared_violation = shared_before.violation(conf, &wt_path, &changed);
-        let description = description.unwrap_or_else(|| default_description(&changed));
+        // Nothing changed: what the agent claimed is no description; why nothing changed is.
+        let unchanged = (agent_failure.is_none()
+            && tree == head_tree
+            && snap.nested_repos.is_empty()
+            && shared_violation.is_none())
+        .then(|| crate::agents::no_change_reason(&report));
+        let description = match &unchanged {
+            Some(why) => format!("no change: {why}"),
+            None => description.unwrap_or_else(|| default_description(&changed)),
+        };
         let attempt = Attempt {
             id,
             iteration,
             tree,
             head: &r.head,
             description: &description,
-            tokens,
+            usage,
         };
         let commit = if tree == head_tree {
             None
@@ -304,13 +320,14 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             kind
         } else if tree == head_tree && snap.nested_repos.is_empty() && shared_violation.is_none() {
             agent_crashes = 0;
+            let why = unchanged.unwrap_or_default();
             record_iteration(
                 conf,
                 &attempt,
                 None,
-                Measured::not(&failed_eval("no_change", "no change")),
+                Measured::not(&failed_eval("no_change", &why)),
                 "no_change",
-                None,
+                Some(why),
             )?;
             "no_change"
         } else {
@@ -361,7 +378,8 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
                 };
                 // A better candidate must pass the guard commands before it is kept.
                 let label = format!("{id}-r{}-i{iteration}", st.round);
-                let reason = result.reason.clone();
+                // What the CLI reported (a refused edit, a limit) when nothing else is wrong.
+                let reason = result.reason.clone().or_else(|| report.problem.clone());
                 let Some((verdict, reason)) =
                     super::guards::gate(conf, verdict, reason, &wt_path, &env, &label).await?
                 else {
@@ -434,8 +452,8 @@ struct Attempt<'a> {
     tree: Oid,
     head: &'a str,
     description: &'a str,
-    /// What the agent reported using, for the event and the note.
-    tokens: Option<super::usage::Tokens>,
+    /// What the agent reported using (presets and built-in HTTP agents).
+    usage: Option<crate::agents::Usage>,
 }
 
 fn fmt_metric(m: Option<f64>) -> String {
@@ -503,7 +521,9 @@ fn settle(watch: &mut Option<Watch>) {
 fn open_worktree(conf: &Conference, path: &std::path::Path) -> Result<Repository> {
     let repo = conf.open_repo()?;
     worktree::repair_gitfile(&repo, path)?;
-    conf.open_worktree(path)
+    let wt = conf.open_worktree(path)?;
+    crate::agents::ignore_scratch(&wt, &conf.config.agent.command)?;
+    Ok(wt)
 }
 
 /// An agent that committed or switched branches in its worktree is put back: only the files count.
@@ -684,8 +704,10 @@ fn record_iteration(
         reason: reason.clone(),
         timestamp: super::now_iso(),
         sub_metrics: result.sub_metrics.clone(),
+        tokens: a.usage.map(super::budget::tokens_of),
+        cost_usd: a.usage.and_then(|u| u.cost_usd),
     };
-    let mut note = commit.map(|c| {
+    let note = commit.map(|c| {
         json!({
             "commit": c.to_string(),
             "conference": conf.name,
@@ -699,10 +721,8 @@ fn record_iteration(
             "reason": reason,
         })
     });
-    if let (Some(note), Some(tokens)) = (note.as_mut(), a.tokens) {
-        note["tokens"] = json!(tokens);
-    }
-    let mut payload = json!({
+    let note = note.map(|n| super::budget::with_usage(n, a.usage));
+    let payload = json!({
         "researcher": a.id,
         "round": st.round,
         "iteration": a.iteration,
@@ -717,9 +737,7 @@ fn record_iteration(
         "evaluated": measured.of_the_tree,
         "notes": note.iter().collect::<Vec<_>>(),
     });
-    if let Some(tokens) = a.tokens {
-        payload["tokens"] = json!(tokens);
-    }
+    let payload = super::budget::with_usage(payload, a.usage);
     let summary = format!(
         "{} r{} i{} {} {}",
         a.id,
@@ -744,6 +762,9 @@ fn record_iteration(
             ));
         }
         next.total_iterations += 1;
+        if let Some(usage) = &a.usage {
+            super::budget::record(next, a.id, usage);
+        }
         let r = next.researcher_mut(a.id);
         r.round_iterations = a.iteration;
         r.attempts += 1;
@@ -936,7 +957,7 @@ pub fn set_aside_partial(conf: &Conference, id: &str, wt: &Repository) -> Result
         tree,
         head: &r.head,
         description: &description,
-        tokens: None,
+        usage: None,
     };
     let commit = commit_attempt(conf, &repo, &attempt)?;
     eprintln!(
@@ -962,6 +983,8 @@ pub fn set_aside_partial(conf: &Conference, id: &str, wt: &Repository) -> Result
         reason: Some("set aside on resume".into()),
         timestamp: super::now_iso(),
         sub_metrics: Default::default(),
+        tokens: None,
+        cost_usd: None,
     };
     conf.record(
         "attempt.interrupted",

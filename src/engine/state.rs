@@ -88,6 +88,9 @@ pub struct ResearcherState {
     /// Stopped at stuck level 3 last round; this round it starts again with a new strategy.
     #[serde(default)]
     pub respawned: bool,
+    /// What this researcher's agent reported using (see `budget`).
+    #[serde(default)]
+    pub spend: super::budget::Spend,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -144,6 +147,11 @@ pub struct State {
     /// The round after which the conference last paused (so a resume does not pause again).
     #[serde(default)]
     pub paused_at_round: u32,
+    /// What the agents reported using, in all and per round (index 0 = round 1).
+    #[serde(default)]
+    pub spend: super::budget::Spend,
+    #[serde(default)]
+    pub round_spend: Vec<super::budget::Spend>,
     /// Seconds the conference spent stopped before it was continued (`conference.continued`):
     /// not part of the time budget.
     #[serde(default)]

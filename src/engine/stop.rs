@@ -1,5 +1,6 @@
 //! Stop rules, checked in the original skill's order after each round: target reached →
-//! converged; budgets (max_rounds, max_total_iterations, time_budget) → budget_stop; every
+//! converged; budgets (max_rounds, max_total_iterations, time_budget, token_budget,
+//! cost_budget) → budget_stop; every
 //! researcher stalled for `Stall rounds` consecutive rounds → stalled; plateau (no progress beyond
 //! the noise threshold) for as many rounds, at least 2 → converged; qualitative scores all ≥ 8
 //! for 2 rounds → converged. Also `pause_every`, and the per-round iteration allotment that keeps
@@ -138,6 +139,10 @@ pub fn check(conf: &Conference, st: &State) -> Option<Stop> {
     }
     if let Some(why) = time_budget_used(conf, st) {
         budgets.push(("time_budget", why));
+    }
+    // Spent money or tokens first: the reason a user most needs to see.
+    if let Some((token, why)) = super::budget::used_up(&conf.config, st) {
+        budgets.insert(0, (token, why));
     }
     if let Some((token, _)) = budgets.first() {
         let why: Vec<String> = budgets.iter().map(|(_, w)| w.clone()).collect();

@@ -343,6 +343,11 @@ pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
             fmt(r.best_metric)
         );
     }
+    let _ = write!(
+        report,
+        "{}",
+        super::budget::report_section(&conf.config, st)
+    );
     let _ = writeln!(
         report,
         "\nApply the best branch to your branch with `git conference apply {}`.",

@@ -1,8 +1,12 @@
 //! Researcher, review and best worktrees: real `git worktree`s outside the user's working tree.
 //!
-//! They live under `<git-common-dir>/conference/<name>/worktrees/` (or under the folder named by
-//! the git config `conference.worktreesPath`), so the user's tree, index and branches are never
-//! touched. Registration goes through the user's `git` once per conference; after that, moving a
+//! They live outside any `.git` directory, in a folder next to the repository:
+//! `<repo-parent>/<repo-name>.conference/<name>/<label>` (or `<conference.worktreesPath>/<name>/`
+//! when that git config is set), so the user's tree, index and branches are never touched, and
+//! agent CLIs that protect `.git` (Claude Code, Codex's sandbox) let the agent edit there. The
+//! folder a conference uses is recorded in its run folder when its first worktree is made, so
+//! changing the setting later never loses a conference's worktrees; a conference made before
+//! that record existed keeps the folder it had (`<git-common-dir>/conference/<name>/worktrees`). Registration goes through the user's `git` once per conference; after that, moving a
 //! worktree from one snapshot to another is a checkout of the files that differ (see `snapshot`).
 
 use std::path::{Path, PathBuf};
@@ -20,16 +24,82 @@ pub fn run_dir(repo: &Repository, name: &str) -> PathBuf {
     repo.commondir().join("conference").join(name)
 }
 
+/// The file of the run folder that records where a conference's worktrees live.
+const ROOT_RECORD: &str = "worktrees-root";
+
 /// Where the worktree `label` (e.g. `researcher-A`, `review`, `best`) of conference `name` lives.
 pub fn worktree_path(repo: &Repository, name: &str, label: &str) -> PathBuf {
+    worktrees_root(repo, name).join(label)
+}
+
+/// The folder holding conference `name`'s worktrees: the recorded one; else the folder inside
+/// the git dir that conferences made before the record used, when it exists; else the folder
+/// `conference.worktreesPath` names; else the default next to the repository.
+pub fn worktrees_root(repo: &Repository, name: &str) -> PathBuf {
+    let run = run_dir(repo, name);
+    if let Ok(text) = std::fs::read_to_string(run.join(ROOT_RECORD)) {
+        if !text.trim().is_empty() {
+            return PathBuf::from(text.trim());
+        }
+    }
+    let old = run.join("worktrees");
+    if old.exists() {
+        return old;
+    }
     let configured = repo
         .config()
         .ok()
         .and_then(|c| c.get_path(WORKTREES_PATH_KEY).ok());
     match configured {
-        Some(root) => root.join(name).join(label),
-        None => run_dir(repo, name).join("worktrees").join(label),
+        Some(root) => root.join(name),
+        None => default_root(repo).join(name),
     }
+}
+
+/// `<repo-parent>/<repo-name>.conference`: next to the repository's working tree (or next to a
+/// bare repository), on the same file system, visible, and outside every `.git`.
+pub fn default_root(repo: &Repository) -> PathBuf {
+    let common = repo.commondir();
+    let top = if common.file_name().is_some_and(|n| n == ".git") {
+        common.parent().unwrap_or(common)
+    } else {
+        common
+    };
+    let top = top.canonicalize().unwrap_or_else(|_| top.to_path_buf());
+    let stem = top
+        .file_name()
+        .map(|n| n.to_string_lossy().trim_end_matches(".git").to_string())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "repository".into());
+    top.parent()
+        .unwrap_or(&top)
+        .join(format!("{stem}.conference"))
+}
+
+/// The folder of conference `name`'s worktrees, recorded (once) so that later runs find them
+/// there whatever the settings say then. When the folder cannot be made (a read-only parent
+/// folder), a new conference falls back to the folder inside the git dir, with a warning.
+fn choose_root(repo: &Repository, name: &str) -> Result<PathBuf> {
+    let run = run_dir(repo, name);
+    let record = run.join(ROOT_RECORD);
+    let mut root = worktrees_root(repo, name);
+    if record.exists() {
+        return Ok(root);
+    }
+    if let Err(e) = std::fs::create_dir_all(&root) {
+        let fallback = run.join("worktrees");
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "warning: cannot make the worktree folder {} ({e}); using {} instead (agent CLIs may refuse to edit there: set `git config {WORKTREES_PATH_KEY} <dir>`)",
+            root.display(),
+            fallback.display()
+        );
+        root = fallback;
+    }
+    std::fs::create_dir_all(&run)?;
+    std::fs::write(record, format!("{}\n", root.display()))?;
+    Ok(root)
 }
 
 /// What a worktree should have checked out.
@@ -46,7 +116,8 @@ pub enum Checkout<'a> {
 /// registration deleted) is linked again with its files as they are, so that the caller can
 /// record what they hold; one that cannot be linked is moved aside, with a warning.
 pub fn ensure(repo: &Repository, name: &str, label: &str, checkout: Checkout) -> Result<PathBuf> {
-    let path = worktree_path(repo, name, label);
+    let root = choose_root(repo, name)?;
+    let path = root.join(label);
     if usable(&path) {
         return Ok(path);
     }

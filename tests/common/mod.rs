@@ -224,6 +224,17 @@ impl TestRepo {
         run.stdout
     }
 
+    /// `git conference <args>` with extra environment variables (e.g. an agent CLI's endpoint),
+    /// any exit code.
+    pub fn conference_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut cmd = self.command("git");
+        cmd.arg("conference")
+            .args(args)
+            .envs(env.iter().copied())
+            .stdin(std::process::Stdio::null());
+        Run::from(cmd.output().unwrap())
+    }
+
     /// `git conference <args>` in `dir`, any exit code.
     pub fn conference_in(&self, dir: &Path, args: &[&str]) -> Run {
         let mut full = vec!["conference"];
@@ -242,13 +253,28 @@ impl TestRepo {
         self.dir.join(".git")
     }
 
-    /// The path of a conference worktree (`researcher-A`, `review`, `best`).
+    /// The path of a conference worktree (`researcher-A`, `review`, `best`): by default in the
+    /// folder next to the repository, `<parent>/repo.conference/<name>/<label>`.
     pub fn worktree(&self, name: &str, label: &str) -> PathBuf {
-        self.git_dir()
-            .join("conference")
-            .join(name)
-            .join("worktrees")
-            .join(label)
+        self.worktrees_root().join(name).join(label)
+    }
+
+    /// The default folder of every conference's worktrees: `<parent>/repo.conference`.
+    pub fn worktrees_root(&self) -> PathBuf {
+        self.dir
+            .canonicalize()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .join("repo.conference")
+    }
+
+    /// Puts `program` on the PATH of every command run in this repository under `name`
+    /// (a symlink in the harness's bin folder).
+    pub fn link_program(&self, name: &str, program: &Path) {
+        let link = self.bin_dir.join(name);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(program, link).unwrap();
     }
 
     /// A file of the git dir as text ("" when missing): the fixtures log there.

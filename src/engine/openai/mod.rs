@@ -148,7 +148,11 @@ pub async fn run(conf: &Conference, call: &AgentCall<'_>) -> Result<AgentRun> {
         _ = cancelled() => AgentOutcome::Interrupted,
     };
     let tokens = *tokens.lock().unwrap();
-    Ok(AgentRun { outcome, tokens })
+    Ok(AgentRun {
+        outcome,
+        tokens,
+        report: Default::default(),
+    })
 }
 
 async fn cancelled() {

@@ -1,0 +1,248 @@
+//! Agent CLIs as researchers: the presets (`- **Command:** claude`, `codex`, `aider`, `gemini`,
+//! `opencode`) that expand to each CLI's headless invocation, the parsers that read what each
+//! one reports (usage, errors, refused edits), and the agent's folder inside its worktree.
+//!
+//! Everything an agent is given or asked to write (the prompt, the note) lives in
+//! [`AGENT_DIR`] inside its worktree: agent CLIs only let the agent write under their working
+//! directory. The folder holds a `.gitignore` of `*`, so git (and the snapshots, which leave
+//! ignored files out) never takes it for part of an attempt.
+
+pub mod preset;
+pub mod usage;
+
+use std::path::{Path, PathBuf};
+
+pub use preset::Preset;
+pub use usage::{AgentReport, Usage};
+
+/// The agent's folder, relative to its worktree.
+pub const AGENT_DIR: &str = ".conference";
+
+/// The files of one agent run.
+pub struct AgentFiles {
+    pub dir: PathBuf,
+    pub prompt: PathBuf,
+    pub note: PathBuf,
+}
+
+/// Makes the agent folder of `worktree` (ignored by git through its own `.gitignore`), writes
+/// the prompt there and removes the previous note.
+pub fn prepare(worktree: &Path, prompt: &str) -> std::io::Result<AgentFiles> {
+    let dir = worktree.join(AGENT_DIR);
+    std::fs::create_dir_all(&dir)?;
+    let ignore = dir.join(".gitignore");
+    if !ignore.exists() {
+        std::fs::write(
+            &ignore,
+            "# git-conference: the agent's prompt and note, never part of an attempt\n*\n",
+        )?;
+    }
+    let files = AgentFiles {
+        prompt: dir.join("prompt.md"),
+        note: dir.join("note.md"),
+        dir,
+    };
+    std::fs::write(&files.prompt, prompt)?;
+    let _ = std::fs::remove_file(&files.note);
+    Ok(files)
+}
+
+/// The note the agent wrote (trimmed, non-empty), which is then removed: the next run starts
+/// without it.
+pub fn take_note(files: &AgentFiles) -> Option<String> {
+    let note = std::fs::read_to_string(&files.note).ok();
+    let _ = std::fs::remove_file(&files.note);
+    note.map(|n| n.trim().to_string()).filter(|n| !n.is_empty())
+}
+
+/// Why an agent run left the worktree unchanged: what its CLI reported (a refused edit, an
+/// error, a limit), else that it changed nothing, with its final words when it had some.
+pub fn no_change_reason(report: &AgentReport) -> String {
+    if let Some(problem) = &report.problem {
+        return problem.clone();
+    }
+    match report
+        .message
+        .as_deref()
+        .map(str::trim)
+        .filter(|m| !m.is_empty())
+    {
+        Some(m) => {
+            let said: String = m.split_whitespace().collect::<Vec<_>>().join(" ");
+            let said = match said.char_indices().nth(160) {
+                Some((i, _)) => format!("{}…", &said[..i]),
+                None => said,
+            };
+            format!("the agent changed no file (it said: \"{said}\")")
+        }
+        None => "the agent changed no file".into(),
+    }
+}
+
+/// Paths (gitignore patterns) an agent CLI leaves in its working directory that are its own
+/// bookkeeping, never part of an attempt: added as ignore rules to the worktree's handle.
+pub fn scratch_patterns(command: &str) -> &'static [&'static str] {
+    match Preset::from_command(command) {
+        Some((Preset::Aider, _)) => &["/.aider*"],
+        _ => &[],
+    }
+}
+
+/// Adds the agent CLI's scratch patterns to the ignore rules of `wt` (a handle on a researcher
+/// worktree), so snapshots and reverts made through it leave those files alone.
+pub fn ignore_scratch(wt: &git2::Repository, command: &str) -> Result<(), git2::Error> {
+    let patterns = scratch_patterns(command);
+    if patterns.is_empty() {
+        return Ok(());
+    }
+    wt.add_ignore_rule(&patterns.join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_agent_folder_is_ignored_by_git() {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = git2::Repository::init(tmp.path()).unwrap();
+        let files = prepare(tmp.path(), "do it").unwrap();
+        std::fs::write(&files.note, "  lowered lr \n").unwrap();
+        assert!(repo
+            .is_path_ignored(Path::new(".conference/note.md"))
+            .unwrap());
+        assert!(repo
+            .is_path_ignored(Path::new(".conference/.gitignore"))
+            .unwrap());
+        let statuses = repo.statuses(None).unwrap();
+        assert!(
+            statuses.iter().all(|s| s.status().is_ignored()),
+            "git sees nothing to add"
+        );
+        assert_eq!(take_note(&files).as_deref(), Some("lowered lr"));
+        assert!(!files.note.exists(), "the note is removed once read");
+        assert_eq!(std::fs::read_to_string(&files.prompt).unwrap(), "do it");
+    }
+}
+
+/// The Agent and Constraints settings of conference.md this module reads: parsed, checked per
+/// line against what the chosen preset can honour.
+#[cfg(test)]
+mod config_tests {
+    use crate::config::{load, template, ConfigError};
+
+    /// The `init` template with its agent command and budgets replaced, and `extra` lines
+    /// added to `## Agent`.
+    fn conference(command: &str, tokens: &str, cost: &str, extra: &[&str]) -> String {
+        let text = template::render(&Default::default());
+        let mut agent = format!("- **Command:** {command}");
+        for line in extra {
+            agent.push('\n');
+            agent.push_str(line);
+        }
+        text.replace("- **Command:** builtin:tune", &agent)
+            .replace(
+                "- **Token budget:** none",
+                &format!("- **Token budget:** {tokens}"),
+            )
+            .replace(
+                "- **Cost budget:** none",
+                &format!("- **Cost budget:** {cost}"),
+            )
+    }
+
+    fn line_of(text: &str, needle: &str) -> usize {
+        text.lines().position(|l| l.contains(needle)).unwrap() + 1
+    }
+
+    fn errors(text: &str) -> Vec<ConfigError> {
+        load(text).err().unwrap_or_default()
+    }
+
+    #[test]
+    fn presets_take_their_options() {
+        let text = conference(
+            "claude",
+            "2M tokens",
+            "$20",
+            &[
+                "- model: claude-sonnet-4-5",
+                "- max turns: 30",
+                "- extra args: --verbose",
+            ],
+        );
+        let c = load(&text).unwrap();
+        assert_eq!(c.token_budget, Some(2_000_000));
+        assert_eq!(c.cost_budget, Some(20.0));
+        assert_eq!(c.agent.model.as_deref(), Some("claude-sonnet-4-5"));
+        assert_eq!(c.agent.max_turns, Some(30));
+        assert_eq!(
+            c.agent_command(),
+            "claude -p --permission-mode acceptEdits --output-format json --model claude-sonnet-4-5 \
+             --max-turns 30 --max-budget-usd \"$CONFERENCE_MAX_BUDGET_USD\" --verbose < \"$CONFERENCE_PROMPT_FILE\""
+        );
+        for (written, tokens) in [
+            ("500k", 500_000),
+            ("2000000", 2_000_000),
+            ("1,500,000 tokens", 1_500_000),
+        ] {
+            let c = load(&conference("codex", written, "none", &[])).unwrap();
+            assert_eq!(c.token_budget, Some(tokens), "{written}");
+        }
+        for (written, usd) in [("20 USD", 20.0), ("$12.50", 12.5), ("7 dollars", 7.0)] {
+            let c = load(&conference("aider", "none", written, &[])).unwrap();
+            assert_eq!(c.cost_budget, Some(usd), "{written}");
+        }
+        // An explicit command line stays as written.
+        let c = load(&conference("./agent.sh --fast", "none", "none", &[])).unwrap();
+        assert_eq!(c.agent_command(), "./agent.sh --fast");
+    }
+
+    #[test]
+    fn what_a_preset_cannot_honour_is_an_error_on_its_line() {
+        let text = conference("codex", "none", "none", &["- max turns: 5"]);
+        let e = errors(&text);
+        assert_eq!(e.len(), 1, "{e:#?}");
+        assert_eq!(e[0].line, line_of(&text, "- max turns"));
+        assert!(e[0].message.contains("Codex has no turn limit"), "{e:#?}");
+
+        let text = conference(
+            "./agent.sh",
+            "none",
+            "none",
+            &["- model: gpt-5", "- extra args: -v"],
+        );
+        let e = errors(&text);
+        assert_eq!(e.len(), 2, "{e:#?}");
+        assert_eq!(e[0].line, line_of(&text, "- model: gpt-5"));
+        assert_eq!(e[1].line, line_of(&text, "- extra args: -v"));
+
+        let text = conference("claude", "none", "none", &["- extra args: --x; rm -rf ~"]);
+        let e = errors(&text);
+        assert!(e[0].message.contains("shell operator"), "{e:#?}");
+    }
+
+    #[test]
+    fn budgets_that_are_not_amounts_are_errors_on_their_line() {
+        let text = conference("claude", "lots", "twenty", &[]);
+        let e = errors(&text);
+        assert_eq!(e.len(), 2, "{e:#?}");
+        assert_eq!(e[0].line, line_of(&text, "- **Token budget:**"));
+        assert!(e[0].message.contains("number of tokens") && e[0].hint.contains("2M tokens"));
+        assert_eq!(e[1].line, line_of(&text, "- **Cost budget:**"));
+        assert!(e[1].message.contains("US dollars") && e[1].hint.contains("$20"));
+        assert!(!errors(&conference("claude", "-5", "0", &[])).is_empty());
+    }
+
+    #[test]
+    fn budgets_without_usage_are_warned_about() {
+        let c = load(&conference("./agent.sh", "1M", "$5", &[])).unwrap();
+        let w = crate::engine::budget::warnings(&c);
+        assert_eq!(w.len(), 2, "{w:?}");
+        let c = load(&conference("claude", "1M", "$5", &[])).unwrap();
+        assert!(crate::engine::budget::warnings(&c).is_empty());
+        let c = load(&conference("codex", "1M", "$5", &[])).unwrap();
+        let w = crate::engine::budget::warnings(&c);
+        assert!(w.len() == 1 && w[0].contains("reports no cost"), "{w:?}");
+    }
+}

@@ -1,0 +1,264 @@
+//! Presets: `- **Command:** claude` (or `codex`, `aider`, `gemini`, `opencode`, or a path to
+//! one of these programs) expands to that CLI's documented headless invocation, with edits
+//! auto-approved inside the working directory (the researcher's worktree) and nothing else,
+//! and machine-readable output that [`super::usage`] reads.
+//!
+//! The expansion is a shell command line like any written by hand: `start` prints it, the
+//! README lists each one. The prompt comes from `$CONFERENCE_PROMPT_FILE`; the remaining cost
+//! budget (Claude Code's native cap) from `$CONFERENCE_MAX_BUDGET_USD`, set per run.
+
+use std::fmt::Write as _;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Preset {
+    Claude,
+    Codex,
+    Aider,
+    Gemini,
+    Opencode,
+}
+
+pub const ALL: [Preset; 5] = [
+    Preset::Claude,
+    Preset::Codex,
+    Preset::Aider,
+    Preset::Gemini,
+    Preset::Opencode,
+];
+
+/// Environment variable holding the remaining cost budget in USD (for CLIs with a native cap).
+pub const MAX_BUDGET_ENV: &str = "CONFERENCE_MAX_BUDGET_USD";
+
+/// The optional Agent keys a preset takes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Options<'a> {
+    pub model: Option<&'a str>,
+    pub max_turns: Option<u32>,
+    /// Appended verbatim (shell words) before the prompt.
+    pub extra_args: Option<&'a str>,
+    /// Pass the remaining cost budget down (`Cost budget` is set and the CLI has a cap).
+    pub cost_cap: bool,
+}
+
+impl Preset {
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::Claude => "claude",
+            Preset::Codex => "codex",
+            Preset::Aider => "aider",
+            Preset::Gemini => "gemini",
+            Preset::Opencode => "opencode",
+        }
+    }
+
+    /// The CLI's product name, for messages.
+    pub fn product(self) -> &'static str {
+        match self {
+            Preset::Claude => "Claude Code",
+            Preset::Codex => "Codex",
+            Preset::Aider => "aider",
+            Preset::Gemini => "Gemini CLI",
+            Preset::Opencode => "opencode",
+        }
+    }
+
+    /// The preset a command names, with the program to run: a single word that is a preset's
+    /// name, or a path whose file name is (`/opt/agents/bin/claude`). Anything with arguments
+    /// is a command line of its own.
+    pub fn from_command(command: &str) -> Option<(Preset, String)> {
+        let word = command.trim();
+        if word.is_empty() || word.contains(char::is_whitespace) {
+            return None;
+        }
+        let file = word.rsplit('/').next().unwrap_or(word);
+        ALL.into_iter()
+            .find(|p| p.name() == file)
+            .map(|p| (p, word.to_string()))
+    }
+
+    /// Whether the CLI has a turn limit flag.
+    pub fn honours_max_turns(self) -> bool {
+        self == Preset::Claude
+    }
+
+    /// Whether the CLI takes a spending cap (`--max-budget-usd`).
+    pub fn has_cost_cap(self) -> bool {
+        self == Preset::Claude
+    }
+
+    /// Whether the CLI reports a cost in USD (aider only for models whose prices it knows).
+    pub fn reports_cost(self) -> bool {
+        matches!(self, Preset::Claude | Preset::Aider | Preset::Opencode)
+    }
+
+    /// The command line this preset runs (`program` is what the user wrote: `claude` or a path).
+    pub fn command_line(self, program: &str, o: &Options) -> String {
+        let mut s = String::new();
+        let prog = quote(program);
+        let model = o.model.map(|m| format!(" --model {}", quote(m)));
+        let model = model.as_deref().unwrap_or("");
+        let extra = o.extra_args.map(|a| format!(" {}", a.trim()));
+        let extra = extra.as_deref().unwrap_or("");
+        match self {
+            Preset::Claude => {
+                let _ = write!(
+                    s,
+                    "{prog} -p --permission-mode acceptEdits --output-format json{model}"
+                );
+                if let Some(n) = o.max_turns {
+                    let _ = write!(s, " --max-turns {n}");
+                }
+                if o.cost_cap {
+                    let _ = write!(s, " --max-budget-usd \"${MAX_BUDGET_ENV}\"");
+                }
+                let _ = write!(s, "{extra} < \"$CONFERENCE_PROMPT_FILE\"");
+            }
+            Preset::Codex => {
+                let _ = write!(
+                    s,
+                    "{prog} exec --sandbox workspace-write --json{model}{extra} - < \"$CONFERENCE_PROMPT_FILE\""
+                );
+            }
+            Preset::Aider => {
+                let _ = write!(
+                    s,
+                    "{prog} --message-file \"$CONFERENCE_PROMPT_FILE\" --yes-always \
+                     --no-auto-commits --no-dirty-commits --no-gitignore \
+                     --no-suggest-shell-commands --no-detect-urls --no-check-update \
+                     --no-analytics --no-show-release-notes --no-show-model-warnings \
+                     --no-pretty --no-fancy-input --no-restore-chat-history \
+                     --chat-history-file \"$CONFERENCE_AGENT_DIR/aider.chat.history.md\" \
+                     --input-history-file \"$CONFERENCE_AGENT_DIR/aider.input.history\"\
+                     {model}{extra} < /dev/null"
+                );
+            }
+            Preset::Gemini => {
+                let _ = write!(
+                    s,
+                    "{prog} --approval-mode=auto_edit --output-format json{model}{extra} \
+                     -p \"$(cat \"$CONFERENCE_PROMPT_FILE\")\" < /dev/null"
+                );
+            }
+            Preset::Opencode => {
+                let _ = write!(
+                    s,
+                    "OPENCODE_CONFIG_CONTENT='{{\"permission\":{{\"edit\":\"allow\",\"bash\":\"deny\",\"webfetch\":\"deny\"}}}}' \
+                     {prog} run --format json{model}{extra} \"$(cat \"$CONFERENCE_PROMPT_FILE\")\" < /dev/null"
+                );
+            }
+        }
+        s
+    }
+}
+
+/// `word` as one shell word: unchanged when it is plain, else in single quotes.
+fn quote(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@+,".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+/// Why `args` cannot be appended to a command line as arguments, if it cannot: shell operators
+/// would run something else than the CLI.
+pub fn extra_args_problem(args: &str) -> Option<String> {
+    for op in [";", "|", "&", ">", "<", "`", "$(", "\n"] {
+        if args.contains(op) {
+            return Some(format!(
+                "`{op}` is a shell operator; extra args are arguments for the CLI only"
+            ));
+        }
+    }
+    let singles = args.matches('\'').count();
+    let doubles = args.matches('"').count();
+    if singles % 2 == 1 || doubles % 2 == 1 {
+        return Some("a quote is not closed".into());
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_paths_are_presets_command_lines_are_not() {
+        assert_eq!(
+            Preset::from_command(" claude "),
+            Some((Preset::Claude, "claude".into()))
+        );
+        assert_eq!(
+            Preset::from_command("/opt/agents/bin/aider"),
+            Some((Preset::Aider, "/opt/agents/bin/aider".into()))
+        );
+        assert_eq!(Preset::from_command("claude -p hi"), None);
+        assert_eq!(Preset::from_command("./agent.sh"), None);
+        assert_eq!(Preset::from_command("builtin:tune"), None);
+    }
+
+    #[test]
+    fn each_preset_expands_to_its_headless_invocation() {
+        let none = Options::default();
+        assert_eq!(
+            Preset::Claude.command_line("claude", &none),
+            "claude -p --permission-mode acceptEdits --output-format json < \"$CONFERENCE_PROMPT_FILE\""
+        );
+        assert_eq!(
+            Preset::Codex.command_line("codex", &none),
+            "codex exec --sandbox workspace-write --json - < \"$CONFERENCE_PROMPT_FILE\""
+        );
+        let aider = Preset::Aider.command_line("aider", &none);
+        for flag in [
+            "--message-file \"$CONFERENCE_PROMPT_FILE\"",
+            "--yes-always",
+            "--no-auto-commits",
+            "--no-dirty-commits",
+            "--no-gitignore",
+            "--no-check-update",
+            "--no-analytics",
+        ] {
+            assert!(aider.contains(flag), "{aider}");
+        }
+        assert!(Preset::Gemini
+            .command_line("gemini", &none)
+            .starts_with("gemini --approval-mode=auto_edit --output-format json -p"));
+        assert!(Preset::Opencode
+            .command_line("opencode", &none)
+            .contains("opencode run --format json \"$(cat \"$CONFERENCE_PROMPT_FILE\")\""));
+    }
+
+    #[test]
+    fn options_go_where_the_cli_reads_them() {
+        let o = Options {
+            model: Some("claude sonnet"),
+            max_turns: Some(12),
+            extra_args: Some("--verbose"),
+            cost_cap: true,
+        };
+        assert_eq!(
+            Preset::Claude.command_line("/x/claude", &o),
+            "/x/claude -p --permission-mode acceptEdits --output-format json --model 'claude sonnet' \
+             --max-turns 12 --max-budget-usd \"$CONFERENCE_MAX_BUDGET_USD\" --verbose < \"$CONFERENCE_PROMPT_FILE\""
+        );
+        let o = Options {
+            model: Some("openai/gpt-4o"),
+            ..Default::default()
+        };
+        assert!(Preset::Aider
+            .command_line("aider", &o)
+            .ends_with("--model openai/gpt-4o < /dev/null"));
+    }
+
+    #[test]
+    fn extra_args_are_arguments_only() {
+        assert!(extra_args_problem("--verbose --foo 'a b'").is_none());
+        assert!(extra_args_problem("--x; rm -rf /").is_some());
+        assert!(extra_args_problem("--x $(id)").is_some());
+        assert!(extra_args_problem("--x 'open").is_some());
+    }
+}

@@ -1,0 +1,624 @@
+//! What an agent CLI reported about its run: the tokens and cost it used, and whether it ended
+//! with an error, a refused tool call, or a turn or budget limit.
+//!
+//! One tolerant parser per preset reads the CLI's machine-readable output (its stdout). These
+//! formats change between versions (Claude Code's `--output-format json` is one `result`
+//! object, or an array of events with `--verbose`; Codex renamed its events), so every parser
+//! looks for the fields it knows wherever they are and skips the rest: an unknown shape yields
+//! no usage and no problem, never an error.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::Preset;
+
+/// Tokens (and the cost, when the CLI reports one) of one agent run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens, cache reads and writes included (what the model processed).
+    pub input: u64,
+    /// Completion tokens, reasoning included.
+    pub output: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+impl Usage {
+    pub fn tokens(&self) -> u64 {
+        self.input + self.output
+    }
+}
+
+/// What the CLI said about its run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AgentReport {
+    pub usage: Option<Usage>,
+    /// An error, refused tool calls, or a turn or budget limit, as a sentence.
+    pub problem: Option<String>,
+    /// The agent's final message.
+    pub message: Option<String>,
+}
+
+/// Reads `stdout` of a run of `preset`.
+pub fn parse(preset: Preset, stdout: &str) -> AgentReport {
+    match preset {
+        Preset::Claude => claude(stdout),
+        Preset::Codex => codex(stdout),
+        Preset::Aider => aider(stdout),
+        Preset::Gemini => gemini(stdout),
+        Preset::Opencode => opencode(stdout),
+    }
+}
+
+/// The JSON values in `text`: one document (an array counts as its elements), or one per line
+/// (lines that are not JSON are skipped).
+fn json_values(text: &str) -> Vec<Value> {
+    if let Ok(v) = serde_json::from_str::<Value>(text.trim()) {
+        return match v {
+            Value::Array(items) => items,
+            v => vec![v],
+        };
+    }
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l.trim()).ok())
+        .filter(Value::is_object)
+        .collect()
+}
+
+fn num(v: &Value, key: &str) -> u64 {
+    v.get(key)
+        .and_then(|n| n.as_u64().or_else(|| n.as_f64().map(|f| f.max(0.0) as u64)))
+        .unwrap_or(0)
+}
+
+fn text(v: &Value, key: &str) -> Option<String> {
+    v.get(key)
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+}
+
+fn clip(s: &str, max: usize) -> String {
+    let line = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() <= max {
+        return line;
+    }
+    format!("{}…", line.chars().take(max).collect::<String>())
+}
+
+fn join(problems: Vec<String>) -> Option<String> {
+    (!problems.is_empty()).then(|| problems.join("; "))
+}
+
+/// Claude Code: the `result` object (alone, or the last event of an array or stream).
+fn claude(stdout: &str) -> AgentReport {
+    let values = json_values(stdout);
+    let result = values
+        .iter()
+        .rev()
+        .find(|v| v.get("type").and_then(Value::as_str) == Some("result"))
+        .or_else(|| {
+            values.iter().rev().find(|v| {
+                v.get("total_cost_usd").is_some()
+                    || v.get("cost_usd").is_some()
+                    || v.get("is_error").is_some()
+            })
+        });
+    let Some(r) = result else {
+        return AgentReport::default();
+    };
+    let cost = r
+        .get("total_cost_usd")
+        .or_else(|| r.get("cost_usd"))
+        .and_then(Value::as_f64);
+    let mut usage = r.get("usage").map(|u| Usage {
+        input: num(u, "input_tokens")
+            + num(u, "cache_creation_input_tokens")
+            + num(u, "cache_read_input_tokens"),
+        output: num(u, "output_tokens"),
+        cost_usd: None,
+    });
+    // Per model (`modelUsage`): the only tokens a run stopped by its budget reports.
+    if let Some(models) = r.get("modelUsage").and_then(Value::as_object) {
+        let per_model = models.values().fold(Usage::default(), |acc, m| Usage {
+            input: acc.input
+                + num(m, "inputTokens")
+                + num(m, "cacheReadInputTokens")
+                + num(m, "cacheCreationInputTokens"),
+            output: acc.output + num(m, "outputTokens"),
+            cost_usd: None,
+        });
+        if usage.is_none_or(|u| u.tokens() < per_model.tokens()) {
+            usage = Some(per_model);
+        }
+    }
+    if usage.is_none() && cost.is_some() {
+        usage = Some(Usage::default());
+    }
+    if let Some(u) = usage.as_mut() {
+        u.cost_usd = cost;
+    }
+    let message = text(r, "result");
+    let mut problems = Vec::new();
+    if let Some(denials) = r.get("permission_denials").and_then(Value::as_array) {
+        let refused: Vec<String> = denials.iter().map(denial).collect();
+        let edits = denials.iter().any(|d| {
+            let tool = d.get("tool_name").and_then(Value::as_str).unwrap_or("");
+            matches!(tool, "Edit" | "MultiEdit" | "Write" | "NotebookEdit")
+        });
+        let what = if edits { "edit was" } else { "tool calls were" };
+        if !refused.is_empty() {
+            problems.push(format!(
+                "the agent's {what} refused: {}",
+                refused.join(", ")
+            ));
+        }
+    }
+    let subtype = r
+        .get("subtype")
+        .and_then(Value::as_str)
+        .unwrap_or("success");
+    match subtype {
+        "success" => {}
+        "error_max_turns" => problems.push("the agent hit its turn limit (error_max_turns)".into()),
+        "error_max_budget_usd" => {
+            problems.push("the agent reached its spending cap (error_max_budget_usd)".into())
+        }
+        other => problems.push(format!("the agent stopped with {other}")),
+    }
+    if r.get("is_error").and_then(Value::as_bool) == Some(true) && subtype == "success" {
+        let why = message.as_deref().map(|m| clip(m, 200));
+        problems.push(format!(
+            "the agent reported an error{}",
+            why.map(|w| format!(": {w}")).unwrap_or_default()
+        ));
+    }
+    AgentReport {
+        usage,
+        problem: join(problems),
+        message,
+    }
+}
+
+/// `Edit of /path/train.py`, `Bash (python3 train.py)`.
+fn denial(d: &Value) -> String {
+    let tool = d
+        .get("tool_name")
+        .and_then(Value::as_str)
+        .unwrap_or("a tool");
+    let input = d.get("tool_input").unwrap_or(&Value::Null);
+    match (text(input, "file_path"), text(input, "command")) {
+        (Some(path), _) => format!("{tool} of {path}"),
+        (None, Some(cmd)) => format!("{tool} ({})", clip(&cmd, 80)),
+        _ => tool.to_string(),
+    }
+}
+
+/// Codex `exec --json`: `turn.completed` events carry each turn's usage; `turn.failed` and
+/// `error` the errors. The older event envelope (`{"msg": {"type": "token_count", …}}`) too.
+fn codex(stdout: &str) -> AgentReport {
+    let mut usage: Option<Usage> = None;
+    let mut legacy: Option<Usage> = None;
+    let mut problems = Vec::new();
+    let mut message = None;
+    for v in json_values(stdout) {
+        let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
+        match kind {
+            "turn.completed" => {
+                if let Some(u) = v.get("usage") {
+                    let t = usage.get_or_insert_with(Usage::default);
+                    t.input += num(u, "input_tokens");
+                    t.output += num(u, "output_tokens") + num(u, "reasoning_output_tokens");
+                }
+            }
+            "turn.failed" => {
+                let why = v
+                    .get("error")
+                    .and_then(|e| text(e, "message"))
+                    .unwrap_or_else(|| "turn failed".into());
+                problems.push(format!("the agent's turn failed: {}", clip(&why, 200)));
+            }
+            "item.completed" => {
+                let item = v.get("item").unwrap_or(&Value::Null);
+                match item.get("type").and_then(Value::as_str) {
+                    Some("agent_message") => message = text(item, "text"),
+                    Some("file_change")
+                        if item.get("status").and_then(Value::as_str) == Some("failed") =>
+                    {
+                        let paths: Vec<String> = item
+                            .get("changes")
+                            .and_then(Value::as_array)
+                            .map(|c| c.iter().filter_map(|c| text(c, "path")).collect())
+                            .unwrap_or_default();
+                        problems.push(format!(
+                            "the agent's edit was refused: {}",
+                            paths.join(", ")
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+        if let Some(msg) = v.get("msg") {
+            match msg.get("type").and_then(Value::as_str) {
+                Some("token_count") => {
+                    let u = msg
+                        .get("info")
+                        .and_then(|i| i.get("total_token_usage"))
+                        .unwrap_or(msg);
+                    legacy = Some(Usage {
+                        input: num(u, "input_tokens"),
+                        output: num(u, "output_tokens"),
+                        cost_usd: None,
+                    });
+                }
+                Some("agent_message") => message = text(msg, "message"),
+                Some("error") => {
+                    let why = text(msg, "message").unwrap_or_else(|| "error".into());
+                    problems.push(format!("the agent reported an error: {}", clip(&why, 200)));
+                }
+                _ => {}
+            }
+        }
+    }
+    problems.dedup();
+    AgentReport {
+        usage: usage.or(legacy),
+        problem: join(problems),
+        message,
+    }
+}
+
+/// aider prints text: `Tokens: 2.1k sent, 34 received. Cost: $0.00034 message, $0.00067
+/// session.` per model call, and its edit errors in words.
+fn aider(stdout: &str) -> AgentReport {
+    let mut usage: Option<Usage> = None;
+    let mut problems = Vec::new();
+    for line in stdout.lines() {
+        let line = line.trim();
+        if let Some(rest) = line.strip_prefix("Tokens:") {
+            let (tokens, cost) = rest.split_once("Cost:").unwrap_or((rest, ""));
+            let u = usage.get_or_insert_with(Usage::default);
+            for part in tokens.split(',') {
+                let part = part.trim().trim_end_matches('.');
+                if let Some(n) = part.strip_suffix(" sent").and_then(aider_count) {
+                    u.input += n;
+                } else if let Some(n) = part.strip_suffix(" received").and_then(aider_count) {
+                    u.output += n;
+                }
+            }
+            // The session total after this call: the last one is the run's.
+            let session = cost.split(',').find_map(|p| {
+                p.trim()
+                    .trim_end_matches('.')
+                    .strip_suffix(" session")?
+                    .trim()
+                    .strip_prefix('$')?
+                    .parse::<f64>()
+                    .ok()
+            });
+            if session.is_some() {
+                u.cost_usd = session;
+            }
+            continue;
+        }
+        let problem = if line.contains("SEARCH/REPLACE block failed to match")
+            || line.contains("SEARCH/REPLACE blocks failed to match")
+        {
+            Some(format!("the agent's edit did not apply: {line}"))
+        } else if line.starts_with("The LLM did not conform to the edit format") {
+            Some("the agent's answer did not follow the edit format".to_string())
+        } else if line.starts_with("litellm.") && line.contains("Error") {
+            Some(format!("the model call failed: {}", clip(line, 200)))
+        } else if (line.starts_with("Skipping edits to") && !line.contains(super::AGENT_DIR))
+            || (line.starts_with("Only ") && line.contains("reflections allowed"))
+        {
+            Some(clip(line, 200))
+        } else {
+            None
+        };
+        if let Some(p) = problem {
+            if !problems.contains(&p) {
+                problems.push(p);
+            }
+        }
+    }
+    // Edits that matched after a retry leave no failure: the run's last word counts.
+    if stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("Applied edit to"))
+        .is_some()
+        && problems
+            .iter()
+            .all(|p| p.contains("did not") || p.contains("edit format"))
+    {
+        problems.clear();
+    }
+    AgentReport {
+        usage,
+        problem: join(problems),
+        message: None,
+    }
+}
+
+/// `2.1k` → 2100, `34` → 34, `1.2M` → 1200000.
+fn aider_count(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (number, scale) = match s.chars().last()? {
+        'k' | 'K' => (&s[..s.len() - 1], 1e3),
+        'm' | 'M' => (&s[..s.len() - 1], 1e6),
+        _ => (s, 1.0),
+    };
+    let n: f64 = number.trim().parse().ok()?;
+    (n.is_finite() && n >= 0.0).then(|| (n * scale).round() as u64)
+}
+
+/// Gemini CLI `--output-format json`: one object with `response`, `stats` (tokens per model)
+/// and `error`; the `result` event of `stream-json` carries `stats` too.
+fn gemini(stdout: &str) -> AgentReport {
+    let values = json_values(stdout);
+    let Some(r) = values.iter().rev().find(|v| {
+        v.get("stats").is_some() || v.get("response").is_some() || v.get("error").is_some()
+    }) else {
+        return AgentReport::default();
+    };
+    let stats = r.get("stats").unwrap_or(&Value::Null);
+    let mut usage = None;
+    if let Some(models) = stats.get("models").and_then(Value::as_object) {
+        let mut u = Usage::default();
+        for m in models.values() {
+            let t = m.get("tokens").unwrap_or(&Value::Null);
+            u.input += num(t, "prompt");
+            u.output += num(t, "candidates") + num(t, "thoughts");
+        }
+        if u.tokens() > 0 {
+            usage = Some(u);
+        }
+    }
+    if usage.is_none() {
+        let input = num(stats, "inputTokens").max(num(stats, "input_tokens"));
+        let output = num(stats, "outputTokens").max(num(stats, "output_tokens"));
+        if input + output > 0 {
+            usage = Some(Usage {
+                input,
+                output,
+                cost_usd: None,
+            });
+        }
+    }
+    let mut problems = Vec::new();
+    let rejected = stats
+        .get("tools")
+        .and_then(|t| t.get("totalDecisions"))
+        .map_or(0, |d| num(d, "reject"));
+    if rejected > 0 {
+        problems.push(format!("the agent's tool calls were refused ({rejected})"));
+    }
+    if let Some(e) = r.get("error").filter(|e| !e.is_null()) {
+        let why = text(e, "message")
+            .or_else(|| e.as_str().map(str::to_string))
+            .unwrap_or_else(|| "error".into());
+        problems.push(format!("the agent reported an error: {}", clip(&why, 200)));
+    }
+    AgentReport {
+        usage,
+        problem: join(problems),
+        message: text(r, "response"),
+    }
+}
+
+/// opencode `run --format json`: `step_finish` events carry each step's tokens and cost;
+/// `tool_use` events a refused permission; `error` events the errors.
+fn opencode(stdout: &str) -> AgentReport {
+    let mut usage: Option<Usage> = None;
+    let mut problems = Vec::new();
+    let mut message = String::new();
+    for v in json_values(stdout) {
+        let part = v.get("part").unwrap_or(&Value::Null);
+        match v.get("type").and_then(Value::as_str).unwrap_or("") {
+            "step_start" => message.clear(),
+            "text" => message.push_str(part.get("text").and_then(Value::as_str).unwrap_or("")),
+            "step_finish" => {
+                let u = usage.get_or_insert_with(Usage::default);
+                let t = part.get("tokens").unwrap_or(&Value::Null);
+                let cache = t.get("cache").unwrap_or(&Value::Null);
+                u.input += num(t, "input") + num(cache, "read") + num(cache, "write");
+                u.output += num(t, "output") + num(t, "reasoning");
+                if let Some(c) = part.get("cost").and_then(Value::as_f64) {
+                    u.cost_usd = Some(u.cost_usd.unwrap_or(0.0) + c);
+                }
+            }
+            "tool_use" => {
+                let state = part.get("state").unwrap_or(&Value::Null);
+                let error = text(state, "error").unwrap_or_default();
+                if state.get("status").and_then(Value::as_str) == Some("error")
+                    && (error.contains("permission") || error.contains("rejected"))
+                {
+                    let tool = text(part, "tool").unwrap_or_else(|| "a tool".into());
+                    problems.push(format!("the agent's {tool} call was refused"));
+                }
+            }
+            "error" => {
+                let e = v.get("error").unwrap_or(&Value::Null);
+                let why = e
+                    .get("data")
+                    .and_then(|d| text(d, "message"))
+                    .or_else(|| text(e, "message"))
+                    .or_else(|| text(e, "name"))
+                    .unwrap_or_else(|| "error".into());
+                problems.push(format!("the agent reported an error: {}", clip(&why, 200)));
+            }
+            _ => {}
+        }
+    }
+    let message = message.trim();
+    AgentReport {
+        usage,
+        problem: join(problems),
+        message: (!message.is_empty()).then(|| message.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(name: &str) -> String {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/agent_output")
+            .join(name);
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    fn usage(input: u64, output: u64, cost: Option<f64>) -> Option<Usage> {
+        Some(Usage {
+            input,
+            output,
+            cost_usd: cost,
+        })
+    }
+
+    #[test]
+    fn claude_2_result_object_and_event_array() {
+        let r = parse(Preset::Claude, &sample("claude-2.1-success.json"));
+        assert_eq!(r.usage, usage(4000, 400, Some(0.03)));
+        assert_eq!(r.problem, None);
+        assert_eq!(r.message.as_deref(), Some("Lowered the learning rate."));
+        // `--verbose`: an array of events, the result last.
+        let r = parse(Preset::Claude, &sample("claude-2.1-verbose-events.json"));
+        assert_eq!(r.usage, usage(4000, 400, Some(0.03)));
+        assert_eq!(r.problem, None);
+        // The same events one per line (stream-json).
+        let lines: Vec<String> = json_values(&sample("claude-2.1-verbose-events.json"))
+            .iter()
+            .map(|v| v.to_string())
+            .collect();
+        let r = parse(Preset::Claude, &lines.join("\n"));
+        assert_eq!(r.usage, usage(4000, 400, Some(0.03)));
+    }
+
+    #[test]
+    fn claude_refusals_and_limits_are_problems() {
+        let r = parse(Preset::Claude, &sample("claude-2.1-refused.json"));
+        assert_eq!(
+            r.problem.as_deref(),
+            Some("the agent's edit was refused: Write of /tmp/agsmp/outside.py")
+        );
+        assert_eq!(r.usage, usage(3000, 300, Some(0.0225)));
+        let read_only = r#"{"type":"result","subtype":"success","is_error":false,"result":"ok",
+            "permission_denials":[{"tool_name":"Bash","tool_input":{"command":"python3 train.py"}}]}"#;
+        assert_eq!(
+            parse(Preset::Claude, read_only).problem.as_deref(),
+            Some("the agent's tool calls were refused: Bash (python3 train.py)")
+        );
+        let r = parse(Preset::Claude, &sample("claude-2.1-max-turns.json"));
+        assert!(r.problem.unwrap().contains("turn limit"));
+        // Stopped by its budget: `usage` is zero, `modelUsage` has the tokens.
+        let r = parse(Preset::Claude, &sample("claude-2.1-max-budget.json"));
+        assert!(r.problem.unwrap().contains("spending cap"));
+        assert_eq!(r.usage, usage(1000, 100, Some(0.0075)));
+    }
+
+    #[test]
+    fn claude_older_single_objects() {
+        let r = parse(Preset::Claude, &sample("claude-1.0-object.json"));
+        assert_eq!(r.usage, usage(12 + 5310 + 20480, 412, Some(0.0421)));
+        assert_eq!(r.problem, None);
+        let r = parse(Preset::Claude, &sample("claude-0.2-object.json"));
+        assert_eq!(r.usage, usage(0, 0, Some(0.0034)));
+        assert_eq!(
+            r.message.as_deref(),
+            Some("Done: lowered the learning rate.")
+        );
+    }
+
+    #[test]
+    fn codex_events() {
+        let r = parse(Preset::Codex, &sample("codex-exec-json.jsonl"));
+        assert_eq!(r.usage, usage(24763, 122, None));
+        assert_eq!(r.problem, None);
+        assert_eq!(
+            r.message.as_deref(),
+            Some("Lowered the learning rate to 0.01.")
+        );
+        let r = parse(Preset::Codex, &sample("codex-exec-json-failed.jsonl"));
+        let p = r.problem.unwrap();
+        assert!(
+            p.contains("refused: /repo/.git/conference/x/train.py"),
+            "{p}"
+        );
+        assert!(p.contains("rate limit"), "{p}");
+        assert_eq!(r.usage, None);
+        let r = parse(Preset::Codex, &sample("codex-legacy-token-count.jsonl"));
+        assert_eq!(r.usage, usage(5120, 240, None));
+    }
+
+    #[test]
+    fn aider_text() {
+        let r = parse(Preset::Aider, &sample("aider-0.86-success.txt"));
+        assert_eq!(r.usage, usage(2100, 34, Some(0.00034)));
+        assert_eq!(r.problem, None);
+        let r = parse(Preset::Aider, &sample("aider-0.86-no-match.txt"));
+        assert_eq!(r.usage, usage(4300, 40, Some(0.00067)));
+        let p = r.problem.unwrap();
+        assert!(p.contains("SEARCH/REPLACE block failed to match"), "{p}");
+        // The note folder is ignored on purpose: aider skipping it is no problem.
+        let skipped = "Skipping edits to .conference/note.md that matches gitignore spec.";
+        assert_eq!(parse(Preset::Aider, skipped).problem, None);
+        let outside = "Skipping edits to ../outside.py, it is outside the repo.";
+        assert!(parse(Preset::Aider, outside).problem.is_some());
+        assert_eq!(aider_count("1.2M"), Some(1_200_000));
+        assert_eq!(aider_count("12k"), Some(12_000));
+    }
+
+    #[test]
+    fn gemini_stats() {
+        let r = parse(Preset::Gemini, &sample("gemini-json.json"));
+        assert_eq!(r.usage, usage(24939 + 1200, 220 + 154 + 30, None));
+        assert_eq!(r.problem, None);
+        let r = parse(Preset::Gemini, &sample("gemini-json-error.json"));
+        let p = r.problem.unwrap();
+        assert!(
+            p.contains("refused (1)") && p.contains("max session turns"),
+            "{p}"
+        );
+    }
+
+    #[test]
+    fn opencode_steps() {
+        let r = parse(Preset::Opencode, &sample("opencode-run-json.jsonl"));
+        assert_eq!(r.usage.unwrap().input, 10210 + 310 + 10200);
+        assert_eq!(r.usage.unwrap().output, 88 + 14);
+        assert!((r.usage.unwrap().cost_usd.unwrap() - 0.0053).abs() < 1e-9);
+        assert_eq!(
+            r.message.as_deref(),
+            Some("Lowered the learning rate to 0.01.")
+        );
+        let r = parse(Preset::Opencode, &sample("opencode-run-json-denied.jsonl"));
+        let p = r.problem.unwrap();
+        assert!(
+            p.contains("bash call was refused") && p.contains("invalid x-api-key"),
+            "{p}"
+        );
+    }
+
+    #[test]
+    fn unknown_shapes_are_no_usage_never_an_error() {
+        for preset in super::super::preset::ALL {
+            for junk in [
+                "",
+                "not json at all",
+                "{\"x\": 1}",
+                "[1, 2, 3]",
+                "{\"usage\": \"many\"}",
+            ] {
+                let r = parse(preset, junk);
+                assert_eq!(r.usage, None, "{preset:?} {junk}");
+                assert_eq!(r.problem, None, "{preset:?} {junk}");
+            }
+        }
+    }
+}

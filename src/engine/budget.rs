@@ -1,0 +1,282 @@
+//! The ledger of what the agents used, and the token and cost budgets it enforces.
+//!
+//! Every attempt records the usage its agent reported (`tokens`, `cost_usd` in the iteration
+//! event and the note); the state sums it per conference, per researcher and per round, so
+//! `status` reads it from one blob and a budget check costs nothing. No agent run starts once
+//! `Token budget` or `Cost budget` is reached (`researcher_loop` finishes the researcher's
+//! round; the stop rules then end the conference with `token_budget` / `cost_budget`). A CLI
+//! with a native cap (Claude Code's `--max-budget-usd`) gets this researcher's share of what is
+//! left, so one run cannot overshoot by much either.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::state::State;
+use super::Conference;
+use crate::agents::{Preset, Usage};
+use crate::config::Config;
+
+/// An attempt's tokens, as notes and events have them: `{"input": N, "output": M}`.
+pub use super::usage::Tokens;
+
+/// The tokens of `u`.
+pub fn tokens_of(u: Usage) -> Tokens {
+    Tokens {
+        input: u.input,
+        output: u.output,
+    }
+}
+
+/// `value` (a note or an event payload) with the attempt's usage: `tokens`, and `cost_usd`
+/// when the agent reported a cost.
+pub fn with_usage(mut value: Value, usage: Option<Usage>) -> Value {
+    if let (Some(u), Some(map)) = (usage, value.as_object_mut()) {
+        map.insert("tokens".into(), json!(tokens_of(u)));
+        if let Some(cost) = u.cost_usd {
+            map.insert("cost_usd".into(), json!(cost));
+        }
+    }
+    value
+}
+
+/// Usage summed over agent runs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Spend {
+    pub input: u64,
+    pub output: u64,
+    pub cost_usd: f64,
+    /// Agent runs that reported usage.
+    pub runs: u64,
+}
+
+impl Spend {
+    pub fn add(&mut self, u: &Usage) {
+        self.input += u.input;
+        self.output += u.output;
+        self.cost_usd += u.cost_usd.unwrap_or(0.0);
+        self.runs += 1;
+    }
+
+    pub fn tokens(&self) -> u64 {
+        self.input + self.output
+    }
+
+    /// `1.2M tokens (in 1.1M, out 95k), $3.21 over 14 runs`; `none reported`.
+    pub fn describe(&self) -> String {
+        if self.runs == 0 {
+            return "none reported".into();
+        }
+        let cost = if self.cost_usd > 0.0 {
+            format!(", {}", usd(self.cost_usd))
+        } else {
+            String::new()
+        };
+        format!(
+            "{} tokens (in {}, out {}){cost} over {} agent run{}",
+            count(self.tokens()),
+            count(self.input),
+            count(self.output),
+            self.runs,
+            if self.runs == 1 { "" } else { "s" }
+        )
+    }
+}
+
+/// `950`, `12.3k`, `1.20M`.
+pub fn count(n: u64) -> String {
+    match n {
+        0..=999 => n.to_string(),
+        1_000..=999_999 => format!("{:.1}k", n as f64 / 1e3),
+        _ => format!("{:.2}M", n as f64 / 1e6),
+    }
+}
+
+/// `$0.0034`, `$3.21`.
+pub fn usd(x: f64) -> String {
+    if x < 0.1 {
+        format!("${x:.4}")
+    } else {
+        format!("${x:.2}")
+    }
+}
+
+/// Records one attempt's usage in the state: conference, researcher and round totals.
+pub fn record(state: &mut State, researcher: &str, usage: &Usage) {
+    state.spend.add(usage);
+    state.researcher_mut(researcher).spend.add(usage);
+    let round = state.round.max(1) as usize;
+    if state.round_spend.len() < round {
+        state.round_spend.resize(round, Spend::default());
+    }
+    state.round_spend[round - 1].add(usage);
+}
+
+/// The budget that is used up, as a stop token and a sentence, if one is.
+pub fn used_up(config: &Config, st: &State) -> Option<(&'static str, String)> {
+    if let Some(max) = config.token_budget {
+        if st.spend.tokens() >= max {
+            return Some((
+                "token_budget",
+                format!(
+                    "token_budget ({} tokens) reached: {} used",
+                    count(max),
+                    count(st.spend.tokens())
+                ),
+            ));
+        }
+    }
+    if let Some(max) = config.cost_budget {
+        if st.spend.cost_usd >= max {
+            return Some((
+                "cost_budget",
+                format!(
+                    "cost_budget ({}) reached: {} spent",
+                    usd(max),
+                    usd(st.spend.cost_usd)
+                ),
+            ));
+        }
+    }
+    None
+}
+
+/// What one agent run may still spend (for a CLI's native cap): what is left of the cost
+/// budget, shared among the researchers that run at once.
+pub fn run_allowance_usd(conf: &Conference, st: &State) -> Option<f64> {
+    let max = conf.config.cost_budget?;
+    let left = (max - st.spend.cost_usd).max(0.0);
+    Some(left / conf.config.count.max(1) as f64)
+}
+
+/// Warnings for `start`: a budget the agent cannot be held to, because it reports no usage
+/// (or no cost).
+pub fn warnings(config: &Config) -> Vec<String> {
+    let command = config.agent.command.trim();
+    let preset = config.agent.preset().map(|(p, _)| p);
+    let reports_tokens = preset.is_some() || command == "builtin:openai";
+    let reports_cost = preset.is_some_and(Preset::reports_cost);
+    let mut out = Vec::new();
+    let who = match preset {
+        Some(p) => p.product().to_string(),
+        None => format!("`{command}`"),
+    };
+    if config.token_budget.is_some() && !reports_tokens {
+        out.push(format!(
+            "Token budget is set, but the agent {who} reports no usage: it cannot be enforced \
+             (use a preset such as `claude`, or builtin:openai)"
+        ));
+    }
+    if config.cost_budget.is_some() && !reports_cost {
+        out.push(format!(
+            "Cost budget is set, but the agent {who} reports no cost: it cannot be enforced \
+             (Claude Code, aider and opencode report one)"
+        ));
+    } else if config.cost_budget.is_some() && preset == Some(Preset::Aider) {
+        out.push(
+            "Cost budget with aider: aider reports a cost only for models whose prices it \
+             knows; runs without one count as free"
+                .into(),
+        );
+    }
+    out
+}
+
+/// `status` lines: the budgets (with what is used of them) and the spend.
+pub fn status_lines(config: &Config, st: &State) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(max) = config.token_budget {
+        lines.push(format!(
+            "Tokens:     {} of {} (Token budget)",
+            count(st.spend.tokens()),
+            count(max)
+        ));
+    }
+    if let Some(max) = config.cost_budget {
+        lines.push(format!(
+            "Cost:       {} of {} (Cost budget)",
+            usd(st.spend.cost_usd),
+            usd(max)
+        ));
+    }
+    lines.extend(spend_lines(st));
+    lines
+}
+
+/// The report's `## Agent spend` section (empty when no agent reported usage): the total with
+/// the budgets, then a table per researcher and per round.
+pub fn report_section(config: &Config, st: &State) -> String {
+    if st.spend.runs == 0 {
+        return String::new();
+    }
+    let mut s = format!("\n## Agent spend\n\nIn all: {}.", st.spend.describe());
+    if let Some(max) = config.token_budget {
+        s.push_str(&format!(" Token budget: {} tokens.", count(max)));
+    }
+    if let Some(max) = config.cost_budget {
+        s.push_str(&format!(" Cost budget: {}.", usd(max)));
+    }
+    s.push_str(
+        "\n\n| | Agent runs | Input tokens | Output tokens | Cost |\n|---|---|---|---|---|\n",
+    );
+    let row = |label: String, sp: &Spend| {
+        format!(
+            "| {label} | {} | {} | {} | {} |\n",
+            sp.runs,
+            sp.input,
+            sp.output,
+            if sp.cost_usd > 0.0 {
+                usd(sp.cost_usd)
+            } else {
+                "-".into()
+            }
+        )
+    };
+    for (id, r) in &st.researchers {
+        s.push_str(&row(format!("Researcher {id}"), &r.spend));
+    }
+    for (i, sp) in st.round_spend.iter().enumerate() {
+        s.push_str(&row(format!("Round {}", i + 1), sp));
+    }
+    s
+}
+
+/// Spend lines for `status` and the report: the total, per researcher, per round.
+pub fn spend_lines(st: &State) -> Vec<String> {
+    if st.spend.runs == 0 {
+        return vec![];
+    }
+    let mut lines = vec![format!("Spend:      {}", st.spend.describe())];
+    for (id, r) in &st.researchers {
+        if r.spend.runs > 0 {
+            lines.push(format!("  researcher {id}: {}", r.spend.describe()));
+        }
+    }
+    for (i, s) in st.round_spend.iter().enumerate() {
+        if s.runs > 0 {
+            lines.push(format!("  round {}: {}", i + 1, s.describe()));
+        }
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn describes_spend() {
+        let mut s = Spend::default();
+        assert_eq!(s.describe(), "none reported");
+        s.add(&Usage {
+            input: 1_150_000,
+            output: 95_000,
+            cost_usd: Some(3.2149),
+        });
+        assert_eq!(
+            s.describe(),
+            "1.25M tokens (in 1.15M, out 95.0k), $3.21 over 1 agent run"
+        );
+        assert_eq!(usd(0.0075), "$0.0075");
+        assert_eq!(count(950), "950");
+    }
+}

@@ -1,0 +1,558 @@
+//! End-to-end tests with real agent CLIs as researchers: Claude Code (npm) and aider (PyPI),
+//! each talking to a scripted model endpoint on loopback (`tests/agents/scripted_llm.py`)
+//! that answers by request content: read the file, edit it, write the note, say done.
+//!
+//! The project is laid out like autoresearch: `python3 train.py` evaluates the `train.py` agents
+//! edit (allowed, so not frozen) and prints `val_bpb`; `prepare.py` (the harness it imports) is
+//! frozen.
+//!
+//! The CLIs are found through GIT_CONFERENCE_TEST_CLAUDE / GIT_CONFERENCE_TEST_AIDER, PATH, or
+//! `.ci/agents/` (where `.ci/run` installs pinned versions; it sets both variables). When one is missing the test fails
+//! under CI (`CI` set) and otherwise prints a loud SKIPPED line.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+
+use common::{ConfigBuilder, TestRepo};
+use serde_json::{json, Value};
+
+const PREPARE: &str = "\
+# The evaluation harness (frozen): the loss of a learning rate.
+def evaluate(lr):
+    return 1.0 + 100.0 * (lr - 0.01) ** 2
+";
+
+const TRAIN: &str = "\
+from prepare import evaluate
+
+lr = 0.1
+print(f\"val_bpb: {evaluate(lr):.6f}\")
+";
+
+/// The CLI to test: `$var`, else `name` on PATH, else where `.ci/run` installs it. None (after
+/// a loud line) when missing and not under CI; under CI a missing CLI fails the test.
+fn find_cli(var: &str, name: &str) -> Option<PathBuf> {
+    let ci_install = Path::new(env!("CARGO_MANIFEST_DIR")).join(match name {
+        "claude" => ".ci/agents/npm/node_modules/.bin/claude",
+        _ => ".ci/agents/aider-venv/bin/aider",
+    });
+    let found = std::env::var_os(var)
+        .map(PathBuf::from)
+        .filter(|p| p.is_file())
+        .or_else(|| {
+            std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+                .map(|d| d.join(name))
+                .find(|p| p.is_file())
+        })
+        .or_else(|| ci_install.is_file().then_some(ci_install));
+    if found.is_none() {
+        if std::env::var_os("CI").is_some() {
+            panic!("{name} is not installed: set {var} (CI must run this test; see .ci/run)");
+        }
+        eprintln!(
+            "\n*** SKIPPED: {name} not found (set {var} or put {name} on PATH); \
+             this test drives the real {name} ***\n"
+        );
+    }
+    found
+}
+
+/// The scripted endpoint, stopped when dropped.
+struct Endpoint {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl Endpoint {
+    fn start(dir: &Path, steps: Value) -> Endpoint {
+        let port_file = dir.join("endpoint.port");
+        let log = dir.join("endpoint.log");
+        let scenario = dir.join("scenario.json");
+        let spec = json!({"port_file": port_file, "log": log, "steps": steps});
+        std::fs::write(&scenario, spec.to_string()).unwrap();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/scripted_llm.py");
+        let child = Command::new("python3")
+            .arg(script)
+            .arg(&scenario)
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        let port = loop {
+            if let Ok(p) = std::fs::read_to_string(&port_file) {
+                break p.trim().parse().unwrap();
+            }
+            assert!(
+                started.elapsed().as_secs() < 20,
+                "the scripted endpoint did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        Endpoint { child, port, log }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The requests of the conference's conversations (not the CLI's side requests).
+    fn main_requests(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|v| v["kind"] == "main")
+            .collect()
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A repository in the autoresearch layout, with the CLI on its PATH as `name`.
+fn autoresearch(cli: &Path, name: &str) -> TestRepo {
+    let repo = TestRepo::new();
+    repo.write("prepare.py", PREPARE);
+    repo.write("train.py", TRAIN);
+    repo.commit_all("autoresearch layout");
+    repo.link_program(name, cli);
+    repo
+}
+
+fn config(title: &str, iterations: u32, rounds: u32, agent: &[&str], budget: &[&str]) -> String {
+    let mut b = ConfigBuilder::new(title, agent[0])
+        .iterations(iterations)
+        .rounds(rounds)
+        .agent_timeout("3m")
+        .frozen("prepare.py");
+    // `python3 train.py` evaluates the train.py the agents edit: allowed, so not frozen.
+    b.eval = "python3 train.py".into();
+    for line in budget {
+        b = b.constraint(line);
+    }
+    let text = b
+        .build()
+        .replace("- **Metric:** score", "- **Metric:** val_bpb")
+        .replace(
+            "## Search Space Partitioning",
+            "## Search Space\n- **Allowed changes:** train.py\n\n## Search Space Partitioning",
+        );
+    let mut text = text;
+    for line in &agent[1..] {
+        text.push_str(line);
+        text.push('\n');
+    }
+    text
+}
+
+fn iterations(repo: &TestRepo, name: &str) -> Vec<Value> {
+    repo.events_named(name, "researcher.iteration")
+        .into_iter()
+        .map(|e| e["payload"].clone())
+        .collect()
+}
+
+fn claude_env(endpoint: &Endpoint) -> Vec<(&'static str, String)> {
+    vec![
+        ("ANTHROPIC_BASE_URL", endpoint.url()),
+        ("ANTHROPIC_API_KEY", "sk-ant-test".into()),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+        ("DISABLE_AUTOUPDATER", "1".into()),
+        ("DISABLE_TELEMETRY", "1".into()),
+        ("DISABLE_ERROR_REPORTING", "1".into()),
+    ]
+}
+
+fn start(repo: &TestRepo, name: &str, text: &str, env: &[(&'static str, String)]) -> common::Run {
+    repo.write("conference.md", text);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    repo.conference_env(&["start", name], &env)
+}
+
+/// One Claude Code conversation: Read the file, Edit it, Write the note, then say `say`.
+fn claude_edit(file: &str, old: &str, new: &str, note: &str, say: &str) -> Value {
+    json!({"actions": [
+        {"tool": "Read", "file": file},
+        {"tool": "Edit", "file": file, "old": old, "new": new},
+        {"tool": "Write", "file": ".conference/note.md", "content": format!("{note}\n")},
+    ], "say": say})
+}
+
+fn files_of(repo: &TestRepo, commit: &str) -> Vec<String> {
+    repo.git(&["show", "--name-only", "--format=", commit])
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn claude_code_researcher_keeps_rejects_and_records_refusals_and_usage() {
+    let Some(claude) = find_cli("GIT_CONFERENCE_TEST_CLAUDE", "claude") else {
+        return;
+    };
+    let repo = autoresearch(&claude, "claude");
+    let endpoint = Endpoint::start(
+        repo.tmp.path(),
+        json!([
+            claude_edit("train.py", "lr = 0.1", "lr = 0.03", "lower lr to 0.03", "Lowered the learning rate."),
+            claude_edit("prepare.py", "return 1.0 + 100.0 * (lr - 0.01) ** 2", "return 0.0", "a perfect loss", "Done."),
+            // A Write outside the worktree: Claude Code's acceptEdits refuses it.
+            {"actions": [{"tool": "Read", "file": "train.py"},
+                         {"tool": "Write", "file": "../outside.py", "content": "lr = 0.01\n"}],
+             "say": "Lowered the learning rate."},
+            claude_edit("train.py", "lr = 0.03", "lr = 0.01", "lower lr to 0.01", "Done."),
+        ]),
+    );
+    let text = config("cc", 4, 1, &["claude"], &[]);
+    let run = start(&repo, "cc", &text, &claude_env(&endpoint));
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout
+            .contains("--permission-mode acceptEdits --output-format json")
+            || run
+                .stderr
+                .contains("--permission-mode acceptEdits --output-format json"),
+        "start prints the expanded command:\n{}{}",
+        run.stdout,
+        run.stderr
+    );
+
+    let its = iterations(&repo, "cc");
+    let verdicts: Vec<&str> = its.iter().map(|p| p["status"].as_str().unwrap()).collect();
+    assert_eq!(
+        verdicts,
+        ["kept", "rejected", "no_change", "kept"],
+        "{its:#?}\n{}",
+        run.stderr
+    );
+    assert!(
+        its[1]["reason"].as_str().unwrap().contains("frozen"),
+        "{}",
+        its[1]
+    );
+    let refused = its[2]["reason"].as_str().unwrap();
+    assert!(
+        refused.starts_with("the agent's edit was refused: Write of ")
+            && refused.contains("outside.py"),
+        "{refused}"
+    );
+    assert!(!repo.worktrees_root().join("cc/outside.py").exists());
+    // Not what the agent claimed ("Lowered the learning rate."): why nothing changed.
+    assert_eq!(its[2]["description"], format!("no change: {refused}"));
+    assert!(
+        run.stderr
+            .contains("no_change best 1.040000  no change: the agent's edit was refused"),
+        "the progress line says it:\n{}",
+        run.stderr
+    );
+    // Every attempt records what Claude Code reported (1000 + 100 tokens per model call).
+    for p in &its {
+        assert!(p["tokens"]["input"].as_u64().unwrap() >= 1000, "{p}");
+        assert!(p["tokens"]["output"].as_u64().unwrap() >= 100, "{p}");
+        assert!(p["cost_usd"].as_f64().unwrap() > 0.0, "{p}");
+    }
+    // The notes (git notes --ref=conference) have them too; the kept snapshots hold only the
+    // agent's edit (not its note, prompt or anything under .conference/).
+    for p in [&its[0], &its[3]] {
+        let commit = p["commit"].as_str().unwrap();
+        let note = &repo.notes(commit)[0];
+        assert!(note["tokens"]["input"].as_u64().unwrap() >= 1000, "{note}");
+        assert!(note["cost_usd"].as_f64().unwrap() > 0.0, "{note}");
+        assert_eq!(files_of(&repo, commit), ["train.py"]);
+    }
+    assert_eq!(its[0]["description"], "lower lr to 0.03");
+    let best = repo.show("conference/cc/best", "train.py").unwrap();
+    assert!(best.contains("lr = 0.01"), "{best}");
+    assert_eq!(
+        repo.show("conference/cc/best", "prepare.py").unwrap(),
+        PREPARE
+    );
+    // Worktrees live outside every .git directory.
+    let list = repo.git(&["worktree", "list", "--porcelain"]);
+    assert!(list.contains("repo.conference/cc/researcher-A"), "{list}");
+    assert!(!list.contains("/.git/"), "{list}");
+    // Status shows the spend.
+    let status = repo.conference(&["status", "cc"]).ok().stdout;
+    assert!(
+        status.contains("Spend:") && status.contains("researcher A:"),
+        "{status}"
+    );
+    // Four conversations, each at least Read + edit + final answer.
+    let main = endpoint.main_requests();
+    assert!(main.iter().any(|r| r["step"] == 3), "{main:?}");
+}
+
+#[test]
+fn a_cost_budget_stops_the_conference_and_caps_claude_code() {
+    let Some(claude) = find_cli("GIT_CONFERENCE_TEST_CLAUDE", "claude") else {
+        return;
+    };
+    let repo = autoresearch(&claude, "claude");
+    // Each model call costs $0.0075 at the default model's prices: a run of 4 calls $0.03.
+    let endpoint = Endpoint::start(
+        repo.tmp.path(),
+        json!([
+            claude_edit("train.py", "lr = 0.1", "lr = 0.05", "lower lr", "Done."),
+            claude_edit(
+                "train.py",
+                "lr = 0.05",
+                "lr = 0.02",
+                "lower lr more",
+                "Done."
+            ),
+            claude_edit(
+                "train.py",
+                "lr = 0.02",
+                "lr = 0.01",
+                "lower lr again",
+                "Done."
+            ),
+        ]),
+    );
+    let text = config("money", 5, 3, &["claude"], &["- **Cost budget:** $0.05"]);
+    let run = start(&repo, "money", &text, &claude_env(&endpoint));
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let its = iterations(&repo, "money");
+    assert_eq!(
+        its.len(),
+        2,
+        "no agent run starts once $0.05 is spent: {its:#?}"
+    );
+    // The second run got what was left ($0.02) as --max-budget-usd and stopped at it.
+    let second = its[1]["reason"].as_str().unwrap_or_default();
+    assert!(second.contains("spending cap"), "{:#}", its[1]);
+    let st = repo.status_json("money");
+    assert_eq!(st["final_status"], "budget_stop", "{st}");
+    assert!(
+        st["stop_reason"].as_str().unwrap().contains("cost_budget"),
+        "{st}"
+    );
+    let spent = st["spend"]["cost_usd"].as_f64().unwrap();
+    assert!(spent >= 0.05, "{st}");
+    let stop = repo.events_named("money", "conference.budget_stop");
+    assert_eq!(stop[0]["payload"]["reason"], "cost_budget", "{stop:?}");
+    let status = repo.conference(&["status", "money"]).ok().stdout;
+    assert!(status.contains("cost_budget"), "{status}");
+    assert!(
+        status.contains("Cost:") && status.contains("of $0.05"),
+        "{status}"
+    );
+    assert!(status.contains("Spend:"), "{status}");
+    // The final report has the spend per researcher and per round.
+    let out = repo.tmp.path().join("report");
+    repo.conference(&["report", "money", "--output", out.to_str().unwrap()])
+        .ok();
+    let report = std::fs::read_to_string(out.join("final_report.md")).unwrap();
+    assert!(report.contains("## Agent spend"), "{report}");
+    assert!(report.contains("| Researcher A | 2 |"), "{report}");
+    assert!(report.contains("| Round 1 | 2 |"), "{report}");
+    assert!(report.contains("Cost budget: $0.05"), "{report}");
+}
+
+/// aider's SEARCH/REPLACE answer for `file`.
+fn aider_edit(file: &str, old: &str, new: &str) -> Value {
+    json!({
+        "reply": format!("Here is the change.\n\n{file}\n```python\n<<<<<<< SEARCH\n{old}\n=======\n{new}\n>>>>>>> REPLACE\n```\n"),
+        "say": "I could not apply that."
+    })
+}
+
+#[test]
+fn aider_researcher_keeps_rejects_and_records_failed_edits_and_usage() {
+    let Some(aider) = find_cli("GIT_CONFERENCE_TEST_AIDER", "aider") else {
+        return;
+    };
+    let repo = autoresearch(&aider, "aider");
+    let endpoint = Endpoint::start(
+        repo.tmp.path(),
+        json!([
+            aider_edit("train.py", "lr = 0.1", "lr = 0.02"),
+            aider_edit(
+                "prepare.py",
+                "    return 1.0 + 100.0 * (lr - 0.01) ** 2",
+                "    return 0.0"
+            ),
+            // A SEARCH block that matches nothing: aider cannot apply it.
+            aider_edit("train.py", "lr = 0.5", "lr = 0.01"),
+        ]),
+    );
+    let text = config(
+        "ai",
+        3,
+        1,
+        &[
+            "aider",
+            "- model: openai/gpt-4o-mini",
+            "- extra args: --edit-format diff",
+        ],
+        &[],
+    );
+    let env = vec![
+        ("OPENAI_API_BASE", format!("{}/v1", endpoint.url())),
+        ("OPENAI_API_KEY", "sk-test".to_string()),
+        ("LITELLM_LOCAL_MODEL_COST_MAP", "True".to_string()),
+    ];
+    let run = start(&repo, "ai", &text, &env);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let its = iterations(&repo, "ai");
+    let verdicts: Vec<&str> = its.iter().map(|p| p["status"].as_str().unwrap()).collect();
+    assert_eq!(verdicts, ["kept", "rejected", "no_change"], "{its:#?}");
+    assert!(
+        its[1]["reason"].as_str().unwrap().contains("frozen"),
+        "{}",
+        its[1]
+    );
+    let failed = its[2]["reason"].as_str().unwrap();
+    assert!(
+        failed.contains("SEARCH/REPLACE block failed to match"),
+        "{failed}"
+    );
+    for p in &its {
+        assert!(p["tokens"]["input"].as_u64().unwrap() > 0, "{p}");
+        assert!(p["cost_usd"].as_f64().unwrap() > 0.0, "{p}");
+    }
+    let kept = its[0]["commit"].as_str().unwrap();
+    let note = &repo.notes(kept)[0];
+    assert!(note["tokens"]["output"].as_u64().unwrap() > 0, "{note}");
+    assert!(note["cost_usd"].as_f64().unwrap() > 0.0, "{note}");
+    // aider's own files (.aider.tags.cache.v4, chat history) are not part of the attempt.
+    assert_eq!(files_of(&repo, kept), ["train.py"]);
+    assert!(repo
+        .show("conference/ai/best", "train.py")
+        .unwrap()
+        .contains("lr = 0.02"));
+    // aider committed nothing itself: the researcher branch holds only conference commits.
+    let log = repo.git(&["log", "--format=%an", "conference/ai/researcher-A"]);
+    assert!(!log.contains("aider"), "{log}");
+    assert!(endpoint.main_requests().len() >= 3);
+}
+
+fn worktree_paths(repo: &TestRepo) -> Vec<String> {
+    repo.git(&["worktree", "list", "--porcelain"])
+        .lines()
+        .filter_map(|l| l.strip_prefix("worktree "))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn worktrees_go_where_configured_and_old_conferences_keep_theirs() {
+    // `conference.worktreesPath` names the folder; the conference records it.
+    let repo = TestRepo::from_fixture("loop");
+    let elsewhere = repo.tmp.path().canonicalize().unwrap().join("elsewhere");
+    repo.git(&[
+        "config",
+        "conference.worktreesPath",
+        elsewhere.to_str().unwrap(),
+    ]);
+    let text = ConfigBuilder::new("Conf", "./agents/seq.sh improve")
+        .iterations(1)
+        .frozen("eval.sh, agents/**")
+        .constraint("- **Token budget:** 1M tokens")
+        .build();
+    let run = repo.start("conf", &text).ok();
+    // A script reports no usage: the budget cannot hold it, and `start` says so.
+    assert!(
+        run.stderr
+            .contains("warning: Token budget is set, but the agent `./agents/seq.sh improve` reports no usage"),
+        "{}",
+        run.stderr
+    );
+    let paths = worktree_paths(&repo);
+    let wanted = elsewhere.join("conf/researcher-A");
+    assert!(paths.contains(&wanted.display().to_string()), "{paths:?}");
+    assert_eq!(
+        repo.git_dir_file("conference/conf/worktrees-root").trim(),
+        elsewhere.join("conf").display().to_string()
+    );
+
+    // A conference made before worktrees moved out of .git keeps them there on resume.
+    let repo = TestRepo::from_fixture("loop");
+    let text = ConfigBuilder::new("Old", "./agents/seq.sh improve")
+        .iterations(1)
+        .rounds(2)
+        .frozen("eval.sh, agents/**")
+        .constraint("- **Pause every:** 1")
+        .build();
+    assert_eq!(repo.start("old", &text).code, 3, "paused after round 1");
+    let new_root = repo.worktrees_root().join("old");
+    let old_root = repo.git_dir().join("conference/old/worktrees");
+    std::fs::create_dir_all(&old_root).unwrap();
+    for entry in std::fs::read_dir(&new_root).unwrap() {
+        let from = entry.unwrap().path();
+        let to = old_root.join(from.file_name().unwrap());
+        repo.git(&[
+            "worktree",
+            "move",
+            from.to_str().unwrap(),
+            to.to_str().unwrap(),
+        ]);
+    }
+    std::fs::remove_dir_all(repo.worktrees_root()).unwrap();
+    std::fs::remove_file(repo.git_dir().join("conference/old/worktrees-root")).unwrap();
+    repo.conference(&["resume", "old"]).ok();
+    assert_eq!(iterations(&repo, "old").len(), 2, "round 2 ran");
+    let paths = worktree_paths(&repo);
+    let old_a = old_root.canonicalize().unwrap().join("researcher-A");
+    assert!(paths.contains(&old_a.display().to_string()), "{paths:?}");
+    assert!(
+        !repo.worktrees_root().exists(),
+        "no worktree was made in the new place: {paths:?}"
+    );
+}
+
+/// A stand-in for `codex` (the real one is not installed here): it checks it was called the
+/// way the preset calls it, lowers `lr` in train.py, and prints Codex's `exec --json` events
+/// with 600k input and 10k output tokens.
+const FAKE_CODEX: &str = r###"#!/usr/bin/env python3
+import json, re, sys
+assert sys.argv[1:4] == ["exec", "--sandbox", "workspace-write"], sys.argv
+assert "--json" in sys.argv and sys.argv[-1] == "-", sys.argv
+assert "## How to work" in sys.stdin.read()
+text = open("train.py").read()
+lr = float(re.search(r"lr = ([0-9.]+)", text).group(1))
+open("train.py", "w").write(text.replace("lr = %s" % lr, "lr = %s" % round(lr / 2, 6)))
+for event in [{"type": "thread.started", "thread_id": "t1"}, {"type": "turn.started"},
+              {"type": "item.completed", "item": {"id": "i0", "type": "agent_message", "text": "Halved the learning rate."}},
+              {"type": "turn.completed", "usage": {"input_tokens": 600000, "cached_input_tokens": 0, "output_tokens": 10000}}]:
+    print(json.dumps(event))
+"###;
+
+#[test]
+fn a_token_budget_stops_new_agent_runs() {
+    let repo = TestRepo::new();
+    repo.write("prepare.py", PREPARE);
+    repo.write("train.py", TRAIN);
+    repo.commit_all("autoresearch layout");
+    let fake = repo.tmp.path().join("fake-codex");
+    std::fs::write(&fake, FAKE_CODEX).unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    repo.link_program("codex", &fake);
+    let text = config("tok", 5, 3, &["codex"], &["- **Token budget:** 1M tokens"]);
+    repo.start("tok", &text).ok();
+    let its = iterations(&repo, "tok");
+    // 610k tokens per run: the second run reaches 1M, no third starts.
+    assert_eq!(its.len(), 2, "{its:#?}");
+    assert_eq!(its[0]["tokens"], json!({"input": 600000, "output": 10000}));
+    assert!(its[0].get("cost_usd").is_none(), "Codex reports no cost");
+    assert_eq!(its[0]["description"], "Halved the learning rate.");
+    let st = repo.status_json("tok");
+    assert_eq!(st["spend"]["input"], 1_200_000, "{st}");
+    assert_eq!(st["researchers"]["A"]["spend"]["output"], 20_000, "{st}");
+    assert_eq!(st["round_spend"][0]["runs"], 2, "{st}");
+    let stop = repo.events_named("tok", "conference.budget_stop");
+    assert_eq!(stop[0]["payload"]["reason"], "token_budget", "{stop:?}");
+    let status = repo.conference(&["status", "tok"]).ok().stdout;
+    assert!(
+        status.contains("Tokens:     1.22M of 1.00M (Token budget)"),
+        "{status}"
+    );
+    assert!(status.contains("researcher A: 1.22M tokens"), "{status}");
+    assert!(status.contains("round 1: 1.22M tokens"), "{status}");
+}

@@ -120,6 +120,8 @@ mod tests {
             reason: reason.map(str::to_string),
             timestamp: String::new(),
             sub_metrics: Default::default(),
+            tokens: Default::default(),
+            cost_usd: Default::default(),
         }
     }
 

@@ -275,6 +275,7 @@ mod tests {
             last_verdict: None,
             last_reason: None,
             respawned: false,
+            spend: Default::default(),
         }
     }
 

@@ -208,6 +208,15 @@ pub struct Agent {
     pub chair: Option<String>,
     pub reviewer: Option<String>,
     pub synthesizer: Option<String>,
+    /// The model an agent asks for (`builtin:openai`; `OPENAI_MODEL` when unset).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// `builtin:openai`: the OpenAI-compatible endpoint (`OPENAI_BASE_URL` when unset).
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// `builtin:openai`: the environment variable holding the API key (never the key itself).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
 }
 
 impl Config {

@@ -352,6 +352,17 @@ pub static SECTIONS: &[SectionSpec] = &[
                 &["synthesizer command"],
                 "- synthesizer: ./prose.sh synthesizer",
             ),
+            key("model", &["model name"], "- model: gpt-4o-mini"),
+            key(
+                "base url",
+                &["api base", "api base url", "endpoint"],
+                "- base url: http://127.0.0.1:8000/v1",
+            ),
+            key(
+                "api key env",
+                &["api key variable", "api key env var"],
+                "- api key env: OPENAI_API_KEY",
+            ),
         ],
     },
 ];

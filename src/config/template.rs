@@ -194,7 +194,7 @@ pub fn render(a: &InitAnswers) -> String {
     setting(w, "Repeats", "1");
     setting(w, "Frozen", frozen);
     setting(w, "Metric from", "name");
-    section(w, "Agent", "command runs in the researcher's worktree with the prompt in $CONFERENCE_PROMPT_FILE; it edits files and exits (never commits). builtin:tune needs no AI service. seed makes built-in researchers deterministic. Optional: chair, reviewer, synthesizer commands for prose.");
+    section(w, "Agent", "command runs in the researcher's worktree with the prompt in $CONFERENCE_PROMPT_FILE; it edits files and exits (never commits). builtin:tune needs no AI service. builtin:openai asks any OpenAI-compatible chat API (hosted, vLLM, Ollama, llama.cpp, LM Studio) with `- model:`, `- base url:` (e.g. http://127.0.0.1:11434/v1) and `- api key env:` (the variable holding the key, never the key); OPENAI_MODEL, OPENAI_BASE_URL and OPENAI_API_KEY serve when those are unset. seed makes built-in researchers deterministic. Optional: chair, reviewer, synthesizer commands for prose.");
     setting(w, "Command", &one_line(&a.agent_command));
     setting(w, "Seed", "0");
     section(

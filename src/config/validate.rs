@@ -569,6 +569,7 @@ impl<'a> Validator<'a> {
                 positive_duration,
             )
             .map_or(DEFAULT_AGENT_TIMEOUT, |(v, _, _)| v);
+        let (model, base_url, api_key_env) = self.http_agent(command.as_deref());
         Some(Agent {
             command: command?,
             timeout,
@@ -576,7 +577,67 @@ impl<'a> Validator<'a> {
             chair: self.optional(S::Agent, "chair"),
             reviewer: self.optional(S::Agent, "reviewer"),
             synthesizer: self.optional(S::Agent, "synthesizer"),
+            model,
+            base_url,
+            api_key_env,
         })
+    }
+
+    /// The Agent keys of `builtin:openai` (model, base url, api key env), checked; a key another
+    /// command would not read is refused with its line rather than silently ignored.
+    fn http_agent(
+        &mut self,
+        command: Option<&str>,
+    ) -> (Option<String>, Option<String>, Option<String>) {
+        let http = command.is_none_or(|c| c.trim() == "builtin:openai");
+        for key in ["model", "base url", "api key env"] {
+            match self.get(S::Agent, key) {
+                Some(s) if !http => {
+                    let message = format!(
+                        "`{}:` is read only by `- command: builtin:openai`, not by `{}`",
+                        s.written,
+                        command.unwrap_or_default()
+                    );
+                    self.error(
+                        s.line,
+                        message,
+                        "remove the line, or use - command: builtin:openai",
+                    );
+                }
+                _ => {}
+            }
+        }
+        let base_url = self
+            .value(
+                S::Agent,
+                "base url",
+                "must be an http:// or https:// address (the API's base, usually ending in /v1)",
+                |v| {
+                    let v = v.trim();
+                    let scheme = v.starts_with("http://") || v.starts_with("https://");
+                    let host = reqwest::Url::parse(v)
+                        .is_ok_and(|u| u.host_str().is_some_and(|h| !h.is_empty()));
+                    (scheme && host && !v.contains(char::is_whitespace)).then(|| v.to_string())
+                },
+            )
+            .map(|(v, _, _)| v);
+        let api_key_env = match self.get(S::Agent, "api key env") {
+            Some(s) if is_env_name(&s.value) => Some(s.value.trim().to_string()),
+            Some(s) => {
+                let what = if s.value.trim().starts_with("sk-") || s.value.trim().len() > 40 {
+                    "this looks like a key: never write a key in conference.md (it is stored in \
+                     the conference's refs and pushed with them); name the environment variable \
+                     that holds it"
+                } else {
+                    "must be the name of an environment variable (letters, digits, _)"
+                };
+                self.invalid(S::Agent, s, what);
+                None
+            }
+            None => None,
+        };
+        let model = self.optional(S::Agent, "model");
+        (model, base_url, api_key_env)
     }
 
     fn command(&mut self, kind: SectionKind, key: &str, why: &str) -> Option<String> {
@@ -605,6 +666,13 @@ fn is_none(value: &str) -> bool {
         value.trim().to_ascii_lowercase().as_str(),
         "" | "none" | "no" | "-" | "n/a" | "unlimited" | "never"
     )
+}
+
+fn is_env_name(value: &str) -> bool {
+    let v = value.trim();
+    !v.is_empty()
+        && !v.starts_with(|c: char| c.is_ascii_digit())
+        && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// `metric from`: `name` (default) → false; `last number` → true.
@@ -832,6 +900,9 @@ Make it fast.
                 chair: None,
                 reviewer: None,
                 synthesizer: None,
+                model: None,
+                base_url: None,
+                api_key_env: None,
             },
             success_definition: Some(s("median_ms <= 40 with identical output")),
             current_approach: s(
@@ -1159,5 +1230,54 @@ Count: 4
         assert_eq!(pause_every("0"), None);
         assert_eq!(optional_duration("none"), Some(None));
         assert_eq!(optional_duration("0m"), None);
+    }
+
+    fn openai(lines: &str) -> String {
+        PLAIN.replace(
+            "- command: builtin:tune",
+            &format!("- command: builtin:openai\n{lines}"),
+        )
+    }
+
+    fn line_of(text: &str, needle: &str) -> usize {
+        text.lines().position(|l| l.contains(needle)).unwrap() + 1
+    }
+
+    #[test]
+    fn http_agent_keys() {
+        let text = openai(
+            "- model: qwen2.5-coder\n- base url: http://127.0.0.1:11434/v1\n- api key env: MY_KEY",
+        );
+        let c = load(&text).expect("validates");
+        assert_eq!(c.agent.model.as_deref(), Some("qwen2.5-coder"));
+        assert_eq!(
+            c.agent.base_url.as_deref(),
+            Some("http://127.0.0.1:11434/v1")
+        );
+        assert_eq!(c.agent.api_key_env.as_deref(), Some("MY_KEY"));
+        let bare = load(&openai("")).expect("validates without keys (environment variables)");
+        assert_eq!(bare.agent.model, None);
+    }
+
+    #[test]
+    fn http_agent_keys_are_checked_with_their_line() {
+        for bad in ["localhost:8000", "http://", "http:// x/v1"] {
+            let text = openai(&format!("- base url: {bad}"));
+            assert_error(&text, line_of(&text, "base url"), "http:// or https://");
+        }
+        let text = openai("- api key env: sk-proj-abcdef0123456789");
+        let e = assert_error(&text, line_of(&text, "api key env"), "looks like a key");
+        assert!(e.hint.contains("api key env: OPENAI_API_KEY"), "{e:?}");
+        let text = openai("- api key env: my key");
+        assert_error(&text, line_of(&text, "api key env"), "environment variable");
+        let text = PLAIN.replace(
+            "- command: builtin:tune",
+            "- command: builtin:tune\n- base url: http://x/v1",
+        );
+        assert_error(
+            &text,
+            line_of(&text, "base url"),
+            "only by `- command: builtin:openai`",
+        );
     }
 }

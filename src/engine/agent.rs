@@ -1,5 +1,6 @@
-//! Where an agent runs: a shell command in the researcher's worktree (DESIGN.md §5), or the
-//! built-in tuner (`builtin:tune`) that edits numeric literals in-process.
+//! Where an agent runs: a shell command in the researcher's worktree (DESIGN.md §5), the
+//! built-in tuner (`builtin:tune`) that edits numeric literals in-process, or the built-in HTTP
+//! agent (`builtin:openai`, in `super::openai`).
 
 use std::path::Path;
 use std::time::Duration;
@@ -25,6 +26,27 @@ pub enum AgentOutcome {
     Interrupted,
     /// The built-in tuner has nothing left to try.
     Exhausted,
+    /// The agent's answer was not applied: the attempt is recorded with this verdict
+    /// (`rejected`, `no_change`) and reason.
+    Unapplied {
+        verdict: &'static str,
+        reason: String,
+    },
+}
+
+/// How the creative step ended, and the tokens the agent reported using (if it did).
+pub struct AgentRun {
+    pub outcome: AgentOutcome,
+    pub tokens: Option<super::usage::Tokens>,
+}
+
+impl From<AgentOutcome> for AgentRun {
+    fn from(outcome: AgentOutcome) -> Self {
+        AgentRun {
+            outcome,
+            tokens: None,
+        }
+    }
 }
 
 pub struct AgentCall<'a> {
@@ -41,7 +63,7 @@ pub struct AgentCall<'a> {
     pub attempts: u64,
 }
 
-pub async fn run(conf: &Conference, call: AgentCall<'_>) -> Result<AgentOutcome> {
+pub async fn run(conf: &Conference, call: AgentCall<'_>) -> Result<AgentRun> {
     let dir = conf.run_dir.join("agents").join(call.researcher);
     std::fs::create_dir_all(&dir)?;
     let prompt_file = dir.join("prompt.md");
@@ -49,7 +71,10 @@ pub async fn run(conf: &Conference, call: AgentCall<'_>) -> Result<AgentOutcome>
     std::fs::write(&prompt_file, call.prompt)?;
     let _ = std::fs::remove_file(&note_file);
     if conf.config.agent.command.trim() == BUILTIN_TUNE {
-        return run_tuner(conf, &call).await;
+        return Ok(run_tuner(conf, &call).await?.into());
+    }
+    if super::openai::is_openai(&conf.config.agent.command) {
+        return super::openai::run(conf, &call).await;
     }
     let mut env = call.env.clone();
     env.push((
@@ -74,7 +99,7 @@ pub async fn run(conf: &Conference, call: AgentCall<'_>) -> Result<AgentOutcome>
         stdin: None,
     })
     .await?;
-    Ok(match finished.outcome {
+    let outcome = match finished.outcome {
         Outcome::Exited(0) => {
             let note = std::fs::read_to_string(&note_file)
                 .ok()
@@ -94,7 +119,8 @@ pub async fn run(conf: &Conference, call: AgentCall<'_>) -> Result<AgentOutcome>
             AgentOutcome::Crashed("agent exit status 127".into())
         }
         other => AgentOutcome::Crashed(format!("agent {}", other.describe())),
-    })
+    };
+    Ok(outcome.into())
 }
 
 /// Files the tuner may edit: tracked text files the guard allows.

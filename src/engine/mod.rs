@@ -9,9 +9,11 @@
 //! review), `transfer` (knowledge transfer), `stop` (stop rules), `synthesis` (report).
 
 pub mod agent;
+pub mod briefing;
 pub mod driver;
 pub mod evaluate;
 pub mod guards;
+pub mod openai;
 pub mod paths;
 pub mod prompt;
 pub mod prose;
@@ -22,6 +24,7 @@ pub mod state;
 pub mod stop;
 pub mod synthesis;
 pub mod transfer;
+pub mod usage;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

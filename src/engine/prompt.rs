@@ -1,11 +1,16 @@
 //! The prompt a researcher agent reads from `$CONFERENCE_PROMPT_FILE` (DESIGN.md §5): goal, metric
 //! and direction, current best, its focus, the forbidden and frozen paths verbatim, shared
-//! knowledge, its own recent attempts and their verdicts, the stuck-level advice, and the endgame
-//! signal in the last round.
+//! knowledge (the newest within a byte budget), the briefing on the past (`super::briefing`: peer
+//! review verdicts, its recent attempts with changes and reasons, the others' failures this
+//! round), the stuck-level advice, and the endgame signal in the last round.
 
 use std::fmt::Write;
 
+use super::briefing::{self, Briefing};
 use crate::config::{Config, Strategy};
+
+/// Bytes the shared knowledge may take in a prompt (the newest findings are kept).
+pub const KNOWLEDGE_BYTES: usize = 6 * 1024;
 
 pub struct PromptContext<'a> {
     pub config: &'a Config,
@@ -15,8 +20,8 @@ pub struct PromptContext<'a> {
     pub best_metric: Option<f64>,
     pub conference_best: Option<f64>,
     pub shared_knowledge: &'a [String],
-    /// (iteration label, verdict, metric, description), most recent last.
-    pub recent: &'a [(String, String, Option<f64>, String)],
+    /// The past: reviews, its own attempts, the others' failures this round.
+    pub briefing: &'a Briefing,
     pub stuck_level: u8,
     /// Stopped at stuck level 3 last round and starts again now.
     pub respawned: bool,
@@ -31,6 +36,28 @@ fn filled(text: &str) -> Option<&str> {
     let t = text.trim();
     let placeholder = t.starts_with('(') && t.ends_with(')');
     (!t.is_empty() && !placeholder).then_some(t)
+}
+
+/// The newest findings that fit in `KNOWLEDGE_BYTES`, oldest first, after a line saying how
+/// many earlier ones were left out.
+fn newest_knowledge(knowledge: &[String]) -> String {
+    let lines: Vec<String> = knowledge.iter().rev().map(|k| format!("- {k}\n")).collect();
+    let mut kept = Vec::new();
+    let mut size = 0;
+    for line in &lines {
+        if size + line.len() > KNOWLEDGE_BYTES {
+            break;
+        }
+        size += line.len();
+        kept.push(line.as_str());
+    }
+    let omitted = lines.len() - kept.len();
+    let mut s = String::new();
+    if omitted > 0 {
+        let _ = writeln!(s, "({omitted} earlier findings omitted)");
+    }
+    kept.iter().rev().for_each(|l| s.push_str(l));
+    s
 }
 
 pub fn render(p: &PromptContext) -> String {
@@ -119,17 +146,9 @@ pub fn render(p: &PromptContext) -> String {
     if p.shared_knowledge.is_empty() {
         let _ = writeln!(s, "(none yet)");
     }
-    for k in p.shared_knowledge {
-        let _ = writeln!(s, "- {k}");
-    }
+    s.push_str(&newest_knowledge(p.shared_knowledge));
     s.push('\n');
-    if !p.recent.is_empty() {
-        let _ = writeln!(s, "## Your recent attempts");
-        for (label, verdict, metric, desc) in p.recent {
-            let _ = writeln!(s, "- {label}: {verdict} ({}) {desc}", fmt(*metric));
-        }
-        s.push('\n');
-    }
+    s.push_str(&briefing::render(p.briefing));
     if p.respawned {
         let _ = writeln!(
             s,
@@ -165,4 +184,161 @@ pub fn render(p: &PromptContext) -> String {
         c.evaluation.command
     );
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::briefing::{Reviewed, Tried};
+
+    const CONFIG: &str = "\
+# Conference: Faster training
+## Goal
+Lower the validation loss.
+## Mode
+metric
+## Success Metric
+- **Metric:** val_loss
+- **Target:** none
+- **Direction:** minimize
+## Researchers
+- **Count:** 2
+- **Iterations per round:** 5
+- **Max rounds:** 3
+## Search Space
+**Allowed changes:**
+- train.py
+## Evaluation
+- command: ./eval.sh
+- frozen: eval.sh
+## Agent
+- command: builtin:openai
+";
+
+    fn attempt(round: u32, iteration: u32, verdict: &str, metric: Option<f64>) -> Tried {
+        Tried {
+            researcher: "A".into(),
+            round,
+            iteration,
+            verdict: verdict.into(),
+            metric,
+            delta: metric.map(|m| m - 0.5),
+            description: format!("idea {iteration}"),
+            reason: None,
+            output: vec![],
+        }
+    }
+
+    fn briefing() -> Briefing {
+        let mut crashed = attempt(2, 3, "crashed", None);
+        crashed.reason = Some("evaluation exit status 1: ValueError: width must be even".into());
+        crashed.output = vec![
+            "Traceback (most recent call last):".into(),
+            "ValueError: width must be even".into(),
+        ];
+        let mut rejected = attempt(2, 2, "rejected", None);
+        rejected.reason = Some("changes frozen path eval.sh (frozen: eval.sh)".into());
+        let mut other = attempt(2, 1, "reverted", Some(0.52));
+        other.researcher = "B".into();
+        Briefing {
+            own: vec![
+                crashed,
+                rejected,
+                attempt(2, 1, "kept", Some(0.45)),
+                attempt(1, 5, "reverted", Some(0.5)),
+            ],
+            others: vec![other],
+            reviews: vec![
+                Reviewed {
+                    round: 1,
+                    researcher: "B".into(),
+                    description: "cosine schedule".into(),
+                    verdict: "challenged".into(),
+                    gain: 0.001,
+                    reasoning: "gain 0.001 within the noise (0.004)".into(),
+                    outcome: None,
+                },
+                Reviewed {
+                    round: 1,
+                    researcher: "A".into(),
+                    description: "lower lr".into(),
+                    verdict: "validated".into(),
+                    gain: 0.05,
+                    reasoning: "reproduced".into(),
+                    outcome: Some("on best".into()),
+                },
+            ],
+            minimize: true,
+        }
+    }
+
+    #[test]
+    fn a_rendered_prompt() {
+        let config = crate::config::load(CONFIG).expect("valid");
+        let knowledge =
+            vec!["Round 1, Researcher A: lower lr (+0.050000, validated, on best)".to_string()];
+        let frozen = vec!["eval.sh".to_string()];
+        let briefing = briefing();
+        let prompt = render(&PromptContext {
+            config: &config,
+            researcher: "A",
+            round: 2,
+            iteration: 4,
+            best_metric: Some(0.45),
+            conference_best: Some(0.45),
+            shared_knowledge: &knowledge,
+            briefing: &briefing,
+            stuck_level: 0,
+            respawned: false,
+            endgame: false,
+            devils_advocate: false,
+            frozen: &frozen,
+        });
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/prompt/rendered.md");
+        if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+            std::fs::write(path, &prompt).unwrap();
+        }
+        let expected = std::fs::read_to_string(path).unwrap_or_default();
+        assert_eq!(
+            prompt, expected,
+            "the prompt differs from {path} (UPDATE_SNAPSHOTS=1 rewrites it)"
+        );
+    }
+
+    #[test]
+    fn long_histories_are_bounded_newest_first() {
+        let mut b = briefing();
+        b.own = (1..=400)
+            .rev()
+            .map(|i| attempt(1 + i / 10, i % 10, "reverted", Some(0.6)))
+            .collect();
+        let text = briefing::render(&b);
+        let own = text.split("## Your recent attempts").nth(1).unwrap();
+        let own = own.split("\n## ").next().unwrap();
+        assert!(own.len() <= briefing::OWN_BYTES + 100, "{}", own.len());
+        assert!(own.contains("- r41 i0 reverted: 0.6 (0.1 worse than your best then)"));
+        let shown = own.matches("\n- r").count();
+        assert!(
+            own.contains(&format!("({} older attempts omitted)", 400 - shown)),
+            "{own}"
+        );
+        let knowledge: Vec<String> = (0..500).map(|i| format!("finding number {i}")).collect();
+        let text = newest_knowledge(&knowledge);
+        assert!(text.len() <= KNOWLEDGE_BYTES + 100);
+        assert!(text.starts_with("(") && text.contains("earlier findings omitted)\n"));
+        assert!(
+            text.ends_with("- finding number 499\n"),
+            "the newest is kept"
+        );
+    }
+
+    #[test]
+    fn changes_are_said_as_better_or_worse() {
+        assert_eq!(briefing::change(-0.05, true), "0.05 better");
+        assert_eq!(briefing::change(-0.05, false), "0.05 worse");
+        assert_eq!(briefing::change(0.25, false), "0.25 better");
+        assert_eq!(briefing::change(0.0, true), "no better");
+        assert_eq!(briefing::number(0.1 + 0.2), "0.3");
+        assert_eq!(briefing::number(2.5e-7), "2.500e-7");
+    }
 }

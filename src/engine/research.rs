@@ -195,20 +195,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
                 r.last_verdict.as_deref().unwrap_or("-")
             ),
         );
-        let recent: Vec<(String, String, Option<f64>, String)> = recent_attempts(conf, id)?
-            .iter()
-            .rev()
-            .take(10)
-            .rev()
-            .map(|a| {
-                (
-                    format!("r{}i{}", a.round, a.iteration),
-                    a.verdict.clone(),
-                    a.metric,
-                    a.description.clone(),
-                )
-            })
-            .collect();
+        let briefing = super::briefing::gather(conf, id)?;
         let prompt = prompt::render(&PromptContext {
             config: &conf.config,
             researcher: id,
@@ -217,7 +204,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             best_metric: r.best_metric,
             conference_best: st.best.metric,
             shared_knowledge: &st.shared_knowledge,
-            recent: &recent,
+            briefing: &briefing,
             stuck_level: r.stuck_level,
             respawned: r.respawned,
             endgame: super::stop::is_endgame(conf, &st),
@@ -227,7 +214,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         let head_tree = repo.find_commit(Oid::from_str(&r.head)?)?.tree_id();
         let env = conf.context_env(id, st.round, iteration, r.best_metric);
         let refs_before = crate::git::traces::read(repo.commondir());
-        let outcome = agent::run(
+        let run = agent::run(
             conf,
             AgentCall {
                 researcher: id,
@@ -244,6 +231,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             },
         )
         .await?;
+        let (outcome, tokens) = (run.outcome, run.tokens);
         for warning in crate::git::traces::warnings_since(&refs_before, repo.commondir(), id) {
             conf.ui.warn(&warning);
         }
@@ -253,6 +241,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             AgentOutcome::Exhausted => return finish("exhausted", &mut watch),
             AgentOutcome::Done(note) => (note, None),
             AgentOutcome::Crashed(why) => (None, Some(("crashed", why))),
+            AgentOutcome::Unapplied { verdict, reason } => (None, Some((verdict, reason))),
             AgentOutcome::TimedOut => (
                 None,
                 Some((
@@ -280,6 +269,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             tree,
             head: &r.head,
             description: &description,
+            tokens,
         };
         let commit = if tree == head_tree {
             None
@@ -287,7 +277,9 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             Some(commit_attempt(conf, &repo, &attempt)?)
         };
         let verdict = if let Some((kind, why)) = agent_failure {
-            agent_crashes += 1;
+            if matches!(kind, "crashed" | "timeout") {
+                agent_crashes += 1;
+            }
             let result = failed_eval(kind, &why);
             record_iteration(
                 conf,
@@ -419,6 +411,8 @@ struct Attempt<'a> {
     tree: Oid,
     head: &'a str,
     description: &'a str,
+    /// What the agent reported using, for the event and the note.
+    tokens: Option<super::usage::Tokens>,
 }
 
 fn fmt_metric(m: Option<f64>) -> String {
@@ -667,7 +661,7 @@ fn record_iteration(
         timestamp: super::now_iso(),
         sub_metrics: result.sub_metrics.clone(),
     };
-    let note = commit.map(|c| {
+    let mut note = commit.map(|c| {
         json!({
             "commit": c.to_string(),
             "conference": conf.name,
@@ -681,7 +675,10 @@ fn record_iteration(
             "reason": reason,
         })
     });
-    let payload = json!({
+    if let (Some(note), Some(tokens)) = (note.as_mut(), a.tokens) {
+        note["tokens"] = json!(tokens);
+    }
+    let mut payload = json!({
         "researcher": a.id,
         "round": st.round,
         "iteration": a.iteration,
@@ -696,6 +693,9 @@ fn record_iteration(
         "evaluated": measured.of_the_tree,
         "notes": note.iter().collect::<Vec<_>>(),
     });
+    if let Some(tokens) = a.tokens {
+        payload["tokens"] = json!(tokens);
+    }
     let summary = format!(
         "{} r{} i{} {} {}",
         a.id,
@@ -908,6 +908,7 @@ pub fn set_aside_partial(conf: &Conference, id: &str, wt: &Repository) -> Result
         tree,
         head: &r.head,
         description: &description,
+        tokens: None,
     };
     let commit = commit_attempt(conf, &repo, &attempt)?;
     eprintln!(

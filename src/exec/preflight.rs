@@ -72,6 +72,16 @@ pub fn check(
             });
         }
     }
+    if crate::engine::openai::is_openai(&cfg.agent.command) {
+        // No program to find; the endpoint must be named (a key is optional: local servers).
+        if let Err(m) = crate::engine::openai::endpoint(&cfg.agent, &|n| std::env::var(n).ok()) {
+            errors.push(ConfigError {
+                line: config::setting_line(text, SectionKind::Agent, m.key, None),
+                message: m.message,
+                hint: m.hint,
+            });
+        }
+    }
     for (command, line) in config::guard::command_lines(text) {
         let site = Site {
             what: "the guard command",

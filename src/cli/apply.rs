@@ -30,14 +30,17 @@ pub fn run(args: ApplyArgs) -> Result<i32> {
     let top = super::workdir(&repo)?;
     let name = super::resolve_name(&repo, args.name)?;
     let conf = Conference::open(repo.path(), &name, Ui::new(true))?;
+    // Shown by its branch name, but always handed to git fully qualified: a tag or a fetched
+    // `refs/conference/<name>/best` of the same short name must never be what gets merged.
     let best = conf.refs.best_branch();
+    let best_ref = conf.refs.best();
     let dirty = git(&top, &["status", "--porcelain", "--untracked-files=no"])?;
     if !dirty.trim().is_empty() {
         return Err(usage(
             "you have uncommitted changes: commit or stash them before `git conference apply`",
         ));
     }
-    let stat = git(&top, &["diff", "--stat", &format!("HEAD...{best}")])?;
+    let stat = git(&top, &["diff", "--stat", &format!("HEAD...{best_ref}")])?;
     if stat.trim().is_empty() {
         crate::outln!("Nothing to apply: {best} adds nothing to your branch.");
         return Ok(0);
@@ -61,7 +64,7 @@ pub fn run(args: ApplyArgs) -> Result<i32> {
         "Merge conference `{name}` best ({})",
         crate::engine::review::fmt(conf.state().best.metric)
     );
-    if let Some(files) = conflicts(&top, &best)? {
+    if let Some(files) = conflicts(&top, &best_ref)? {
         return Err(anyhow::anyhow!(
             "not applied: merging {best} into your branch would conflict in {} (your branch \
              changed the same lines since the conference's baseline). Nothing was changed. To merge by \
@@ -70,7 +73,7 @@ pub fn run(args: ApplyArgs) -> Result<i32> {
             files.join(", ")
         ));
     }
-    let merged = git_output(&top, &["merge", "--no-ff", "-m", &message, &best])?;
+    let merged = git_output(&top, &["merge", "--no-ff", "-m", &message, &best_ref])?;
     if !merged.status.success() {
         let reason = failure_reason(&merged);
         let aborted = git_output(&top, &["rev-parse", "-q", "--verify", "MERGE_HEAD"])?

@@ -7,7 +7,6 @@ use clap::Args;
 use crate::git::worktree;
 use crate::lock::RunLock;
 use crate::store::refs;
-use crate::store::ConferenceRefs;
 
 /// Remove a conference's worktrees (its refs stay); --all also deletes its refs.
 #[derive(Args, Debug)]
@@ -44,18 +43,12 @@ pub fn run(args: CleanArgs) -> Result<i32> {
     }
     crate::outln!("Removed {removed} worktrees of `{name}`.");
     if args.all {
-        let refs = ConferenceRefs::new(&name);
-        let mut deleted = 0;
-        for prefix in refs.owned_prefixes() {
-            let names: Vec<String> = repo
-                .references_glob(&format!("{prefix}*"))?
-                .filter_map(|r| r.ok().and_then(|r| r.name().map(str::to_string)))
-                .collect();
-            for n in names {
-                repo.find_reference(&n)?.delete()?;
-                deleted += 1;
-            }
+        // Only the refs the conference recorded: the user's commits and HEAD's branch stay.
+        let plan = super::clean_refs::plan(&repo, &name)?;
+        for n in &plan.delete {
+            repo.find_reference(n)?.delete()?;
         }
+        let deleted = plan.delete.len();
         let notes = crate::store::notes::remove_conference(&repo, &name)?;
         drop(lock);
         // Never the tool's own folders (a conference named `hooks` by an older version shared
@@ -71,6 +64,9 @@ pub fn run(args: CleanArgs) -> Result<i32> {
         crate::outln!(
             "Deleted {deleted} refs of `{name}` and its lines in {notes} notes (other conferences' notes stay)."
         );
+        for kept in &plan.kept {
+            crate::outln!("Kept {kept}");
+        }
     }
     Ok(0)
 }

@@ -85,8 +85,12 @@ pub struct DemoArgs {
     pub seed: u64,
 }
 
+/// Runs git in the demo's own repository: never in the one the demo was started from, even
+/// under `git --git-dir=… conference demo` (which exports GIT_DIR to this process).
 fn git(dir: &std::path::Path, args: &[&str]) -> Result<()> {
-    let status = Command::new("git")
+    let mut cmd = Command::new("git");
+    crate::git::clear_repository_env(&mut cmd);
+    let status = cmd
         .current_dir(dir)
         .args(args)
         .env("GIT_AUTHOR_NAME", "git-conference demo")
@@ -135,6 +139,11 @@ pub fn run(args: DemoArgs, quiet: bool) -> Result<i32> {
         "running: git conference start   (3 researchers, builtin:tune, at most 60 iterations)\n"
     );
     std::env::set_current_dir(&dir)?;
+    // The conference below runs in the demo repository: nothing it starts (evaluations, git)
+    // may find the caller's repository through the environment. Still one thread here.
+    for var in crate::git::REPOSITORY_ENV {
+        std::env::remove_var(var);
+    }
     let code = super::run::start(
         super::run::StartArgs {
             name: Some("demo".into()),

@@ -3,6 +3,7 @@
 
 mod apply;
 mod clean;
+mod clean_refs;
 mod demo;
 mod effective;
 mod init;
@@ -156,9 +157,34 @@ pub fn resolve_name_for(repo: &Repository, name: Option<String>, command: &str) 
     }
 }
 
-/// Reads a file, with the path in the error.
+/// Reads a conference.md, with the path in the error. A folder or bytes that are not UTF-8
+/// are the user's input to fix (exit 2, with the reason and where); a UTF-8 byte order mark is
+/// dropped.
 pub fn read_text(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+    if path.is_dir() {
+        return Err(crate::error::usage(format!(
+            "{} is a folder, not a conference.md file: pass the file (e.g. {})",
+            path.display(),
+            path.join("conference.md").display()
+        )));
+    }
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
+    match std::str::from_utf8(bytes) {
+        Ok(text) => Ok(text.to_string()),
+        Err(e) => {
+            let line = bytes[..e.valid_up_to()]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count()
+                + 1;
+            Err(crate::error::usage(format!(
+                "{} is not UTF-8 text: line {line} holds a byte sequence that is not UTF-8 (byte {}); save the file as UTF-8",
+                path.display(),
+                e.valid_up_to()
+            )))
+        }
+    }
 }
 
 /// Asks a yes/no question on the terminal (default on empty answer).

@@ -47,7 +47,13 @@ pub fn push(args: PushArgs) -> Result<i32> {
     let repo = super::discover()?;
     let name = super::resolve_name_for(&repo, args.name, "push")?;
     let refs = ConferenceRefs::new(&name);
-    let mut cmd = vec!["push".to_string(), args.remote.clone()];
+    // All refs or none: a refused ref (the remote's copy would rewind) moves nothing, so the
+    // remote never holds branches of one history and an event log of another.
+    let mut cmd = vec![
+        "push".to_string(),
+        "--atomic".to_string(),
+        args.remote.clone(),
+    ];
     cmd.extend(refs.push_refspecs(args.force));
     if repo.find_reference(NOTES_REF).is_ok() {
         let plus = if args.force { "+" } else { "" };
@@ -78,7 +84,35 @@ pub fn push(args: PushArgs) -> Result<i32> {
 /// remote's conference refs under `<ns>/conference/…` and `<ns>/heads/conference/…`. They stay
 /// after the fetch, so that a log that was not taken can be looked at.
 fn tracking_namespace(remote: &str) -> String {
-    format!("refs/conference-remotes/{remote}")
+    format!("refs/conference-remotes/{}", remote_key(remote))
+}
+
+/// A ref name component for `remote`: a remote's name as it is; a path or URL (which may hold
+/// `/`, `:` or `..`) as `url-<slug>-<hash>`, the same for the same text.
+fn remote_key(remote: &str) -> String {
+    let plain = !remote.is_empty()
+        && !remote.starts_with(['.', '-'])
+        && !remote.ends_with(".lock")
+        && remote
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && !remote.contains("..");
+    if plain {
+        return remote.to_string();
+    }
+    let hash = Oid::hash_object(git2::ObjectType::Blob, remote.as_bytes())
+        .map(|o| o.to_string()[..12].to_string())
+        .unwrap_or_default();
+    let slug = crate::store::refs::slug(remote);
+    let slug: String = slug
+        .chars()
+        .rev()
+        .take(24)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    format!("url-{}-{hash}", slug.trim_start_matches('-'))
 }
 
 pub fn fetch(args: FetchArgs) -> Result<i32> {
@@ -94,7 +128,7 @@ pub fn fetch(args: FetchArgs) -> Result<i32> {
     for name in ref_names(&repo, &format!("{ns}/*"))? {
         repo.find_reference(&name)?.delete()?;
     }
-    let remote_notes = format!("refs/notes/conference-remotes/{remote}");
+    let remote_notes = format!("refs/notes/conference-remotes/{}", remote_key(remote));
     let specs = [
         format!("+refs/conference/{pattern}:{ns}/conference/{pattern}"),
         format!("+refs/heads/conference/{pattern}:{ns}/heads/conference/{pattern}"),

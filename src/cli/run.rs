@@ -131,6 +131,15 @@ fn start_conference(args: StartArgs, quiet: bool) -> Result<i32> {
             "`{name}` cannot be a conference name: use letters, digits, `-`, `_` and `.` (e.g. `git conference start my-run`)"
         )));
     }
+    let blocking = refs::blocking_refs(&repo, &name);
+    if !blocking.is_empty() {
+        return Err(usage(format!(
+            "git cannot create the refs of `{name}` (e.g. {}) next to {}: rename {} (e.g. `git branch -m conference conference-old`), or start the conference under another name",
+            crate::store::ConferenceRefs::new(&name).best(),
+            blocking.join(", "),
+            if blocking.len() > 1 { "them" } else { "it" }
+        )));
+    }
     let base_rev = args.base.as_deref().unwrap_or("HEAD");
     let base = repo
         .revparse_single(base_rev)

@@ -9,12 +9,24 @@ use std::time::Duration;
 /// number meaning seconds (`90`). Units: ms, s/sec/second(s), m/min/minute(s), h/hr/hour(s),
 /// d/day(s). Fractions are allowed (`1.5h`). Returns `None` for anything else.
 pub fn parse_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    if s.is_empty() {
+    if s.trim().is_empty() {
         return None;
     }
+    seconds(seconds_written(s)?)
+}
+
+/// None past [`super::bounds::MAX_DURATION`] too: `99999999999999999h` overflows a `Duration`
+/// (and every clock); `bounds` reports such a value with the maximum.
+fn seconds(secs: f64) -> Option<Duration> {
+    (secs.is_finite() && secs >= 0.0 && secs <= super::bounds::MAX_DURATION.as_secs_f64())
+        .then(|| Duration::from_secs_f64(secs))
+}
+
+/// The seconds a duration as written amounts to, however large (None: not a duration).
+pub fn seconds_written(s: &str) -> Option<f64> {
+    let s = s.trim();
     if let Ok(secs) = s.parse::<f64>() {
-        return seconds(secs);
+        return Some(secs);
     }
     let mut rest = s;
     let mut total = 0.0f64;
@@ -34,11 +46,7 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
         total += number * factor;
         rest = rest[unit_len..].trim_start_matches([' ', ',']);
     }
-    seconds(total)
-}
-
-fn seconds(secs: f64) -> Option<Duration> {
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
+    Some(total)
 }
 
 fn unit_seconds(unit: &str) -> Option<f64> {

@@ -6,6 +6,7 @@
 //! instead. `template` writes the commented file `init` produces, and `edit` rewrites the parts the
 //! conference maintains (Shared Knowledge, Conference Log) in the stored copy.
 
+pub mod bounds;
 pub mod changes;
 pub mod duration;
 pub mod edit;
@@ -349,17 +350,28 @@ pub fn describe_errors(path: &std::path::Path, errors: &[ConfigError]) -> String
 ///
 /// Every problem is reported, reading and checking alike, ordered by line (missing fields last).
 pub fn load(text: &str) -> Result<Config, Vec<ConfigError>> {
+    // A UTF-8 byte order mark (some Windows editors write one) is not part of the title line.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let (doc, mut errors) = parse::read(text);
     errors.extend(rules::frozen_and_allowed(&doc));
     errors.extend(guard::errors(&doc));
+    let bounds = bounds::errors(text, &doc);
     validate::sort_errors(&mut errors);
-    match validate::validate(&doc) {
+    let mut result = match validate::validate(&doc) {
         Ok(config) if errors.is_empty() => Ok(config),
         Ok(_) => Err(errors),
         Err(more) => {
             errors.extend(more);
-            validate::sort_errors(&mut errors);
             Err(errors)
         }
+    };
+    if !bounds.is_empty() {
+        let mut errors = result.err().unwrap_or_default();
+        bounds::merge(&mut errors, bounds);
+        result = Err(errors);
     }
+    result.map_err(|mut errors| {
+        validate::sort_errors(&mut errors);
+        errors
+    })
 }

@@ -17,15 +17,7 @@ use anyhow::{Context, Result};
 use tokio::io::AsyncWriteExt;
 
 /// Variables from the user's git invocation that must not leak into commands run in worktrees.
-const GIT_ENV_TO_CLEAR: &[&str] = &[
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_PREFIX",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_COMMON_DIR",
-];
+const GIT_ENV_TO_CLEAR: &[&str] = crate::git::REPOSITORY_ENV;
 
 static CANCELLED: AtomicBool = AtomicBool::new(false);
 /// Running process groups by slot; a finished run frees its slot for the next one.

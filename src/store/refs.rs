@@ -74,6 +74,21 @@ impl ConferenceRefs {
     }
 }
 
+/// Existing refs that would stop git from creating this conference's refs: a ref named like
+/// one of their parent folders (a branch named `conference`, or `conference/<name>`). Checked
+/// before a conference is created, so that a refused start leaves nothing behind.
+pub fn blocking_refs(repo: &git2::Repository, name: &str) -> Vec<String> {
+    [
+        "refs/conference".to_string(),
+        format!("refs/conference/{name}"),
+        "refs/heads/conference".to_string(),
+        format!("refs/heads/conference/{name}"),
+    ]
+    .into_iter()
+    .filter(|r| repo.find_reference(r).is_ok())
+    .collect()
+}
+
 /// Conference names found under `refs/conference/*/events`.
 pub fn conference_name_from_events_ref(refname: &str) -> Option<&str> {
     refname

@@ -196,7 +196,7 @@ fn rejection_and_crash_reasons_are_shown_everywhere_and_reports_follow_the_data(
 
     let status = repo.conference(&["status", "why"]).ok().stdout;
     assert!(
-        status.contains("A: no_change — the agent changed nothing"),
+        status.contains("A: no_change — the agent changed no file"),
         "{status}"
     );
 
@@ -234,7 +234,7 @@ fn rejection_and_crash_reasons_are_shown_everywhere_and_reports_follow_the_data(
         );
         assert!(md.contains("**crashed: "), "{md}");
         assert!(
-            md.contains("**no_change: the agent changed nothing** — 1 attempt(s)"),
+            md.contains("**no_change: the agent changed no file** — 1 attempt(s)"),
             "{md}"
         );
     }

@@ -188,11 +188,67 @@ fn a_file_the_evaluation_names_is_frozen_with_its_provenance() {
         "{}",
         run.stderr
     );
+    assert!(
+        run.stderr.contains(
+            "warning: Allowed changes is empty, so researchers may change every file but the frozen ones, and eval.sh is frozen because the evaluation command names it"
+        ),
+        "{}",
+        run.stderr
+    );
     let its = iterations(&repo, "inferred");
     assert_eq!(its[0]["payload"]["status"], "rejected");
     assert_eq!(
         its[0]["payload"]["reason"],
         "changes frozen path eval.sh (named by the evaluation command)"
+    );
+}
+
+/// `init --allowed train.py --frozen prepare.py` writes the autoresearch search space, so the
+/// first `start` edits train.py and guards the harness, with no warning to read.
+#[test]
+fn init_flags_write_the_search_space_the_first_start_enforces() {
+    let repo = TestRepo::from_fixture("autoresearch");
+    repo.conference(&[
+        "init",
+        "--yes",
+        "--config",
+        "mine.md",
+        "--count",
+        "1",
+        "--eval",
+        "python3 train.py",
+        "--metric",
+        "val_bpb",
+        "--direction",
+        "minimize",
+        "--agent",
+        "builtin:tune",
+        "--allowed",
+        "train.py",
+        "--frozen",
+        "prepare.py",
+        "--iterations-per-round",
+        "2",
+        "--max-rounds",
+        "1",
+    ])
+    .ok();
+    let text = std::fs::read_to_string(repo.dir.join("mine.md")).unwrap();
+    assert!(
+        text.contains("**Allowed changes:**\n- train.py\n"),
+        "{text}"
+    );
+    assert!(text.contains("- **Frozen:** prepare.py\n"), "{text}");
+    repo.commit_all("conference.md from init");
+    let run = repo
+        .conference(&["start", "--config", "mine.md", "--yes"])
+        .ok();
+    assert!(
+        run.stderr.contains("rules: frozen: prepare.py (Frozen)")
+            && run.stderr.contains("rules: allowed: train.py")
+            && !run.stderr.contains("warning: Allowed changes is empty"),
+        "{}",
+        run.stderr
     );
 }
 

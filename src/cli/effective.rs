@@ -32,6 +32,34 @@ pub fn print_rules(conf: &Conference, ui: &Ui) {
     if let Some(line) = crate::engine::workspace::describe(&conf.config.environment) {
         ui.info(&format!("rules: {line}"));
     }
+    if let Some(warning) = open_search_space(conf) {
+        ui.info(&warning);
+    }
+}
+
+/// The first-evening trap: `python3 train.py` names train.py, so with no Allowed changes the file
+/// the agent should edit is frozen and everything else, the harness that measures it included,
+/// is open. Said before the first attempt is rejected.
+fn open_search_space(conf: &Conference) -> Option<String> {
+    let g = &conf.guard;
+    let inferred: Vec<&str> = g
+        .frozen_patterns()
+        .iter()
+        .zip(&g.frozen_sources)
+        .filter(|(_, source)| source.as_str() != crate::engine::paths::FROZEN_BY_USER)
+        .map(|(p, _)| p.as_str())
+        .collect();
+    if g.allowed.is_some() || inferred.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "warning: Allowed changes is empty, so researchers may change every file but the frozen ones, \
+         and {} is frozen because the evaluation command names it. If researchers should edit it, \
+         list it under Allowed changes (`- {}`); freeze the harness it reads with `- frozen: …` \
+         under ## Evaluation.",
+        inferred.join(", "),
+        inferred[0]
+    ))
 }
 
 /// Tracked files with uncommitted changes in the user's working tree (modified, staged or

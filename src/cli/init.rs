@@ -45,6 +45,12 @@ pub struct InitArgs {
     /// Agent command (or builtin:tune).
     #[arg(long)]
     pub agent: Option<String>,
+    /// Files the researchers may change (Allowed changes), comma-separated: e.g. train.py.
+    #[arg(long, value_delimiter = ',')]
+    pub allowed: Vec<String>,
+    /// The evaluation harness no candidate may change (Evaluation `frozen`): e.g. prepare.py.
+    #[arg(long)]
+    pub frozen: Option<String>,
     /// Metric name.
     #[arg(long)]
     pub metric: Option<String>,
@@ -232,6 +238,13 @@ pub fn run(args: InitArgs) -> Result<i32> {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "My conference".into())
         }),
+        allowed: args
+            .allowed
+            .iter()
+            .map(|p| p.trim().to_string())
+            .filter(|p| !p.is_empty())
+            .collect(),
+        frozen: args.frozen.clone(),
         ..InitAnswers::default()
     };
     let interactive = !args.yes && super::stdin_is_tty();

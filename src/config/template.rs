@@ -25,6 +25,10 @@ pub struct InitAnswers {
     pub target: Option<f64>,
     pub iterations_per_round: u32,
     pub max_rounds: u32,
+    /// Allowed changes, one path or glob each (empty: the commented example).
+    pub allowed: Vec<String>,
+    /// The Evaluation `frozen` value (None: the script the evaluation command runs, if any).
+    pub frozen: Option<String>,
 }
 
 impl Default for InitAnswers {
@@ -43,6 +47,8 @@ impl Default for InitAnswers {
             target: None,
             iterations_per_round: 5,
             max_rounds: 4,
+            allowed: Vec::new(),
+            frozen: None,
         }
     }
 }
@@ -87,11 +93,13 @@ pub fn render(a: &InitAnswers) -> String {
         None => format!("the best {metric} reached within the budgets"),
     };
     let eval_command = one_line(&a.eval_command);
-    let frozen = eval_command
+    let script = eval_command
         .split_whitespace()
         .next()
         .and_then(|first| first.strip_prefix("./"))
         .unwrap_or("");
+    let frozen = a.frozen.as_deref().map(one_line);
+    let frozen = frozen.as_deref().unwrap_or(script);
 
     let mut s = String::new();
     let w = &mut s;
@@ -156,7 +164,12 @@ pub fn render(a: &InitAnswers) -> String {
     setting(w, "Final confirmation", "confirmed");
     section(w, "Search Space", "Paths or rules, one bullet each. Candidates touching a forbidden (or frozen) path are rejected before evaluation.");
     line(w, "**Allowed changes:**");
-    comment(w, "e.g. - src/**");
+    if a.allowed.is_empty() {
+        comment(w, "e.g. - src/**");
+    }
+    for path in &a.allowed {
+        line(w, &format!("- {}", one_line(path)));
+    }
     blank(w);
     line(w, "**Forbidden changes:**");
     comment(w, "e.g. - tests/**");

@@ -427,7 +427,9 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             .researcher(id)
             .last_reason
             .as_deref()
-            .map(|w| format!(" — {}", super::reasons::one_line(w, 160)))
+            .map(|w| super::reasons::one_line(w, 160))
+            .filter(|w| !description.contains(w.as_str()))
+            .map(|w| format!(" — {w}"))
             .unwrap_or_default();
         conf.ui.info(&format!(
             "  {id} r{} i{iteration}: {verdict:<9} best {}  {description}{why}",

@@ -187,7 +187,8 @@ fn missing_metric(metric: &str, output: &str) -> String {
     )
 }
 
-fn tail(text: &str, lines: usize) -> String {
+/// The last `lines` non-blank lines, joined with ` | `, after `: ` (empty when there are none).
+pub fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     if all.is_empty() {
         return String::new();

@@ -57,7 +57,7 @@ pub async fn check(
                 return Ok(Verdict::Fail(format!(
                     "guard `{command}` failed ({}){}",
                     o.describe(),
-                    tail(&output, 5)
+                    super::evaluate::tail(&output, 5)
                 )));
             }
         }
@@ -96,14 +96,4 @@ pub async fn gate(
         Verdict::Fail(why) => Some(("rejected", Some(why))),
         Verdict::Interrupted => None,
     })
-}
-
-/// The last `lines` non-blank lines, joined with ` | `, after `: ` (empty when there are none).
-fn tail(text: &str, lines: usize) -> String {
-    let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    if all.is_empty() {
-        return String::new();
-    }
-    let start = all.len().saturating_sub(lines);
-    format!(": {}", all[start..].join(" | "))
 }

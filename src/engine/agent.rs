@@ -35,24 +35,17 @@ pub enum AgentOutcome {
     },
 }
 
-/// How the creative step ended, the tokens the agent reported using (builtin:openai), and what
-/// a preset's CLI reported (usage with its cost, errors, refused edits).
+/// How the creative step ended, and what the agent reported of its run: a preset's CLI output
+/// read back (usage with its cost, errors, refused edits), or builtin:openai's own token count.
 pub struct AgentRun {
     pub outcome: AgentOutcome,
-    pub tokens: Option<super::usage::Tokens>,
     pub report: AgentReport,
 }
 
 impl AgentRun {
-    /// The run's usage for the ledger: the CLI's report, else the tokens.
+    /// The run's usage for the ledger.
     pub fn usage(&self) -> Option<agents::Usage> {
-        self.report.usage.or_else(|| {
-            self.tokens.map(|t| agents::Usage {
-                input: t.input,
-                output: t.output,
-                cost_usd: None,
-            })
-        })
+        self.report.usage
     }
 }
 
@@ -60,7 +53,6 @@ impl From<AgentOutcome> for AgentRun {
     fn from(outcome: AgentOutcome) -> Self {
         AgentRun {
             outcome,
-            tokens: None,
             report: AgentReport::default(),
         }
     }
@@ -151,11 +143,7 @@ pub async fn run(conf: &Conference, call: AgentCall<'_>) -> Result<AgentRun> {
         }
         other => AgentOutcome::Crashed(with_problem(format!("agent {}", other.describe()))),
     };
-    Ok(AgentRun {
-        outcome,
-        tokens: None,
-        report,
-    })
+    Ok(AgentRun { outcome, report })
 }
 
 /// Files the tuner may edit: tracked text files the guard allows.

@@ -147,11 +147,17 @@ pub async fn run(conf: &Conference, call: &AgentCall<'_>) -> Result<AgentRun> {
         },
         _ = cancelled() => AgentOutcome::Interrupted,
     };
-    let tokens = *tokens.lock().unwrap();
+    let usage = tokens.lock().unwrap().map(|t| crate::agents::Usage {
+        input: t.input,
+        output: t.output,
+        cost_usd: None,
+    });
     Ok(AgentRun {
         outcome,
-        tokens,
-        report: Default::default(),
+        report: crate::agents::AgentReport {
+            usage,
+            ..Default::default()
+        },
     })
 }
 

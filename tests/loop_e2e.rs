@@ -1310,23 +1310,7 @@ fn ctrl_c_mid_iteration_then_resume_finishes_without_repeating_a_round() {
         .agent_timeout("120s")
         .build();
     repo.write("conference.md", &config);
-    let child = repo
-        .command(env!("CARGO_BIN_EXE_git-conference"))
-        .args(["start", "int"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid_file = repo.git_dir().join("agent-sleep.pid");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !pid_file.exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the hanging agent never started"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let child = repo.start_until_the_agent_hangs("int");
     let status = repo
         .command("kill")
         .args(["-INT", &child.id().to_string()])

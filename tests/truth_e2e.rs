@@ -126,23 +126,7 @@ fn status_and_list_tell_a_stopped_run_from_a_running_one() {
         .agent_timeout("120s")
         .build();
     repo.write("conference.md", &config);
-    let child = repo
-        .command(env!("CARGO_BIN_EXE_git-conference"))
-        .args(["start", "live"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid_file = repo.git_dir().join("agent-sleep.pid");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !pid_file.exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the agent never started"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let child = repo.start_until_the_agent_hangs("live");
     let pid = child.id().to_string();
     let status = repo.conference(&["status", "live"]).ok().stdout;
     assert!(

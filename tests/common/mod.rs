@@ -253,6 +253,29 @@ impl TestRepo {
         self.dir.join(".git")
     }
 
+    /// Starts `git-conference start NAME` in the background (output piped) and returns once the
+    /// loop fixture's hanging agent has written its pid: the conference is then mid-iteration.
+    pub fn start_until_the_agent_hangs(&self, name: &str) -> std::process::Child {
+        let child = self
+            .command(env!("CARGO_BIN_EXE_git-conference"))
+            .args(["start", name])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid_file = self.git_dir().join("agent-sleep.pid");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !pid_file.exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the hanging agent never started"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        child
+    }
+
     /// The path of a conference worktree (`researcher-A`, `review`, `best`): by default in the
     /// folder next to the repository, `<parent>/repo.conference/<name>/<label>`.
     pub fn worktree(&self, name: &str, label: &str) -> PathBuf {

@@ -20,18 +20,6 @@ fn sum_ab(repo: &TestRepo, r: &str) -> i64 {
     num(repo.show(r, "a.txt")) + num(repo.show(r, "b.txt"))
 }
 
-/// The complement fixture after a 2-researcher, 2-iteration, 1-round conference named `name`.
-fn complement(name: &str) -> TestRepo {
-    let repo = TestRepo::from_fixture("complement");
-    let config = ConfigBuilder::new("Complement", "./agent.sh")
-        .count(2)
-        .iterations(2)
-        .rounds(1)
-        .build();
-    repo.start(name, &config).ok();
-    repo
-}
-
 fn findings(repo: &TestRepo, name: &str, round: u64) -> Vec<Value> {
     repo.events_named(name, "round.peer_review")
         .into_iter()
@@ -44,7 +32,7 @@ fn findings(repo: &TestRepo, name: &str, round: u64) -> Vec<Value> {
 
 #[test]
 fn complementary_findings_both_reach_best_which_beats_every_researcher() {
-    let repo = complement("comp");
+    let repo = TestRepo::complement_conference("comp");
     let best = "conference/comp/best";
     // Each researcher improved only its own file.
     assert_eq!(num(repo.show("conference/comp/researcher-A", "a.txt")), 8);
@@ -251,7 +239,7 @@ fn a_file_conflict_goes_to_the_larger_gain_and_is_recorded() {
 
 #[test]
 fn every_phase_file_is_in_git_and_in_the_report() {
-    let repo = complement("rep");
+    let repo = TestRepo::complement_conference("rep");
     let events = "refs/conference/rep/events";
     for path in [
         "state.json",
@@ -351,7 +339,7 @@ fn every_phase_file_is_in_git_and_in_the_report() {
 
 #[test]
 fn apply_merges_best_and_refuses_over_uncommitted_changes() {
-    let repo = complement("app");
+    let repo = TestRepo::complement_conference("app");
     let head = rev(&repo, "HEAD");
     let best = rev(&repo, "conference/app/best");
 
@@ -397,7 +385,7 @@ fn apply_merges_best_and_refuses_over_uncommitted_changes() {
 
 #[test]
 fn clean_removes_worktrees_and_clean_all_removes_refs() {
-    let repo = complement("cl");
+    let repo = TestRepo::complement_conference("cl");
     let wt_root = repo.worktrees_root().join("cl");
     let list = repo.git(&["worktree", "list", "--porcelain"]);
     assert!(list.contains("repo.conference/cl/researcher-A"), "{list}");
@@ -476,10 +464,8 @@ fn clean_removes_worktrees_and_clean_all_removes_refs() {
 
 #[test]
 fn push_and_fetch_carry_the_whole_conference() {
-    let repo = complement("sh");
-    let remote = repo.tmp.path().join("remote.git");
-    repo.git(&["init", "-q", "--bare", remote.to_str().unwrap()]);
-    repo.git(&["remote", "add", "origin", remote.to_str().unwrap()]);
+    let repo = TestRepo::complement_conference("sh");
+    let remote = repo.bare_origin();
     repo.git(&["push", "-q", "origin", "main"]);
     let run = repo.conference(&["push", "origin"]).ok();
     assert!(run.stdout.contains("sh"), "{}", run.stdout);
@@ -644,11 +630,9 @@ fn a_pick_that_makes_best_worse_is_left_out_with_its_reason() {
 
 #[test]
 fn notes_from_two_machines_both_survive_a_fetch() {
-    let repo = complement("one");
+    let repo = TestRepo::complement_conference("one");
     let base = rev(&repo, "main");
-    let remote = repo.tmp.path().join("remote.git");
-    repo.git(&["init", "-q", "--bare", remote.to_str().unwrap()]);
-    repo.git(&["remote", "add", "origin", remote.to_str().unwrap()]);
+    let remote = repo.bare_origin();
     repo.git(&["push", "-q", "origin", "main"]);
     repo.conference(&["push", "origin"]).ok();
     let clone = repo.tmp.path().join("clone");

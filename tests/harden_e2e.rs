@@ -14,18 +14,6 @@ fn rev(repo: &TestRepo, r: &str) -> String {
         .to_string()
 }
 
-/// The complement fixture after a finished 2-researcher, 1-round conference.
-fn finished(name: &str) -> TestRepo {
-    let repo = TestRepo::from_fixture("complement");
-    let config = ConfigBuilder::new("Complement", "./agent.sh")
-        .count(2)
-        .iterations(2)
-        .rounds(1)
-        .build();
-    repo.start(name, &config).ok();
-    repo
-}
-
 /// A commit on top of `parent` adding `file`, on no branch (what a fetch or a tag brings in).
 fn foreign_commit(repo: &TestRepo, parent: &str, file: &str) -> String {
     let blob = repo
@@ -70,7 +58,7 @@ fn foreign_commit(repo: &TestRepo, parent: &str, file: &str) -> String {
 
 #[test]
 fn apply_merges_the_best_branch_never_a_tag_or_a_fetched_ref_of_that_name() {
-    let repo = finished("ap");
+    let repo = TestRepo::complement_conference("ap");
     let head = rev(&repo, "HEAD");
     let best = rev(&repo, "refs/heads/conference/ap/best");
     let evil = foreign_commit(&repo, &head, "evil.txt");
@@ -87,7 +75,7 @@ fn apply_merges_the_best_branch_never_a_tag_or_a_fetched_ref_of_that_name() {
 
 #[test]
 fn clean_all_keeps_the_users_commits_unknown_branches_and_the_branch_head_is_on() {
-    let repo = finished("ck");
+    let repo = TestRepo::complement_conference("ck");
     // Worktrees first, so that the main worktree can check a researcher branch out.
     repo.conference(&["clean", "ck"]).ok();
     let best = rev(&repo, "refs/heads/conference/ck/best");
@@ -190,9 +178,7 @@ fn a_refused_push_moves_nothing_on_the_remote() {
         .constraint("- **Pause every:** 1")
         .build();
     assert_eq!(repo.start("share", &config).code, 3);
-    let remote = repo.tmp.path().join("remote.git");
-    repo.git(&["init", "-q", "--bare", remote.to_str().unwrap()]);
-    repo.git(&["remote", "add", "origin", remote.to_str().unwrap()]);
+    let remote = repo.bare_origin();
     repo.conference(&["push", "origin"]).ok();
     // Someone else's event on the remote, which this repository lacks.
     let events = "refs/conference/share/events";
@@ -231,7 +217,7 @@ fn a_refused_push_moves_nothing_on_the_remote() {
 
 #[test]
 fn fetch_takes_a_path() {
-    let repo = finished("fp");
+    let repo = TestRepo::complement_conference("fp");
     let remote = repo.tmp.path().join("remote.git");
     repo.git(&["init", "-q", "--bare", remote.to_str().unwrap()]);
     repo.git(&["push", "-q", remote.to_str().unwrap(), "main"]);
@@ -301,7 +287,7 @@ fn daemon(repo: &TestRepo, base: &Path) -> Daemon {
 
 #[test]
 fn push_and_fetch_through_a_git_url() {
-    let repo = finished("url");
+    let repo = TestRepo::complement_conference("url");
     let served = repo.tmp.path().join("served");
     let remote = served.join("remote.git");
     repo.git(&["init", "-q", "--bare", remote.to_str().unwrap()]);

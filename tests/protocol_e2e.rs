@@ -362,9 +362,7 @@ fn a_push_never_rewinds_the_remotes_copy() {
         .constraint("- **Pause every:** 1")
         .build();
     assert_eq!(repo.start("share", &config).code, 3);
-    let remote = repo.tmp.path().join("remote.git");
-    repo.git(&["init", "-q", "--bare", remote.to_str().unwrap()]);
-    repo.git(&["remote", "add", "origin", remote.to_str().unwrap()]);
+    let remote = repo.bare_origin();
     repo.git(&["push", "-q", "origin", "main"]);
     repo.conference(&["push", "origin"]).ok();
     let clone = repo.tmp.path().join("clone");

@@ -253,6 +253,27 @@ impl TestRepo {
         self.dir.join(".git")
     }
 
+    /// A bare repository beside this one, added as its `origin`; returns its path.
+    pub fn bare_origin(&self) -> PathBuf {
+        let remote = self.tmp.path().join("remote.git");
+        self.git(&["init", "-q", "--bare", remote.to_str().unwrap()]);
+        self.git(&["remote", "add", "origin", remote.to_str().unwrap()]);
+        remote
+    }
+
+    /// The complement fixture after a finished 2-researcher, 2-iteration, 1-round conference
+    /// named `name`.
+    pub fn complement_conference(name: &str) -> TestRepo {
+        let repo = TestRepo::from_fixture("complement");
+        let config = ConfigBuilder::new("Complement", "./agent.sh")
+            .count(2)
+            .iterations(2)
+            .rounds(1)
+            .build();
+        repo.start(name, &config).ok();
+        repo
+    }
+
     /// Starts `git-conference start NAME` in the background (output piped) and returns once the
     /// loop fixture's hanging agent has written its pid: the conference is then mid-iteration.
     pub fn start_until_the_agent_hangs(&self, name: &str) -> std::process::Child {

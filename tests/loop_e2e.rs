@@ -1798,49 +1798,13 @@ fn apply_refuses_a_conflict_and_never_leaves_a_merge_half_done() {
 /// researchers, "maybe" for yes/no), instead of exiting.
 #[test]
 fn init_on_a_terminal_asks_again_after_an_invalid_answer() {
-    use std::io::Write;
-    use std::os::fd::FromRawFd;
     let repo = TestRepo::from_fixture("loop");
-    let (mut master, slave) = {
-        let (mut m, mut s) = (0, 0);
-        // SAFETY: openpty writes two descriptors, owned by the values made from them.
-        unsafe {
-            assert_eq!(
-                libc::openpty(
-                    &mut m,
-                    &mut s,
-                    std::ptr::null_mut(),
-                    std::ptr::null(),
-                    std::ptr::null()
-                ),
-                0
-            );
-            (
-                std::fs::File::from_raw_fd(m),
-                std::os::fd::OwnedFd::from_raw_fd(s),
-            )
-        }
-    };
-    let child = repo
-        .command("git")
-        .args(["conference", "init", "--eval", "./eval.sh"])
-        .stdin(std::process::Stdio::from(slave))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
     // count, devil's advocate, unattended, strategy: each wrong once, then right; then the
     // metric, its direction and the agent: the defaults.
-    master
-        .write_all(b"zero\n0\n2\nmaybe\nyes\nsometimes\nno\nx\n2\nboth\nassigned\n\n\n\n")
-        .unwrap();
-    // The terminal echoes the input back on the master side: keep it drained.
-    let drain = std::thread::spawn(move || {
-        let mut sink = Vec::new();
-        let _ = std::io::Read::read_to_end(&mut master, &mut sink);
-    });
-    let out = child.wait_with_output().unwrap();
-    drop(drain);
+    let out = repo.conference_on_a_terminal(
+        &["init", "--eval", "./eval.sh"],
+        b"zero\n0\n2\nmaybe\nyes\nsometimes\nno\nx\n2\nboth\nassigned\n\n\n\n",
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     for reason in [

@@ -711,49 +711,14 @@ fn names_cannot_be_the_hooks_folder_and_uncommitted_changes_are_named() {
 /// nothing.
 #[test]
 fn init_on_a_terminal_asks_for_the_measurement_and_the_agent() {
-    use std::io::Write;
-    use std::os::fd::FromRawFd;
     let repo = TestRepo::from_fixture("autoresearch");
     std::fs::remove_file(repo.dir.join("conference.md")).unwrap();
-    let (mut master, slave) = {
-        let (mut m, mut s) = (0, 0);
-        // SAFETY: openpty writes two descriptors, owned by the values made from them.
-        unsafe {
-            assert_eq!(
-                libc::openpty(
-                    &mut m,
-                    &mut s,
-                    std::ptr::null_mut(),
-                    std::ptr::null(),
-                    std::ptr::null()
-                ),
-                0
-            );
-            (
-                std::fs::File::from_raw_fd(m),
-                std::os::fd::OwnedFd::from_raw_fd(s),
-            )
-        }
-    };
-    let child = repo
-        .command("git")
-        .args(["conference", "init", "Autoresearch"])
-        .stdin(std::process::Stdio::from(slave))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
     // count 1 (no devil's advocate or strategy question), unattended, then the new questions:
     // evaluation, metric, direction (Enter: the suggested default), agent.
-    master
-        .write_all(b"1\nyes\npython3 train.py\nval_bpb\n\nclaude\n")
-        .unwrap();
-    let drain = std::thread::spawn(move || {
-        let mut sink = Vec::new();
-        let _ = std::io::Read::read_to_end(&mut master, &mut sink);
-    });
-    let out = child.wait_with_output().unwrap();
-    drop(drain);
+    let out = repo.conference_on_a_terminal(
+        &["init", "Autoresearch"],
+        b"1\nyes\npython3 train.py\nval_bpb\n\nclaude\n",
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(

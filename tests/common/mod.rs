@@ -253,6 +253,51 @@ impl TestRepo {
         self.dir.join(".git")
     }
 
+    /// Runs `git conference ARGS` with a terminal as its standard input (so it asks its
+    /// questions), typing `answers` there; returns what it printed and how it exited.
+    pub fn conference_on_a_terminal(&self, args: &[&str], answers: &[u8]) -> Output {
+        use std::io::Write;
+        use std::os::fd::FromRawFd;
+        let (mut master, slave) = {
+            let (mut m, mut s) = (0, 0);
+            // SAFETY: openpty writes two descriptors, owned by the values made from them.
+            unsafe {
+                assert_eq!(
+                    libc::openpty(
+                        &mut m,
+                        &mut s,
+                        std::ptr::null_mut(),
+                        std::ptr::null(),
+                        std::ptr::null()
+                    ),
+                    0
+                );
+                (
+                    std::fs::File::from_raw_fd(m),
+                    std::os::fd::OwnedFd::from_raw_fd(s),
+                )
+            }
+        };
+        let child = self
+            .command("git")
+            .arg("conference")
+            .args(args)
+            .stdin(std::process::Stdio::from(slave))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        master.write_all(answers).unwrap();
+        // The terminal echoes the input back on the master side: keep it drained.
+        let drain = std::thread::spawn(move || {
+            let mut sink = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut master, &mut sink);
+        });
+        let out = child.wait_with_output().unwrap();
+        drop(drain);
+        out
+    }
+
     /// A bare repository beside this one, added as its `origin`; returns its path.
     pub fn bare_origin(&self) -> PathBuf {
         let remote = self.tmp.path().join("remote.git");

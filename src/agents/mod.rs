@@ -8,6 +8,7 @@
 //! ignored files out) never takes it for part of an attempt.
 
 pub mod preset;
+pub mod stderr;
 pub mod usage;
 
 use std::path::{Path, PathBuf};

@@ -9,6 +9,13 @@
 //! The CLIs are found through GIT_CONFERENCE_TEST_CLAUDE / GIT_CONFERENCE_TEST_AIDER, PATH, or
 //! `.ci/agents/` (where `.ci/run` installs pinned versions; it sets both variables). When one is missing the test fails
 //! under CI (`CI` set) and otherwise prints a loud SKIPPED line.
+//!
+//! Codex, Gemini CLI and opencode (from npm: `@openai/codex`, `@google/gemini-cli`,
+//! `opencode-ai`) run only when GIT_CONFERENCE_TEST_CODEX / GIT_CONFERENCE_TEST_GEMINI /
+//! GIT_CONFERENCE_TEST_OPENCODE name their executables (`.ci/run` does not install them),
+//! else they print a loud SKIPPED line. Each gets its endpoint from a configuration file in the
+//! test's HOME, as a user would set it up. They were last run with Codex 0.169.0, Gemini CLI
+//! 0.61.0 and opencode 1.18.33 (opencode takes about 12 s a run on two cores).
 
 mod common;
 
@@ -555,4 +562,174 @@ fn a_token_budget_stops_new_agent_runs() {
     );
     assert!(status.contains("researcher A: 1.22M tokens"), "{status}");
     assert!(status.contains("round 1: 1.22M tokens"), "{status}");
+}
+
+/// A CLI that `.ci/run` does not install: `$var` when it names a file, else None after a loud
+/// SKIPPED line (also under CI).
+fn optional_cli(var: &str, name: &str) -> Option<PathBuf> {
+    let found = std::env::var_os(var)
+        .map(PathBuf::from)
+        .filter(|p| p.is_file());
+    if found.is_none() {
+        eprintln!(
+            "\n*** SKIPPED: set {var} to a {name} executable; this test drives the real {name} ***\n"
+        );
+    }
+    found
+}
+
+/// Writes `text` to `rel` under the test's HOME (where the CLIs read their configuration).
+fn home_file(repo: &TestRepo, rel: &str, text: &str) {
+    let path = repo.tmp.path().join("home").join(rel);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+/// The three attempts every real-CLI test makes: an improving edit (kept), an edit to the
+/// frozen harness (rejected), a write outside the worktree the CLI refuses (no_change).
+fn three_attempts() -> Value {
+    json!([
+        claude_edit("train.py", "lr = 0.1", "lr = 0.03", "lower lr to 0.03", "Lowered the learning rate."),
+        claude_edit("prepare.py", "return 1.0 + 100.0 * (lr - 0.01) ** 2", "return 0.0", "a perfect loss", "Done."),
+        {"actions": [{"tool": "Read", "file": "train.py"},
+                     {"tool": "Write", "file": "../outside.py", "content": "lr = 0.01\n"}],
+         "say": "Lowered the learning rate."},
+    ])
+}
+
+/// Runs conference `name` with `agent` lines against `endpoint` and checks the three attempts:
+/// verdicts, the refusal's reason (`refused` in it), the tokens in the events and the kept
+/// attempt's note, and that nothing was written outside the worktree. Returns the iterations.
+fn check_three_attempts(
+    repo: &TestRepo,
+    name: &str,
+    agent: &[&str],
+    env: &[(&'static str, String)],
+    refused: &str,
+) -> Vec<Value> {
+    let text = config(name, 3, 1, agent, &[]);
+    let run = start(repo, name, &text, env);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let its = iterations(repo, name);
+    let verdicts: Vec<&str> = its.iter().map(|p| p["status"].as_str().unwrap()).collect();
+    assert_eq!(
+        verdicts,
+        ["kept", "rejected", "no_change"],
+        "{its:#?}\n{}",
+        run.stderr
+    );
+    assert!(
+        its[1]["reason"].as_str().unwrap().contains("frozen"),
+        "{}",
+        its[1]
+    );
+    let reason = its[2]["reason"].as_str().unwrap();
+    assert!(reason.contains(refused), "{reason}");
+    assert!(!repo.worktrees_root().join(name).join("outside.py").exists());
+    for p in &its {
+        assert!(p["tokens"]["input"].as_u64().unwrap() >= 1000, "{p}");
+        assert!(p["tokens"]["output"].as_u64().unwrap() >= 100, "{p}");
+    }
+    let kept = its[0]["commit"].as_str().unwrap();
+    assert_eq!(its[0]["description"], "lower lr to 0.03");
+    assert!(repo.notes(kept)[0]["tokens"]["input"].as_u64().unwrap() >= 1000);
+    assert_eq!(files_of(repo, kept), ["train.py"]);
+    let best = repo
+        .show(&format!("conference/{name}/best"), "train.py")
+        .unwrap();
+    assert!(best.contains("lr = 0.03"), "{best}");
+    its
+}
+
+#[test]
+fn codex_researcher_keeps_rejects_and_records_refusals_and_usage() {
+    let Some(codex) = optional_cli("GIT_CONFERENCE_TEST_CODEX", "codex") else {
+        return;
+    };
+    let repo = autoresearch(&codex, "codex");
+    let endpoint = Endpoint::start(repo.tmp.path(), three_attempts());
+    // Codex reads its endpoint from its configuration only (not OPENAI_BASE_URL).
+    home_file(
+        &repo,
+        ".codex/config.toml",
+        &format!(
+            "model_provider = \"scripted\"\nmodel = \"gpt-5-codex\"\n\
+             [model_providers.scripted]\nname = \"scripted\"\nbase_url = \"{}/v1\"\n\
+             env_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\n",
+            endpoint.url()
+        ),
+    );
+    // The test's worktrees are under /tmp, which workspace-write lets Codex write: closed.
+    let agent = [
+        "codex",
+        "- extra args: -c sandbox_workspace_write.exclude_slash_tmp=true \
+         -c sandbox_workspace_write.exclude_tmpdir_env_var=true",
+    ];
+    let env = vec![("OPENAI_API_KEY", "sk-test".to_string())];
+    let its = check_three_attempts(
+        &repo,
+        "cx",
+        &agent,
+        &env,
+        "the agent's edit was refused: patch rejected",
+    );
+    assert!(its[0].get("cost_usd").is_none(), "Codex reports no cost");
+}
+
+#[test]
+fn gemini_cli_researcher_keeps_rejects_and_records_refusals_and_usage() {
+    let Some(gemini) = optional_cli("GIT_CONFERENCE_TEST_GEMINI", "gemini") else {
+        return;
+    };
+    let repo = autoresearch(&gemini, "gemini");
+    let endpoint = Endpoint::start(repo.tmp.path(), three_attempts());
+    home_file(
+        &repo,
+        ".gemini/settings.json",
+        r#"{"security":{"auth":{"selectedType":"gemini-api-key"}},"privacy":{"usageStatisticsEnabled":false},"general":{"disableAutoUpdate":true}}"#,
+    );
+    let env = vec![
+        ("GOOGLE_GEMINI_BASE_URL", endpoint.url()),
+        ("GEMINI_API_KEY", "test-key".to_string()),
+    ];
+    check_three_attempts(
+        &repo,
+        "gm",
+        &["gemini"],
+        &env,
+        "the agent's edit was refused: write_file: Path not in workspace",
+    );
+}
+
+#[test]
+fn opencode_researcher_keeps_rejects_and_records_refusals_and_usage() {
+    let Some(opencode) = optional_cli("GIT_CONFERENCE_TEST_OPENCODE", "opencode") else {
+        return;
+    };
+    let repo = autoresearch(&opencode, "opencode");
+    let endpoint = Endpoint::start(repo.tmp.path(), three_attempts());
+    home_file(
+        &repo,
+        ".config/opencode/opencode.json",
+        &json!({
+            "autoupdate": false,
+            "share": "disabled",
+            "provider": {"scripted": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Scripted",
+                "options": {"baseURL": format!("{}/v1", endpoint.url()), "apiKey": "sk-test"},
+                "models": {"m": {"name": "m", "cost": {"input": 3, "output": 15}}}
+            }}
+        })
+        .to_string(),
+    );
+    let its = check_three_attempts(
+        &repo,
+        "oc",
+        &["opencode", "- model: scripted/m"],
+        &[],
+        "the agent's edit was refused: write of ../outside.py",
+    );
+    // $3 and $15 per million tokens: each model call costs $0.0045.
+    assert!(its[0]["cost_usd"].as_f64().unwrap() >= 0.0045, "{}", its[0]);
 }

@@ -733,3 +733,96 @@ fn opencode_researcher_keeps_rejects_and_records_refusals_and_usage() {
     // $3 and $15 per million tokens: each model call costs $0.0045.
     assert!(its[0]["cost_usd"].as_f64().unwrap() >= 0.0045, "{}", its[0]);
 }
+
+/// The preset's own command line, run by `sh` in the repository with a 200 KB prompt (over
+/// Linux's 128 KiB limit on one argument): the CLI gets it whole and makes its edit.
+fn run_preset_with_a_long_prompt(
+    repo: &TestRepo,
+    preset: git_conference::agents::Preset,
+    cli: &Path,
+    endpoint: &Endpoint,
+    env: &[(&str, String)],
+) {
+    let options = git_conference::agents::preset::Options {
+        model: (preset == git_conference::agents::Preset::Opencode).then_some("scripted/m"),
+        ..Default::default()
+    };
+    let line = preset.command_line(cli.to_str().unwrap(), &options);
+    let files = git_conference::agents::prepare(&repo.dir, "").unwrap();
+    let history: String = (0..4000)
+        .map(|i| {
+            format!(
+                "- attempt {i:05}: lr {:.5} rejected, val_bpb worse\n",
+                i as f64 / 1e5
+            )
+        })
+        .collect();
+    let prompt =
+        format!("# Research task\n\n## History\n\n{history}\n## How to work\n\nEdit train.py.\n");
+    assert!(prompt.len() > 200_000);
+    std::fs::write(&files.prompt, prompt).unwrap();
+    let mut cmd = repo.command("sh");
+    cmd.arg("-c")
+        .arg(&line)
+        .env("CONFERENCE_PROMPT_FILE", &files.prompt)
+        .env("CONFERENCE_AGENT_DIR", &files.dir);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{line}\n{stderr}");
+    let train = std::fs::read_to_string(repo.dir.join("train.py")).unwrap();
+    assert!(train.contains("lr = 0.03"), "{line}\n{stderr}");
+    assert!(!endpoint.main_requests().is_empty());
+}
+
+fn one_edit() -> Value {
+    json!([{"actions": [{"tool": "Read", "file": "train.py"},
+                        {"tool": "Edit", "file": "train.py", "old": "lr = 0.1", "new": "lr = 0.03"}],
+            "say": "Lowered the learning rate."}])
+}
+
+#[test]
+fn gemini_cli_and_opencode_take_a_prompt_over_128_kib() {
+    if let Some(gemini) = optional_cli("GIT_CONFERENCE_TEST_GEMINI", "gemini") {
+        let repo = autoresearch(&gemini, "gemini");
+        let endpoint = Endpoint::start(repo.tmp.path(), one_edit());
+        home_file(
+            &repo,
+            ".gemini/settings.json",
+            r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#,
+        );
+        let env = [
+            ("GOOGLE_GEMINI_BASE_URL", endpoint.url()),
+            ("GEMINI_API_KEY", "test-key".to_string()),
+        ];
+        run_preset_with_a_long_prompt(
+            &repo,
+            git_conference::agents::Preset::Gemini,
+            &gemini,
+            &endpoint,
+            &env,
+        );
+    }
+    if let Some(opencode) = optional_cli("GIT_CONFERENCE_TEST_OPENCODE", "opencode") {
+        let repo = autoresearch(&opencode, "opencode");
+        let endpoint = Endpoint::start(repo.tmp.path(), one_edit());
+        home_file(
+            &repo,
+            ".config/opencode/opencode.json",
+            &json!({"provider": {"scripted": {
+                "npm": "@ai-sdk/openai-compatible",
+                "options": {"baseURL": format!("{}/v1", endpoint.url()), "apiKey": "sk-test"},
+                "models": {"m": {"name": "m"}}}}})
+            .to_string(),
+        );
+        run_preset_with_a_long_prompt(
+            &repo,
+            git_conference::agents::Preset::Opencode,
+            &opencode,
+            &endpoint,
+            &[],
+        );
+    }
+}

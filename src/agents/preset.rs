@@ -310,6 +310,20 @@ mod tests {
             .ends_with("--model openai/gpt-4o < /dev/null"));
     }
 
+    /// The README's preset table shows the exact line each preset runs.
+    #[test]
+    fn the_readme_shows_each_preset_line() {
+        let readme = include_str!("../../README.md");
+        for preset in ALL {
+            let row = format!(
+                "| `{}` | `{}` |",
+                preset.name(),
+                preset.command_line(preset.name(), &Options::default())
+            );
+            assert!(readme.contains(&row), "README.md lacks the row {row}");
+        }
+    }
+
     #[test]
     fn extra_args_are_arguments_only() {
         assert!(extra_args_problem("--verbose --foo 'a b'").is_none());

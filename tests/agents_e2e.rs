@@ -826,3 +826,57 @@ fn gemini_cli_and_opencode_take_a_prompt_over_128_kib() {
         );
     }
 }
+
+/// A stand-in for `claude` at `version`: it answers `--version` as Claude Code does, refuses
+/// `--max-budget-usd` before 2.0 as 1.0.128 does, and otherwise changes nothing and says so.
+fn fake_claude(version: &str) -> String {
+    format!(
+        r#"#!/bin/sh
+if [ "$1" = --version ]; then echo "{version} (Claude Code)"; exit 0; fi
+case "{version} $*" in
+  1.*--max-budget-usd*) echo "error: unknown option '--max-budget-usd'" >&2; exit 1;;
+esac
+echo '{{"type":"result","subtype":"success","is_error":false,"result":"Nothing to change.","total_cost_usd":0.01,"usage":{{"input_tokens":1000,"output_tokens":100}}}}'
+"#
+    )
+}
+
+#[test]
+fn a_cost_budget_with_a_claude_code_without_its_cap_is_refused_at_start() {
+    let text = config("old", 1, 1, &["claude"], &["- **Cost budget:** $5"]);
+    for (version, refused) in [("1.0.128", true), ("2.1.197", false)] {
+        let repo = TestRepo::new();
+        repo.write("prepare.py", PREPARE);
+        repo.write("train.py", TRAIN);
+        repo.commit_all("autoresearch layout");
+        let fake = repo.tmp.path().join("fake-claude");
+        std::fs::write(&fake, fake_claude(version)).unwrap();
+        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        repo.link_program("claude", &fake);
+        let run = start(&repo, "old", &text, &[]);
+        if refused {
+            assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
+            let line = text
+                .lines()
+                .position(|l| l.contains("Cost budget"))
+                .unwrap()
+                + 1;
+            assert!(
+                run.stderr
+                    .contains(&format!("conference.md:{line}: Cost budget"))
+                    && run.stderr.contains("Claude Code 1.0.128 does not have")
+                    && run.stderr.contains("- **Cost budget:** none"),
+                "{}",
+                run.stderr
+            );
+            // Refused before anything was made.
+            assert_eq!(repo.git(&["for-each-ref", "refs/conference/"]), "");
+        } else {
+            assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+            let its = iterations(&repo, "old");
+            assert_eq!(its[0]["status"], "no_change", "{its:#?}");
+            assert_eq!(its[0]["cost_usd"], 0.01, "{its:#?}");
+        }
+    }
+}

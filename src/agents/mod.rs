@@ -10,6 +10,7 @@
 pub mod preset;
 pub mod stderr;
 pub mod usage;
+pub mod version;
 
 use std::path::{Path, PathBuf};
 

@@ -83,6 +83,15 @@ impl Preset {
             .map(|p| (p, word.to_string()))
     }
 
+    /// Why `model` cannot be this CLI's `--model`, if it cannot: opencode takes
+    /// `provider/model` (1.18.33, given a bare model name, only says "Unexpected server
+    /// error").
+    pub fn model_problem(self, model: &str) -> Option<String> {
+        let bare = !model.contains('/');
+        (self == Preset::Opencode && bare)
+            .then(|| "opencode takes its model as provider/model".to_string())
+    }
+
     /// Whether the CLI has a turn limit flag.
     pub fn honours_max_turns(self) -> bool {
         self == Preset::Claude

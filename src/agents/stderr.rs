@@ -61,11 +61,13 @@ fn plain(line: &str) -> String {
 }
 
 /// A flag the CLI does not know: commander (Claude Code) `error: unknown option '--x'`, clap
-/// (Codex) `error: unexpected argument '--x' found`, yargs (Gemini CLI) `Unknown argument: x`.
+/// (Codex) `error: unexpected argument '--x' found`, yargs (Gemini CLI) `Unknown argument: x`,
+/// argparse (aider) `aider: error: unrecognized arguments: --x`.
 fn unknown_flag(preset: Preset, line: &str) -> Option<String> {
     let unknown = line.starts_with("error: unknown option")
         || line.starts_with("error: unexpected argument")
-        || line.starts_with("Unknown argument");
+        || line.starts_with("Unknown argument")
+        || line.contains(": error: unrecognized arguments");
     if !unknown {
         return None;
     }

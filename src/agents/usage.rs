@@ -814,6 +814,28 @@ mod tests {
             .problem
             .unwrap()
             .starts_with("Gemini CLI refused its command line"));
+        let p = parse(
+            Preset::Aider,
+            "",
+            "aider: error: unrecognized arguments: --bogus",
+        );
+        assert!(p
+            .problem
+            .unwrap()
+            .starts_with("aider refused its command line"));
+        // What the CLIs print on stderr in a run that went well is no problem.
+        for (preset, sample) in [
+            (
+                Preset::Codex,
+                "WARNING: proceeding, even though we could not create PATH aliases",
+            ),
+            (
+                Preset::Gemini,
+                "Ripgrep is not available. Falling back to GrepTool.",
+            ),
+        ] {
+            assert_eq!(parse(preset, "", sample).problem, None);
+        }
     }
 
     #[test]

@@ -12,8 +12,9 @@
 //!
 //! Codex, Gemini CLI and opencode (from npm: `@openai/codex`, `@google/gemini-cli`,
 //! `opencode-ai`) run only when GIT_CONFERENCE_TEST_CODEX / GIT_CONFERENCE_TEST_GEMINI /
-//! GIT_CONFERENCE_TEST_OPENCODE name their executables (`.ci/run` does not install them),
-//! else they print a loud SKIPPED line. Each gets its endpoint from a configuration file in the
+//! GIT_CONFERENCE_TEST_OPENCODE name their executables (`.ci/run` installs Codex and sets its
+//! variable; the other two are slower and left to be run by hand), else they print a loud
+//! SKIPPED line. Each gets its endpoint from a configuration file in the
 //! test's HOME, as a user would set it up. They were last run with Codex 0.169.0, Gemini CLI
 //! 0.61.0 and opencode 1.18.33 (opencode takes about 12 s a run on two cores).
 

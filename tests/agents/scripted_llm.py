@@ -3,24 +3,32 @@
 
 Serves the Anthropic Messages API (`POST /v1/messages`, streamed as server-sent events or not;
 what Claude Code calls), the OpenAI chat completions API (`POST /v1/chat/completions`; what
-aider calls through litellm) the OpenAI Responses API (`POST /v1/responses`, streamed; what Codex calls) and
-the Gemini API (`POST /v1beta/models/M:generateContent` and `:streamGenerateContent`; what
-Gemini CLI calls). It answers from a scenario, by request content, never by order
-alone, so side requests a CLI makes (titles, token counts) do not derail it:
+aider calls through litellm, and opencode through its openai-compatible provider), the OpenAI
+Responses API (`POST /v1/responses`, streamed; what Codex calls) and the Gemini API (`POST
+/v1beta/models/M:generateContent`, `:streamGenerateContent`, `:countTokens`; what Gemini CLI
+calls). It answers from a scenario, by request content, never by order alone, so side requests
+a CLI makes (titles, routing, token counts) do not derail it:
 
 - A conversation is the one whose messages hold the conference prompt (the marker
   "## How to work"). The first time a conversation is seen it takes the next step of the
   scenario; retries of the same request get the same step.
-- Anthropic: the step's `actions` are tool calls (Read, Edit, Write), one per turn; the turn is
-  the number of assistant messages after the prompt. Relative paths are resolved against the
-  working directory named in Claude Code's system prompt. After the last action, the step's
-  `say` is the final text.
-- OpenAI: the step's `reply` is the assistant's whole answer (e.g. SEARCH/REPLACE blocks),
-  given again when aider re-asks after adding the files it names to the chat; when aider
-  reports that an edit did not apply, the answer is `say`.
-- Anything else (no prompt, no tools) gets a short text.
+- A step's `actions` are tool calls, one per turn (the turn counts the calls already made after
+  the prompt): Read, Edit (`old` to `new`), Write (`content`) of `file`, and Shell (`command`).
+  Each API speaks them in its CLI's tools: Claude Code's Read/Edit/Write (relative paths
+  resolved against the working directory named in its system prompt); Codex's exec_command
+  (`cat`, and `apply_patch` for Edit and Write); Gemini CLI's read_file/replace/write_file/
+  run_shell_command; opencode's read/edit/write/bash. After the last action, the step's `say`
+  is the final text.
+- OpenAI chat without tools (aider): the step's `reply` is the assistant's whole answer (e.g.
+  SEARCH/REPLACE blocks), given again when aider re-asks after adding the files it names to the
+  chat; when aider reports that an edit did not apply, the answer is `say`.
+- Anything else (no prompt, a JSON-schema side request) gets a short text or an object of the
+  schema.
 
-Every request is logged as one JSON line (path, kind, step, turn, model, tools) to `log`.
+Every request is logged as one JSON line (path, kind, step, turn, model, tools) to `log`; with
+SCRIPTED_LLM_DUMP_DIR set, every POST (path, headers, body) is also saved there, one file each,
+to see what a CLI sends. Each model call reports 1000 input and 100 output tokens
+(SCRIPTED_LLM_REASONING of the output counted as reasoning, in the Responses API).
 
 Usage: scripted_llm.py SCENARIO.json   (writes the bound port to scenario["port_file"])
 """

@@ -163,16 +163,19 @@ fn start_time(pid: i32) -> Option<String> {
 }
 
 /// Records running process groups under `dir` from now on (call with the run lock held).
+/// From then on this process also adopts orphaned descendants, so that none escapes a sweep.
 pub fn track_groups_in(dir: &Path) {
+    super::contain::become_subreaper();
     if std::fs::create_dir_all(dir).is_ok() {
         let _ = GROUPS_DIR.set(dir.to_path_buf());
     }
 }
 
 /// Kills the process groups that a killed runner left running (agents and evaluations still
-/// writing into worktrees). A group whose leader now has another start time is someone else's.
+/// writing into worktrees), and what its runs started outside them (`setsid`, daemons). A group
+/// whose leader now has another start time is someone else's.
 pub fn kill_orphaned_groups(dir: &Path) -> usize {
-    let mut killed = 0;
+    let mut killed = super::contain::sweep_left_behind(dir);
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let path = entry.path();
         let recorded = std::fs::read_to_string(&path).unwrap_or_default();
@@ -241,9 +244,17 @@ pub async fn run(spec: Spec<'_>) -> Result<Finished> {
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
-    let mut child = cmd
-        .spawn()
-        .with_context(|| format!("cannot run `{}` in {}", spec.command, spec.cwd.display()))?;
+    let mark = super::contain::new_mark(GROUPS_DIR.get().map(PathBuf::as_path));
+    cmd.env(super::contain::MARK_VAR, &mark);
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            super::contain::sweep(&mark, 0);
+            return Err(e).with_context(|| {
+                format!("cannot run `{}` in {}", spec.command, spec.cwd.display())
+            });
+        }
+    };
     let pgid = child.id().map(|p| p as i32).unwrap_or(0);
     let slot = register(pgid);
     if cancelled() {
@@ -278,6 +289,8 @@ pub async fn run(spec: Spec<'_>) -> Result<Finished> {
             Outcome::TimedOut
         }
     };
+    // Children that left the group (`setsid`, daemons) go too.
+    super::contain::sweep(&mark, pgid);
     unregister(slot);
     Ok(Finished {
         outcome,

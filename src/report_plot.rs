@@ -126,7 +126,7 @@ fn best_line(data: &PlotData, x_start: f64, x_end: f64) -> Vec<(f64, f64)> {
         .collect();
     bests.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut steps: Vec<(f64, f64)> = Vec::with_capacity(bests.len() * 2 + 2);
-    if let Some(b) = data.baseline.filter(|b| plottable(b)) {
+    if let Some(b) = data.baseline.filter(plottable) {
         steps.push((x_start.min(bests.first().map_or(x_start, |p| p.0)), b));
     }
     for (x, b) in bests {
@@ -199,7 +199,7 @@ fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<()> {
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.0))
         .chain(data.round_boundaries.iter().copied())
-        .filter(|x| plottable(x));
+        .filter(plottable);
     let (x_lo, x_hi) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
         (lo.min(x), hi.max(x))
     });
@@ -215,7 +215,7 @@ fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<()> {
         .map(|p| p.1)
         .chain(data.target)
         .chain(data.baseline)
-        .filter(|y| plottable(y));
+        .filter(plottable);
     let (y_lo, y_hi) = ys.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), y| {
         (lo.min(y), hi.max(y))
     });
@@ -258,7 +258,7 @@ fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<()> {
         .map_err(plot_err)?;
 
     // Round boundaries first, so everything else is drawn over them.
-    for &bx in data.round_boundaries.iter().filter(|x| plottable(x)) {
+    for &bx in data.round_boundaries.iter().filter(plottable) {
         chart
             .draw_series(LineSeries::new(
                 [(bx, y_lo), (bx, y_hi)],
@@ -267,7 +267,7 @@ fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<()> {
             .map_err(plot_err)?;
     }
 
-    if let Some(t) = data.target.filter(|t| plottable(t)) {
+    if let Some(t) = data.target.filter(plottable) {
         chart
             .draw_series(DashedLineSeries::new(
                 [(x_lo, t), (x_hi, t)],
@@ -326,7 +326,7 @@ fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<()> {
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.0))
         .chain(data.round_bests.iter().map(|p| p.0))
-        .filter(|x| plottable(x))
+        .filter(plottable)
         .fold(f64::NEG_INFINITY, f64::max);
     let steps = best_line(data, x_lo.max(1.0f64.min(x_end)), x_end);
     if !steps.is_empty() {

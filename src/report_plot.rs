@@ -258,7 +258,7 @@ fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<()> {
         .map_err(plot_err)?;
 
     // Round boundaries first, so everything else is drawn over them.
-    for &bx in data.round_boundaries.iter().filter(plottable) {
+    for &bx in data.round_boundaries.iter().filter(|x| plottable(x)) {
         chart
             .draw_series(LineSeries::new(
                 [(bx, y_lo), (bx, y_hi)],

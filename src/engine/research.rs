@@ -19,7 +19,7 @@ use super::state::{files, Phase};
 use super::Conference;
 use crate::exec::process;
 use crate::git::watch::{self, Changes, Watch};
-use crate::git::{snapshot, worktree};
+use crate::git::{leftovers, snapshot, worktree};
 use crate::store::{self, Event, StateChange};
 
 /// How many recent attempts a researcher's file in the state keeps.
@@ -408,6 +408,8 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             watch::union(&agent_changes, &eval_changes)
         };
         let branch_ref = conf.refs.researcher(id);
+        // Ignored files the agent or the evaluation left go too, kept attempt or not.
+        let leftovers = watch::union(&agent_changes, &touched);
         match touched {
             Changes::Paths(paths) => snapshot::reset_paths(
                 &wt,
@@ -420,6 +422,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
                 snapshot::reset(&wt, Oid::from_str(&head_now)?, Some(&branch_ref))?
             }
         }
+        leftovers::remove_ignored(&wt, &leftovers, &conf.kept_ignored_paths(&wt))?;
         super::workspace::link_shared(conf, &wt_path)?;
         settle(&mut watch);
         let now = conf.state();

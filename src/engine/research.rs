@@ -133,7 +133,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
     let repo = conf.open_repo()?;
     // One handle for the whole phase: its index stays in memory between iterations instead of
     // being read (and checksummed) from disk at every step.
-    let (wt_path, wt, mut watch) = match take_idle(conf, id) {
+    let (wt_path, mut wt, mut watch) = match take_idle(conf, id) {
         Some(idle) => {
             worktree::repair_gitfile(&repo, &idle.path)?;
             let wt = open_worktree(conf, &idle.path)?;
@@ -230,6 +230,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         let head_tree = repo.find_commit(Oid::from_str(&r.head)?)?.tree_id();
         let env = conf.context_env(id, st.round, iteration, r.best_metric);
         let refs_before = crate::git::traces::read(repo.commondir());
+        super::integrity::ConfigGuard::take(&repo);
         let shared_before = super::workspace::SharedState::read(conf);
         let run = agent::run(
             conf,
@@ -253,6 +254,47 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         for warning in crate::git::traces::warnings_since(&refs_before, repo.commondir(), id) {
             conf.ui.warn(&warning);
         }
+        // What the agent broke in git is put back first (config before a worktree is re-made).
+        let mut damage = conf.repair_after_agent();
+        match super::integrity::worktree_damage(&wt, &wt_path) {
+            Some(super::integrity::WorktreeDamage::Lost(why)) => {
+                let why = damage.map_or(why.clone(), |d| format!("{why}; {d}"));
+                watch = None;
+                conf.prepare_worktree(&researcher_label(id), Some(&branch), &r.head)?;
+                if let Some(failed) = super::workspace::ready_researcher(conf, id, &wt_path).await?
+                {
+                    return finish(&failed, &mut watch);
+                }
+                wt = open_worktree(conf, &wt_path)?;
+                watch = start_watch(&wt, &wt_path);
+                let attempt = Attempt {
+                    id,
+                    iteration,
+                    tree: head_tree,
+                    head: &r.head,
+                    description: "worktree removed",
+                    usage,
+                };
+                let failed = failed_eval("rejected", &why);
+                record_iteration(
+                    conf,
+                    &attempt,
+                    None,
+                    Measured::not(&failed),
+                    "rejected",
+                    Some(why),
+                )?;
+                conf.ui.info(&format!(
+                    "  {id} r{} i{iteration}: rejected  worktree removed",
+                    st.round
+                ));
+                continue;
+            }
+            Some(super::integrity::WorktreeDamage::Relinked(why)) => {
+                damage = Some(damage.map_or(why.clone(), |d| format!("{why}; {d}")));
+            }
+            None => {}
+        }
         let agent_timed_out = matches!(outcome, AgentOutcome::TimedOut);
         let (description, agent_failure) = match outcome {
             AgentOutcome::Interrupted => return Ok(()),
@@ -268,6 +310,11 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
                 )),
             ),
         };
+        // A failed run that also broke git says both.
+        let agent_failure = agent_failure.map(|(kind, why)| match &damage {
+            Some(d) => (kind, format!("{why}; {d}")),
+            None => (kind, why),
+        });
         crate::failpoint::hit("agent.finished");
         // Whatever the agent left is the attempt, even when it failed: record it, then revert.
         let agent_changes = take_changes(&mut watch);
@@ -280,7 +327,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         let tree = snap.tree;
         settle(&mut watch);
         let changed = snapshot::changed_paths(&repo, head_tree, tree)?;
-        let shared_violation = shared_before.violation(conf, &wt_path, &changed);
+        let shared_violation = damage.or(shared_before.violation(conf, &wt_path, &changed));
         // Nothing changed: what the agent claimed is no description; why nothing changed is.
         let unchanged = (agent_failure.is_none()
             && tree == head_tree

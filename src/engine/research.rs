@@ -338,6 +338,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             Some(why) => format!("no change: {why}"),
             None => description.unwrap_or_else(|| default_description(&changed)),
         };
+        let description = crate::exec::caps::shorten(&description);
         let attempt = Attempt {
             id,
             iteration,
@@ -737,9 +738,11 @@ fn record_iteration(
     let st = conf.state();
     let r = st.researcher(a.id);
     let delta = match (result.metric, r.best_metric) {
-        (Some(m), Some(b)) => Some(m - b),
+        (Some(m), Some(b)) => Some(m - b).filter(|d| d.is_finite()),
         _ => None,
     };
+    // Events and notes stay small whatever a run printed.
+    let reason = reason.map(|r| crate::exec::caps::shorten(&r));
     let commit_hex = commit
         .map(|c| c.to_string())
         .unwrap_or_else(|| a.head.to_string());
@@ -752,7 +755,7 @@ fn record_iteration(
         metric: result.metric,
         delta,
         verdict: verdict.to_string(),
-        description: a.description.lines().next().unwrap_or("").to_string(),
+        description: crate::exec::caps::shorten(a.description.lines().next().unwrap_or("")),
         reason: reason.clone(),
         timestamp: super::now_iso(),
         sub_metrics: result.sub_metrics.clone(),

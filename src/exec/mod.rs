@@ -3,6 +3,7 @@
 //! started outside its group; `metric` turns an evaluation's
 //! output into numbers; `preflight` checks before a start that the commands can run at all.
 
+pub mod caps;
 pub mod contain;
 pub mod metric;
 pub mod preflight;

@@ -212,10 +212,8 @@ pub async fn run(spec: Spec<'_>) -> Result<Finished> {
             elapsed: Duration::ZERO,
         });
     }
-    let stdout = std::fs::File::create(&spec.stdout)
-        .with_context(|| format!("cannot create {}", spec.stdout.display()))?;
-    let stderr = std::fs::File::create(&spec.stderr)
-        .with_context(|| format!("cannot create {}", spec.stderr.display()))?;
+    let stdout = create_log(&spec.stdout)?;
+    let stderr = create_log(&spec.stderr)?;
     let mut cmd = match direct_argv(spec.command, spec.cwd, &spec.env) {
         Some((program, args)) => {
             let mut cmd = tokio::process::Command::new(program);
@@ -265,9 +263,13 @@ pub async fn run(spec: Spec<'_>) -> Result<Finished> {
         let _ = stdin.write_all(&input).await;
         drop(stdin);
     }
+    let logs = [spec.stdout.as_path(), spec.stderr.as_path()];
+    let mut cut = [0u64; 2];
     let waited = match spec.timeout {
-        Some(limit) => tokio::time::timeout(limit, child.wait()).await.ok(),
-        None => Some(child.wait().await),
+        Some(limit) => tokio::time::timeout(limit, wait_capping(&mut child, &logs, &mut cut))
+            .await
+            .ok(),
+        None => Some(wait_capping(&mut child, &logs, &mut cut).await),
     };
     let outcome = match waited {
         Some(status) => {
@@ -291,11 +293,40 @@ pub async fn run(spec: Spec<'_>) -> Result<Finished> {
     };
     // Children that left the group (`setsid`, daemons) go too.
     super::contain::sweep(&mark, pgid);
+    for (log, cut) in logs.iter().zip(cut) {
+        let _ = super::caps::cap_log(log, super::caps::LOG_CAP, cut);
+    }
     unregister(slot);
     Ok(Finished {
         outcome,
         elapsed: started.elapsed(),
     })
+}
+
+/// A log file, empty, written in append mode: [`super::caps::cap_log`] can cut it while the
+/// run writes to it.
+fn create_log(path: &Path) -> Result<std::fs::File> {
+    std::fs::File::create(path)
+        .and_then(|_| std::fs::OpenOptions::new().append(true).open(path))
+        .with_context(|| format!("cannot create {}", path.display()))
+}
+
+/// Waits for the child, cutting its logs to their cap every half second meanwhile.
+async fn wait_capping(
+    child: &mut tokio::process::Child,
+    logs: &[&Path],
+    cut: &mut [u64; 2],
+) -> std::io::Result<std::process::ExitStatus> {
+    loop {
+        tokio::select! {
+            status = child.wait() => return status,
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {
+                for (log, cut) in logs.iter().zip(cut.iter_mut()) {
+                    *cut += super::caps::cap_log(log, super::caps::LOG_CAP, *cut).unwrap_or(0);
+                }
+            }
+        }
+    }
 }
 
 /// Characters that give a command a meaning only a shell can provide (quoting, expansion,

@@ -56,7 +56,7 @@ behaviours! {
     claims_success_without_a_change => Row { script: "claims-success", verdict: "no_change", ..ROW },
     leaves_a_setsid_child_writing => Row { script: "setsid-child", verdict: "reverted", ..ROW },
     leaves_a_daemon_writing => Row { script: "daemon-child", verdict: "reverted", ..ROW },
-    hides_a_file_with_its_own_gitignore => Row { script: "hides-file", verdict: "no_change", ..ROW },
+    hides_a_file_with_its_own_gitignore => Row { script: "hides-file", verdict: "reverted", ..ROW },
     deletes_its_worktree => Row { script: "deletes-worktree", verdict: "rejected", reason: "removed its worktree", ..ROW },
     corrupts_its_git_link => Row { script: "corrupts-git-link", verdict: "rejected", reason: ".git link", ..ROW },
     moves_the_events_ref => Row { script: "moves-events-ref", verdict: "rejected", reason: "moved refs/conference/misbehaving/events", ..ROW },

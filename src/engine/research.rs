@@ -456,7 +456,8 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             watch::union(&agent_changes, &eval_changes)
         };
         let branch_ref = conf.refs.researcher(id);
-        // Ignored files the agent or the evaluation left go too, kept attempt or not.
+        // Ignored files the agent or the evaluation left go too, kept attempt or not, and files
+        // a `.gitignore` hid until the revert put it back.
         let leftovers = watch::union(&agent_changes, &touched);
         match touched {
             Changes::Paths(paths) => snapshot::reset_paths(
@@ -470,7 +471,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
                 snapshot::reset(&wt, Oid::from_str(&head_now)?, Some(&branch_ref))?
             }
         }
-        leftovers::remove_ignored(&wt, &leftovers, &conf.kept_ignored_paths(&wt))?;
+        leftovers::remove_untracked(&wt, &leftovers, &conf.kept_ignored_paths(&wt))?;
         super::workspace::link_shared(conf, &wt_path)?;
         settle(&mut watch);
         let now = conf.state();

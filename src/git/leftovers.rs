@@ -1,16 +1,17 @@
-//! Removing what an attempt left in ignored files: the second half of a revert.
+//! Removing what an attempt left in untracked and ignored files: the second half of a revert.
 //!
 //! A revert puts tracked and untracked files back, but git leaves ignored files alone, and an
 //! ignored file is exactly what an agent can hide: add `secret.txt` to `.gitignore`, write it,
 //! and the revert restores `.gitignore` while the file stays and changes every later
-//! evaluation. An ignored build artefact does the same more innocently. So after a revert every
-//! ignored path goes, except the ones kept on purpose: the shared paths and what setup made (the
-//! environment, see `engine::workspace`) and the agent's `.conference/` folder.
+//! evaluation (the revert that puts `.gitignore` back has already passed the file, and leaves
+//! it behind, now merely untracked). An ignored build artefact does the same more innocently.
+//! So after a revert every untracked path goes, ignored or not, except the ones kept on purpose:
+//! the shared paths and what setup made (the environment, see `engine::workspace`) and the agent's `.conference/` folder.
 //!
 //! Since each revert removes them all, the worktree never holds an ignored folder between
 //! attempts, so a new ignored file always appears in a folder the watch sees: the changed paths
-//! it reports are enough to find them. Without a watch the worktree's ignored entries are listed
-//! by one status walk.
+//! it reports are enough to find them. Without a watch the worktree's untracked and ignored
+//! entries are listed by one status walk.
 
 use std::path::{Path, PathBuf};
 
@@ -19,20 +20,28 @@ use git2::Repository;
 
 use super::watch::Changes;
 
-/// Removes the ignored paths among `changes` (all of the worktree's when `Everything`) that are
-/// not under one of `keep` (paths relative to the worktree). Returns the paths removed.
-pub fn remove_ignored(wt: &Repository, changes: &Changes, keep: &[String]) -> Result<Vec<String>> {
+/// Removes the untracked paths among `changes` (all of the worktree's when `Everything`) that are not under one of `keep` (paths relative to the worktree). Untracked
+/// ones the checkout left are ignored ones, and files that became visible when the revert put a
+/// `.gitignore` back after the checkout had already passed them. Returns the paths removed.
+pub fn remove_untracked(
+    wt: &Repository,
+    changes: &Changes,
+    keep: &[String],
+) -> Result<Vec<String>> {
     let Some(workdir) = wt.workdir().map(Path::to_path_buf) else {
         return Ok(vec![]);
     };
     let candidates: Vec<PathBuf> = match changes {
         Changes::Paths(paths) => paths.clone(),
-        Changes::Everything => ignored_entries(wt)?,
+        Changes::Everything => untracked_entries(wt)?,
     };
     let index = wt.index()?;
     let mut removed = Vec::new();
     for rel in candidates {
-        if kept(&rel, keep) || !exists(&workdir.join(&rel)) || !wt.is_path_ignored(&rel)? {
+        if rel.starts_with(".git") && rel.components().count() == 1
+            || kept(&rel, keep)
+            || !exists(&workdir.join(&rel))
+        {
             continue;
         }
         if holds_tracked(&index, &rel) {
@@ -70,17 +79,18 @@ fn holds_tracked(index: &git2::Index, rel: &Path) -> bool {
     index.iter().any(|e| e.path.starts_with(prefix.as_bytes()))
 }
 
-/// The worktree's ignored entries, a wholly ignored folder as one entry.
-fn ignored_entries(wt: &Repository) -> Result<Vec<PathBuf>> {
+/// The worktree's untracked and ignored entries, a wholly untracked folder as one entry.
+fn untracked_entries(wt: &Repository) -> Result<Vec<PathBuf>> {
     let mut opts = git2::StatusOptions::new();
     opts.include_ignored(true)
-        .include_untracked(false)
+        .include_untracked(true)
+        .recurse_untracked_dirs(false)
         .recurse_ignored_dirs(false)
         .exclude_submodules(true);
     let statuses = wt.statuses(Some(&mut opts))?;
     Ok(statuses
         .iter()
-        .filter(|s| s.status().is_ignored())
+        .filter(|s| s.status().is_ignored() || s.status().is_wt_new())
         .filter_map(|s| s.path().map(|p| PathBuf::from(p.trim_end_matches('/'))))
         .collect())
 }
@@ -89,10 +99,11 @@ fn ignored_entries(wt: &Repository) -> Result<Vec<PathBuf>> {
 mod tests {
     use super::*;
 
-    /// Ignored files and folders go (found by a walk or named by the watch), tracked ones, kept
-    /// paths and untracked non-ignored ones stay.
+    /// Untracked and ignored files and folders go (found by a walk or named by the watch);
+    /// tracked ones (also force-added ignored ones), kept paths and `.git` stay, and so do
+    /// paths the watch did not name.
     #[test]
-    fn ignored_leftovers_go_kept_paths_stay() {
+    fn leftovers_go_kept_paths_stay() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
         let repo = Repository::init(dir).unwrap();
@@ -110,23 +121,28 @@ mod tests {
         index.add_path(Path::new("forced.log")).unwrap();
         index.write().unwrap();
         let keep = vec!["data".to_string(), ".venv/".to_string()];
-        let mut removed = remove_ignored(&repo, &Changes::Everything, &keep).unwrap();
+        let mut removed = remove_untracked(&repo, &Changes::Everything, &keep).unwrap();
         removed.sort();
-        assert_eq!(removed, ["build", "run.log"]);
-        for stays in [
-            "data/set.csv",
-            ".venv",
-            "forced.log",
-            "notes.txt",
-            ".gitignore",
-        ] {
+        assert_eq!(removed, ["build", "notes.txt", "run.log"]);
+        for stays in ["data/set.csv", ".venv", "forced.log", ".gitignore"] {
             assert!(dir.join(stays).exists(), "{stays}");
         }
+        std::fs::write(dir.join("notes.txt"), "untracked").unwrap();
         // The watch's paths: only the named ones are looked at.
         std::fs::write(dir.join("a.log"), "x").unwrap();
         std::fs::write(dir.join("b.log"), "x").unwrap();
-        let named = Changes::Paths(vec![PathBuf::from("a.log"), PathBuf::from("notes.txt")]);
-        assert_eq!(remove_ignored(&repo, &named, &keep).unwrap(), ["a.log"]);
-        assert!(dir.join("b.log").exists() && dir.join("notes.txt").exists());
+        let named = Changes::Paths(vec![
+            PathBuf::from("a.log"),
+            PathBuf::from("notes.txt"),
+            PathBuf::from(".git"),
+            PathBuf::from("data/set.csv"),
+            PathBuf::from("forced.log"),
+        ]);
+        assert_eq!(
+            remove_untracked(&repo, &named, &keep).unwrap(),
+            ["a.log", "notes.txt"]
+        );
+        assert!(dir.join("b.log").exists() && dir.join(".git").exists());
+        assert!(dir.join("data/set.csv").exists() && dir.join("forced.log").exists());
     }
 }

@@ -11,26 +11,23 @@
 //!   from `/proc/<pid>/environ`, which the same user can read) and every descendant of one (a
 //!   child that cleared its environment is still found through its parent).
 //! - **A child subreaper.** The runner adopts orphans ([`become_subreaper`]), so a daemon whose
-//!   parent exited becomes our child: one that also cleared its environment is still recognised
-//!   as ours (a child of this process in a session of its own: this program never starts a
-//!   session itself), and everything killed is reaped, leaving no zombies behind.
+//!   parent exited becomes our child, and everything killed is reaped by us: in a container
+//!   whose first process reaps nothing, killed daemons would otherwise stay as zombies.
 //! - **The next runner.** A runner killed with SIGKILL cannot sweep; the next one kills every
 //!   process whose mark names the same run folder and another runner ([`sweep_left_behind`]).
 //!
-//! What escapes: a process that clears its environment while its parent is already gone to
-//! another subreaper (not possible from inside a run: the runner is the nearest one).
+//! What escapes: a process that clears its environment (`env -i`) and then leaves its parent's
+//! tree by a double fork. Adopted orphans are not killed on sight: git's own `gc --auto` detaches
+//! the same way from the runner's git commands, and must be left to finish.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 
 /// The variable every agent and evaluation process carries.
 pub const MARK_VAR: &str = "CONFERENCE_RUN_MARK";
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
-/// Marks of the runs under way: their processes are never swept as orphans of another run.
-static LIVE: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
 
 /// Makes this process the reaper of orphaned descendants (Linux; elsewhere a no-op).
 pub fn become_subreaper() {
@@ -41,13 +38,11 @@ pub fn become_subreaper() {
     }
 }
 
-/// A fresh mark for one run, registered as live until [`sweep`] ends it.
+/// A fresh mark for one run.
 pub fn new_mark(run_dir: Option<&Path>) -> String {
     let seq = SEQ.fetch_add(1, Ordering::SeqCst);
     let folder = run_dir.map(|d| d.display().to_string()).unwrap_or_default();
-    let mark = format!("{}.{seq}@{folder}", std::process::id());
-    LIVE.lock().unwrap().insert(mark.clone());
-    mark
+    format!("{}.{seq}@{folder}", std::process::id())
 }
 
 /// One process as /proc shows it.
@@ -55,7 +50,6 @@ pub fn new_mark(run_dir: Option<&Path>) -> String {
 struct Proc {
     ppid: i32,
     pgid: i32,
-    sid: i32,
     zombie: bool,
     mark: Option<String>,
 }
@@ -65,7 +59,7 @@ fn read_proc(pid: i32) -> Option<Proc> {
     let mut f = stat[stat.rfind(')')? + 1..].split_whitespace();
     let state = f.next()?;
     let mut num = || f.next().and_then(|s| s.parse::<i32>().ok());
-    let (ppid, pgid, sid) = (num()?, num()?, num()?);
+    let (ppid, pgid) = (num()?, num()?);
     let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
     let prefix = format!("{MARK_VAR}=");
     let mark = environ
@@ -75,7 +69,6 @@ fn read_proc(pid: i32) -> Option<Proc> {
     Some(Proc {
         ppid,
         pgid,
-        sid,
         zombie: state == "Z",
         mark,
     })
@@ -114,23 +107,18 @@ fn marked_trees(procs: &BTreeMap<i32, Proc>, hit: impl Fn(&str) -> bool) -> BTre
 }
 
 /// Kills every process the run marked `mark` (group `pgid`, already ended) left behind, and
-/// reaps the ones adopted by this process; ends the mark. Returns how many were killed.
+/// reaps the ones adopted by this process. Returns how many were killed.
 pub fn sweep(mark: &str, pgid: i32) -> usize {
-    LIVE.lock().unwrap().remove(mark);
     let procs = all_procs();
     let me = std::process::id() as i32;
-    // SAFETY: getsid(0) only reads this process's session id.
-    let my_session = unsafe { libc::getsid(0) };
-    let live = LIVE.lock().unwrap().clone();
     let mut doomed = marked_trees(&procs, |m| m == mark);
-    // Adopted orphans: our children that are in the ended group, or that started a session of
-    // their own (this program never does) and carry no mark of a run still under way.
-    doomed.extend(procs.iter().filter_map(|(pid, p)| {
-        let adopted = p.ppid == me
-            && (p.pgid == pgid || p.sid != my_session)
-            && !p.mark.as_ref().is_some_and(|m| live.contains(m));
-        adopted.then_some(*pid)
-    }));
+    // Adopted orphans still in the ended group (killed with it: reaped here).
+    doomed.extend(
+        procs
+            .iter()
+            .filter(|(_, p)| pgid > 1 && p.ppid == me && p.pgid == pgid)
+            .map(|(pid, _)| *pid),
+    );
     kill_and_reap(&procs, &doomed, me)
 }
 
@@ -179,7 +167,6 @@ mod tests {
         Proc {
             ppid,
             pgid: 1,
-            sid: 1,
             zombie: false,
             mark: mark.map(str::to_string),
         }

@@ -1,7 +1,9 @@
 //! Child processes with a timeout that kills the whole process group.
 //!
 //! Every command runs as `sh -c` would run it, in its own process group, so a timeout or Ctrl-C
-//! kills the evaluation together with everything it started. A command made of plain words naming
+//! kills the evaluation together with everything it started; what left the group (`setsid`,
+//! daemons) is found by its run mark and killed too (`contain`). Its logs are cut to their cap
+//! while it runs (`caps`). A command made of plain words naming
 //! an executable file (`./eval.sh`, `python3 train.py --fast`) is started directly, as git does
 //! for such commands: the same program with the same arguments, one process fewer per run. Output goes to files rather than pipes: a
 //! grandchild that keeps a pipe open can then never hang the conference, and the log of every run

@@ -60,6 +60,7 @@ behaviours! {
     deletes_its_worktree => Row { script: "deletes-worktree", verdict: "rejected", reason: "removed its worktree", ..ROW },
     corrupts_its_git_link => Row { script: "corrupts-git-link", verdict: "rejected", reason: ".git link", ..ROW },
     moves_the_events_ref => Row { script: "moves-events-ref", verdict: "rejected", reason: "moved refs/conference/misbehaving/events", ..ROW },
+    moves_the_best_branch => Row { script: "moves-best-branch", verdict: "rejected", reason: "moved refs/heads/conference/misbehaving/best", ..ROW },
     changes_git_config => Row { script: "changes-git-config", verdict: "rejected", reason: "hooksPath = /tmp/agent-hooks", ..ROW },
     floods_its_output => Row { script: "floods-output", verdict: "no_change", ..ROW },
     metric_max_f64 => Row { script: "metric-max", verdict: "reverted", ..ROW },
@@ -125,6 +126,18 @@ fn check(row: &Row) {
         repo.git(&["cat-file", "-p", events.trim()])
             .contains("conference"),
         "the event log ref is an event commit"
+    );
+    let state: Value = serde_json::from_str(
+        &repo
+            .show(&format!("refs/conference/{NAME}/events"), "state.json")
+            .unwrap(),
+    )
+    .unwrap();
+    let best = repo.git(&["rev-parse", &format!("conference/{NAME}/best")]);
+    assert_eq!(
+        best.trim(),
+        state["best"]["commit"],
+        "the best branch is the state's best"
     );
     worktrees_sane(&repo);
     no_agent_process_alive(&repo);

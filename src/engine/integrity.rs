@@ -12,6 +12,8 @@
 //! - **The repository's config** ([`ConfigGuard`]): the local `config` file's bytes are taken
 //!   before the first agent runs and written back whenever they differ after one. Conference
 //!   runs themselves never write the local config while agents run.
+//! - **The best branch**: only the review and the transfer move it, never while researchers run,
+//!   so it must be where the state says; it is put back otherwise.
 //! - **The event log ref**: the recorder knows the tip it wrote last and is the only writer
 //!   while the run lock is held. [`events_ref_in_place`] puts the ref back before each append (so
 //!   another researcher's record never fails on it) and after each agent run; a move it undid is
@@ -193,15 +195,42 @@ pub fn events_ref_in_place(repo: &Repository, name: &str, tip: Option<Oid>) {
     UNDONE_MOVES.lock().unwrap().push(what);
 }
 
+/// Puts the best branch back at `expected` (the state's best: only the review and transfer
+/// move it, never while researchers run); says what moved.
+fn best_in_place(repo: &Repository, name: &str, expected: &str) -> Option<String> {
+    let expected = Oid::from_str(expected).ok()?;
+    let current = repo.refname_to_id(name).ok();
+    if current == Some(expected) {
+        return None;
+    }
+    let moved = match current {
+        Some(id) => format!("moved {name} to {id}"),
+        None => format!("deleted {name}"),
+    };
+    Some(
+        match repo.reference(
+            name,
+            expected,
+            true,
+            "git conference: undo a move of the best branch",
+        ) {
+            Ok(_) => format!("{moved}: put back"),
+            Err(e) => format!("{moved}, and it could not be put back: {e}"),
+        },
+    )
+}
+
 impl Conference {
     /// After an agent ran: the event log ref and the local config checked and put back. Returns
     /// why the attempt is rejected (None: nothing was touched).
     pub fn repair_after_agent(&self) -> Option<String> {
-        {
+        let best = {
             let rec = self.recorder.lock().unwrap();
             events_ref_in_place(&rec.repo, &self.refs.events(), rec.log.tip());
-        }
+            best_in_place(&rec.repo, &self.refs.best(), &rec.state.best.commit)
+        };
         let mut reasons: Vec<String> = std::mem::take(&mut *UNDONE_MOVES.lock().unwrap());
+        reasons.extend(best);
         reasons.extend(ConfigGuard::restore());
         (!reasons.is_empty()).then(|| reasons.join("; "))
     }

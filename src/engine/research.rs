@@ -260,13 +260,6 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             Some(super::integrity::WorktreeDamage::Lost(why)) => {
                 let why = damage.map_or(why.clone(), |d| format!("{why}; {d}"));
                 watch = None;
-                conf.prepare_worktree(&researcher_label(id), Some(&branch), &r.head)?;
-                if let Some(failed) = super::workspace::ready_researcher(conf, id, &wt_path).await?
-                {
-                    return finish(&failed, &mut watch);
-                }
-                wt = open_worktree(conf, &wt_path)?;
-                watch = start_watch(&wt, &wt_path);
                 let attempt = Attempt {
                     id,
                     iteration,
@@ -275,19 +268,10 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
                     description: "worktree removed",
                     usage,
                 };
-                let failed = failed_eval("rejected", &why);
-                record_iteration(
-                    conf,
-                    &attempt,
-                    None,
-                    Measured::not(&failed),
-                    "rejected",
-                    Some(why),
-                )?;
-                conf.ui.info(&format!(
-                    "  {id} r{} i{iteration}: rejected  worktree removed",
-                    st.round
-                ));
+                match remake_worktree(conf, &attempt, st.round, &wt_path, why).await? {
+                    Err(setup_failed) => return finish(&setup_failed, &mut watch),
+                    Ok(handle) => (wt, watch) = handle,
+                }
                 continue;
             }
             Some(super::integrity::WorktreeDamage::Relinked(why)) => {
@@ -498,6 +482,40 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             return finish("stuck", &mut watch);
         }
     }
+}
+
+/// An agent removed its worktree: it is made again from the researcher's branch (and set up),
+/// and the attempt recorded as rejected with `why`. Returns the new handle and watch, or why
+/// setup failed.
+async fn remake_worktree(
+    conf: &Conference,
+    attempt: &Attempt<'_>,
+    round: u32,
+    wt_path: &std::path::Path,
+    why: String,
+) -> Result<std::result::Result<(Repository, Option<Watch>), String>> {
+    let id = attempt.id;
+    let branch = conf.refs.researcher_branch(id);
+    conf.prepare_worktree(&researcher_label(id), Some(&branch), attempt.head)?;
+    if let Some(failed) = super::workspace::ready_researcher(conf, id, wt_path).await? {
+        return Ok(Err(failed));
+    }
+    let wt = open_worktree(conf, wt_path)?;
+    let watch = start_watch(&wt, wt_path);
+    let failed = failed_eval("rejected", &why);
+    record_iteration(
+        conf,
+        attempt,
+        None,
+        Measured::not(&failed),
+        "rejected",
+        Some(why),
+    )?;
+    conf.ui.info(&format!(
+        "  {id} r{round} i{}: rejected  worktree removed",
+        attempt.iteration
+    ));
+    Ok(Ok((wt, watch)))
 }
 
 struct Attempt<'a> {

@@ -58,6 +58,7 @@ behaviours! {
     leaves_a_daemon_writing => Row { script: "daemon-child", verdict: "reverted", ..ROW },
     hides_a_file_with_its_own_gitignore => Row { script: "hides-file", verdict: "reverted", ..ROW },
     deletes_its_worktree => Row { script: "deletes-worktree", verdict: "rejected", reason: "removed its worktree", ..ROW },
+    removes_its_worktree_with_git => Row { script: "removes-worktree-registration", verdict: "rejected", reason: "removed its worktree", ..ROW },
     corrupts_its_git_link => Row { script: "corrupts-git-link", verdict: "rejected", reason: ".git link", ..ROW },
     moves_the_events_ref => Row { script: "moves-events-ref", verdict: "rejected", reason: "moved refs/conference/misbehaving/events", ..ROW },
     moves_the_best_branch => Row { script: "moves-best-branch", verdict: "rejected", reason: "moved refs/heads/conference/misbehaving/best", ..ROW },

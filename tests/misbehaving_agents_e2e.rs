@@ -213,3 +213,49 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// A runner killed while an agent that changed the git config still runs cannot check it; the
+/// next `resume` puts the config back before anything runs, says so, and keeps the changed file.
+#[test]
+fn config_changed_by_an_agent_of_a_killed_runner_is_put_back_on_resume() {
+    let repo = TestRepo::from_fixture("loop");
+    let config = ConfigBuilder::new(
+        "Misbehaving",
+        &format!(
+            "sh {} changes-git-config-then-hangs",
+            fixture("run.sh").display()
+        ),
+    )
+    .iterations(2)
+    .agent_timeout("5s")
+    .build();
+    repo.write("conference.md", &config);
+    let config_before = repo.git_dir_file("config");
+    let mut runner = repo.start_until_the_agent_hangs(NAME);
+    assert!(repo.git_dir_file("config").contains("hooksPath"));
+    let lock = repo.git_dir_file(&format!("conference/{NAME}/lock"));
+    let pid = lock.split_whitespace().next().unwrap();
+    std::process::Command::new("kill")
+        .args(["-KILL", pid])
+        .status()
+        .unwrap();
+    runner.wait().unwrap();
+
+    let resumed = repo.conference(&["resume", NAME]);
+    assert_eq!(resumed.code, 0, "{}{}", resumed.stdout, resumed.stderr);
+    assert!(
+        resumed
+            .stderr
+            .contains("core: hooksPath = /tmp/agent-hooks")
+            && resumed.stderr.contains("put back"),
+        "{}",
+        resumed.stderr
+    );
+    assert_eq!(repo.git_dir_file("config"), config_before);
+    let aside = repo.git_dir_file(&format!("conference/{NAME}/config.changed-by-agent"));
+    assert!(aside.contains("hooksPath"), "{aside}");
+    assert!(!repo
+        .git_dir()
+        .join(format!("conference/{NAME}/config.before-agents"))
+        .exists());
+}

@@ -11,7 +11,10 @@
 //!   written again.
 //! - **The repository's config** ([`ConfigGuard`]): the local `config` file's bytes are taken
 //!   before the first agent runs and written back whenever they differ after one. Conference
-//!   runs themselves never write the local config while agents run.
+//!   runs themselves never write the local config while agents run. While agents run, a copy
+//!   waits in the run folder (`config.before-agents`): a runner killed meanwhile cannot check,
+//!   so the next one ([`recover_config`], from `reconcile`) puts it back, keeping the changed
+//!   file next to it (`config.changed-by-agent`) in case the change was the user's.
 //! - **The best branch**: only the review and the transfer move it, never while researchers run,
 //!   so it must be where the state says; it is put back otherwise.
 //! - **The event log ref**: the recorder knows the tip it wrote last and is the only writer
@@ -30,6 +33,11 @@ use super::Conference;
 static UNDONE_MOVES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 /// The local config as it was before agents ran: (path, bytes; None when there was none).
 static CONFIG: Mutex<Option<(PathBuf, Option<Vec<u8>>)>> = Mutex::new(None);
+/// Agents running now, and the run folder's copy of the kept config while there are any.
+static RUNNING: Mutex<(usize, Option<PathBuf>)> = Mutex::new((0, None));
+/// The kept config's copy in the run folder, present while agents run.
+const BEFORE_AGENTS: &str = "config.before-agents";
+const CHANGED_BY_AGENT: &str = "config.changed-by-agent";
 
 /// How an agent left its worktree.
 #[derive(Debug, PartialEq, Eq)]
@@ -96,17 +104,39 @@ pub struct ConfigGuard;
 
 impl ConfigGuard {
     /// Takes the local config of `repo` as the one to keep (once per run; later calls keep the
-    /// first).
-    pub fn take(repo: &Repository) {
+    /// first), before an agent runs; a copy waits in `run_dir` until no agent runs.
+    pub fn take(repo: &Repository, run_dir: &Path) {
         let mut kept = CONFIG.lock().unwrap();
         if kept.is_none() {
             let path = repo.commondir().join("config");
             *kept = Some((path.clone(), std::fs::read(&path).ok()));
         }
+        let mut running = RUNNING.lock().unwrap();
+        if running.0 == 0 {
+            if let Some((_, Some(bytes))) = kept.as_ref() {
+                let copy = run_dir.join(BEFORE_AGENTS);
+                if write_atomic(&copy, bytes).is_ok() {
+                    running.1 = Some(copy);
+                }
+            }
+        }
+        running.0 += 1;
     }
 
-    /// Writes the kept config back when it differs; says what changed.
+    /// After an agent ran: writes the kept config back when it differs; says what changed.
     pub fn restore() -> Option<String> {
+        let why = Self::put_back();
+        let mut running = RUNNING.lock().unwrap();
+        running.0 = running.0.saturating_sub(1);
+        if running.0 == 0 {
+            if let Some(copy) = running.1.take() {
+                let _ = std::fs::remove_file(copy);
+            }
+        }
+        why
+    }
+
+    fn put_back() -> Option<String> {
         let kept = CONFIG.lock().unwrap();
         let (path, before) = kept.as_ref()?;
         let now = std::fs::read(path).ok();
@@ -159,6 +189,35 @@ fn changed_keys(before: Option<&[u8]>, now: Option<&[u8]>) -> String {
         text.push_str(&format!("; {more} more"));
     }
     text
+}
+
+/// A runner killed while an agent ran left the config it kept in `run_dir`: puts it back when
+/// the config differs (the changed one is kept as `config.changed-by-agent`). Says what it did.
+pub fn recover_config(repo: &Repository, run_dir: &Path) -> Option<String> {
+    let copy = run_dir.join(BEFORE_AGENTS);
+    let before = std::fs::read(&copy).ok()?;
+    let path = repo.commondir().join("config");
+    let now = std::fs::read(&path).ok();
+    let said = if now.as_deref() == Some(&before[..]) {
+        None
+    } else {
+        let aside = run_dir.join(CHANGED_BY_AGENT);
+        let changed = changed_keys(Some(&before), now.as_deref());
+        let saved = now.map_or(Ok(()), |bytes| std::fs::write(&aside, bytes));
+        Some(match saved.and_then(|_| write_atomic(&path, &before)) {
+            Ok(()) => format!(
+                "the repository's git config changed while an agent ran and the runner was killed \
+                 ({changed}): put back as it was before the agent (the changed file is {})",
+                aside.display()
+            ),
+            Err(e) => format!(
+                "the repository's git config changed while an agent ran and the runner was killed \
+                 ({changed}); it could not be put back: {e}"
+            ),
+        })
+    };
+    let _ = std::fs::remove_file(&copy);
+    said
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {

@@ -486,6 +486,9 @@ impl Conference {
     /// commits aside as recorded attempts first.
     pub fn reconcile(&self, force: bool) -> Result<Vec<String>> {
         self.clear_stale_locks()?;
+        if let Some(said) = integrity::recover_config(&self.open_repo()?, &self.run_dir) {
+            self.ui.warn(&said);
+        }
         // First, so that any later event's notes commit may say "noted through" truthfully.
         self.replay_missing_notes()?;
         let moved = self.check_branches()?;

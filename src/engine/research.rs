@@ -230,7 +230,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         let head_tree = repo.find_commit(Oid::from_str(&r.head)?)?.tree_id();
         let env = conf.context_env(id, st.round, iteration, r.best_metric);
         let refs_before = crate::git::traces::read(repo.commondir());
-        super::integrity::ConfigGuard::take(&repo);
+        super::integrity::ConfigGuard::take(&repo, &conf.run_dir);
         let shared_before = super::workspace::SharedState::read(conf);
         let run = agent::run(
             conf,

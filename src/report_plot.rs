@@ -91,14 +91,23 @@ fn plot_err<E: std::fmt::Display>(e: E) -> anyhow::Error {
     anyhow!("rendering progress plot: {e}")
 }
 
-/// All finite (x, metric) points of all series, sorted by x (stable).
+/// Values beyond this size are left out of the chart, as non-finite ones are: a worst-score
+/// sentinel like `f64::MAX` would make every range and tick computation overflow to infinity
+/// (plotters then never finishes laying out the axis).
+const MAX_PLOTTED: f64 = 1e300;
+
+fn plottable(v: &f64) -> bool {
+    v.is_finite() && v.abs() <= MAX_PLOTTED
+}
+
+/// All plottable (x, metric) points of all series, sorted by x (stable).
 fn all_points(data: &PlotData) -> Vec<(f64, f64)> {
     let mut pts: Vec<(f64, f64)> = data
         .series
         .iter()
         .flat_map(|s| s.points.iter())
         .filter_map(|&(x, y)| match y {
-            Some(y) if x.is_finite() && y.is_finite() => Some((x, y)),
+            Some(y) if plottable(&x) && plottable(&y) => Some((x, y)),
             _ => None,
         })
         .collect();
@@ -113,11 +122,11 @@ fn best_line(data: &PlotData, x_start: f64, x_end: f64) -> Vec<(f64, f64)> {
         .round_bests
         .iter()
         .copied()
-        .filter(|(x, y)| x.is_finite() && y.is_finite())
+        .filter(|(x, y)| plottable(x) && plottable(y))
         .collect();
     bests.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut steps: Vec<(f64, f64)> = Vec::with_capacity(bests.len() * 2 + 2);
-    if let Some(b) = data.baseline.filter(|b| b.is_finite()) {
+    if let Some(b) = data.baseline.filter(plottable) {
         steps.push((x_start.min(bests.first().map_or(x_start, |p| p.0)), b));
     }
     for (x, b) in bests {
@@ -181,7 +190,7 @@ fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<()> {
     best_points.extend(
         data.round_bests
             .iter()
-            .filter(|(x, y)| x.is_finite() && y.is_finite()),
+            .filter(|(x, y)| plottable(x) && plottable(y)),
     );
 
     // x range: every attempt (crashed ones too) and round boundaries.
@@ -190,7 +199,7 @@ fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<()> {
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.0))
         .chain(data.round_boundaries.iter().copied())
-        .filter(|x| x.is_finite());
+        .filter(plottable);
     let (x_lo, x_hi) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
         (lo.min(x), hi.max(x))
     });
@@ -206,7 +215,7 @@ fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<()> {
         .map(|p| p.1)
         .chain(data.target)
         .chain(data.baseline)
-        .filter(|y| y.is_finite());
+        .filter(plottable);
     let (y_lo, y_hi) = ys.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), y| {
         (lo.min(y), hi.max(y))
     });
@@ -249,7 +258,7 @@ fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<()> {
         .map_err(plot_err)?;
 
     // Round boundaries first, so everything else is drawn over them.
-    for &bx in data.round_boundaries.iter().filter(|x| x.is_finite()) {
+    for &bx in data.round_boundaries.iter().filter(|x| plottable(x)) {
         chart
             .draw_series(LineSeries::new(
                 [(bx, y_lo), (bx, y_hi)],
@@ -258,7 +267,7 @@ fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<()> {
             .map_err(plot_err)?;
     }
 
-    if let Some(t) = data.target.filter(|t| t.is_finite()) {
+    if let Some(t) = data.target.filter(plottable) {
         chart
             .draw_series(DashedLineSeries::new(
                 [(x_lo, t), (x_hi, t)],
@@ -281,7 +290,7 @@ fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<()> {
         let mut runs: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
         for &(x, y) in &s.points {
             match y {
-                Some(y) if x.is_finite() && y.is_finite() => runs.last_mut().unwrap().push((x, y)),
+                Some(y) if plottable(&x) && plottable(&y) => runs.last_mut().unwrap().push((x, y)),
                 _ if runs.last().is_some_and(|r| !r.is_empty()) => runs.push(Vec::new()),
                 _ => {}
             }
@@ -317,7 +326,7 @@ fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<()> {
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.0))
         .chain(data.round_bests.iter().map(|p| p.0))
-        .filter(|x| x.is_finite())
+        .filter(plottable)
         .fold(f64::NEG_INFINITY, f64::max);
     let steps = best_line(data, x_lo.max(1.0f64.min(x_end)), x_end);
     if !steps.is_empty() {
@@ -530,6 +539,23 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(all_points(&data), [(1.0, 2.0), (2.0, 1.0)]);
+    }
+
+    /// Worst-score sentinels (`f64::MAX`), huge and tiny values and a wide range still give a
+    /// chart (before, `f64::MAX` made the ranges infinite and drawing never finished).
+    #[test]
+    fn extreme_values_are_drawn_or_left_out() {
+        let mut data = sample();
+        data.series[0].points.push((5.0, Some(f64::MAX)));
+        data.series[0].points.push((6.0, Some(-1.7e308)));
+        data.series[0].points.push((7.0, Some(f64::INFINITY)));
+        data.series[0].points.push((8.0, Some(1e299)));
+        data.series[0].points.push((9.0, Some(-1e-300)));
+        data.round_bests.push((9.5, f64::MAX));
+        data.baseline = Some(-1e299);
+        data.target = Some(f64::MAX);
+        check(&data);
+        assert!(all_points(&data).iter().all(|p| p.1.abs() <= 1e300));
     }
 
     #[test]

@@ -77,3 +77,52 @@ fn resume_kills_agents_left_running_by_a_killed_runner() {
     let status = repo.status_json("orphans");
     assert_eq!(status["status"], "completed");
 }
+
+/// A child the agent started in a session of its own (`setsid`) is outside the agent's process
+/// group; when the runner is killed with SIGKILL, the next `resume` still finds it by the run
+/// mark in its environment and stops it.
+#[test]
+fn resume_kills_setsid_children_left_by_a_killed_runner() {
+    let repo = TestRepo::from_fixture("loop");
+    repo.write_executable(
+        "agents/setsid-hang.sh",
+        "#!/bin/sh\ncommon=$(git rev-parse --git-common-dir)\n\
+         setsid sh -c 'while :; do sleep 0.1; done' </dev/null >/dev/null 2>&1 &\n\
+         echo $! >\"$common/child.pid\"\n\
+         sleep 600 &\necho $! >\"$common/agent-sleep.pid\"\nwait\n",
+    );
+    repo.commit_all("a setsid agent");
+    let config = ConfigBuilder::new("Setsid", "./agents/setsid-hang.sh")
+        .iterations(1)
+        .agent_timeout("30s")
+        .frozen("eval.sh, agents/**")
+        .build();
+    repo.write("conference.md", &config);
+    let mut runner = repo.start_until_the_agent_hangs("setsid");
+    let child: i32 = repo.git_dir_file("child.pid").trim().parse().unwrap();
+    let lock = std::fs::read_to_string(repo.git_dir().join("conference/setsid/lock")).unwrap();
+    let conference_pid: i32 = lock.split_whitespace().next().unwrap().parse().unwrap();
+    std::process::Command::new("kill")
+        .args(["-KILL", &conference_pid.to_string()])
+        .status()
+        .unwrap();
+    runner.wait().unwrap();
+    assert!(alive(child), "the setsid child outlived the killed runner");
+
+    // The agent hangs again on resume; a short timeout ends that run.
+    repo.write(
+        "conference.md",
+        &config.replace("timeout: 30s", "timeout: 1s"),
+    );
+    let resumed = repo.conference(&["resume", "setsid"]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while alive(child) {
+        assert!(
+            Instant::now() < deadline,
+            "the setsid child {child} is still running\n{}{}",
+            resumed.stdout,
+            resumed.stderr
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -162,6 +162,25 @@ pub async fn evaluate(req: EvalRequest<'_>) -> Result<EvalResult> {
         }
     }
     let mean = runs.iter().sum::<f64>() / runs.len() as f64;
+    if !mean.is_finite() {
+        // Two readings of -1.7e308 sum to -inf: never a metric (JSON cannot even store it).
+        let readings: Vec<String> = runs.iter().map(|v| format!("{v:e}")).collect();
+        let reason = format!(
+            "the mean of the {} runs of metric {} is not a finite number (readings {}): print \
+             values that can be added up",
+            runs.len(),
+            req.metric,
+            readings.join(", ")
+        );
+        return Ok(EvalResult {
+            metric: None,
+            runs,
+            sub_metrics: Default::default(),
+            status: "crashed".into(),
+            reason: Some(reason),
+            seconds,
+        });
+    }
     Ok(EvalResult {
         metric: Some(mean),
         runs,

@@ -14,6 +14,7 @@ pub mod budget;
 pub mod driver;
 pub mod evaluate;
 pub mod guards;
+pub mod integrity;
 pub mod noise;
 pub mod openai;
 pub mod paths;
@@ -383,6 +384,8 @@ impl Conference {
             rec.flush_notes()?;
         }
         let Recorder { repo, log, .. } = &mut *rec;
+        // An agent may have moved the log's ref (`git update-ref`): this run is its only writer.
+        integrity::events_ref_in_place(repo, &log.refs().events(), log.tip());
         log.append(repo, &ev, summary, &changes)?;
         rec.state = next;
         rec.events_unmarked += 1;
@@ -483,6 +486,9 @@ impl Conference {
     /// commits aside as recorded attempts first.
     pub fn reconcile(&self, force: bool) -> Result<Vec<String>> {
         self.clear_stale_locks()?;
+        if let Some(said) = integrity::recover_config(&self.open_repo()?, &self.run_dir) {
+            self.ui.warn(&said);
+        }
         // First, so that any later event's notes commit may say "noted through" truthfully.
         self.replay_missing_notes()?;
         let moved = self.check_branches()?;

@@ -34,8 +34,19 @@ pub fn median(values: &[f64]) -> Option<f64> {
     Some(if n % 2 == 1 {
         v[n / 2]
     } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
+        // Halves first: the sum of two readings near f64::MAX overflows.
+        v[n / 2 - 1] / 2.0 + v[n / 2] / 2.0
     })
+}
+
+/// `v` when it is a finite number, else `or`: what is stored must read back (JSON has no
+/// infinity; serde writes `null` and then fails to read it as a number).
+pub fn finite_or(v: f64, or: f64) -> f64 {
+    if v.is_finite() {
+        v
+    } else {
+        or
+    }
 }
 
 /// A robust standard deviation of one reading, pooled over groups of repeated readings of one
@@ -170,7 +181,7 @@ pub fn judge(e: &Evidence) -> Judgement {
             " The evaluation is noisy: the researcher read {c:.6} and the review {reproduced:.6} for the same snapshot (a difference of {d:.6}); set Noise runs to {n} or more."
         ));
     }
-    Judgement {
+    let judgement = Judgement {
         verdict,
         start,
         reproduced,
@@ -180,6 +191,36 @@ pub fn judge(e: &Evidence) -> Judgement {
         noisy,
         suggested_runs: suggested,
         reasoning,
+    };
+    overflowed(judgement)
+}
+
+/// A judgement whose arithmetic left finite numbers (readings near `f64::MAX` make differences
+/// and margins infinite) is overturned with the reason, and holds only finite numbers.
+fn overflowed(j: Judgement) -> Judgement {
+    let numbers = [j.start, j.reproduced, j.gain, j.needed];
+    let optional = [j.noise_sd, j.noisy];
+    if numbers
+        .iter()
+        .chain(optional.iter().flatten())
+        .all(|v| v.is_finite())
+    {
+        return j;
+    }
+    Judgement {
+        verdict: "overturned",
+        start: finite_or(j.start, 0.0),
+        reproduced: finite_or(j.reproduced, 0.0),
+        gain: finite_or(j.gain, 0.0),
+        needed: finite_or(j.needed, 0.0),
+        noise_sd: j.noise_sd.filter(|v| v.is_finite()),
+        noisy: j.noisy.filter(|v| v.is_finite()),
+        suggested_runs: None,
+        reasoning: format!(
+            "The readings cannot be compared: the gain or the noise tolerance is not a finite \
+             number (readings {:e} at the round start, {:e} on re-run).",
+            j.start, j.reproduced
+        ),
     }
 }
 
@@ -194,6 +235,8 @@ mod tests {
         assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
         assert_eq!(median(&[1.0, 1.0, 100.0]), Some(1.0));
+        assert_eq!(median(&[f64::MAX, f64::MAX]), Some(f64::MAX));
+        assert_eq!(median(&[-1.7e308, -1.7e308]), Some(-1.7e308));
         assert_eq!(pooled_noise_sd(&[&[1.0], &[2.0]]), None);
         // One wild reading does not blow the noise up.
         let sd = pooled_noise_sd(&[&[10.0, 10.1, 9.9, 10.0, 40.0]]).unwrap();

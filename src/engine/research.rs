@@ -19,7 +19,7 @@ use super::state::{files, Phase};
 use super::Conference;
 use crate::exec::process;
 use crate::git::watch::{self, Changes, Watch};
-use crate::git::{snapshot, worktree};
+use crate::git::{leftovers, snapshot, worktree};
 use crate::store::{self, Event, StateChange};
 
 /// How many recent attempts a researcher's file in the state keeps.
@@ -133,7 +133,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
     let repo = conf.open_repo()?;
     // One handle for the whole phase: its index stays in memory between iterations instead of
     // being read (and checksummed) from disk at every step.
-    let (wt_path, wt, mut watch) = match take_idle(conf, id) {
+    let (wt_path, mut wt, mut watch) = match take_idle(conf, id) {
         Some(idle) => {
             worktree::repair_gitfile(&repo, &idle.path)?;
             let wt = open_worktree(conf, &idle.path)?;
@@ -230,6 +230,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         let head_tree = repo.find_commit(Oid::from_str(&r.head)?)?.tree_id();
         let env = conf.context_env(id, st.round, iteration, r.best_metric);
         let refs_before = crate::git::traces::read(repo.commondir());
+        super::integrity::ConfigGuard::take(&repo, &conf.run_dir);
         let shared_before = super::workspace::SharedState::read(conf);
         let run = agent::run(
             conf,
@@ -253,6 +254,31 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         for warning in crate::git::traces::warnings_since(&refs_before, repo.commondir(), id) {
             conf.ui.warn(&warning);
         }
+        // What the agent broke in git is put back first (config before a worktree is re-made).
+        let mut damage = conf.repair_after_agent();
+        match super::integrity::worktree_damage(&wt, &wt_path) {
+            Some(super::integrity::WorktreeDamage::Lost(why)) => {
+                let why = damage.map_or(why.clone(), |d| format!("{why}; {d}"));
+                watch = None;
+                let attempt = Attempt {
+                    id,
+                    iteration,
+                    tree: head_tree,
+                    head: &r.head,
+                    description: "worktree removed",
+                    usage,
+                };
+                match remake_worktree(conf, &attempt, st.round, &wt_path, why).await? {
+                    Err(setup_failed) => return finish(&setup_failed, &mut watch),
+                    Ok(handle) => (wt, watch) = handle,
+                }
+                continue;
+            }
+            Some(super::integrity::WorktreeDamage::Relinked(why)) => {
+                damage = Some(damage.map_or(why.clone(), |d| format!("{why}; {d}")));
+            }
+            None => {}
+        }
         let agent_timed_out = matches!(outcome, AgentOutcome::TimedOut);
         let (description, agent_failure) = match outcome {
             AgentOutcome::Interrupted => return Ok(()),
@@ -268,6 +294,11 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
                 )),
             ),
         };
+        // A failed run that also broke git says both.
+        let agent_failure = agent_failure.map(|(kind, why)| match &damage {
+            Some(d) => (kind, format!("{why}; {d}")),
+            None => (kind, why),
+        });
         crate::failpoint::hit("agent.finished");
         // Whatever the agent left is the attempt, even when it failed: record it, then revert.
         let agent_changes = take_changes(&mut watch);
@@ -280,7 +311,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         let tree = snap.tree;
         settle(&mut watch);
         let changed = snapshot::changed_paths(&repo, head_tree, tree)?;
-        let shared_violation = shared_before.violation(conf, &wt_path, &changed);
+        let shared_violation = damage.or(shared_before.violation(conf, &wt_path, &changed));
         // Nothing changed: what the agent claimed is no description; why nothing changed is.
         let unchanged = (agent_failure.is_none()
             && tree == head_tree
@@ -291,6 +322,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             Some(why) => format!("no change: {why}"),
             None => description.unwrap_or_else(|| default_description(&changed)),
         };
+        let description = crate::exec::caps::shorten(&description);
         let attempt = Attempt {
             id,
             iteration,
@@ -408,6 +440,9 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             watch::union(&agent_changes, &eval_changes)
         };
         let branch_ref = conf.refs.researcher(id);
+        // Ignored files the agent or the evaluation left go too, kept attempt or not, and files
+        // a `.gitignore` hid until the revert put it back.
+        let leftovers = watch::union(&agent_changes, &touched);
         match touched {
             Changes::Paths(paths) => snapshot::reset_paths(
                 &wt,
@@ -420,6 +455,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
                 snapshot::reset(&wt, Oid::from_str(&head_now)?, Some(&branch_ref))?
             }
         }
+        leftovers::remove_untracked(&wt, &leftovers, &conf.kept_ignored_paths(&wt))?;
         super::workspace::link_shared(conf, &wt_path)?;
         settle(&mut watch);
         let now = conf.state();
@@ -446,6 +482,40 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             return finish("stuck", &mut watch);
         }
     }
+}
+
+/// An agent removed its worktree: it is made again from the researcher's branch (and set up),
+/// and the attempt recorded as rejected with `why`. Returns the new handle and watch, or why
+/// setup failed.
+async fn remake_worktree(
+    conf: &Conference,
+    attempt: &Attempt<'_>,
+    round: u32,
+    wt_path: &std::path::Path,
+    why: String,
+) -> Result<std::result::Result<(Repository, Option<Watch>), String>> {
+    let id = attempt.id;
+    let branch = conf.refs.researcher_branch(id);
+    conf.prepare_worktree(&researcher_label(id), Some(&branch), attempt.head)?;
+    if let Some(failed) = super::workspace::ready_researcher(conf, id, wt_path).await? {
+        return Ok(Err(failed));
+    }
+    let wt = open_worktree(conf, wt_path)?;
+    let watch = start_watch(&wt, wt_path);
+    let failed = failed_eval("rejected", &why);
+    record_iteration(
+        conf,
+        attempt,
+        None,
+        Measured::not(&failed),
+        "rejected",
+        Some(why),
+    )?;
+    conf.ui.info(&format!(
+        "  {id} r{round} i{}: rejected  worktree removed",
+        attempt.iteration
+    ));
+    Ok(Ok((wt, watch)))
 }
 
 struct Attempt<'a> {
@@ -687,9 +757,11 @@ fn record_iteration(
     let st = conf.state();
     let r = st.researcher(a.id);
     let delta = match (result.metric, r.best_metric) {
-        (Some(m), Some(b)) => Some(m - b),
+        (Some(m), Some(b)) => Some(m - b).filter(|d| d.is_finite()),
         _ => None,
     };
+    // Events and notes stay small whatever a run printed.
+    let reason = reason.map(|r| crate::exec::caps::shorten(&r));
     let commit_hex = commit
         .map(|c| c.to_string())
         .unwrap_or_else(|| a.head.to_string());
@@ -702,7 +774,7 @@ fn record_iteration(
         metric: result.metric,
         delta,
         verdict: verdict.to_string(),
-        description: a.description.lines().next().unwrap_or("").to_string(),
+        description: crate::exec::caps::shorten(a.description.lines().next().unwrap_or("")),
         reason: reason.clone(),
         timestamp: super::now_iso(),
         sub_metrics: result.sub_metrics.clone(),

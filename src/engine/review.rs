@@ -318,7 +318,7 @@ pub async fn peer_review(conf: &Conference) -> Result<()> {
             runs: vec![],
             start_runs: vec![],
             gain_claimed: match (r.best_metric, r.round_start_metric) {
-                (Some(c), Some(s)) => dir.gain(c, s),
+                (Some(c), Some(s)) => noise::finite_or(dir.gain(c, s), 0.0),
                 _ => 0.0,
             },
             gain_reproduced: 0.0,

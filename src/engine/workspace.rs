@@ -94,6 +94,20 @@ impl Conference {
         Ok(wt)
     }
 
+    /// Paths of the worktree `wt` a revert keeps although git ignores them: the shared paths, what
+    /// setup made, and the agent's own folder.
+    pub fn kept_ignored_paths(&self, wt: &Repository) -> Vec<String> {
+        let mut keep: Vec<String> = self
+            .config
+            .environment
+            .shared_paths()
+            .map(str::to_string)
+            .collect();
+        keep.extend(read_marker(wt).made);
+        keep.push(crate::agents::AGENT_DIR.to_string());
+        keep
+    }
+
     /// The user's working tree, where shared paths come from.
     fn user_tree(&self) -> Result<PathBuf> {
         let repo = self.open_repo()?;

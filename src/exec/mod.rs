@@ -1,7 +1,10 @@
 //! Running the user's commands (agents, evaluations, hooks) as child processes, and reading what
-//! they print. `process` owns timeouts, process groups and Ctrl-C; `metric` turns an evaluation's
+//! they print. `process` owns timeouts, process groups and Ctrl-C; `contain` ends what a run
+//! started outside its group; `metric` turns an evaluation's
 //! output into numbers; `preflight` checks before a start that the commands can run at all.
 
+pub mod caps;
+pub mod contain;
 pub mod metric;
 pub mod preflight;
 pub mod process;

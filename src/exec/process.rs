@@ -1,7 +1,9 @@
 //! Child processes with a timeout that kills the whole process group.
 //!
 //! Every command runs as `sh -c` would run it, in its own process group, so a timeout or Ctrl-C
-//! kills the evaluation together with everything it started. A command made of plain words naming
+//! kills the evaluation together with everything it started; what left the group (`setsid`,
+//! daemons) is found by its run mark and killed too (`contain`). Its logs are cut to their cap
+//! while it runs (`caps`). A command made of plain words naming
 //! an executable file (`./eval.sh`, `python3 train.py --fast`) is started directly, as git does
 //! for such commands: the same program with the same arguments, one process fewer per run. Output goes to files rather than pipes: a
 //! grandchild that keeps a pipe open can then never hang the conference, and the log of every run
@@ -163,16 +165,19 @@ fn start_time(pid: i32) -> Option<String> {
 }
 
 /// Records running process groups under `dir` from now on (call with the run lock held).
+/// From then on this process also adopts orphaned descendants, so that none escapes a sweep.
 pub fn track_groups_in(dir: &Path) {
+    super::contain::become_subreaper();
     if std::fs::create_dir_all(dir).is_ok() {
         let _ = GROUPS_DIR.set(dir.to_path_buf());
     }
 }
 
 /// Kills the process groups that a killed runner left running (agents and evaluations still
-/// writing into worktrees). A group whose leader now has another start time is someone else's.
+/// writing into worktrees), and what its runs started outside them (`setsid`, daemons). A group
+/// whose leader now has another start time is someone else's.
 pub fn kill_orphaned_groups(dir: &Path) -> usize {
-    let mut killed = 0;
+    let mut killed = super::contain::sweep_left_behind(dir);
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let path = entry.path();
         let recorded = std::fs::read_to_string(&path).unwrap_or_default();
@@ -209,10 +214,8 @@ pub async fn run(spec: Spec<'_>) -> Result<Finished> {
             elapsed: Duration::ZERO,
         });
     }
-    let stdout = std::fs::File::create(&spec.stdout)
-        .with_context(|| format!("cannot create {}", spec.stdout.display()))?;
-    let stderr = std::fs::File::create(&spec.stderr)
-        .with_context(|| format!("cannot create {}", spec.stderr.display()))?;
+    let stdout = create_log(&spec.stdout)?;
+    let stderr = create_log(&spec.stderr)?;
     let mut cmd = match direct_argv(spec.command, spec.cwd, &spec.env) {
         Some((program, args)) => {
             let mut cmd = tokio::process::Command::new(program);
@@ -241,9 +244,17 @@ pub async fn run(spec: Spec<'_>) -> Result<Finished> {
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
-    let mut child = cmd
-        .spawn()
-        .with_context(|| format!("cannot run `{}` in {}", spec.command, spec.cwd.display()))?;
+    let mark = super::contain::new_mark(GROUPS_DIR.get().map(PathBuf::as_path));
+    cmd.env(super::contain::MARK_VAR, &mark);
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            super::contain::sweep(&mark, 0);
+            return Err(e).with_context(|| {
+                format!("cannot run `{}` in {}", spec.command, spec.cwd.display())
+            });
+        }
+    };
     let pgid = child.id().map(|p| p as i32).unwrap_or(0);
     let slot = register(pgid);
     if cancelled() {
@@ -254,9 +265,13 @@ pub async fn run(spec: Spec<'_>) -> Result<Finished> {
         let _ = stdin.write_all(&input).await;
         drop(stdin);
     }
+    let logs = [spec.stdout.as_path(), spec.stderr.as_path()];
+    let mut cut = [0u64; 2];
     let waited = match spec.timeout {
-        Some(limit) => tokio::time::timeout(limit, child.wait()).await.ok(),
-        None => Some(child.wait().await),
+        Some(limit) => tokio::time::timeout(limit, wait_capping(&mut child, &logs, &mut cut))
+            .await
+            .ok(),
+        None => Some(wait_capping(&mut child, &logs, &mut cut).await),
     };
     let outcome = match waited {
         Some(status) => {
@@ -278,11 +293,42 @@ pub async fn run(spec: Spec<'_>) -> Result<Finished> {
             Outcome::TimedOut
         }
     };
+    // Children that left the group (`setsid`, daemons) go too.
+    super::contain::sweep(&mark, pgid);
+    for (log, cut) in logs.iter().zip(cut) {
+        let _ = super::caps::cap_log(log, super::caps::LOG_CAP, cut);
+    }
     unregister(slot);
     Ok(Finished {
         outcome,
         elapsed: started.elapsed(),
     })
+}
+
+/// A log file, empty, written in append mode: [`super::caps::cap_log`] can cut it while the
+/// run writes to it.
+fn create_log(path: &Path) -> Result<std::fs::File> {
+    std::fs::File::create(path)
+        .and_then(|_| std::fs::OpenOptions::new().append(true).open(path))
+        .with_context(|| format!("cannot create {}", path.display()))
+}
+
+/// Waits for the child, cutting its logs to their cap every half second meanwhile.
+async fn wait_capping(
+    child: &mut tokio::process::Child,
+    logs: &[&Path],
+    cut: &mut [u64; 2],
+) -> std::io::Result<std::process::ExitStatus> {
+    loop {
+        tokio::select! {
+            status = child.wait() => return status,
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {
+                for (log, cut) in logs.iter().zip(cut.iter_mut()) {
+                    *cut += super::caps::cap_log(log, super::caps::LOG_CAP, *cut).unwrap_or(0);
+                }
+            }
+        }
+    }
 }
 
 /// Characters that give a command a meaning only a shell can provide (quoting, expansion,

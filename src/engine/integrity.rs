@@ -1,0 +1,345 @@
+//! What an agent may break in git outside its files, noticed after each run and repaired.
+//!
+//! An agent runs with the user's rights in a worktree of the user's repository: it can delete
+//! the worktree, overwrite its `.git` link, move the conference's event log with `git
+//! update-ref`, or set `core.hooksPath` in the repository's config. None of that may end the
+//! conference or be used by it afterwards. Each is checked after the agent's run, put back, and
+//! named in the attempt's reason (the attempt is rejected); the conference goes on.
+//!
+//! - **The worktree** ([`worktree_damage`]): gone (folder or registration) means it is made
+//!   again from the researcher's branch; a `.git` that no longer links to its registration is
+//!   written again.
+//! - **The repository's config** ([`ConfigGuard`]): the local `config` file's bytes are taken
+//!   before the first agent runs and written back whenever they differ after one. Conference
+//!   runs themselves never write the local config while agents run. While agents run, a copy
+//!   waits in the run folder (`config.before-agents`): a runner killed meanwhile cannot check,
+//!   so the next one ([`recover_config`], from `reconcile`) puts it back, keeping the changed
+//!   file next to it (`config.changed-by-agent`) in case the change was the user's.
+//! - **The best branch**: only the review and the transfer move it, never while researchers run,
+//!   so it must be where the state says; it is put back otherwise.
+//! - **The event log ref**: the recorder knows the tip it wrote last and is the only writer
+//!   while the run lock is held. [`events_ref_in_place`] puts the ref back before each append (so
+//!   another researcher's record never fails on it) and after each agent run; a move it undid is
+//!   charged to the next agent to finish.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use git2::{Oid, Repository};
+
+use super::Conference;
+
+/// Moves of the event log ref undone since the last agent finished.
+static UNDONE_MOVES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+/// The local config as it was before agents ran: (path, bytes; None when there was none).
+static CONFIG: Mutex<Option<(PathBuf, Option<Vec<u8>>)>> = Mutex::new(None);
+/// Agents running now, and the run folder's copy of the kept config while there are any.
+static RUNNING: Mutex<(usize, Option<PathBuf>)> = Mutex::new((0, None));
+/// The kept config's copy in the run folder, present while agents run.
+const BEFORE_AGENTS: &str = "config.before-agents";
+const CHANGED_BY_AGENT: &str = "config.changed-by-agent";
+
+/// How an agent left its worktree.
+#[derive(Debug, PartialEq, Eq)]
+pub enum WorktreeDamage {
+    /// The folder or its registration is gone: make the worktree again.
+    Lost(String),
+    /// The `.git` link was overwritten; it has been written again.
+    Relinked(String),
+}
+
+/// Checks the worktree at `path` whose registration `wt` was opened on; rewrites a broken
+/// `.git` link. None: intact.
+pub fn worktree_damage(wt: &Repository, path: &Path) -> Option<WorktreeDamage> {
+    let admin = wt.path().to_path_buf();
+    if !path.is_dir() || !admin.join("HEAD").exists() {
+        return Some(WorktreeDamage::Lost(
+            "removed its worktree (the folder or its git registration): made again from the \
+             researcher's branch"
+                .into(),
+        ));
+    }
+    let gitfile = path.join(".git");
+    let text = std::fs::read_to_string(&gitfile).unwrap_or_default();
+    let linked = text
+        .trim()
+        .strip_prefix("gitdir:")
+        .map(|d| same_dir(Path::new(d.trim()), &admin))
+        .unwrap_or(false);
+    if linked {
+        return None;
+    }
+    let relinked = remove(&gitfile).is_ok()
+        && std::fs::write(&gitfile, format!("gitdir: {}\n", admin.display())).is_ok();
+    Some(if relinked {
+        WorktreeDamage::Relinked(
+            "overwrote its worktree's .git link to the repository: written again".into(),
+        )
+    } else {
+        WorktreeDamage::Lost(
+            "broke its worktree's .git link beyond repair: made again from the researcher's \
+             branch"
+                .into(),
+        )
+    })
+}
+
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+fn remove(path: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+        Err(_) => Ok(()),
+    }
+}
+
+/// The repository's local config, kept as it was before agents ran.
+pub struct ConfigGuard;
+
+impl ConfigGuard {
+    /// Takes the local config of `repo` as the one to keep (once per run; later calls keep the
+    /// first), before an agent runs; a copy waits in `run_dir` until no agent runs.
+    pub fn take(repo: &Repository, run_dir: &Path) {
+        let mut kept = CONFIG.lock().unwrap();
+        if kept.is_none() {
+            let path = repo.commondir().join("config");
+            *kept = Some((path.clone(), std::fs::read(&path).ok()));
+        }
+        let mut running = RUNNING.lock().unwrap();
+        if running.0 == 0 {
+            if let Some((_, Some(bytes))) = kept.as_ref() {
+                let copy = run_dir.join(BEFORE_AGENTS);
+                if write_atomic(&copy, bytes).is_ok() {
+                    running.1 = Some(copy);
+                }
+            }
+        }
+        running.0 += 1;
+    }
+
+    /// After an agent ran: writes the kept config back when it differs; says what changed.
+    pub fn restore() -> Option<String> {
+        let why = Self::put_back();
+        let mut running = RUNNING.lock().unwrap();
+        running.0 = running.0.saturating_sub(1);
+        if running.0 == 0 {
+            if let Some(copy) = running.1.take() {
+                let _ = std::fs::remove_file(copy);
+            }
+        }
+        why
+    }
+
+    fn put_back() -> Option<String> {
+        let kept = CONFIG.lock().unwrap();
+        let (path, before) = kept.as_ref()?;
+        let now = std::fs::read(path).ok();
+        if now == *before {
+            return None;
+        }
+        let changed = changed_keys(before.as_deref(), now.as_deref());
+        let written = match before {
+            Some(bytes) => write_atomic(path, bytes),
+            None => std::fs::remove_file(path),
+        };
+        Some(match written {
+            Ok(()) => format!("changed the repository's git config ({changed}): put back"),
+            Err(e) => format!(
+                "changed the repository's git config ({changed}), and it could not be put back: {e}"
+            ),
+        })
+    }
+}
+
+/// The `key = value` lines added or changed from `before` to `now` (at most a few), by section.
+fn changed_keys(before: Option<&[u8]>, now: Option<&[u8]>) -> String {
+    let lines = |b: Option<&[u8]>| -> Vec<String> {
+        let text = String::from_utf8_lossy(b.unwrap_or_default()).into_owned();
+        let mut section = String::new();
+        let mut out = Vec::new();
+        for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            if line.starts_with('[') {
+                section = line.trim_matches(|c| c == '[' || c == ']').to_string();
+            } else {
+                out.push(format!("{section}: {line}"));
+            }
+        }
+        out
+    };
+    let (old, new) = (lines(before), lines(now));
+    let mut diff: Vec<String> = new.iter().filter(|l| !old.contains(l)).cloned().collect();
+    diff.extend(
+        old.iter()
+            .filter(|l| !new.contains(l))
+            .map(|l| format!("removed {l}")),
+    );
+    if diff.is_empty() {
+        return "formatting only".into();
+    }
+    let more = diff.len().saturating_sub(3);
+    diff.truncate(3);
+    let mut text = diff.join("; ");
+    if more > 0 {
+        text.push_str(&format!("; {more} more"));
+    }
+    text
+}
+
+/// A runner killed while an agent ran left the config it kept in `run_dir`: puts it back when
+/// the config differs (the changed one is kept as `config.changed-by-agent`). Says what it did.
+pub fn recover_config(repo: &Repository, run_dir: &Path) -> Option<String> {
+    let copy = run_dir.join(BEFORE_AGENTS);
+    let before = std::fs::read(&copy).ok()?;
+    let path = repo.commondir().join("config");
+    let now = std::fs::read(&path).ok();
+    let said = if now.as_deref() == Some(&before[..]) {
+        None
+    } else {
+        let aside = run_dir.join(CHANGED_BY_AGENT);
+        let changed = changed_keys(Some(&before), now.as_deref());
+        let saved = now.map_or(Ok(()), |bytes| std::fs::write(&aside, bytes));
+        Some(match saved.and_then(|_| write_atomic(&path, &before)) {
+            Ok(()) => format!(
+                "the repository's git config changed while an agent ran and the runner was killed \
+                 ({changed}): put back as it was before the agent (the changed file is {})",
+                aside.display()
+            ),
+            Err(e) => format!(
+                "the repository's git config changed while an agent ran and the runner was killed \
+                 ({changed}); it could not be put back: {e}"
+            ),
+        })
+    };
+    let _ = std::fs::remove_file(&copy);
+    said
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("conference-restore");
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Puts the event log ref `name` back at `tip` (the last event this run wrote) when something
+/// else moved or deleted it; the move is kept to be named in the next agent's attempt.
+pub fn events_ref_in_place(repo: &Repository, name: &str, tip: Option<Oid>) {
+    let Some(tip) = tip else { return };
+    let current = repo.refname_to_id(name).ok();
+    if current == Some(tip) {
+        return;
+    }
+    let put_back = repo
+        .reference(
+            name,
+            tip,
+            true,
+            "git conference: undo a move of the event log",
+        )
+        .is_ok();
+    let moved = match current {
+        Some(id) => format!("moved {name} to {id}"),
+        None => format!("deleted {name}"),
+    };
+    let what = if put_back {
+        format!("{moved}: put back")
+    } else {
+        format!("{moved}, and it could not be put back")
+    };
+    UNDONE_MOVES.lock().unwrap().push(what);
+}
+
+/// Puts the best branch back at `expected` (the state's best: only the review and transfer
+/// move it, never while researchers run); says what moved.
+fn best_in_place(repo: &Repository, name: &str, expected: &str) -> Option<String> {
+    let expected = Oid::from_str(expected).ok()?;
+    let current = repo.refname_to_id(name).ok();
+    if current == Some(expected) {
+        return None;
+    }
+    let moved = match current {
+        Some(id) => format!("moved {name} to {id}"),
+        None => format!("deleted {name}"),
+    };
+    Some(
+        match repo.reference(
+            name,
+            expected,
+            true,
+            "git conference: undo a move of the best branch",
+        ) {
+            Ok(_) => format!("{moved}: put back"),
+            Err(e) => format!("{moved}, and it could not be put back: {e}"),
+        },
+    )
+}
+
+impl Conference {
+    /// After an agent ran: the event log ref and the local config checked and put back. Returns
+    /// why the attempt is rejected (None: nothing was touched).
+    pub fn repair_after_agent(&self) -> Option<String> {
+        let best = {
+            let rec = self.recorder.lock().unwrap();
+            events_ref_in_place(&rec.repo, &self.refs.events(), rec.log.tip());
+            best_in_place(&rec.repo, &self.refs.best(), &rec.state.best.commit)
+        };
+        let mut reasons: Vec<String> = std::mem::take(&mut *UNDONE_MOVES.lock().unwrap());
+        reasons.extend(best);
+        reasons.extend(ConfigGuard::restore());
+        (!reasons.is_empty()).then(|| reasons.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn changed_config_keys_are_named() {
+        let before = b"[core]\n\tbare = false\n";
+        let now = b"[core]\n\tbare = false\n\thooksPath = /tmp/h\n";
+        assert_eq!(
+            changed_keys(Some(before), Some(now)),
+            "core: hooksPath = /tmp/h"
+        );
+        assert_eq!(
+            changed_keys(Some(now), Some(before)),
+            "removed core: hooksPath = /tmp/h"
+        );
+        assert_eq!(changed_keys(Some(before), Some(before)), "formatting only");
+    }
+
+    /// A worktree whose `.git` was overwritten is linked again; one whose folder is gone is lost.
+    #[test]
+    fn worktree_links_are_checked_and_rewritten() {
+        let tmp = tempfile::tempdir().unwrap();
+        let main = tmp.path().join("main");
+        let repo = Repository::init(&main).unwrap();
+        let sig = git2::Signature::now("t", "t@t").unwrap();
+        let tree = repo.treebuilder(None).unwrap().write().unwrap();
+        let tree = repo.find_tree(tree).unwrap();
+        repo.commit(Some("HEAD"), &sig, &sig, "c", &tree, &[])
+            .unwrap();
+        let path = tmp.path().join("wt");
+        repo.worktree("wt", &path, None).unwrap();
+        let wt = Repository::open(&path).unwrap();
+        assert_eq!(worktree_damage(&wt, &path), None);
+        std::fs::write(path.join(".git"), "garbage").unwrap();
+        assert!(matches!(
+            worktree_damage(&wt, &path),
+            Some(WorktreeDamage::Relinked(_))
+        ));
+        assert_eq!(worktree_damage(&wt, &path), None);
+        assert!(Repository::open(&path).is_ok());
+        std::fs::remove_dir_all(&path).unwrap();
+        assert!(matches!(
+            worktree_damage(&wt, &path),
+            Some(WorktreeDamage::Lost(_))
+        ));
+    }
+}

@@ -1,0 +1,214 @@
+//! Ending everything an agent or evaluation started, not only its process group.
+//!
+//! A command runs in its own process group, and the group is killed when the command ends. A
+//! child that calls `setsid` (or double-forks into a daemon) leaves that group and would outlive
+//! the run, rewriting the worktree during the next attempt. Three things catch it, all without
+//! privileges (a cgroup would need a delegated hierarchy, which containers rarely give):
+//!
+//! - **A mark in the environment.** Every run gets `CONFERENCE_RUN_MARK=<runner pid>.<seq>@<run
+//!   folder>`; every process it starts inherits it, through `setsid`, double forks and
+//!   re-parenting to init. After the run, [`sweep`] kills every process carrying the mark (read
+//!   from `/proc/<pid>/environ`, which the same user can read) and every descendant of one (a
+//!   child that cleared its environment is still found through its parent).
+//! - **A child subreaper.** The runner adopts orphans ([`become_subreaper`]), so a daemon whose
+//!   parent exited becomes our child, and everything killed is reaped by us: in a container
+//!   whose first process reaps nothing, killed daemons would otherwise stay as zombies.
+//! - **The next runner.** A runner killed with SIGKILL cannot sweep; the next one kills every
+//!   process whose mark names the same run folder and another runner ([`sweep_left_behind`]).
+//!
+//! What escapes: a process that clears its environment (`env -i`) and then leaves its parent's
+//! tree by a double fork. Adopted orphans are not killed on sight: git's own `gc --auto` detaches
+//! the same way from the runner's git commands, and must be left to finish.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The variable every agent and evaluation process carries.
+pub const MARK_VAR: &str = "CONFERENCE_RUN_MARK";
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// Makes this process the reaper of orphaned descendants (Linux; elsewhere a no-op).
+pub fn become_subreaper() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER only sets a flag on this process.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    }
+}
+
+/// A fresh mark for one run.
+pub fn new_mark(run_dir: Option<&Path>) -> String {
+    let seq = SEQ.fetch_add(1, Ordering::SeqCst);
+    let folder = run_dir.map(|d| d.display().to_string()).unwrap_or_default();
+    format!("{}.{seq}@{folder}", std::process::id())
+}
+
+/// One process as /proc shows it.
+#[derive(Debug, Clone)]
+struct Proc {
+    ppid: i32,
+    pgid: i32,
+    zombie: bool,
+    mark: Option<String>,
+}
+
+fn read_proc(pid: i32) -> Option<Proc> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut f = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let state = f.next()?;
+    let mut num = || f.next().and_then(|s| s.parse::<i32>().ok());
+    let (ppid, pgid) = (num()?, num()?);
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+    let prefix = format!("{MARK_VAR}=");
+    let mark = environ
+        .split(|b| *b == 0)
+        .find_map(|v| v.strip_prefix(prefix.as_bytes()))
+        .map(|v| String::from_utf8_lossy(v).into_owned());
+    Some(Proc {
+        ppid,
+        pgid,
+        zombie: state == "Z",
+        mark,
+    })
+}
+
+fn all_procs() -> BTreeMap<i32, Proc> {
+    let me = std::process::id() as i32;
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| *pid != me)
+        .filter_map(|pid| Some((pid, read_proc(pid)?)))
+        .collect()
+}
+
+/// Pids whose own mark matches `hit`, with all their descendants.
+fn marked_trees(procs: &BTreeMap<i32, Proc>, hit: impl Fn(&str) -> bool) -> BTreeSet<i32> {
+    let mut found: BTreeSet<i32> = procs
+        .iter()
+        .filter(|(_, p)| p.mark.as_deref().is_some_and(&hit))
+        .map(|(pid, _)| *pid)
+        .collect();
+    loop {
+        let more: Vec<i32> = procs
+            .iter()
+            .filter(|(pid, p)| !found.contains(pid) && found.contains(&p.ppid))
+            .map(|(pid, _)| *pid)
+            .collect();
+        if more.is_empty() {
+            return found;
+        }
+        found.extend(more);
+    }
+}
+
+/// Kills every process the run marked `mark` (group `pgid`, already ended) left behind, and
+/// reaps the ones adopted by this process. Returns how many were killed.
+pub fn sweep(mark: &str, pgid: i32) -> usize {
+    let procs = all_procs();
+    let me = std::process::id() as i32;
+    let mut doomed = marked_trees(&procs, |m| m == mark);
+    // Adopted orphans still in the ended group (killed with it: reaped here).
+    doomed.extend(
+        procs
+            .iter()
+            .filter(|(_, p)| pgid > 1 && p.ppid == me && p.pgid == pgid)
+            .map(|(pid, _)| *pid),
+    );
+    kill_and_reap(&procs, &doomed, me)
+}
+
+/// Kills the processes of runs by another runner of the same run folder (`runner_dir`): a
+/// runner killed with SIGKILL could not sweep them. Returns how many were killed.
+pub fn sweep_left_behind(run_dir: &Path) -> usize {
+    let folder = format!("@{}", run_dir.display());
+    let mine = format!("{}.", std::process::id());
+    let procs = all_procs();
+    let doomed = marked_trees(&procs, |m| m.ends_with(&folder) && !m.starts_with(&mine));
+    kill_and_reap(&procs, &doomed, std::process::id() as i32)
+}
+
+fn kill_and_reap(procs: &BTreeMap<i32, Proc>, doomed: &BTreeSet<i32>, me: i32) -> usize {
+    let mut killed = 0;
+    for pid in doomed {
+        let p = &procs[pid];
+        // SAFETY: sends SIGKILL to a process found above; ESRCH when it is already gone.
+        if !p.zombie && unsafe { libc::kill(*pid, libc::SIGKILL) } == 0 {
+            killed += 1;
+        }
+    }
+    for pid in doomed.iter().filter(|pid| procs[pid].ppid == me) {
+        reap(*pid);
+    }
+    killed
+}
+
+/// Waits (briefly) for an adopted child that was just killed, so it leaves no zombie.
+fn reap(pid: i32) {
+    for _ in 0..200 {
+        // SAFETY: waitpid on a child of ours that nobody else waits for (an adopted orphan).
+        let r = unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
+        if r != 0 {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(ppid: i32, mark: Option<&str>) -> Proc {
+        Proc {
+            ppid,
+            pgid: 1,
+            zombie: false,
+            mark: mark.map(str::to_string),
+        }
+    }
+
+    /// A marked process and everything below it (a child with a cleared environment too), never
+    /// a process of another run or an unrelated one.
+    #[test]
+    fn marked_trees_take_descendants_only() {
+        let procs: BTreeMap<i32, Proc> = [
+            (10, p(1, Some("a"))),
+            (11, p(10, None)),
+            (12, p(11, None)),
+            (20, p(1, Some("b"))),
+            (21, p(20, None)),
+            (30, p(1, None)),
+        ]
+        .into_iter()
+        .collect();
+        let got = marked_trees(&procs, |m| m == "a");
+        assert_eq!(got.into_iter().collect::<Vec<_>>(), [10, 11, 12]);
+    }
+
+    #[test]
+    fn the_mark_is_read_from_environ() {
+        let child = std::process::Command::new("sleep")
+            .arg("5")
+            .env(MARK_VAR, "7.1@/x")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let mut read = None;
+        for _ in 0..100 {
+            read = read_proc(pid).and_then(|p| p.mark);
+            if read.is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let mut child = child;
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(read.as_deref(), Some("7.1@/x"));
+    }
+}

@@ -1,0 +1,5 @@
+#!/bin/sh
+# Removes its own worktree.
+here=$(pwd)
+cd /
+rm -rf "$here"

@@ -1,0 +1,4 @@
+#!/bin/sh
+# Changes a file, then never returns.
+echo 1 >value.txt
+sleep 600

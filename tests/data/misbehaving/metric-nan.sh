@@ -1,0 +1,2 @@
+#!/bin/sh
+echo nan >value.txt

@@ -1,0 +1,228 @@
+//! The stored format cannot drift silently: `tests/data/recorded/conference.bundle` is a
+//! conference recorded by an earlier release (see the README beside it), paused after round 1
+//! and pushed with `git conference push`. These tests read it with today's binary — fetched into
+//! a fresh clone, it resumes to the same best tree and the same verdicts as an uninterrupted run
+//! of the same conference from the same base, and `status`, `log` and `report` read its stored
+//! bytes without error.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use common::TestRepo;
+use serde_json::Value;
+
+const NAME: &str = "rec";
+
+fn bundle() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/recorded/conference.bundle")
+}
+
+/// A fresh TestRepo whose repository is a clone of a bare remote made from the bundle; with
+/// `everything`, the clone then runs `git conference fetch origin` (the recorded conference comes
+/// along), else it holds only `main` (the recorded project at the recorded base).
+fn clone_of_the_recording(everything: bool) -> TestRepo {
+    let repo = TestRepo::new();
+    std::fs::remove_dir_all(&repo.dir).unwrap();
+    let remote = repo.tmp.path().join("remote.git");
+    let tmp = repo.tmp.path().to_path_buf();
+    let bundle = bundle();
+    repo.git_in(
+        &tmp,
+        &[
+            "clone",
+            "-q",
+            "--mirror",
+            bundle.to_str().unwrap(),
+            "remote.git",
+        ],
+    );
+    repo.git_in(
+        &tmp,
+        &[
+            "clone",
+            "-q",
+            "--single-branch",
+            "-b",
+            "main",
+            remote.to_str().unwrap(),
+            "repo",
+        ],
+    );
+    if everything {
+        repo.conference(&["fetch", "origin"]).ok();
+    }
+    repo
+}
+
+/// (researcher, round, iteration) → (verdict, metric) of every attempt, from the event log.
+type Attempts = BTreeMap<(String, u64, u64), (String, Option<f64>)>;
+
+fn attempts(repo: &TestRepo) -> Attempts {
+    repo.events_named(NAME, "researcher.iteration")
+        .iter()
+        .map(|e| {
+            let p = &e["payload"];
+            (
+                (
+                    p["researcher"].as_str().unwrap().to_string(),
+                    p["round"].as_u64().unwrap(),
+                    p["iteration"].as_u64().unwrap(),
+                ),
+                (
+                    p["status"].as_str().unwrap().to_string(),
+                    p["metric_value"].as_f64(),
+                ),
+            )
+        })
+        .collect()
+}
+
+fn best_tree(repo: &TestRepo) -> String {
+    repo.git(&["rev-parse", &format!("conference/{NAME}/best^{{tree}}")])
+        .trim()
+        .to_string()
+}
+
+fn events_tip(repo: &TestRepo) -> String {
+    repo.git(&["rev-parse", &format!("refs/conference/{NAME}/events")])
+        .trim()
+        .to_string()
+}
+
+/// The recorded conference's commits on its event log, oldest first.
+fn event_commits(repo: &TestRepo) -> Vec<String> {
+    repo.git(&[
+        "rev-list",
+        "--reverse",
+        &format!("refs/conference/{NAME}/events"),
+    ])
+    .lines()
+    .map(str::to_string)
+    .collect()
+}
+
+#[test]
+fn a_recorded_conference_resumes_in_a_fresh_clone_to_the_uninterrupted_best() {
+    // The recorded conference, continued here.
+    let resumed = clone_of_the_recording(true);
+    let recorded_events = event_commits(&resumed);
+    assert_eq!(
+        resumed.status_json(NAME)["status"],
+        "paused",
+        "the recording is paused after round 1"
+    );
+    // (after the trust gate lands: `resumed.conference(&["trust", NAME, "--yes"]).ok();`)
+    let run = resumed.conference(&["resume", NAME]);
+    assert_eq!(run.code, 0, "resume\n{}{}", run.stdout, run.stderr);
+    let st = resumed.status_json(NAME);
+    assert_eq!(st["status"], "completed", "{st}");
+    assert_eq!(st["round"], 2, "{st}");
+    // What was recorded stays as it was: the log only grew.
+    let now = event_commits(&resumed);
+    assert_eq!(now[..recorded_events.len()], recorded_events[..]);
+    assert!(now.len() > recorded_events.len());
+
+    // The same conference from the same base, uninterrupted (no pause).
+    let straight = clone_of_the_recording(false);
+    let config = straight
+        .read("conference.md")
+        .replace("- **Pause every:** 1\n", "");
+    assert!(!config.contains("Pause every"));
+    let config_path = straight.tmp.path().join("uninterrupted.md");
+    std::fs::write(&config_path, config).unwrap();
+    let run = straight.conference(&["start", NAME, "--config", config_path.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "start\n{}{}", run.stdout, run.stderr);
+    assert_eq!(straight.status_json(NAME)["status"], "completed");
+
+    assert_eq!(best_tree(&resumed), best_tree(&straight));
+    assert_eq!(
+        st["best"]["metric"],
+        straight.status_json(NAME)["best"]["metric"]
+    );
+    let (a, b) = (attempts(&resumed), attempts(&straight));
+    assert_eq!(
+        a.len(),
+        18,
+        "3 researchers × 3 iterations × 2 rounds: {a:?}"
+    );
+    assert_eq!(a, b);
+    // The recording holds every common verdict word, so they are all read back.
+    let verdicts: Vec<&str> = a.values().map(|(v, _)| v.as_str()).collect();
+    for word in ["kept", "reverted", "crashed", "rejected", "no_change"] {
+        assert!(verdicts.contains(&word), "{word} missing: {verdicts:?}");
+    }
+    assert_eq!(resumed.git(&["fsck", "--no-progress"]), "");
+}
+
+#[test]
+fn status_log_and_report_read_a_recorded_conference_without_writing_to_it() {
+    let repo = clone_of_the_recording(true);
+    let tip = events_tip(&repo);
+
+    let st = repo.status_json(NAME);
+    assert_eq!(st["status"], "paused", "{st}");
+    assert_eq!(st["round"], 1, "{st}");
+    assert_eq!(st["best"]["metric"].as_f64(), Some(99.0), "{st}");
+    let text = repo.conference(&["status", NAME]).ok().stdout;
+    assert!(text.contains("paused"), "{text}");
+    assert!(text.contains("changes frozen path eval.sh"), "{text}");
+
+    let log = repo.conference(&["log", NAME]).ok().stdout;
+    assert!(log.contains("conference.paused"), "{log}");
+    assert!(log.contains("transfer.pick"), "{log}");
+    let jsonl = repo
+        .conference(&["log", NAME, "--format", "jsonl"])
+        .ok()
+        .stdout;
+    let lines: Vec<Value> = jsonl
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), repo.events(NAME).len());
+    assert_eq!(lines, repo.events(NAME), "jsonl is the stored events");
+    let tsv = repo
+        .conference(&["log", NAME, "--format", "tsv"])
+        .ok()
+        .stdout;
+    let rows: Vec<&str> = tsv.lines().skip(1).collect();
+    assert!(rows.len() >= 9, "{tsv}");
+    // The seed's status words, the verdict in the description.
+    for word in ["kept", "reverted", "failed"] {
+        assert!(
+            rows.iter().any(|r| r.split('\t').any(|c| c == word)),
+            "{word} missing from\n{tsv}"
+        );
+    }
+    for why in [
+        "[crashed: agent exit status 1]",
+        "[rejected: changes frozen path eval.sh",
+    ] {
+        assert!(tsv.contains(why), "{why} missing from\n{tsv}");
+    }
+
+    let out = repo.tmp.path().join("report");
+    repo.conference(&["report", NAME, "--output", out.to_str().unwrap()])
+        .ok();
+    for f in [
+        "synthesis.md",
+        "final_report.md",
+        "conference_progress.png",
+        "poster_session_round_1.md",
+        "peer_review_round_1.md",
+    ] {
+        let len = std::fs::metadata(out.join(f))
+            .unwrap_or_else(|_| panic!("{f} missing from the report"))
+            .len();
+        assert!(len > 0, "{f} is empty");
+    }
+    let review = std::fs::read_to_string(out.join("peer_review_round_1.md")).unwrap();
+    assert!(review.contains("validated"), "{review}");
+
+    assert_eq!(events_tip(&repo), tip, "reading recorded an event");
+    assert_eq!(
+        repo.git(&["status", "--porcelain", "--untracked-files=all"]),
+        ""
+    );
+}

@@ -15,6 +15,8 @@ pub mod failpoint;
 pub mod git;
 pub mod hooks;
 pub mod lock;
+pub mod model;
+pub mod protocol;
 pub mod report_plot;
 pub mod store;
 pub mod tune;

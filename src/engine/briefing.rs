@@ -6,6 +6,7 @@
 //! part, the oldest dropped with a line saying how many (`render`), so a long conference never
 //! grows the prompt without bound.
 
+use crate::model::{ReviewVerdict, Verdict};
 use std::fmt::Write;
 
 use anyhow::Result;
@@ -87,7 +88,7 @@ pub fn gather(conf: &Conference, id: &str) -> Result<Briefing> {
     let others = round_attempts(conf, round)?
         .iter()
         .rev()
-        .filter(|a| a.researcher != id && a.verdict != "kept")
+        .filter(|a| a.researcher != id && a.verdict != Verdict::Kept)
         .take(30)
         .map(tried)
         .collect();
@@ -271,7 +272,7 @@ fn reviewed(r: &Reviewed) -> String {
         let _ = write!(s, ", {outcome}");
     }
     s.push('\n');
-    if !r.reasoning.is_empty() && r.verdict != "validated" {
+    if !r.reasoning.is_empty() && r.verdict != ReviewVerdict::Validated {
         let _ = writeln!(s, "  why: {}", r.reasoning);
     }
     s

@@ -266,7 +266,7 @@ impl Conference {
         let now = now_iso();
         let state = State {
             name: name.to_string(),
-            status: "running".into(),
+            status: crate::model::RunStatus::Running.into(),
             phase: Phase::Between,
             round: 0,
             baseline_commit: base_hex.clone(),

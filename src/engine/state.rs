@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::Verdict;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
@@ -46,15 +48,18 @@ pub struct Counts {
 }
 
 impl Counts {
-    pub fn add(&mut self, verdict: &str) {
-        match verdict {
-            "kept" => self.kept += 1,
-            "reverted" => self.reverted += 1,
-            "crashed" => self.crashed += 1,
-            "timeout" => self.timeout += 1,
-            "rejected" => self.rejected += 1,
-            _ => self.no_change += 1,
-        }
+    /// Counts one attempt under its verdict (a typed verdict: no word falls into another's
+    /// count).
+    pub fn add(&mut self, verdict: Verdict) {
+        let count = match verdict {
+            Verdict::Kept => &mut self.kept,
+            Verdict::Reverted => &mut self.reverted,
+            Verdict::Crashed => &mut self.crashed,
+            Verdict::Timeout => &mut self.timeout,
+            Verdict::Rejected => &mut self.rejected,
+            Verdict::NoChange => &mut self.no_change,
+        };
+        *count += 1;
     }
     pub fn total(&self) -> u64 {
         self.kept + self.reverted + self.crashed + self.timeout + self.rejected + self.no_change

@@ -3,6 +3,7 @@
 //! per-researcher statistics) and `conference_progress.png`, all built from the recorded data.
 //! Also the results tables in the original skill's TSV format.
 
+use crate::model::{ReviewVerdict, Verdict};
 use std::fmt::Write;
 
 use anyhow::Result;
@@ -19,10 +20,12 @@ use crate::report_plot::{self, PlotData, PlotSeries};
 pub const RESULTS_HEADER: &str = "round\tresearcher\titeration\tmetric_value\tdelta\tdelta_pct\tstatus\tdescription\tevaluator_source\tpeer_review_verdict\ttimestamp";
 
 /// The seed's status column: kept | reverted | failed.
-fn tsv_status(verdict: &str) -> &str {
-    match verdict {
-        "kept" => "kept",
-        "reverted" | "no_change" | "rejected" => "reverted",
+fn tsv_status(verdict: &str) -> &'static str {
+    match Verdict::parse(verdict) {
+        Some(Verdict::Kept) => Verdict::Kept.as_str(),
+        Some(Verdict::Reverted | Verdict::NoChange | Verdict::Rejected) => {
+            Verdict::Reverted.as_str()
+        }
         _ => "failed",
     }
 }
@@ -94,7 +97,9 @@ pub fn round_results_tsv(conf: &Conference, round: u32, findings: &[Finding]) ->
         // The verdict belongs to the kept attempt the finding is (the researcher's round-best).
         let verdict = findings
             .iter()
-            .find(|f| a.verdict == "kept" && f.researcher == a.researcher && f.commit == a.commit)
+            .find(|f| {
+                a.verdict == Verdict::Kept && f.researcher == a.researcher && f.commit == a.commit
+            })
             .map(|f| f.verdict.as_str());
         out.push_str(&tsv_row(&a, &evaluator, verdict));
         out.push('\n');
@@ -257,14 +262,14 @@ pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
             .filter(|(r, _)| *r == round)
             .map(|(_, f)| f)
             .collect();
-        let n = |v: &str| fs.iter().filter(|f| f.verdict == v).count();
+        let n = |v: ReviewVerdict| fs.iter().filter(|f| f.verdict == v).count();
         let _ = writeln!(
             report,
             "| {round} | {} | {} | {} | {} |",
             fmt(st.round_bests.get(round as usize - 1).copied().flatten()),
-            n("validated"),
-            n("challenged"),
-            n("overturned")
+            n(ReviewVerdict::Validated),
+            n(ReviewVerdict::Challenged),
+            n(ReviewVerdict::Overturned)
         );
     }
     let _ = writeln!(report, "\n## Metric trajectory\n");
@@ -279,17 +284,17 @@ pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
     let _ = writeln!(report, "![progress](conference_progress.png)\n");
 
     for (title, verdicts) in [
-        ("Validated findings", &["validated"][..]),
+        ("Validated findings", &[ReviewVerdict::Validated][..]),
         (
             "Challenged and overturned findings",
-            &["challenged", "overturned"][..],
+            &[ReviewVerdict::Challenged, ReviewVerdict::Overturned][..],
         ),
     ] {
         let _ = writeln!(report, "## {title}\n");
         let mut any = false;
         for (round, f) in findings
             .iter()
-            .filter(|(_, f)| verdicts.contains(&f.verdict.as_str()))
+            .filter(|(_, f)| verdicts.iter().any(|v| f.verdict == *v))
         {
             any = true;
             let _ = writeln!(
@@ -425,7 +430,7 @@ pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
     let _ = writeln!(synthesis, "\n## What did not hold up\n");
     let failed: Vec<_> = findings
         .iter()
-        .filter(|(_, f)| f.verdict != "validated")
+        .filter(|(_, f)| f.verdict != ReviewVerdict::Validated)
         .collect();
     if findings.is_empty() {
         let _ = writeln!(
@@ -486,7 +491,7 @@ fn open_questions(conf: &Conference, st: &State, findings: &[(u32, Finding)]) ->
     let mut out = Vec::new();
     let challenged = findings
         .iter()
-        .filter(|(_, f)| f.verdict == "challenged")
+        .filter(|(_, f)| f.verdict == ReviewVerdict::Challenged)
         .count();
     if challenged > 0 {
         out.push(format!(

@@ -7,6 +7,7 @@
 
 pub mod agents;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod engine;
 pub mod error;

@@ -115,29 +115,7 @@ pub struct Conference {
     pub scheduler: schedule::Scheduler,
 }
 
-/// Current time as the seed's ISO-8601 timestamp.
-pub fn now_iso() -> String {
-    let now = time::OffsetDateTime::now_utc();
-    now.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
-        .split('.')
-        .next()
-        .map(|s| {
-            if s.ends_with('Z') {
-                s.to_string()
-            } else {
-                format!("{s}Z")
-            }
-        })
-        .unwrap_or_default()
-}
-
-pub fn now_unix() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
+pub use crate::clock::{now_iso, now_unix};
 
 impl Conference {
     /// Opens an existing conference from its refs.

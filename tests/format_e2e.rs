@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use common::TestRepo;
+use git_conference::model::{FinalStatus, PickResult, ReviewVerdict, RunStatus, Verdict};
 use serde_json::Value;
 
 const NAME: &str = "rec";
@@ -154,6 +155,47 @@ fn a_recorded_conference_resumes_in_a_fresh_clone_to_the_uninterrupted_best() {
         assert!(verdicts.contains(&word), "{word} missing: {verdicts:?}");
     }
     assert_eq!(resumed.git(&["fsck", "--no-progress"]), "");
+    every_stored_word_is_a_model_word(&resumed);
+    every_stored_word_is_a_model_word(&straight);
+}
+
+/// Every verdict and status word in the event log is one the model spells (`src/model`), in
+/// the recorded part as in what today's code wrote after it.
+fn every_stored_word_is_a_model_word(repo: &TestRepo) {
+    let word = |v: &Value| {
+        v.as_str()
+            .unwrap_or_else(|| panic!("{v} is not a word"))
+            .to_string()
+    };
+    let mut seen = 0;
+    for e in repo.events(NAME) {
+        let p = &e["payload"];
+        match e["event"].as_str().unwrap() {
+            "researcher.iteration" => {
+                assert!(Verdict::parse(&word(&p["status"])).is_some(), "{e}");
+                seen += 1;
+            }
+            "round.peer_review" => {
+                for f in p["findings"].as_array().unwrap() {
+                    assert!(ReviewVerdict::parse(&word(&f["verdict"])).is_some(), "{e}");
+                    seen += 1;
+                }
+            }
+            "transfer.pick" => {
+                assert!(PickResult::parse(&word(&p["result"])).is_some(), "{e}");
+                seen += 1;
+            }
+            "conference.budget_stop" | "conference.converged" | "conference.stalled" => {
+                assert!(FinalStatus::parse(&word(&p["status"])).is_some(), "{e}");
+                seen += 1;
+            }
+            _ => {}
+        }
+    }
+    // 18 attempts, a review and picks in each round, a stop.
+    assert!(seen > 24, "{seen} words checked");
+    let st = repo.status_json(NAME);
+    assert!(RunStatus::parse(&word(&st["status"])).is_some(), "{st}");
 }
 
 #[test]

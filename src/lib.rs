@@ -3,7 +3,9 @@
 //! Layout: `config` reads conference.md; `store` owns every ref, the event log and the notes;
 //! `git` moves worktrees and snapshots; `exec` runs commands and reads metrics; `engine` runs the
 //! protocol (research, poster session, peer review, knowledge transfer, stop rules, synthesis);
-//! `tune` is the built-in researcher; `cli` has one file per subcommand.
+//! `tune` is the built-in researcher; `cli` has one file per subcommand. Below them all, with no
+//! I/O: `clock` (the time), `model` (the stored verdict and status words) and `protocol` (the
+//! rules as pure functions: keep/revert, review, pick, stop).
 
 pub mod agents;
 pub mod cli;

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use super::state::{ResearcherState, State};
 use super::Conference;
-use crate::config::{Mode, Tolerance};
+use crate::config::Mode;
 use crate::protocol::stop_rules::AfterRound;
 
 pub use crate::protocol::stop_rules::{no_progress, Stop};
@@ -82,22 +82,14 @@ pub fn researcher_timeout(conf: &Conference) -> Option<Duration> {
     })
 }
 
-/// Whether the metric counts in whole numbers: every baseline measurement is an integer. The
-/// seed's noise threshold for such metrics is 0 (one unit better is progress).
-fn integer_metric(st: &State) -> bool {
-    !st.baseline_runs.is_empty() && st.baseline_runs.iter().all(|v| v.fract() == 0.0)
-}
-
-/// The noise threshold for the plateau rule and peer review: Min consensus delta, else 0.1% of
-/// the baseline (0 for integer metrics).
+/// The noise threshold for the plateau rule and peer review (the rule:
+/// `protocol::round::noise_threshold`).
 pub fn noise_threshold(conf: &Conference, st: &State) -> f64 {
-    if let Some(t) = conf.config.min_consensus_delta {
-        return t.resolve(st.baseline_metric.unwrap_or(0.0));
-    }
-    if integer_metric(st) {
-        return 0.0;
-    }
-    Tolerance::Percent(0.1).resolve(st.baseline_metric.unwrap_or(0.0))
+    crate::protocol::round::noise_threshold(
+        conf.config.min_consensus_delta,
+        st.baseline_metric,
+        &st.baseline_runs,
+    )
 }
 
 /// Decides, after round `st.round` completed, whether the conference stops (the rules and their

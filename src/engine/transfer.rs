@@ -22,6 +22,7 @@ use super::Conference;
 use crate::config::edit;
 use crate::git::{merge, snapshot};
 use crate::model::{EvalStatus, FinalStatus, PickResult, Verdict};
+use crate::protocol::round as round_rules;
 use crate::store::StateChange;
 
 /// What became of one validated finding in knowledge transfer (`round-N/transfer.jsonl`).
@@ -290,11 +291,7 @@ fn complete_round(conf: &Conference, findings: &[Finding]) -> Result<()> {
         .flatten()
         .or(st.baseline_metric);
     let threshold = super::stop::noise_threshold(conf, &st);
-    let progressed = match (st.best.metric, previous, conf.direction()) {
-        (Some(now), Some(before), Some(dir)) => dir.gain(now, before) > threshold,
-        (Some(_), None, _) => true,
-        _ => false,
-    };
+    let progressed = round_rules::progressed(st.best.metric, previous, conf.direction(), threshold);
     // Qualitative mode: the reviewer's scores (the re-measured round-bests), or the score a
     // researcher without a finding kept.
     let all_high = !st.researchers.is_empty()
@@ -304,7 +301,7 @@ fn complete_round(conf: &Conference, findings: &[Finding]) -> Result<()> {
                 .find(|f| &f.researcher == id)
                 .and_then(|f| f.reproduced)
                 .or(r.best_metric)
-                .is_some_and(|m| m >= 8.0)
+                .is_some_and(|m| m >= round_rules::HIGH_SCORE)
         });
     let mut transfer_md = String::new();
     let _ = writeln!(transfer_md, "# Knowledge Transfer — Round {round}\n");
@@ -343,21 +340,16 @@ fn complete_round(conf: &Conference, findings: &[Finding]) -> Result<()> {
     let advance = |next: &mut super::state::State| {
         next.phase = Phase::Between;
         next.round_bests.push(next.best.metric);
-        next.plateau_rounds = if progressed {
-            0
-        } else {
-            next.plateau_rounds + 1
+        let before = round_rules::Streaks {
+            plateau_rounds: next.plateau_rounds,
+            stalled_rounds: next.stalled_rounds,
+            high_score_rounds: next.high_score_rounds,
         };
-        next.stalled_rounds = if super::stop::every_researcher_stalled(next) {
-            next.stalled_rounds + 1
-        } else {
-            0
-        };
-        next.high_score_rounds = if all_high {
-            next.high_score_rounds + 1
-        } else {
-            0
-        };
+        let all_stalled = super::stop::every_researcher_stalled(next);
+        let after = round_rules::streaks_after(before, progressed, all_stalled, all_high);
+        next.plateau_rounds = after.plateau_rounds;
+        next.stalled_rounds = after.stalled_rounds;
+        next.high_score_rounds = after.high_score_rounds;
         next.shared_knowledge.extend(knowledge.iter().cloned());
         next.transfer_done.clear();
     };

@@ -6,9 +6,11 @@
 //! - `review_verdict`: the hold-out check that can challenge a validated finding (the verdict
 //!   from the interleaved readings is `engine::noise::judge`).
 //! - `pick`: whether a knowledge-transfer pick stays on best.
+//! - `round`: the noise threshold, progress in a round, the streaks the stop rules count.
 //! - `stop_rules`: whether the conference stops after a round, each rule in its order.
 
 pub mod keep;
 pub mod pick;
 pub mod review_verdict;
+pub mod round;
 pub mod stop_rules;

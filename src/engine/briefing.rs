@@ -6,7 +6,7 @@
 //! part, the oldest dropped with a line saying how many (`render`), so a long conference never
 //! grows the prompt without bound.
 
-use crate::model::{ReviewVerdict, Verdict};
+use crate::model::{PickResult, ReviewVerdict, Verdict};
 use std::fmt::Write;
 
 use anyhow::Result;
@@ -99,11 +99,15 @@ pub fn gather(conf: &Conference, id: &str) -> Result<Briefing> {
             let outcome = picks
                 .iter()
                 .find(|p| p.researcher == f.researcher)
-                .map(|p| match (p.result.as_str(), p.conflicts.is_empty()) {
-                    ("merged", true) => "on best".to_string(),
-                    ("merged", false) => format!("on best except {}", p.conflicts.join(", ")),
-                    _ => format!("not combined: {}", p.reason),
-                });
+                .map(
+                    |p| match (PickResult::parse(&p.result), p.conflicts.is_empty()) {
+                        (Some(PickResult::Merged), true) => "on best".to_string(),
+                        (Some(PickResult::Merged), false) => {
+                            format!("on best except {}", p.conflicts.join(", "))
+                        }
+                        _ => format!("not combined: {}", p.reason),
+                    },
+                );
             reviews.push(Reviewed {
                 round: r,
                 researcher: f.researcher.clone(),

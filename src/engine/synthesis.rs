@@ -3,7 +3,7 @@
 //! per-researcher statistics) and `conference_progress.png`, all built from the recorded data.
 //! Also the results tables in the original skill's TSV format.
 
-use crate::model::{ReviewVerdict, Verdict};
+use crate::model::{FinalStatus, PickResult, ReviewVerdict, Verdict};
 use std::fmt::Write;
 
 use anyhow::Result;
@@ -394,7 +394,10 @@ pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
         synthesis,
         "## What worked (validated and combined on best)\n"
     );
-    let merged: Vec<_> = picks.iter().filter(|(_, p)| p.result == "merged").collect();
+    let merged: Vec<_> = picks
+        .iter()
+        .filter(|(_, p)| p.result == PickResult::Merged)
+        .collect();
     if merged.is_empty() {
         let _ = writeln!(synthesis, "No finding reached the best branch.");
     }
@@ -414,7 +417,10 @@ pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
             }
         );
     }
-    let left_out: Vec<_> = picks.iter().filter(|(_, p)| p.result != "merged").collect();
+    let left_out: Vec<_> = picks
+        .iter()
+        .filter(|(_, p)| p.result != PickResult::Merged)
+        .collect();
     if !left_out.is_empty() {
         let _ = writeln!(synthesis, "\n## Validated but not combined\n");
         for (round, p) in left_out {
@@ -514,8 +520,9 @@ fn open_questions(conf: &Conference, st: &State, findings: &[(u32, Finding)]) ->
         _ => None,
     };
     let why = st.stop_reason.as_deref().unwrap_or("-");
-    out.push(match st.final_status.as_deref() {
-        Some("budget_stop") => match last_round_gain {
+    let status = st.final_status.as_deref();
+    out.push(match status.map(|s| (s, FinalStatus::parse(s))) {
+        Some((_, Some(FinalStatus::BudgetStop))) => match last_round_gain {
             Some(g) if g > 0.0 => format!(
                 "The budget ended the conference ({why}) while the last round still improved the best ({}): more rounds may improve it further.",
                 gain_text(g)
@@ -524,11 +531,11 @@ fn open_questions(conf: &Conference, st: &State, findings: &[(u32, Finding)]) ->
                 "The budget ended the conference ({why}); the last round did not improve the best."
             ),
         },
-        Some("stalled") => format!(
+        Some((_, Some(FinalStatus::Stalled))) => format!(
             "Every researcher stalled ({why}): a new search space, focus or agent may find more."
         ),
-        Some("converged") => format!("The conference converged ({why})."),
-        Some(other) => format!("The conference ended {other} ({why})."),
+        Some((_, Some(FinalStatus::Converged))) => format!("The conference converged ({why})."),
+        Some((other, None)) => format!("The conference ended {other} ({why})."),
         None => "The conference has not ended yet.".to_string(),
     });
     out

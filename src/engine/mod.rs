@@ -16,7 +16,8 @@ pub mod evaluate;
 pub mod guards;
 pub mod noise;
 pub mod openai;
-pub mod paths;
+/// The path rules live beside the config (`config::paths`); engine code keeps its old path.
+pub use crate::config::paths;
 pub mod prompt;
 pub mod prose;
 pub mod reasons;

@@ -2,7 +2,6 @@
 //! built-in tuner (`builtin:tune`) that edits numeric literals in-process, or the built-in HTTP
 //! agent (`builtin:openai`, in `super::openai`).
 
-use crate::model::{EvalStatus, Verdict};
 use std::path::Path;
 use std::time::Duration;
 
@@ -14,6 +13,7 @@ use crate::agents::{self, preset, AgentReport};
 use crate::exec::preflight;
 use crate::exec::process::{self, Outcome, Spec};
 use crate::git::snapshot;
+use crate::model::{EvalStatus, Verdict};
 use crate::tune;
 
 pub const BUILTIN_TUNE: &str = "builtin:tune";

@@ -6,13 +6,14 @@
 //! part, the oldest dropped with a line saying how many (`render`), so a long conference never
 //! grows the prompt without bound.
 
-use crate::model::{PickResult, ReviewVerdict, Verdict};
 use std::fmt::Write;
 
 use anyhow::Result;
 
 use super::research::{recent_attempts, round_attempts, AttemptRecord};
 use super::Conference;
+
+use crate::model::{PickResult, ReviewVerdict, Verdict};
 
 /// Bytes each part of the briefing may take.
 pub const OWN_BYTES: usize = 6 * 1024;

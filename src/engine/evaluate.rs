@@ -3,7 +3,6 @@
 //! A result is cached in the conference state by tree id and evaluation settings, so the same tree
 //! is never evaluated twice with the same settings (not by two researchers, not after a resume).
 
-use crate::model::EvalStatus;
 use std::path::Path;
 use std::time::Duration;
 
@@ -14,6 +13,7 @@ use sha2::{Digest, Sha256};
 use crate::config::Config;
 use crate::exec::metric::{self, Reading};
 use crate::exec::process::{self, Outcome, Spec};
+use crate::model::EvalStatus;
 
 /// What one evaluation (all its repeats) gave.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -3,6 +3,7 @@
 //! attempt's reason next to its verdict. One place decides how a reason is worded and grouped.
 
 use super::research::AttemptRecord;
+
 use crate::model::Verdict;
 
 /// Verdicts that carry a reason worth showing (a kept or reverted attempt speaks for itself).

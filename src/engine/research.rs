@@ -639,7 +639,7 @@ async fn evaluate_cached(
         .await?
         .clone();
     let mut result = result;
-    let of_the_tree = !(cut_short && result.status == "timeout");
+    let of_the_tree = !(cut_short && result.status == EvalStatus::Timeout);
     if result.status == EvalStatus::Interrupted || !of_the_tree {
         conf.evaluations.lock().unwrap().remove(&key);
     }

@@ -5,7 +5,6 @@
 //! inconsistent gain, or a hold-out that disagrees), overturned (no gain, a crash, or a diff that
 //! touches a frozen or forbidden path). Findings that are not validated never reach best.
 
-use crate::model::{EvalStatus, ReviewVerdict, Verdict};
 use std::fmt::Write;
 
 use anyhow::Result;
@@ -19,6 +18,7 @@ use super::research::round_attempts;
 use super::state::{files, Phase};
 use super::Conference;
 use crate::git::snapshot;
+use crate::model::{EvalStatus, ReviewVerdict, Verdict};
 use crate::store::StateChange;
 
 /// One researcher's round-best as the review judged it.

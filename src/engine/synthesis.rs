@@ -3,7 +3,6 @@
 //! per-researcher statistics) and `conference_progress.png`, all built from the recorded data.
 //! Also the results tables in the original skill's TSV format.
 
-use crate::model::{FinalStatus, PickResult, ReviewVerdict, Verdict};
 use std::fmt::Write;
 
 use anyhow::Result;
@@ -14,6 +13,7 @@ use super::review::{fmt, gain_text, Finding};
 use super::state::{files, State};
 use super::Conference;
 use crate::git::snapshot;
+use crate::model::{FinalStatus, PickResult, ReviewVerdict, Verdict};
 use crate::report_plot::{self, PlotData, PlotSeries};
 
 /// Header of conference_results.tsv (the original skill's columns).

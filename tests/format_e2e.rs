@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use common::TestRepo;
@@ -157,6 +157,80 @@ fn a_recorded_conference_resumes_in_a_fresh_clone_to_the_uninterrupted_best() {
     assert_eq!(resumed.git(&["fsck", "--no-progress"]), "");
     every_stored_word_is_a_model_word(&resumed);
     every_stored_word_is_a_model_word(&straight);
+    todays_bytes_keep_the_recorded_shape(&resumed, recorded_events.len(), &straight);
+}
+
+fn keys(v: &Value) -> BTreeSet<String> {
+    v.as_object()
+        .map(|o| o.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// What today's code writes has every field the recording has (new fields may be added, none
+/// renamed or removed): each event's payload, state.json and a researcher in it, the notes of
+/// the attempts, and the files of a round in the state tree.
+fn todays_bytes_keep_the_recorded_shape(recorded: &TestRepo, count: usize, today: &TestRepo) {
+    let old = &recorded.events(NAME)[..count];
+    let new = today.events(NAME);
+    let mut compared = 0;
+    for e in old {
+        let name = e["event"].as_str().unwrap();
+        let Some(n) = new.iter().find(|n| n["event"] == name) else {
+            assert_eq!(name, "conference.paused", "{name} is no longer written");
+            continue;
+        };
+        assert_eq!(keys(e), keys(n), "{name}: the event line");
+        assert!(!keys(&e["payload"]).is_empty(), "{name} has a payload");
+        let missing: Vec<_> = keys(&e["payload"])
+            .difference(&keys(&n["payload"]))
+            .cloned()
+            .collect();
+        assert!(missing.is_empty(), "{name} lost payload fields {missing:?}");
+        compared += 1;
+    }
+    assert!(compared >= 15, "{compared} events compared");
+
+    let state = |repo: &TestRepo, rev: &str| -> Value {
+        serde_json::from_str(&repo.show(rev, "state.json").unwrap()).unwrap()
+    };
+    let recorded_tip = event_commits(recorded)[count - 1].clone();
+    let old_state = state(recorded, &recorded_tip);
+    let new_state = state(today, &format!("refs/conference/{NAME}/events"));
+    assert!(
+        keys(&old_state).is_subset(&keys(&new_state)),
+        "state.json lost fields"
+    );
+    assert!(
+        keys(&old_state["researchers"]["A"]).is_subset(&keys(&new_state["researchers"]["A"])),
+        "a researcher in state.json lost fields"
+    );
+
+    let note_keys = |repo: &TestRepo, events: &[Value]| -> BTreeSet<String> {
+        let kept = events
+            .iter()
+            .find(|e| e["event"] == "researcher.iteration" && e["payload"]["status"] == "kept")
+            .expect("a kept attempt");
+        let notes = repo.notes(kept["payload"]["commit"].as_str().unwrap());
+        assert!(!notes.is_empty(), "a kept attempt has its note");
+        keys(&notes[0])
+    };
+    assert!(
+        note_keys(recorded, old).is_subset(&note_keys(today, &new)),
+        "an attempt's note lost fields"
+    );
+
+    let round_files = |repo: &TestRepo, rev: &str| -> BTreeSet<String> {
+        repo.git(&["ls-tree", "--name-only", &format!("{rev}:round-1")])
+            .lines()
+            .map(str::to_string)
+            .collect()
+    };
+    let old_files = round_files(recorded, &recorded_tip);
+    let new_files = round_files(today, &format!("refs/conference/{NAME}/events"));
+    assert!(
+        old_files.is_subset(&new_files),
+        "round-1 files {old_files:?} not all in {new_files:?}"
+    );
 }
 
 /// Every verdict and status word in the event log is one the model spells (`src/model`), in

@@ -214,3 +214,20 @@ pub mod files {
         format!("{EVAL_CACHE_DIR}{settings}/{}/{}", &tree[..2], &tree[2..])
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each verdict counts under the field named by its own stored word, and nowhere else.
+    #[test]
+    fn every_verdict_counts_under_its_own_word() {
+        for &verdict in Verdict::ALL {
+            let mut counts = Counts::default();
+            counts.add(verdict);
+            assert_eq!(counts.total(), 1);
+            let json = serde_json::to_value(&counts).unwrap();
+            assert_eq!(json[verdict.as_str()], 1, "{verdict}: {json}");
+        }
+    }
+}

@@ -47,15 +47,13 @@ fn done_before_round(st: &State) -> u64 {
 /// letter order (A gets the remainder first), so the cap is never overshot by researchers
 /// racing for the last iterations, and a run is the same whatever the timing.
 pub fn round_allotment(conf: &Conference, st: &State, id: &str) -> u32 {
-    let per_round = conf.config.iterations_per_round;
-    let Some(max) = conf.config.max_total_iterations else {
-        return per_round;
-    };
-    let left = (max as u64).saturating_sub(done_before_round(st));
-    let n = st.researchers.len().max(1) as u64;
-    let index = st.researchers.keys().position(|k| k == id).unwrap_or(0) as u64;
-    let share = left / n + u64::from(index < left % n);
-    share.min(per_round as u64) as u32
+    crate::protocol::schedule::allotment(
+        conf.config.iterations_per_round,
+        conf.config.max_total_iterations,
+        done_before_round(st),
+        st.researchers.len(),
+        st.researchers.keys().position(|k| k == id).unwrap_or(0),
+    )
 }
 
 /// The time budget, when it is used up.
@@ -126,21 +124,19 @@ pub fn every_researcher_stalled(st: &State) -> bool {
 
 /// The round about to run (or running) is the last one the budgets allow.
 pub fn is_endgame(conf: &Conference, st: &State) -> bool {
-    if st.round >= conf.config.max_rounds {
-        return true;
-    }
-    if let Some(max) = conf.config.max_total_iterations {
-        let per_round = conf.config.count as u64 * conf.config.iterations_per_round as u64;
-        if done_before_round(st) + per_round >= max as u64 {
-            return true;
-        }
-    }
-    false
+    crate::protocol::schedule::is_endgame(
+        st.round,
+        conf.config.max_rounds,
+        conf.config.max_total_iterations,
+        done_before_round(st),
+        conf.config.count,
+        conf.config.iterations_per_round,
+    )
 }
 
 /// Pause after this round (`pause_every: N`).
 pub fn should_pause(conf: &Conference, st: &State) -> bool {
-    matches!(conf.config.pause_every, Some(n) if n > 0 && st.round > 0 && st.round.is_multiple_of(n))
+    crate::protocol::schedule::pause_after(conf.config.pause_every, st.round)
 }
 
 #[cfg(test)]

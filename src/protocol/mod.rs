@@ -7,10 +7,12 @@
 //!   from the interleaved readings is `engine::noise::judge`).
 //! - `pick`: whether a knowledge-transfer pick stays on best.
 //! - `round`: the noise threshold, progress in a round, the streaks the stop rules count.
+//! - `schedule`: the iterations each researcher may run in a round, the endgame, the pause.
 //! - `stop_rules`: whether the conference stops after a round, each rule in its order.
 
 pub mod keep;
 pub mod pick;
 pub mod review_verdict;
 pub mod round;
+pub mod schedule;
 pub mod stop_rules;

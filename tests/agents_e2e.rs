@@ -9,6 +9,14 @@
 //! The CLIs are found through GIT_CONFERENCE_TEST_CLAUDE / GIT_CONFERENCE_TEST_AIDER, PATH, or
 //! `.ci/agents/` (where `.ci/run` installs pinned versions; it sets both variables). When one is missing the test fails
 //! under CI (`CI` set) and otherwise prints a loud SKIPPED line.
+//!
+//! Codex, Gemini CLI and opencode (from npm: `@openai/codex`, `@google/gemini-cli`,
+//! `opencode-ai`) run only when GIT_CONFERENCE_TEST_CODEX / GIT_CONFERENCE_TEST_GEMINI /
+//! GIT_CONFERENCE_TEST_OPENCODE name their executables (`.ci/run` installs Codex and sets its
+//! variable; the other two are slower and left to be run by hand), else they print a loud
+//! SKIPPED line. Each gets its endpoint from a configuration file in the
+//! test's HOME, as a user would set it up. They were last run with Codex 0.169.0, Gemini CLI
+//! 0.61.0 and opencode 1.18.33 (opencode takes about 12 s a run on two cores).
 
 mod common;
 
@@ -555,4 +563,321 @@ fn a_token_budget_stops_new_agent_runs() {
     );
     assert!(status.contains("researcher A: 1.22M tokens"), "{status}");
     assert!(status.contains("round 1: 1.22M tokens"), "{status}");
+}
+
+/// A CLI that `.ci/run` does not install: `$var` when it names a file, else None after a loud
+/// SKIPPED line (also under CI).
+fn optional_cli(var: &str, name: &str) -> Option<PathBuf> {
+    let found = std::env::var_os(var)
+        .map(PathBuf::from)
+        .filter(|p| p.is_file());
+    if found.is_none() {
+        eprintln!(
+            "\n*** SKIPPED: set {var} to a {name} executable; this test drives the real {name} ***\n"
+        );
+    }
+    found
+}
+
+/// Writes `text` to `rel` under the test's HOME (where the CLIs read their configuration).
+fn home_file(repo: &TestRepo, rel: &str, text: &str) {
+    let path = repo.tmp.path().join("home").join(rel);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+/// The three attempts every real-CLI test makes: an improving edit (kept), an edit to the
+/// frozen harness (rejected), a write outside the worktree the CLI refuses (no_change).
+fn three_attempts() -> Value {
+    json!([
+        claude_edit("train.py", "lr = 0.1", "lr = 0.03", "lower lr to 0.03", "Lowered the learning rate."),
+        claude_edit("prepare.py", "return 1.0 + 100.0 * (lr - 0.01) ** 2", "return 0.0", "a perfect loss", "Done."),
+        {"actions": [{"tool": "Read", "file": "train.py"},
+                     {"tool": "Write", "file": "../outside.py", "content": "lr = 0.01\n"}],
+         "say": "Lowered the learning rate."},
+    ])
+}
+
+/// Runs conference `name` with `agent` lines against `endpoint` and checks the three attempts:
+/// verdicts, the refusal's reason (`refused` in it), the tokens in the events and the kept
+/// attempt's note, and that nothing was written outside the worktree. Returns the iterations.
+fn check_three_attempts(
+    repo: &TestRepo,
+    name: &str,
+    agent: &[&str],
+    env: &[(&'static str, String)],
+    refused: &str,
+) -> Vec<Value> {
+    let text = config(name, 3, 1, agent, &[]);
+    let run = start(repo, name, &text, env);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let its = iterations(repo, name);
+    let verdicts: Vec<&str> = its.iter().map(|p| p["status"].as_str().unwrap()).collect();
+    assert_eq!(
+        verdicts,
+        ["kept", "rejected", "no_change"],
+        "{its:#?}\n{}",
+        run.stderr
+    );
+    assert!(
+        its[1]["reason"].as_str().unwrap().contains("frozen"),
+        "{}",
+        its[1]
+    );
+    let reason = its[2]["reason"].as_str().unwrap();
+    assert!(reason.contains(refused), "{reason}");
+    assert!(!repo.worktrees_root().join(name).join("outside.py").exists());
+    for p in &its {
+        assert!(p["tokens"]["input"].as_u64().unwrap() >= 1000, "{p}");
+        assert!(p["tokens"]["output"].as_u64().unwrap() >= 100, "{p}");
+    }
+    let kept = its[0]["commit"].as_str().unwrap();
+    assert_eq!(its[0]["description"], "lower lr to 0.03");
+    assert!(repo.notes(kept)[0]["tokens"]["input"].as_u64().unwrap() >= 1000);
+    assert_eq!(files_of(repo, kept), ["train.py"]);
+    let best = repo
+        .show(&format!("conference/{name}/best"), "train.py")
+        .unwrap();
+    assert!(best.contains("lr = 0.03"), "{best}");
+    its
+}
+
+#[test]
+fn codex_researcher_keeps_rejects_and_records_refusals_and_usage() {
+    let Some(codex) = optional_cli("GIT_CONFERENCE_TEST_CODEX", "codex") else {
+        return;
+    };
+    let repo = autoresearch(&codex, "codex");
+    let endpoint = Endpoint::start(repo.tmp.path(), three_attempts());
+    // Codex reads its endpoint from its configuration only (not OPENAI_BASE_URL).
+    home_file(
+        &repo,
+        ".codex/config.toml",
+        &format!(
+            "model_provider = \"scripted\"\nmodel = \"gpt-5-codex\"\n\
+             [model_providers.scripted]\nname = \"scripted\"\nbase_url = \"{}/v1\"\n\
+             env_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\n",
+            endpoint.url()
+        ),
+    );
+    // The test's worktrees are under /tmp, which workspace-write lets Codex write: closed.
+    let agent = [
+        "codex",
+        "- extra args: -c sandbox_workspace_write.exclude_slash_tmp=true \
+         -c sandbox_workspace_write.exclude_tmpdir_env_var=true",
+    ];
+    let env = vec![("OPENAI_API_KEY", "sk-test".to_string())];
+    let its = check_three_attempts(
+        &repo,
+        "cx",
+        &agent,
+        &env,
+        "the agent's edit was refused: patch rejected",
+    );
+    assert!(its[0].get("cost_usd").is_none(), "Codex reports no cost");
+}
+
+#[test]
+fn gemini_cli_researcher_keeps_rejects_and_records_refusals_and_usage() {
+    let Some(gemini) = optional_cli("GIT_CONFERENCE_TEST_GEMINI", "gemini") else {
+        return;
+    };
+    let repo = autoresearch(&gemini, "gemini");
+    let endpoint = Endpoint::start(repo.tmp.path(), three_attempts());
+    home_file(
+        &repo,
+        ".gemini/settings.json",
+        r#"{"security":{"auth":{"selectedType":"gemini-api-key"}},"privacy":{"usageStatisticsEnabled":false},"general":{"disableAutoUpdate":true}}"#,
+    );
+    let env = vec![
+        ("GOOGLE_GEMINI_BASE_URL", endpoint.url()),
+        ("GEMINI_API_KEY", "test-key".to_string()),
+    ];
+    check_three_attempts(
+        &repo,
+        "gm",
+        &["gemini"],
+        &env,
+        "the agent's edit was refused: write_file: Path not in workspace",
+    );
+}
+
+#[test]
+fn opencode_researcher_keeps_rejects_and_records_refusals_and_usage() {
+    let Some(opencode) = optional_cli("GIT_CONFERENCE_TEST_OPENCODE", "opencode") else {
+        return;
+    };
+    let repo = autoresearch(&opencode, "opencode");
+    let endpoint = Endpoint::start(repo.tmp.path(), three_attempts());
+    home_file(
+        &repo,
+        ".config/opencode/opencode.json",
+        &json!({
+            "autoupdate": false,
+            "share": "disabled",
+            "provider": {"scripted": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Scripted",
+                "options": {"baseURL": format!("{}/v1", endpoint.url()), "apiKey": "sk-test"},
+                "models": {"m": {"name": "m", "cost": {"input": 3, "output": 15}}}
+            }}
+        })
+        .to_string(),
+    );
+    let its = check_three_attempts(
+        &repo,
+        "oc",
+        &["opencode", "- model: scripted/m"],
+        &[],
+        "the agent's edit was refused: write of ../outside.py",
+    );
+    // $3 and $15 per million tokens: each model call costs $0.0045.
+    assert!(its[0]["cost_usd"].as_f64().unwrap() >= 0.0045, "{}", its[0]);
+}
+
+/// The preset's own command line, run by `sh` in the repository with a 200 KB prompt (over
+/// Linux's 128 KiB limit on one argument): the CLI gets it whole and makes its edit.
+fn run_preset_with_a_long_prompt(
+    repo: &TestRepo,
+    preset: git_conference::agents::Preset,
+    cli: &Path,
+    endpoint: &Endpoint,
+    env: &[(&str, String)],
+) {
+    let options = git_conference::agents::preset::Options {
+        model: (preset == git_conference::agents::Preset::Opencode).then_some("scripted/m"),
+        ..Default::default()
+    };
+    let line = preset.command_line(cli.to_str().unwrap(), &options);
+    let files = git_conference::agents::prepare(&repo.dir, "").unwrap();
+    let history: String = (0..4000)
+        .map(|i| {
+            format!(
+                "- attempt {i:05}: lr {:.5} rejected, val_bpb worse\n",
+                i as f64 / 1e5
+            )
+        })
+        .collect();
+    let prompt =
+        format!("# Research task\n\n## History\n\n{history}\n## How to work\n\nEdit train.py.\n");
+    assert!(prompt.len() > 200_000);
+    std::fs::write(&files.prompt, prompt).unwrap();
+    let mut cmd = repo.command("sh");
+    cmd.arg("-c")
+        .arg(&line)
+        .env("CONFERENCE_PROMPT_FILE", &files.prompt)
+        .env("CONFERENCE_AGENT_DIR", &files.dir);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{line}\n{stderr}");
+    let train = std::fs::read_to_string(repo.dir.join("train.py")).unwrap();
+    assert!(train.contains("lr = 0.03"), "{line}\n{stderr}");
+    assert!(!endpoint.main_requests().is_empty());
+}
+
+fn one_edit() -> Value {
+    json!([{"actions": [{"tool": "Read", "file": "train.py"},
+                        {"tool": "Edit", "file": "train.py", "old": "lr = 0.1", "new": "lr = 0.03"}],
+            "say": "Lowered the learning rate."}])
+}
+
+#[test]
+fn gemini_cli_and_opencode_take_a_prompt_over_128_kib() {
+    if let Some(gemini) = optional_cli("GIT_CONFERENCE_TEST_GEMINI", "gemini") {
+        let repo = autoresearch(&gemini, "gemini");
+        let endpoint = Endpoint::start(repo.tmp.path(), one_edit());
+        home_file(
+            &repo,
+            ".gemini/settings.json",
+            r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#,
+        );
+        let env = [
+            ("GOOGLE_GEMINI_BASE_URL", endpoint.url()),
+            ("GEMINI_API_KEY", "test-key".to_string()),
+        ];
+        run_preset_with_a_long_prompt(
+            &repo,
+            git_conference::agents::Preset::Gemini,
+            &gemini,
+            &endpoint,
+            &env,
+        );
+    }
+    if let Some(opencode) = optional_cli("GIT_CONFERENCE_TEST_OPENCODE", "opencode") {
+        let repo = autoresearch(&opencode, "opencode");
+        let endpoint = Endpoint::start(repo.tmp.path(), one_edit());
+        home_file(
+            &repo,
+            ".config/opencode/opencode.json",
+            &json!({"provider": {"scripted": {
+                "npm": "@ai-sdk/openai-compatible",
+                "options": {"baseURL": format!("{}/v1", endpoint.url()), "apiKey": "sk-test"},
+                "models": {"m": {"name": "m"}}}}})
+            .to_string(),
+        );
+        run_preset_with_a_long_prompt(
+            &repo,
+            git_conference::agents::Preset::Opencode,
+            &opencode,
+            &endpoint,
+            &[],
+        );
+    }
+}
+
+/// A stand-in for `claude` at `version`: it answers `--version` as Claude Code does, refuses
+/// `--max-budget-usd` before 2.0 as 1.0.128 does, and otherwise changes nothing and says so.
+fn fake_claude(version: &str) -> String {
+    format!(
+        r#"#!/bin/sh
+if [ "$1" = --version ]; then echo "{version} (Claude Code)"; exit 0; fi
+case "{version} $*" in
+  1.*--max-budget-usd*) echo "error: unknown option '--max-budget-usd'" >&2; exit 1;;
+esac
+echo '{{"type":"result","subtype":"success","is_error":false,"result":"Nothing to change.","total_cost_usd":0.01,"usage":{{"input_tokens":1000,"output_tokens":100}}}}'
+"#
+    )
+}
+
+#[test]
+fn a_cost_budget_with_a_claude_code_without_its_cap_is_refused_at_start() {
+    let text = config("old", 1, 1, &["claude"], &["- **Cost budget:** $5"]);
+    for (version, refused) in [("1.0.128", true), ("2.1.197", false)] {
+        let repo = TestRepo::new();
+        repo.write("prepare.py", PREPARE);
+        repo.write("train.py", TRAIN);
+        repo.commit_all("autoresearch layout");
+        let fake = repo.tmp.path().join("fake-claude");
+        std::fs::write(&fake, fake_claude(version)).unwrap();
+        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        repo.link_program("claude", &fake);
+        let run = start(&repo, "old", &text, &[]);
+        if refused {
+            assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
+            let line = text
+                .lines()
+                .position(|l| l.contains("Cost budget"))
+                .unwrap()
+                + 1;
+            assert!(
+                run.stderr
+                    .contains(&format!("conference.md:{line}: Cost budget"))
+                    && run.stderr.contains("Claude Code 1.0.128 does not have")
+                    && run.stderr.contains("- **Cost budget:** none"),
+                "{}",
+                run.stderr
+            );
+            // Refused before anything was made.
+            assert_eq!(repo.git(&["for-each-ref", "refs/conference/"]), "");
+        } else {
+            assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+            let its = iterations(&repo, "old");
+            assert_eq!(its[0]["status"], "no_change", "{its:#?}");
+            assert_eq!(its[0]["cost_usd"], 0.01, "{its:#?}");
+        }
+    }
 }

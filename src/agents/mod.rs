@@ -8,7 +8,9 @@
 //! ignored files out) never takes it for part of an attempt.
 
 pub mod preset;
+pub mod stderr;
 pub mod usage;
+pub mod version;
 
 use std::path::{Path, PathBuf};
 
@@ -216,6 +218,20 @@ mod config_tests {
         assert_eq!(e.len(), 2, "{e:#?}");
         assert_eq!(e[0].line, line_of(&text, "- model: gpt-5"));
         assert_eq!(e[1].line, line_of(&text, "- extra args: -v"));
+
+        let text = conference("opencode", "none", "none", &["- model: claude-sonnet-4-5"]);
+        let e = errors(&text);
+        assert_eq!(e.len(), 1, "{e:#?}");
+        assert_eq!(e[0].line, line_of(&text, "- model: claude-sonnet-4-5"));
+        assert!(e[0].message.contains("provider/model"), "{e:#?}");
+        assert!(e[0].hint.contains("anthropic/claude-sonnet-4-5"), "{e:#?}");
+        assert!(errors(&conference(
+            "opencode",
+            "none",
+            "none",
+            &["- model: anthropic/claude-sonnet-4-5"]
+        ))
+        .is_empty());
 
         let text = conference("claude", "none", "none", &["- extra args: --x; rm -rf ~"]);
         let e = errors(&text);

@@ -4,8 +4,15 @@
 //! and machine-readable output that [`super::usage`] reads.
 //!
 //! The expansion is a shell command line like any written by hand: `start` prints it, the
-//! README lists each one. The prompt comes from `$CONFERENCE_PROMPT_FILE`; the remaining cost
-//! budget (Claude Code's native cap) from `$CONFERENCE_MAX_BUDGET_USD`, set per run.
+//! README lists each one. The prompt comes from `$CONFERENCE_PROMPT_FILE`, always on stdin
+//! (or, for aider, by its file name), never as an argument: Linux caps one argument at 128 KiB
+//! and a prompt with a long history exceeds it. The remaining cost budget (Claude Code's
+//! native cap) comes from `$CONFERENCE_MAX_BUDGET_USD`, set per run.
+//!
+//! Each flag was checked against the `--help` of the real CLI and a real run (Claude Code
+//! 2.1.197 and 1.0.128, Codex 0.169.0, aider 0.86.2, Gemini CLI 0.61.0, opencode 1.18.33):
+//! Gemini CLI needs `--skip-trust`, or in a folder it has not been told to trust it turns
+//! `auto_edit` back into `default` and approves no edit.
 
 use std::fmt::Write as _;
 
@@ -76,6 +83,15 @@ impl Preset {
             .map(|p| (p, word.to_string()))
     }
 
+    /// Why `model` cannot be this CLI's `--model`, if it cannot: opencode takes
+    /// `provider/model` (1.18.33, given a bare model name, only says "Unexpected server
+    /// error").
+    pub fn model_problem(self, model: &str) -> Option<String> {
+        let bare = !model.contains('/');
+        (self == Preset::Opencode && bare)
+            .then(|| "opencode takes its model as provider/model".to_string())
+    }
+
     /// Whether the CLI has a turn limit flag.
     pub fn honours_max_turns(self) -> bool {
         self == Preset::Claude
@@ -132,18 +148,20 @@ impl Preset {
                      {model}{extra} < /dev/null"
                 );
             }
+            // Both read the prompt from stdin when it is not a terminal (Gemini CLI 0.61,
+            // opencode 1.18): no argument holds it, so no argv size limit applies.
             Preset::Gemini => {
                 let _ = write!(
                     s,
-                    "{prog} --approval-mode=auto_edit --output-format json{model}{extra} \
-                     -p \"$(cat \"$CONFERENCE_PROMPT_FILE\")\" < /dev/null"
+                    "{prog} --skip-trust --approval-mode=auto_edit --output-format json{model}{extra} \
+                     < \"$CONFERENCE_PROMPT_FILE\""
                 );
             }
             Preset::Opencode => {
                 let _ = write!(
                     s,
                     "OPENCODE_CONFIG_CONTENT='{{\"permission\":{{\"edit\":\"allow\",\"bash\":\"deny\",\"webfetch\":\"deny\"}}}}' \
-                     {prog} run --format json{model}{extra} \"$(cat \"$CONFERENCE_PROMPT_FILE\")\" < /dev/null"
+                     {prog} run --format json{model}{extra} < \"$CONFERENCE_PROMPT_FILE\""
                 );
             }
         }
@@ -224,12 +242,59 @@ mod tests {
         ] {
             assert!(aider.contains(flag), "{aider}");
         }
-        assert!(Preset::Gemini
-            .command_line("gemini", &none)
-            .starts_with("gemini --approval-mode=auto_edit --output-format json -p"));
-        assert!(Preset::Opencode
-            .command_line("opencode", &none)
-            .contains("opencode run --format json \"$(cat \"$CONFERENCE_PROMPT_FILE\")\""));
+        assert_eq!(
+            Preset::Gemini.command_line("gemini", &none),
+            "gemini --skip-trust --approval-mode=auto_edit --output-format json < \"$CONFERENCE_PROMPT_FILE\""
+        );
+        assert_eq!(
+            Preset::Opencode.command_line("opencode", &none),
+            "OPENCODE_CONFIG_CONTENT='{\"permission\":{\"edit\":\"allow\",\"bash\":\"deny\",\"webfetch\":\"deny\"}}' \
+             opencode run --format json < \"$CONFERENCE_PROMPT_FILE\""
+        );
+    }
+
+    /// Run through `sh` with a 200 KB prompt (over Linux's 128 KiB per argument): every preset
+    /// hands the prompt over whole, on stdin or as a file name, never in one argument.
+    #[test]
+    fn no_preset_puts_the_prompt_in_an_argument() {
+        let tmp = tempfile::tempdir().unwrap();
+        // A stand-in for every CLI: its arguments' sizes, then what stdin held.
+        let cli = tmp.path().join("cli");
+        std::fs::write(
+            &cli,
+            "#!/bin/sh\nfor a in \"$@\"; do echo \"arg ${#a}\"; done\necho \"stdin $(wc -c)\"\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&cli, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let prompt = tmp.path().join("prompt.md");
+        std::fs::write(&prompt, "x".repeat(200_000)).unwrap();
+        for preset in ALL {
+            let line = preset.command_line(cli.to_str().unwrap(), &Options::default());
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(&line)
+                .env("CONFERENCE_PROMPT_FILE", &prompt)
+                .env("CONFERENCE_AGENT_DIR", tmp.path())
+                .output()
+                .unwrap();
+            let out = String::from_utf8_lossy(&out.stdout);
+            let longest = out
+                .lines()
+                .filter_map(|l| l.strip_prefix("arg ")?.parse::<usize>().ok())
+                .max()
+                .unwrap_or(0);
+            assert!(longest < 4096, "{preset:?}: an argument of {longest} bytes");
+            let stdin: usize = out
+                .lines()
+                .find_map(|l| l.strip_prefix("stdin ")?.trim().parse().ok())
+                .unwrap();
+            let by_file = line.contains("--message-file \"$CONFERENCE_PROMPT_FILE\"");
+            assert!(
+                stdin == 200_000 || by_file,
+                "{preset:?} reads the prompt from stdin ({stdin} bytes) or its file: {line}"
+            );
+        }
     }
 
     #[test]
@@ -252,6 +317,20 @@ mod tests {
         assert!(Preset::Aider
             .command_line("aider", &o)
             .ends_with("--model openai/gpt-4o < /dev/null"));
+    }
+
+    /// The README's preset table shows the exact line each preset runs.
+    #[test]
+    fn the_readme_shows_each_preset_line() {
+        let readme = include_str!("../../README.md");
+        for preset in ALL {
+            let row = format!(
+                "| `{}` | `{}` |",
+                preset.name(),
+                preset.command_line(preset.name(), &Options::default())
+            );
+            assert!(readme.contains(&row), "README.md lacks the row {row}");
+        }
     }
 
     #[test]

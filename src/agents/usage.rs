@@ -1,11 +1,14 @@
 //! What an agent CLI reported about its run: the tokens and cost it used, and whether it ended
 //! with an error, a refused tool call, or a turn or budget limit.
 //!
-//! One tolerant parser per preset reads the CLI's machine-readable output (its stdout). These
-//! formats change between versions (Claude Code's `--output-format json` is one `result`
-//! object, or an array of events with `--verbose`; Codex renamed its events), so every parser
-//! looks for the fields it knows wherever they are and skips the rest: an unknown shape yields
-//! no usage and no problem, never an error.
+//! One tolerant parser per preset reads the CLI's machine-readable output (its stdout), and
+//! [`super::stderr`] what some CLIs say only on stderr (a rejected edit, a failed tool call, an
+//! unknown flag). These formats change between versions (Claude Code's `--output-format json`
+//! is one `result` object, or an array of events with `--verbose`; Codex renamed its events),
+//! so every parser looks for the fields it knows wherever they are and skips the rest: an
+//! unknown shape yields no usage and no problem, never an error. The samples the parsers are
+//! tested on were recorded from the real CLIs where they could be (see
+//! `tests/data/agent_output/README.md`).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -39,15 +42,20 @@ pub struct AgentReport {
     pub message: Option<String>,
 }
 
-/// Reads `stdout` of a run of `preset`.
-pub fn parse(preset: Preset, stdout: &str) -> AgentReport {
-    match preset {
+/// Reads the output of a run of `preset`: its `stdout` (the machine-readable report) and its
+/// `stderr`.
+pub fn parse(preset: Preset, stdout: &str, stderr: &str) -> AgentReport {
+    let mut report = match preset {
         Preset::Claude => claude(stdout),
         Preset::Codex => codex(stdout),
         Preset::Aider => aider(stdout),
-        Preset::Gemini => gemini(stdout),
+        Preset::Gemini => gemini(stdout, stderr),
         Preset::Opencode => opencode(stdout),
-    }
+    };
+    let mut problems: Vec<String> = report.problem.take().into_iter().collect();
+    problems.extend(super::stderr::problems(preset, stderr));
+    report.problem = join(problems);
+    report
 }
 
 /// The JSON values in `text`: one document (an array counts as its elements), or one per line
@@ -79,7 +87,7 @@ fn text(v: &Value, key: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-fn clip(s: &str, max: usize) -> String {
+pub(super) fn clip(s: &str, max: usize) -> String {
     let line = s.split_whitespace().collect::<Vec<_>>().join(" ");
     if line.chars().count() <= max {
         return line;
@@ -195,8 +203,11 @@ fn denial(d: &Value) -> String {
     }
 }
 
-/// Codex `exec --json`: `turn.completed` events carry each turn's usage; `turn.failed` and
-/// `error` the errors. The older event envelope (`{"msg": {"type": "token_count", …}}`) too.
+/// Codex `exec --json`: `turn.completed` events carry each turn's usage (`output_tokens`
+/// includes `reasoning_output_tokens`, `input_tokens` includes `cached_input_tokens`: Codex
+/// 0.169 reports 400 output and 120 reasoning tokens for four calls of 100 tokens, 30 of them
+/// reasoning); `turn.failed` the error that ended it. The older event envelope (`{"msg":
+/// {"type": "token_count", …}}`) too.
 fn codex(stdout: &str) -> AgentReport {
     let mut usage: Option<Usage> = None;
     let mut legacy: Option<Usage> = None;
@@ -209,7 +220,7 @@ fn codex(stdout: &str) -> AgentReport {
                 if let Some(u) = v.get("usage") {
                     let t = usage.get_or_insert_with(Usage::default);
                     t.input += num(u, "input_tokens");
-                    t.output += num(u, "output_tokens") + num(u, "reasoning_output_tokens");
+                    t.output += num(u, "output_tokens");
                 }
             }
             "turn.failed" => {
@@ -356,10 +367,14 @@ fn aider_count(s: &str) -> Option<u64> {
     (n.is_finite() && n >= 0.0).then(|| (n * scale).round() as u64)
 }
 
-/// Gemini CLI `--output-format json`: one object with `response`, `stats` (tokens per model)
-/// and `error`; the `result` event of `stream-json` carries `stats` too.
-fn gemini(stdout: &str) -> AgentReport {
-    let values = json_values(stdout);
+/// Gemini CLI `--output-format json`: one object with `response`, `stats` (tokens per model,
+/// tool calls) and `error` (on stderr when the run failed); the `result` event of
+/// `stream-json` carries `stats` too. Why a tool call failed is on stderr only.
+fn gemini(stdout: &str, stderr: &str) -> AgentReport {
+    let mut values = json_values(stdout);
+    if values.is_empty() {
+        values.extend(super::stderr::trailing_object(stderr));
+    }
     let Some(r) = values.iter().rev().find(|v| {
         v.get("stats").is_some() || v.get("response").is_some() || v.get("error").is_some()
     }) else {
@@ -371,7 +386,7 @@ fn gemini(stdout: &str) -> AgentReport {
         let mut u = Usage::default();
         for m in models.values() {
             let t = m.get("tokens").unwrap_or(&Value::Null);
-            u.input += num(t, "prompt");
+            u.input += num(t, "prompt") + num(t, "tool");
             u.output += num(t, "candidates") + num(t, "thoughts");
         }
         if u.tokens() > 0 {
@@ -396,6 +411,26 @@ fn gemini(stdout: &str) -> AgentReport {
         .map_or(0, |d| num(d, "reject"));
     if rejected > 0 {
         problems.push(format!("the agent's tool calls were refused ({rejected})"));
+    }
+    // Which tools failed; why is on stderr (read there when it is).
+    if !stderr.contains("Error executing tool") {
+        let failed: Vec<&str> = stats
+            .get("tools")
+            .and_then(|t| t.get("byName"))
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .filter(|(_, t)| num(t, "fail") > 0)
+                    .map(|(name, _)| name.as_str())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !failed.is_empty() {
+            problems.push(format!(
+                "the agent's tool calls failed: {}",
+                failed.join(", ")
+            ));
+        }
     }
     if let Some(e) = r.get("error").filter(|e| !e.is_null()) {
         let why = text(e, "message")
@@ -431,16 +466,7 @@ fn opencode(stdout: &str) -> AgentReport {
                     u.cost_usd = Some(u.cost_usd.unwrap_or(0.0) + c);
                 }
             }
-            "tool_use" => {
-                let state = part.get("state").unwrap_or(&Value::Null);
-                let error = text(state, "error").unwrap_or_default();
-                if state.get("status").and_then(Value::as_str) == Some("error")
-                    && (error.contains("permission") || error.contains("rejected"))
-                {
-                    let tool = text(part, "tool").unwrap_or_else(|| "a tool".into());
-                    problems.push(format!("the agent's {tool} call was refused"));
-                }
-            }
+            "tool_use" => problems.extend(opencode_tool(part)),
             "error" => {
                 let e = v.get("error").unwrap_or(&Value::Null);
                 let why = e
@@ -462,6 +488,30 @@ fn opencode(stdout: &str) -> AgentReport {
     }
 }
 
+/// A refused opencode tool call (`state.error` says the permission was rejected), or one of a
+/// tool the configuration took away (opencode 1.18 records it as the tool `invalid`).
+fn opencode_tool(part: &Value) -> Option<String> {
+    let state = part.get("state").unwrap_or(&Value::Null);
+    let input = state.get("input").unwrap_or(&Value::Null);
+    let tool = text(part, "tool").unwrap_or_else(|| "a tool".into());
+    if tool == "invalid" {
+        let wanted = text(input, "tool").unwrap_or_else(|| "a tool".into());
+        return Some(format!("the agent called a tool it may not use: {wanted}"));
+    }
+    let error = text(state, "error").unwrap_or_default();
+    let refused = state.get("status").and_then(Value::as_str) == Some("error")
+        && (error.contains("permission") || error.contains("rejected"));
+    if !refused {
+        return None;
+    }
+    Some(match text(input, "filePath") {
+        Some(path) if matches!(tool.as_str(), "edit" | "write" | "patch") => {
+            format!("the agent's edit was refused: {tool} of {path}")
+        }
+        _ => format!("the agent's {tool} call was refused"),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -471,6 +521,11 @@ mod tests {
             .join("tests/data/agent_output")
             .join(name);
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    /// A run that wrote nothing on stderr.
+    fn parse_out(preset: Preset, stdout: &str) -> AgentReport {
+        parse(preset, stdout, "")
     }
 
     fn usage(input: u64, output: u64, cost: Option<f64>) -> Option<Usage> {
@@ -483,12 +538,12 @@ mod tests {
 
     #[test]
     fn claude_2_result_object_and_event_array() {
-        let r = parse(Preset::Claude, &sample("claude-2.1-success.json"));
+        let r = parse_out(Preset::Claude, &sample("claude-2.1-success.json"));
         assert_eq!(r.usage, usage(4000, 400, Some(0.03)));
         assert_eq!(r.problem, None);
         assert_eq!(r.message.as_deref(), Some("Lowered the learning rate."));
         // `--verbose`: an array of events, the result last.
-        let r = parse(Preset::Claude, &sample("claude-2.1-verbose-events.json"));
+        let r = parse_out(Preset::Claude, &sample("claude-2.1-verbose-events.json"));
         assert_eq!(r.usage, usage(4000, 400, Some(0.03)));
         assert_eq!(r.problem, None);
         // The same events one per line (stream-json).
@@ -496,13 +551,13 @@ mod tests {
             .iter()
             .map(|v| v.to_string())
             .collect();
-        let r = parse(Preset::Claude, &lines.join("\n"));
+        let r = parse_out(Preset::Claude, &lines.join("\n"));
         assert_eq!(r.usage, usage(4000, 400, Some(0.03)));
     }
 
     #[test]
     fn claude_refusals_and_limits_are_problems() {
-        let r = parse(Preset::Claude, &sample("claude-2.1-refused.json"));
+        let r = parse_out(Preset::Claude, &sample("claude-2.1-refused.json"));
         assert_eq!(
             r.problem.as_deref(),
             Some("the agent's edit was refused: Write of /tmp/agsmp/outside.py")
@@ -511,23 +566,23 @@ mod tests {
         let read_only = r#"{"type":"result","subtype":"success","is_error":false,"result":"ok",
             "permission_denials":[{"tool_name":"Bash","tool_input":{"command":"python3 train.py"}}]}"#;
         assert_eq!(
-            parse(Preset::Claude, read_only).problem.as_deref(),
+            parse_out(Preset::Claude, read_only).problem.as_deref(),
             Some("the agent's tool calls were refused: Bash (python3 train.py)")
         );
-        let r = parse(Preset::Claude, &sample("claude-2.1-max-turns.json"));
+        let r = parse_out(Preset::Claude, &sample("claude-2.1-max-turns.json"));
         assert!(r.problem.unwrap().contains("turn limit"));
         // Stopped by its budget: `usage` is zero, `modelUsage` has the tokens.
-        let r = parse(Preset::Claude, &sample("claude-2.1-max-budget.json"));
+        let r = parse_out(Preset::Claude, &sample("claude-2.1-max-budget.json"));
         assert!(r.problem.unwrap().contains("spending cap"));
         assert_eq!(r.usage, usage(1000, 100, Some(0.0075)));
     }
 
     #[test]
     fn claude_older_single_objects() {
-        let r = parse(Preset::Claude, &sample("claude-1.0-object.json"));
+        let r = parse_out(Preset::Claude, &sample("claude-1.0-object.json"));
         assert_eq!(r.usage, usage(12 + 5310 + 20480, 412, Some(0.0421)));
         assert_eq!(r.problem, None);
-        let r = parse(Preset::Claude, &sample("claude-0.2-object.json"));
+        let r = parse_out(Preset::Claude, &sample("claude-0.2-object.json"));
         assert_eq!(r.usage, usage(0, 0, Some(0.0034)));
         assert_eq!(
             r.message.as_deref(),
@@ -537,14 +592,14 @@ mod tests {
 
     #[test]
     fn codex_events() {
-        let r = parse(Preset::Codex, &sample("codex-exec-json.jsonl"));
+        let r = parse_out(Preset::Codex, &sample("codex-exec-json.jsonl"));
         assert_eq!(r.usage, usage(24763, 122, None));
         assert_eq!(r.problem, None);
         assert_eq!(
             r.message.as_deref(),
             Some("Lowered the learning rate to 0.01.")
         );
-        let r = parse(Preset::Codex, &sample("codex-exec-json-failed.jsonl"));
+        let r = parse_out(Preset::Codex, &sample("codex-exec-json-failed.jsonl"));
         let p = r.problem.unwrap();
         assert!(
             p.contains("refused: /repo/.git/conference/x/train.py"),
@@ -552,34 +607,34 @@ mod tests {
         );
         assert!(p.contains("rate limit"), "{p}");
         assert_eq!(r.usage, None);
-        let r = parse(Preset::Codex, &sample("codex-legacy-token-count.jsonl"));
+        let r = parse_out(Preset::Codex, &sample("codex-legacy-token-count.jsonl"));
         assert_eq!(r.usage, usage(5120, 240, None));
     }
 
     #[test]
     fn aider_text() {
-        let r = parse(Preset::Aider, &sample("aider-0.86-success.txt"));
+        let r = parse_out(Preset::Aider, &sample("aider-0.86-success.txt"));
         assert_eq!(r.usage, usage(2100, 34, Some(0.00034)));
         assert_eq!(r.problem, None);
-        let r = parse(Preset::Aider, &sample("aider-0.86-no-match.txt"));
+        let r = parse_out(Preset::Aider, &sample("aider-0.86-no-match.txt"));
         assert_eq!(r.usage, usage(4300, 40, Some(0.00067)));
         let p = r.problem.unwrap();
         assert!(p.contains("SEARCH/REPLACE block failed to match"), "{p}");
         // The note folder is ignored on purpose: aider skipping it is no problem.
         let skipped = "Skipping edits to .conference/note.md that matches gitignore spec.";
-        assert_eq!(parse(Preset::Aider, skipped).problem, None);
+        assert_eq!(parse_out(Preset::Aider, skipped).problem, None);
         let outside = "Skipping edits to ../outside.py, it is outside the repo.";
-        assert!(parse(Preset::Aider, outside).problem.is_some());
+        assert!(parse_out(Preset::Aider, outside).problem.is_some());
         assert_eq!(aider_count("1.2M"), Some(1_200_000));
         assert_eq!(aider_count("12k"), Some(12_000));
     }
 
     #[test]
     fn gemini_stats() {
-        let r = parse(Preset::Gemini, &sample("gemini-json.json"));
+        let r = parse_out(Preset::Gemini, &sample("gemini-json.json"));
         assert_eq!(r.usage, usage(24939 + 1200, 220 + 154 + 30, None));
         assert_eq!(r.problem, None);
-        let r = parse(Preset::Gemini, &sample("gemini-json-error.json"));
+        let r = parse_out(Preset::Gemini, &sample("gemini-json-error.json"));
         let p = r.problem.unwrap();
         assert!(
             p.contains("refused (1)") && p.contains("max session turns"),
@@ -589,7 +644,7 @@ mod tests {
 
     #[test]
     fn opencode_steps() {
-        let r = parse(Preset::Opencode, &sample("opencode-run-json.jsonl"));
+        let r = parse_out(Preset::Opencode, &sample("opencode-run-json.jsonl"));
         assert_eq!(r.usage.unwrap().input, 10210 + 310 + 10200);
         assert_eq!(r.usage.unwrap().output, 88 + 14);
         assert!((r.usage.unwrap().cost_usd.unwrap() - 0.0053).abs() < 1e-9);
@@ -597,12 +652,190 @@ mod tests {
             r.message.as_deref(),
             Some("Lowered the learning rate to 0.01.")
         );
-        let r = parse(Preset::Opencode, &sample("opencode-run-json-denied.jsonl"));
+        let r = parse_out(Preset::Opencode, &sample("opencode-run-json-denied.jsonl"));
         let p = r.problem.unwrap();
         assert!(
             p.contains("bash call was refused") && p.contains("invalid x-api-key"),
             "{p}"
         );
+    }
+
+    /// Recorded from the real CLIs against `tests/agents/scripted_llm.py` (1000 input and 100
+    /// output tokens per model call).
+    #[test]
+    fn claude_code_1_0_128_recorded() {
+        // `usage` has the main model's 4 calls; `modelUsage` adds the title call to Haiku.
+        let r = parse_out(Preset::Claude, &sample("claude-1.0.128-success.json"));
+        assert_eq!(r.usage, usage(5000, 500, Some(0.0192)));
+        assert_eq!(r.problem, None);
+        assert_eq!(r.message.as_deref(), Some("Lowered the learning rate."));
+        let r = parse_out(Preset::Claude, &sample("claude-1.0.128-refused.json"));
+        assert_eq!(
+            r.problem.as_deref(),
+            Some("the agent's edit was refused: Write of /tmp/rec/c1ref/outside.py")
+        );
+        let r = parse_out(Preset::Claude, &sample("claude-1.0.128-max-turns.json"));
+        assert!(r.problem.unwrap().contains("turn limit"));
+        // A Cost budget passes --max-budget-usd, which 1.x does not know: it exits 1.
+        let stderr = sample("claude-1.0.128-max-budget-flag.stderr.txt");
+        let p = parse(Preset::Claude, "", &stderr).problem.unwrap();
+        assert!(
+            p.contains("upgrade Claude Code or remove the Cost budget"),
+            "{p}"
+        );
+    }
+
+    #[test]
+    fn codex_0_169_recorded() {
+        let r = parse_out(Preset::Codex, &sample("codex-0.169.0-success.jsonl"));
+        assert_eq!(r.usage, usage(4000, 400, None));
+        assert_eq!(r.problem, None, "a warning item is no problem");
+        assert_eq!(r.message.as_deref(), Some("Lowered the learning rate."));
+        // 30 of each call's 100 output tokens were reasoning: counted once.
+        let r = parse_out(
+            Preset::Codex,
+            &sample("codex-0.169.0-outside-tmp-allowed.jsonl"),
+        );
+        assert_eq!(r.usage, usage(4000, 400, None));
+        // The rejected patch is on stderr only.
+        let stdout = sample("codex-0.169.0-refused.jsonl");
+        assert_eq!(parse_out(Preset::Codex, &stdout).problem, None);
+        let r = parse(
+            Preset::Codex,
+            &stdout,
+            &sample("codex-0.169.0-refused.stderr.txt"),
+        );
+        assert_eq!(
+            r.problem.as_deref(),
+            Some(
+                "the agent's edit was refused: patch rejected: writing outside of the project; \
+                 rejected by user approval settings"
+            )
+        );
+        let r = parse_out(Preset::Codex, &sample("codex-0.169.0-http-error.jsonl"));
+        let p = r.problem.unwrap();
+        assert!(
+            p.starts_with("the agent's turn failed: unexpected status 404"),
+            "{p}"
+        );
+        assert_eq!(r.usage, None);
+    }
+
+    #[test]
+    fn gemini_cli_0_61_recorded() {
+        let r = parse_out(Preset::Gemini, &sample("gemini-0.61.0-success.json"));
+        assert_eq!(r.usage, usage(5000, 500, None));
+        assert_eq!(r.problem, None);
+        assert_eq!(r.message.as_deref(), Some("Lowered the learning rate."));
+        let stdout = sample("gemini-0.61.0-refused.json");
+        let p = parse_out(Preset::Gemini, &stdout).problem.unwrap();
+        assert!(
+            p.starts_with("the agent's tool calls failed: ")
+                && p.contains("write_file")
+                && p.contains("run_shell_command"),
+            "{p}"
+        );
+        let stderr = sample("gemini-0.61.0-refused.stderr.txt");
+        let p = parse(Preset::Gemini, &stdout, &stderr).problem.unwrap();
+        assert!(
+            p.starts_with(
+                "the agent's edit was refused: write_file: Path not in workspace: Attempted path"
+            ) && p.ends_with("; the agent called a tool it may not use: run_shell_command"),
+            "{p}"
+        );
+        // A failed run prints its JSON error object on stderr, after its log lines.
+        let stderr = sample("gemini-0.61.0-api-error.stderr.txt");
+        let p = parse(Preset::Gemini, "", &stderr).problem.unwrap();
+        assert!(
+            p.starts_with("the agent reported an error: {\"error\":{\"type\":\"not_found\""),
+            "{p}"
+        );
+        let r = parse_out(
+            Preset::Gemini,
+            &sample("gemini-0.61.0-stdin-185k-prompt.json"),
+        );
+        assert_eq!(r.message.as_deref(), Some("Lowered the learning rate."));
+        // The untrusted-folder note (a run without --skip-trust).
+        let p = parse(
+            Preset::Gemini,
+            "",
+            "Approval mode overridden to \"default\" because the current folder is not trusted.",
+        );
+        assert!(p.problem.unwrap().contains("--skip-trust"));
+    }
+
+    #[test]
+    fn opencode_1_18_recorded() {
+        let r = parse_out(Preset::Opencode, &sample("opencode-1.18.33-success.jsonl"));
+        let u = r.usage.unwrap();
+        assert_eq!((u.input, u.output), (4000, 400));
+        assert!((u.cost_usd.unwrap() - 0.018).abs() < 1e-9, "{u:?}");
+        assert_eq!(r.problem, None);
+        assert_eq!(r.message.as_deref(), Some("Lowered the learning rate."));
+        let r = parse_out(Preset::Opencode, &sample("opencode-1.18.33-refused.jsonl"));
+        assert_eq!(
+            r.problem.as_deref(),
+            Some("the agent's edit was refused: write of ../outside.py")
+        );
+        let r = parse_out(
+            Preset::Opencode,
+            &sample("opencode-1.18.33-bash-unavailable.jsonl"),
+        );
+        assert_eq!(
+            r.problem.as_deref(),
+            Some("the agent called a tool it may not use: bash")
+        );
+        let r = parse_out(
+            Preset::Opencode,
+            &sample("opencode-1.18.33-api-error.jsonl"),
+        );
+        assert_eq!(
+            r.problem.as_deref(),
+            Some(
+                "the agent reported an error: Cannot connect to API: Unable to connect. Is the \
+                 computer able to access the url?"
+            )
+        );
+    }
+
+    #[test]
+    fn unknown_flags_on_stderr_are_problems() {
+        let p = parse(
+            Preset::Codex,
+            "",
+            "\u{1b}[1;31merror:\u{1b}[0m unexpected argument '--bogus' found",
+        );
+        assert_eq!(
+            p.problem.as_deref(),
+            Some("Codex refused its command line: error: unexpected argument '--bogus' found")
+        );
+        let p = parse(Preset::Gemini, "", "Unknown argument: bogus");
+        assert!(p
+            .problem
+            .unwrap()
+            .starts_with("Gemini CLI refused its command line"));
+        let p = parse(
+            Preset::Aider,
+            "",
+            "aider: error: unrecognized arguments: --bogus",
+        );
+        assert!(p
+            .problem
+            .unwrap()
+            .starts_with("aider refused its command line"));
+        // What the CLIs print on stderr in a run that went well is no problem.
+        for (preset, sample) in [
+            (
+                Preset::Codex,
+                "WARNING: proceeding, even though we could not create PATH aliases",
+            ),
+            (
+                Preset::Gemini,
+                "Ripgrep is not available. Falling back to GrepTool.",
+            ),
+        ] {
+            assert_eq!(parse(preset, "", sample).problem, None);
+        }
     }
 
     #[test]
@@ -615,7 +848,7 @@ mod tests {
                 "[1, 2, 3]",
                 "{\"usage\": \"many\"}",
             ] {
-                let r = parse(preset, junk);
+                let r = parse(preset, junk, junk);
                 assert_eq!(r.usage, None, "{preset:?} {junk}");
                 assert_eq!(r.problem, None, "{preset:?} {junk}");
             }

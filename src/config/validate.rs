@@ -652,6 +652,12 @@ impl<'a> Validator<'a> {
                 }
             }
         }
+        if let Some(s) = self.get(S::Agent, "model") {
+            if let Some(problem) = preset.and_then(|p| p.model_problem(&s.value)) {
+                let message = format!("`{}: {}` — {problem}", s.written, s.value);
+                self.error(s.line, message, "- model: anthropic/claude-sonnet-4-5");
+            }
+        }
         if let Some(s) = self.get(S::Agent, "extra args") {
             if preset.is_none() {
                 let message = format!(

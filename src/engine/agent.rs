@@ -112,9 +112,11 @@ pub async fn run(conf: &Conference, call: AgentCall<'_>) -> Result<AgentRun> {
     })
     .await?;
     let report = match conf.config.agent.preset() {
-        Some((preset, _)) => {
-            agents::usage::parse(preset, &process::read_output(&log.with_extension("out")))
-        }
+        Some((preset, _)) => agents::usage::parse(
+            preset,
+            &process::read_output(&log.with_extension("out")),
+            &process::read_output(&log.with_extension("err")),
+        ),
         None => AgentReport::default(),
     };
     let with_problem = |what: String| match &report.problem {

@@ -83,6 +83,7 @@ pub fn check(
             });
         }
     }
+    errors.extend(crate::agents::version::preflight(cfg, text));
     for (command, line) in config::guard::command_lines(text) {
         let site = Site {
             what: "the guard command",

@@ -10,7 +10,10 @@ one table with four measurements, their targets and PASS/MISS:
 1. Overhead per iteration: a 1-researcher conference whose agent appends a line to one file and
    whose evaluation prints a score, on repositories of 1,000 / 10,000 / 50,000 files, against the
    git command-line loop people run today (agent; git add -A; git commit; eval; git notes add;
-   git reset --hard HEAD~1 when not kept). Both loops run the SAME agent and evaluation scripts;
+   git reset --hard HEAD~1 when not kept), and against the cheapest git command-line loop that
+   records the same (agent; git add -A; git commit; eval; git notes add; one event commit made
+   with hash-object / mktree / commit-tree; git update-ref of the events ref). All loops run the
+   SAME agent and evaluation scripts;
    each agent run writes a timestamp, the time per iteration is the median interval between two
    agent starts, and the overhead is that minus the same interval of a loop that only runs the
    agent and the evaluation (so what is left is bookkeeping).
@@ -163,6 +166,36 @@ while [ $i -le $n ]; do
 done
 """
 
+# The cheapest git command-line loop recording what git-conference records per attempt: the
+# attempt as a commit, its verdict as a note, one event commit on an events ref (its tree holds
+# the event as state.json) and the ref moved with compare-and-swap. No revert, no status, no
+# worktree of its own: the floor a recorder built on the git CLI cannot go below.
+CHEAP_LOOP_SH = """#!/bin/sh
+# usage: cheap-loop.sh N AGENT   (run in the repository)
+n=$1; agent=$2; best=0; i=1; ev=refs/conference/cheap/events; parent=
+export CONFERENCE_RESEARCHER=A
+while [ $i -le $n ]; do
+  export CONFERENCE_ITERATION=$i
+  sh "$agent"
+  git add -A
+  git commit -q -m "attempt $i"
+  score=$(./eval.sh | sed -n 's/^score: //p')
+  if [ "$score" -gt "$best" ]; then best=$score; verdict=kept; else verdict=reverted; fi
+  git notes add -m "{\\"iteration\\": $i, \\"metric\\": $score, \\"verdict\\": \\"$verdict\\"}" HEAD
+  event="{\\"event\\": \\"researcher.iteration\\", \\"payload\\": {\\"iteration\\": $i, \\"status\\": \\"$verdict\\"}}"
+  blob=$(printf '%s\\n' "$event" | git hash-object -w --stdin)
+  tree=$(printf '100644 blob %s\\tstate.json\\n' "$blob" | git mktree)
+  if [ -n "$parent" ]; then
+    commit=$(git commit-tree "$tree" -p "$parent" -m "$event")
+  else
+    commit=$(git commit-tree "$tree" -m "$event")
+  fi
+  git update-ref "$ev" "$commit" $parent
+  parent=$commit
+  i=$((i + 1))
+done
+"""
+
 # The same loop without any git: what the agent and the evaluation cost by themselves.
 BARE_LOOP_SH = """#!/bin/sh
 n=$1; agent=$2; best=0; i=1
@@ -274,11 +307,13 @@ def bench_overhead(E, cache, sizes, iterations):
     write(cli_loop, CLI_LOOP_SH, 0o755)
     bare_loop = os.path.join(E.tmp, "bare-loop.sh")
     write(bare_loop, BARE_LOOP_SH, 0o755)
+    cheap_loop = os.path.join(E.tmp, "cheap-loop.sh")
+    write(cheap_loop, CHEAP_LOOP_SH, 0o755)
     for n in sizes:
         log("overhead: %d files" % n)
         src = repo_of_size(E, cache, n)
         res = {}
-        for kind in ("bare", "cli", "conf"):
+        for kind in ("bare", "cli", "cheap", "conf"):
             work = clone(E, src, os.path.join(E.tmp, "ovh-%s-%d" % (kind, n)))
             stamps = os.path.join(E.tmp, "ovh-%s-%d.stamps" % (kind, n))
             env = {"BENCH_STAMPS": stamps}
@@ -286,6 +321,11 @@ def bench_overhead(E, cache, sizes, iterations):
                 wall, _ = E.timed(["sh", bare_loop, str(iterations), agent], work, env)
             elif kind == "cli":
                 wall, _ = E.timed(["sh", cli_loop, str(iterations), agent], work, env)
+            elif kind == "cheap":
+                wall, _ = E.timed(["sh", cheap_loop, str(iterations), agent], work, env)
+                recorded = E.git(work, "rev-list", "--count", "refs/conference/cheap/events").strip()
+                if int(recorded) != iterations:
+                    raise RuntimeError("cheapest loop recorded %s events, expected %d" % (recorded, iterations))
             else:
                 write(os.path.join(work, "conference.md"),
                       conference_md("Bench overhead", agent, iterations=iterations, max_total=iterations))
@@ -305,9 +345,12 @@ def bench_overhead(E, cache, sizes, iterations):
             res[kind + "_wall"] = wall
         conf_over = res["conf"] - res["bare"]
         cli_over = res["cli"] - res["bare"]
+        cheap_over = res["cheap"] - res["bare"]
         rows.append({"files": n, "bare_ms": res["bare"], "cli_ms": res["cli"], "conf_ms": res["conf"],
-                     "cli_overhead_ms": cli_over, "conf_overhead_ms": conf_over,
-                     "ratio": conf_over / cli_over if cli_over > 0 else float("nan")})
+                     "cheap_ms": res["cheap"], "cli_overhead_ms": cli_over, "conf_overhead_ms": conf_over,
+                     "cheap_overhead_ms": cheap_over,
+                     "ratio": conf_over / cli_over if cli_over > 0 else float("nan"),
+                     "ratio_cheap": conf_over / cheap_over if cheap_over > 0 else float("nan")})
     return rows
 
 
@@ -475,11 +518,15 @@ def bench_parallel(E, cache, counts, sleep_s, iterations, reps):
 # ---------------------------------------------------------------------------------------------
 # Build, machine, table
 
-def build(binary):
+def build(binary, helpers=True):
+    """The binary, and the two bench helpers' executables (None when `helpers` is false: only
+    the transition and events measurements need them)."""
     if binary is None:
         log("building the release binary (cargo build --release)")
         subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
         binary = os.path.join(ROOT, "target", "release", "git-conference")
+    if not helpers:
+        return binary, None, None
     log("building the bench helpers (cargo bench --no-run)")
     out = subprocess.run(["cargo", "bench", "--no-run", "--quiet", "--bench", "transition", "--bench", "events",
                           "--message-format=json"], cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True).stdout
@@ -531,6 +578,19 @@ def table(m, ovh, tr, ev, par, args, targets):
     for r in ovh:
         L.append("| %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f |" % (
             r["files"], r["bare_ms"], r["cli_ms"], r["conf_ms"], r["cli_overhead_ms"], r["conf_overhead_ms"], r["ratio"]))
+    L.append("")
+    L.append("1b. The same overhead against the cheapest git command-line loop recording the same (per iteration: "
+             "`git add -A`, `git commit`, `git notes add`, one event commit with hash-object / mktree / commit-tree, "
+             "`git update-ref`; no revert)")
+    L.append("")
+    L.append("| files | cheapest CLI loop | cheapest CLI overhead | git-conference overhead | ratio |")
+    L.append("| ---: | ---: | ---: | ---: | ---: |")
+    for r in ovh:
+        L.append("| %d | %.1f | %.1f | %.1f | %.2f |" % (
+            r["files"], r["cheap_ms"], r["cheap_overhead_ms"], r["conf_overhead_ms"], r["ratio_cheap"]))
+    L.append("")
+    L.append("Goal of the recorder's redesign (issue #16; a figure, not yet a target): git-conference "
+             "overhead at 10,000 files ≤ ¼ of the cheapest loop's.")
     L.append("")
     L.append("2. Round transition (ms; a new best that changed 10 files)")
     L.append("")
@@ -630,7 +690,7 @@ def main():
         sizes.update({"overhead": custom, "transition": custom,
                       "overhead_target": custom[-1], "transition_target": custom[-1]})
     only = set(args.only.split(","))
-    binary, transition_exe, events_exe = build(args.binary)
+    binary, transition_exe, events_exe = build(args.binary, bool(only & {"transition", "events"}))
     tmp = tempfile.mkdtemp(prefix="git-conference-bench-")
     try:
         E = Env(tmp, binary)

@@ -168,7 +168,7 @@ impl Hooks {
             .create(true)
             .append(true)
             .open(&path)?;
-        writeln!(file, "== {} {event}", crate::engine::now_iso())?;
+        writeln!(file, "== {} {event}", crate::clock::now_iso())?;
         Ok((path, file))
     }
 

@@ -3,10 +3,13 @@
 //! Layout: `config` reads conference.md; `store` owns every ref, the event log and the notes;
 //! `git` moves worktrees and snapshots; `exec` runs commands and reads metrics; `engine` runs the
 //! protocol (research, poster session, peer review, knowledge transfer, stop rules, synthesis);
-//! `tune` is the built-in researcher; `cli` has one file per subcommand.
+//! `tune` is the built-in researcher; `cli` has one file per subcommand. Below them all, with no
+//! I/O: `clock` (the time), `model` (the stored verdict and status words) and `protocol` (the
+//! rules as pure functions: keep/revert, review, pick, stop).
 
 pub mod agents;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod engine;
 pub mod error;
@@ -15,6 +18,8 @@ pub mod failpoint;
 pub mod git;
 pub mod hooks;
 pub mod lock;
+pub mod model;
+pub mod protocol;
 pub mod report_plot;
 pub mod store;
 pub mod tune;

@@ -132,7 +132,7 @@ impl RunLock {
                 "{} {} {}",
                 std::process::id(),
                 hostname(),
-                crate::engine::now_iso()
+                crate::clock::now_iso()
             )?;
             return Ok(RunLock { path, _file: file });
         }

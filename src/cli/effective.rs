@@ -46,7 +46,7 @@ fn open_search_space(conf: &Conference) -> Option<String> {
         .frozen_patterns()
         .iter()
         .zip(&g.frozen_sources)
-        .filter(|(_, source)| source.as_str() != crate::engine::paths::FROZEN_BY_USER)
+        .filter(|(_, source)| source.as_str() != crate::config::paths::FROZEN_BY_USER)
         .map(|(p, _)| p.as_str())
         .collect();
     if g.allowed.is_some() || inferred.is_empty() {

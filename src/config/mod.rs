@@ -13,6 +13,7 @@ pub mod edit;
 pub mod environment;
 pub mod guard;
 pub mod parse;
+pub mod paths;
 pub mod rules;
 pub mod template;
 pub mod validate;

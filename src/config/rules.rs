@@ -4,7 +4,7 @@
 
 use super::parse::{unquote, Document, SectionKind, Setting};
 use super::ConfigError;
-use crate::engine::paths::{path_tokens, PathRules};
+use crate::config::paths::{path_tokens, PathRules};
 
 /// Every path both frozen and allowed, as an error on the frozen line naming the allowed one.
 pub fn frozen_and_allowed(doc: &Document) -> Vec<ConfigError> {

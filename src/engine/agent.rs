@@ -13,6 +13,7 @@ use crate::agents::{self, preset, AgentReport};
 use crate::exec::preflight;
 use crate::exec::process::{self, Outcome, Spec};
 use crate::git::snapshot;
+use crate::model::{EvalStatus, Verdict};
 use crate::tune;
 
 pub const BUILTIN_TUNE: &str = "builtin:tune";
@@ -30,7 +31,7 @@ pub enum AgentOutcome {
     /// The agent's answer was not applied: the attempt is recorded with this verdict
     /// (`rejected`, `no_change`) and reason.
     Unapplied {
-        verdict: &'static str,
+        verdict: crate::model::Verdict,
         reason: String,
     },
 }
@@ -413,13 +414,20 @@ fn tuner_history(
             if (round == st.round && a.iteration >= call.iteration) || others_now {
                 continue;
             }
-            if a.verdict == "interrupted" {
+            if a.verdict == EvalStatus::Interrupted {
                 continue;
             }
             if let Some(s) = streaks.get_mut(order(&a.researcher)) {
-                *s = if a.verdict == "kept" { 0 } else { *s + 1 };
+                *s = if a.verdict == Verdict::Kept {
+                    0
+                } else {
+                    *s + 1
+                };
             }
-            if matches!(a.verdict.as_str(), "rejected" | "no_change") {
+            if matches!(
+                Verdict::parse(&a.verdict),
+                Some(Verdict::Rejected | Verdict::NoChange)
+            ) {
                 continue;
             }
             let Ok(tree) = Oid::from_str(&a.tree) else {

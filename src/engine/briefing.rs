@@ -13,6 +13,8 @@ use anyhow::Result;
 use super::research::{recent_attempts, round_attempts, AttemptRecord};
 use super::Conference;
 
+use crate::model::{PickResult, ReviewVerdict, Verdict};
+
 /// Bytes each part of the briefing may take.
 pub const OWN_BYTES: usize = 6 * 1024;
 pub const OTHERS_BYTES: usize = 3 * 1024;
@@ -87,7 +89,7 @@ pub fn gather(conf: &Conference, id: &str) -> Result<Briefing> {
     let others = round_attempts(conf, round)?
         .iter()
         .rev()
-        .filter(|a| a.researcher != id && a.verdict != "kept")
+        .filter(|a| a.researcher != id && a.verdict != Verdict::Kept)
         .take(30)
         .map(tried)
         .collect();
@@ -98,11 +100,15 @@ pub fn gather(conf: &Conference, id: &str) -> Result<Briefing> {
             let outcome = picks
                 .iter()
                 .find(|p| p.researcher == f.researcher)
-                .map(|p| match (p.result.as_str(), p.conflicts.is_empty()) {
-                    ("merged", true) => "on best".to_string(),
-                    ("merged", false) => format!("on best except {}", p.conflicts.join(", ")),
-                    _ => format!("not combined: {}", p.reason),
-                });
+                .map(
+                    |p| match (PickResult::parse(&p.result), p.conflicts.is_empty()) {
+                        (Some(PickResult::Merged), true) => "on best".to_string(),
+                        (Some(PickResult::Merged), false) => {
+                            format!("on best except {}", p.conflicts.join(", "))
+                        }
+                        _ => format!("not combined: {}", p.reason),
+                    },
+                );
             reviews.push(Reviewed {
                 round: r,
                 researcher: f.researcher.clone(),
@@ -271,7 +277,7 @@ fn reviewed(r: &Reviewed) -> String {
         let _ = write!(s, ", {outcome}");
     }
     s.push('\n');
-    if !r.reasoning.is_empty() && r.verdict != "validated" {
+    if !r.reasoning.is_empty() && r.verdict != ReviewVerdict::Validated {
         let _ = writeln!(s, "  why: {}", r.reasoning);
     }
     s

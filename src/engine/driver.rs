@@ -13,6 +13,7 @@ use super::review::fmt;
 use super::state::{files, Phase};
 use super::{research, review, stop, synthesis, transfer, Conference, RunOutcome};
 use crate::exec::process;
+use crate::model::{EvalStatus, FinalStatus, RunStatus};
 use crate::store::StateChange;
 
 pub async fn drive(conf: Arc<Conference>) -> Result<RunOutcome> {
@@ -46,7 +47,8 @@ pub async fn drive(conf: Arc<Conference>) -> Result<RunOutcome> {
             Phase::Synthesis => write_synthesis(&conf).await?,
             Phase::Done => {
                 return Ok(RunOutcome::Completed(
-                    st.final_status.unwrap_or_else(|| "converged".into()),
+                    st.final_status
+                        .unwrap_or_else(|| FinalStatus::Converged.into()),
                 ))
             }
         }
@@ -81,7 +83,7 @@ async fn measure_baseline(conf: &Conference) -> Result<()> {
         scheduler: &conf.scheduler,
     })
     .await?;
-    if result.status == "interrupted" {
+    if result.status == EvalStatus::Interrupted {
         return Ok(());
     }
     if noise_runs > 1 && result.ok() {
@@ -229,7 +231,7 @@ fn pause(conf: &Conference) -> Result<()> {
         &format!("paused after round {}", st.round),
         json!({"round": st.round, "pause_every": conf.config.pause_every}),
         |next, _| {
-            next.status = "paused".into();
+            next.status = RunStatus::Paused.into();
             next.paused_at_round = next.round;
             Ok(vec![])
         },
@@ -240,9 +242,9 @@ fn begin_synthesis(conf: &Conference, decision: &stop::Stop) -> Result<()> {
     let st = conf.state();
     let (status, why) = (decision.status, decision.why.as_str());
     let event = match status {
-        "converged" => "conference.converged",
-        "stalled" => "conference.stalled",
-        _ => "conference.budget_stop",
+        FinalStatus::Converged => "conference.converged",
+        FinalStatus::Stalled => "conference.stalled",
+        FinalStatus::BudgetStop => "conference.budget_stop",
     };
     conf.record(
         event,
@@ -289,7 +291,7 @@ async fn write_synthesis(conf: &Conference) -> Result<()> {
                "best_metric": st.best.metric, "best_commit": st.best.commit}),
         |next, _| {
             next.phase = Phase::Done;
-            next.status = "completed".into();
+            next.status = RunStatus::Completed.into();
             Ok(outputs
                 .into_iter()
                 .map(|(p, b)| StateChange::Put(p, b))

@@ -13,6 +13,7 @@ use sha2::{Digest, Sha256};
 use crate::config::Config;
 use crate::exec::metric::{self, Reading};
 use crate::exec::process::{self, Outcome, Spec};
+use crate::model::EvalStatus;
 
 /// What one evaluation (all its repeats) gave.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -31,7 +32,7 @@ pub struct EvalResult {
 
 impl EvalResult {
     pub fn ok(&self) -> bool {
-        self.status == "ok"
+        self.status == EvalStatus::Ok
     }
 }
 
@@ -118,15 +119,20 @@ pub async fn evaluate(req: EvalRequest<'_>) -> Result<EvalResult> {
         match finished.outcome {
             Outcome::TimedOut => {
                 return Ok(failure(
-                    "timeout",
+                    EvalStatus::Timeout.as_str(),
                     format!("evaluation timed out after {:?}", req.timeout),
                 ))
             }
-            Outcome::Cancelled => return Ok(failure("interrupted", "interrupted".into())),
+            Outcome::Cancelled => {
+                return Ok(failure(
+                    EvalStatus::Interrupted.as_str(),
+                    "interrupted".into(),
+                ))
+            }
             ref o if !o.success() => {
                 let tail = tail(&process::read_output(&stderr), 3);
                 return Ok(failure(
-                    "crashed",
+                    EvalStatus::Crashed.as_str(),
                     format!("evaluation {}{tail}", o.describe()),
                 ));
             }
@@ -144,13 +150,13 @@ pub async fn evaluate(req: EvalRequest<'_>) -> Result<EvalResult> {
             }
             Reading::NotFinite(text) => {
                 return Ok(failure(
-                    "crashed",
+                    EvalStatus::Crashed.as_str(),
                     format!("metric {} is {text}", req.metric),
                 ))
             }
             Reading::Unreadable(line) => {
                 return Ok(failure(
-                    "crashed",
+                    EvalStatus::Crashed.as_str(),
                     format!(
                         "metric `{0}` printed in a form that cannot be read: `{line}` (print \
                          `{0}: <number>`, `{0}=<number>` or a JSON object with a `{0}` key)",
@@ -158,7 +164,12 @@ pub async fn evaluate(req: EvalRequest<'_>) -> Result<EvalResult> {
                     ),
                 ))
             }
-            Reading::Missing => return Ok(failure("crashed", missing_metric(req.metric, &out))),
+            Reading::Missing => {
+                return Ok(failure(
+                    EvalStatus::Crashed.as_str(),
+                    missing_metric(req.metric, &out),
+                ))
+            }
         }
     }
     let mean = runs.iter().sum::<f64>() / runs.len() as f64;
@@ -185,7 +196,7 @@ pub async fn evaluate(req: EvalRequest<'_>) -> Result<EvalResult> {
         metric: Some(mean),
         runs,
         sub_metrics,
-        status: "ok".into(),
+        status: EvalStatus::Ok.into(),
         reason: None,
         seconds,
     })

@@ -11,6 +11,7 @@ use anyhow::Result;
 
 use super::Conference;
 use crate::exec::process::{self, Outcome, Spec};
+use crate::model::Verdict as AttemptVerdict;
 
 /// What the guards say about the candidate in `cwd`.
 pub enum Verdict {
@@ -81,19 +82,19 @@ pub async fn check_commit(conf: &Conference, commit: git2::Oid, label: &str) -> 
 /// `rejected` with the failure as the reason; other verdicts pass through. None on Ctrl-C.
 pub async fn gate(
     conf: &Conference,
-    verdict: &'static str,
+    verdict: AttemptVerdict,
     reason: Option<String>,
     cwd: &Path,
     env: &[(String, String)],
     label: &str,
-) -> Result<Option<(&'static str, Option<String>)>> {
-    if verdict != "kept" {
+) -> Result<Option<(AttemptVerdict, Option<String>)>> {
+    if verdict != AttemptVerdict::Kept {
         return Ok(Some((verdict, reason)));
     }
     let timeout = conf.config.evaluation.timeout;
     Ok(match check(conf, cwd, env, label, timeout).await? {
         Verdict::Pass => Some((verdict, reason)),
-        Verdict::Fail(why) => Some(("rejected", Some(why))),
+        Verdict::Fail(why) => Some((AttemptVerdict::Rejected, Some(why))),
         Verdict::Interrupted => None,
     })
 }

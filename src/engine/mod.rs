@@ -17,7 +17,8 @@ pub mod guards;
 pub mod integrity;
 pub mod noise;
 pub mod openai;
-pub mod paths;
+/// The path rules live beside the config (`config::paths`); engine code keeps its old path.
+pub use crate::config::paths;
 pub mod prompt;
 pub mod prose;
 pub mod reasons;
@@ -116,29 +117,7 @@ pub struct Conference {
     pub scheduler: schedule::Scheduler,
 }
 
-/// Current time as the seed's ISO-8601 timestamp.
-pub fn now_iso() -> String {
-    let now = time::OffsetDateTime::now_utc();
-    now.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
-        .split('.')
-        .next()
-        .map(|s| {
-            if s.ends_with('Z') {
-                s.to_string()
-            } else {
-                format!("{s}Z")
-            }
-        })
-        .unwrap_or_default()
-}
-
-pub fn now_unix() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
+pub use crate::clock::{now_iso, now_unix};
 
 impl Conference {
     /// Opens an existing conference from its refs.
@@ -267,7 +246,7 @@ impl Conference {
         let now = now_iso();
         let state = State {
             name: name.to_string(),
-            status: "running".into(),
+            status: crate::model::RunStatus::Running.into(),
             phase: Phase::Between,
             round: 0,
             baseline_commit: base_hex.clone(),

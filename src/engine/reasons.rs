@@ -4,20 +4,25 @@
 
 use super::research::AttemptRecord;
 
+use crate::model::Verdict;
+
 /// Verdicts that carry a reason worth showing (a kept or reverted attempt speaks for itself).
 pub fn shows_reason(verdict: &str) -> bool {
-    !matches!(verdict, "kept" | "reverted")
+    !matches!(
+        Verdict::parse(verdict),
+        Some(Verdict::Kept | Verdict::Reverted)
+    )
 }
 
 /// An attempt's reason in words, with a default for verdicts recorded without one.
 pub fn reason_text(verdict: &str, reason: Option<&str>) -> String {
     match reason.map(str::trim).filter(|r| !r.is_empty()) {
         Some(r) => r.to_string(),
-        None => match verdict {
-            "no_change" => "the agent changed nothing".into(),
-            "timeout" => "timed out".into(),
-            "crashed" => "crashed".into(),
-            other => other.to_string(),
+        None => match Verdict::parse(verdict) {
+            Some(Verdict::NoChange) => "the agent changed nothing".into(),
+            Some(Verdict::Timeout) => "timed out".into(),
+            Some(Verdict::Crashed) => "crashed".into(),
+            _ => verdict.to_string(),
         },
     }
 }

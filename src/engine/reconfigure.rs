@@ -97,7 +97,7 @@ pub fn rebase(conf: &Conference, base: Oid) -> Result<()> {
 fn continued(st: &super::state::State) -> super::state::State {
     let mut next = st.clone();
     next.phase = Phase::Between;
-    next.status = "running".into();
+    next.status = crate::model::RunStatus::Running.into();
     next.final_status = None;
     next.stop_reason = None;
     next.plateau_rounds = 0;

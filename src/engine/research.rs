@@ -20,12 +20,13 @@ use super::Conference;
 use crate::exec::process;
 use crate::git::watch::{self, Changes, Watch};
 use crate::git::{leftovers, snapshot, worktree};
+use crate::model::{EvalStatus, Verdict};
+use crate::protocol::keep;
 use crate::store::{self, Event, StateChange};
 
 /// How many recent attempts a researcher's file in the state keeps.
 const RECENT_ATTEMPTS: usize = 200;
-/// Stuck levels: consecutive non-improving iterations that reach level 1, 2 and 3.
-pub const STUCK_LEVELS: [u32; 3] = [3, 5, 7];
+pub use crate::protocol::keep::STUCK_LEVELS;
 /// Agent crashes in a row after which a researcher is marked failed for the round.
 const CRASHES_TO_FAIL: u32 = 3;
 
@@ -284,12 +285,12 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             AgentOutcome::Interrupted => return Ok(()),
             AgentOutcome::Exhausted => return finish("exhausted", &mut watch),
             AgentOutcome::Done(note) => (note, None),
-            AgentOutcome::Crashed(why) => (None, Some(("crashed", why))),
+            AgentOutcome::Crashed(why) => (None, Some((Verdict::Crashed, why))),
             AgentOutcome::Unapplied { verdict, reason } => (None, Some((verdict, reason))),
             AgentOutcome::TimedOut => (
                 None,
                 Some((
-                    "timeout",
+                    Verdict::Timeout,
                     "agent ran past the researcher timeout".to_string(),
                 )),
             ),
@@ -337,10 +338,10 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             Some(commit_attempt(conf, &repo, &attempt)?)
         };
         let verdict = if let Some((kind, why)) = agent_failure {
-            if matches!(kind, "crashed" | "timeout") {
+            if matches!(kind, Verdict::Crashed | Verdict::Timeout) {
                 agent_crashes += 1;
             }
-            let result = failed_eval(kind, &why);
+            let result = failed_eval(kind.as_str(), &why);
             record_iteration(
                 conf,
                 &attempt,
@@ -357,11 +358,11 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
                 conf,
                 &attempt,
                 None,
-                Measured::not(&failed_eval("no_change", &why)),
-                "no_change",
+                Measured::not(&failed_eval(Verdict::NoChange.as_str(), &why)),
+                Verdict::NoChange,
                 Some(why),
             )?;
-            "no_change"
+            Verdict::NoChange
         } else {
             agent_crashes = 0;
             if let Some(why) = snap
@@ -373,11 +374,11 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
                     conf,
                     &attempt,
                     commit,
-                    Measured::not(&failed_eval("rejected", &why)),
-                    "rejected",
+                    Measured::not(&failed_eval(Verdict::Rejected.as_str(), &why)),
+                    Verdict::Rejected,
                     Some(why),
                 )?;
-                "rejected"
+                Verdict::Rejected
             } else {
                 let deadline = limit.map(|l| l.saturating_sub(started.elapsed()));
                 let (result, of_the_tree) = evaluate_cached(
@@ -391,23 +392,16 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
                     deadline,
                 )
                 .await?;
-                if result.status == "interrupted" {
+                if result.status == EvalStatus::Interrupted {
                     return Ok(());
                 }
                 crate::failpoint::hit("eval.finished");
-                let kept = result
-                    .metric
-                    .is_some_and(|m| match (r.best_metric, conf.direction()) {
-                        (Some(best), Some(dir)) => dir.better(m, best),
-                        (None, _) => true,
-                        (Some(best), None) => m > best,
-                    });
-                let verdict = match result.status.as_str() {
-                    "ok" if kept => "kept",
-                    "ok" => "reverted",
-                    "timeout" => "timeout",
-                    _ => "crashed",
-                };
+                let verdict = keep::verdict(
+                    &result.status,
+                    result.metric,
+                    r.best_metric,
+                    conf.direction(),
+                );
                 // A better candidate must pass the guard commands before it is kept.
                 let label = format!("{id}-r{}-i{iteration}", st.round);
                 // What the CLI reported (a refused edit, a limit) when nothing else is wrong.
@@ -428,13 +422,13 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         // Effects of the recorded event: branch (if kept), worktree back to the kept snapshot.
         let head_now = conf.state().researcher(id).head.clone();
         crate::failpoint::hit("iteration.recorded");
-        if verdict == "kept" {
+        if verdict == Verdict::Kept {
             conf.move_branch(&conf.refs.researcher(id), &head_now, Some(&r.head))?;
             crate::failpoint::hit("branch.moved");
         }
         // Only what the agent and the evaluation touched needs putting back.
         let eval_changes = take_changes(&mut watch);
-        let touched = if verdict == "kept" {
+        let touched = if verdict == Verdict::Kept {
             eval_changes
         } else {
             watch::union(&agent_changes, &eval_changes)
@@ -449,7 +443,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
                 Oid::from_str(&head_now)?,
                 Some(&branch_ref),
                 &paths,
-                verdict == "kept",
+                verdict == Verdict::Kept,
             )?,
             Changes::Everything => {
                 snapshot::reset(&wt, Oid::from_str(&head_now)?, Some(&branch_ref))?
@@ -502,13 +496,13 @@ async fn remake_worktree(
     }
     let wt = open_worktree(conf, wt_path)?;
     let watch = start_watch(&wt, wt_path);
-    let failed = failed_eval("rejected", &why);
+    let failed = failed_eval(Verdict::Rejected.as_str(), &why);
     record_iteration(
         conf,
         attempt,
         None,
         Measured::not(&failed),
-        "rejected",
+        Verdict::Rejected,
         Some(why),
     )?;
     conf.ui.info(&format!(
@@ -715,8 +709,8 @@ async fn evaluate_cached(
         .await?
         .clone();
     let mut result = result;
-    let of_the_tree = !(cut_short && result.status == "timeout");
-    if result.status == "interrupted" || !of_the_tree {
+    let of_the_tree = !(cut_short && result.status == EvalStatus::Timeout);
+    if result.status == EvalStatus::Interrupted || !of_the_tree {
         conf.evaluations.lock().unwrap().remove(&key);
     }
     if !of_the_tree {
@@ -750,7 +744,7 @@ fn record_iteration(
     a: &Attempt,
     commit: Option<Oid>,
     measured: Measured,
-    verdict: &str,
+    verdict: Verdict,
     reason: Option<String>,
 ) -> Result<()> {
     let result = measured.result;
@@ -822,7 +816,10 @@ fn record_iteration(
     );
     let cache_result = (commit.is_some()
         && measured.of_the_tree
-        && matches!(result.status.as_str(), "ok" | "crashed" | "timeout"))
+        && matches!(
+            EvalStatus::parse(&result.status),
+            Some(EvalStatus::Ok | EvalStatus::Crashed | EvalStatus::Timeout)
+        ))
     .then(|| result.clone());
     conf.record("researcher.iteration", &summary, payload, |next, rec| {
         let mut changes = Vec::new();
@@ -845,19 +842,16 @@ fn record_iteration(
         r.counts.add(verdict);
         r.round_counts.add(verdict);
         r.last_verdict = Some(verdict.to_string());
-        r.last_reason = super::reasons::shows_reason(verdict)
-            .then(|| super::reasons::reason_text(verdict, reason.as_deref()));
-        if verdict == "kept" {
+        r.last_reason = super::reasons::shows_reason(verdict.as_str())
+            .then(|| super::reasons::reason_text(verdict.as_str(), reason.as_deref()));
+        if verdict == Verdict::Kept {
             r.head = commit_hex.clone();
             r.best_metric = result.metric;
             r.consecutive_fails = 0;
             r.stuck_level = 0;
         } else {
             r.consecutive_fails += 1;
-            r.stuck_level = STUCK_LEVELS
-                .iter()
-                .filter(|&&l| r.consecutive_fails >= l)
-                .count() as u8;
+            r.stuck_level = keep::stuck_level(r.consecutive_fails);
         }
         Ok(changes)
     })?;
@@ -865,7 +859,7 @@ fn record_iteration(
         conf.note(&[(c, n)])?;
     }
     let r = conf.state().researcher(a.id).clone();
-    if verdict != "kept" && STUCK_LEVELS.contains(&r.consecutive_fails) {
+    if verdict != Verdict::Kept && keep::enters_a_stuck_level(r.consecutive_fails) {
         let level = r.stuck_level;
         conf.record(
             "researcher.stuck",
@@ -903,10 +897,11 @@ pub fn cached_evaluation_of_event(event: &Event, settings: &str) -> Option<(Stri
         return None;
     }
     let tree = p.get("tree")?.as_str()?;
-    let status = match p.get("status")?.as_str()? {
-        "kept" | "reverted" => "ok",
-        s @ ("crashed" | "timeout") => s,
-        _ => return None,
+    let status = match Verdict::parse(p.get("status")?.as_str()?)? {
+        Verdict::Kept | Verdict::Reverted => EvalStatus::Ok.as_str(),
+        Verdict::Crashed => EvalStatus::Crashed.as_str(),
+        Verdict::Timeout => EvalStatus::Timeout.as_str(),
+        Verdict::Rejected | Verdict::NoChange => return None,
     };
     let metric = p.get("metric_value").and_then(Value::as_f64);
     let note = p.get("notes").and_then(|n| n.get(0));
@@ -1041,7 +1036,7 @@ pub fn set_aside_partial(conf: &Conference, id: &str, wt: &Repository) -> Result
         &commit.to_string()[..10]
     );
     let note = json!({"commit": commit.to_string(), "conference": conf.name, "researcher": id,
-                      "round": st.round, "iteration": attempt.iteration, "verdict": "interrupted"});
+                      "round": st.round, "iteration": attempt.iteration, "verdict": EvalStatus::Interrupted});
     // Also in the researcher's attempts (the tuner skips `interrupted` ones), so a resume killed
     // before the worktree was reset finds it recorded instead of recording it again.
     let record = AttemptRecord {
@@ -1052,7 +1047,7 @@ pub fn set_aside_partial(conf: &Conference, id: &str, wt: &Repository) -> Result
         tree: tree.to_string(),
         metric: None,
         delta: None,
-        verdict: "interrupted".into(),
+        verdict: EvalStatus::Interrupted.into(),
         description: description.clone(),
         reason: Some("set aside on resume".into()),
         timestamp: super::now_iso(),

@@ -18,6 +18,7 @@ use super::research::round_attempts;
 use super::state::{files, Phase};
 use super::Conference;
 use crate::git::snapshot;
+use crate::model::{EvalStatus, ReviewVerdict, Verdict};
 use crate::store::StateChange;
 
 /// One researcher's round-best as the review judged it.
@@ -136,7 +137,7 @@ fn interrupted() -> EvalResult {
         metric: None,
         runs: vec![],
         sub_metrics: Default::default(),
-        status: "interrupted".into(),
+        status: EvalStatus::Interrupted.into(),
         reason: Some("interrupted".into()),
         seconds: 0.0,
     }
@@ -171,7 +172,7 @@ async fn interleave(
                 continue;
             }
             let result = measure_runs(conf, "review", commit, command, what, 1, run).await?;
-            if result.status == "interrupted" {
+            if result.status == EvalStatus::Interrupted {
                 return Ok(None);
             }
             match result.runs.first() {
@@ -225,7 +226,7 @@ pub async fn poster_session(conf: &Conference) -> Result<()> {
         let _ = writeln!(md, "- **Stuck level:** {}", r.stuck_level);
         let kept: Vec<_> = attempts
             .iter()
-            .filter(|a| a.researcher == *id && a.verdict == "kept")
+            .filter(|a| a.researcher == *id && a.verdict == Verdict::Kept)
             .collect();
         if kept.is_empty() {
             let _ = writeln!(md, "- **Top findings:** none kept this round\n");
@@ -302,7 +303,7 @@ pub async fn peer_review(conf: &Conference) -> Result<()> {
         let changed = snapshot::changed_paths(&repo, start_tree, head_tree)?;
         let description = attempts
             .iter()
-            .filter(|a| a.researcher == *id && a.verdict == "kept")
+            .filter(|a| a.researcher == *id && a.verdict == Verdict::Kept)
             .map(|a| a.description.clone())
             .collect::<Vec<_>>()
             .join("; ");
@@ -334,7 +335,7 @@ pub async fn peer_review(conf: &Conference) -> Result<()> {
     // A diff touching a frozen or forbidden path is overturned without a run.
     for f in &mut findings {
         if let Some(why) = conf.guard.violation(&f.files) {
-            f.verdict = "overturned".into();
+            f.verdict = ReviewVerdict::Overturned.into();
             f.reasoning = format!("The diff {why}.");
         }
     }
@@ -365,7 +366,7 @@ pub async fn peer_review(conf: &Conference) -> Result<()> {
             // Once per finding measured (a kill here loses the readings: resume reads again).
             crate::failpoint::hit("review.measured");
             judge_finding(conf, &st, f, &start, r);
-            if f.verdict == "validated" {
+            if f.verdict == ReviewVerdict::Validated {
                 check_holdout(conf, f, start_holdout, dir).await?;
             }
         }
@@ -391,7 +392,7 @@ fn judge_finding(
             .filter(|_| start.runs.is_empty())
             .map(|w| format!("the round start itself failed: {w}"))
     }) {
-        f.verdict = "overturned".into();
+        f.verdict = ReviewVerdict::Overturned.into();
         f.reasoning = format!("Re-running the snapshot failed: {why}.");
         return;
     }
@@ -440,21 +441,11 @@ async fn check_holdout(
         &format!("{}-holdout", f.researcher),
     )
     .await?;
-    match h.metric {
-        Some(v) => {
-            f.holdout = Some((v, start_h));
-            if dir.gain(v, start_h) < -f.tolerance {
-                f.verdict = "challenged".into();
-                f.reasoning.push_str(&format!(
-                    " The hold-out evaluation gets worse ({v:.6} against {start_h:.6}): it may not generalise."
-                ));
-            }
-        }
-        None => {
-            f.verdict = "challenged".into();
-            f.reasoning
-                .push_str(" The hold-out evaluation failed on this snapshot.");
-        }
+    f.holdout = h.metric.map(|v| (v, start_h));
+    let check = crate::protocol::review_verdict::holdout(dir, h.metric, start_h, f.tolerance);
+    if let Some(why) = check.reasoning() {
+        f.verdict = ReviewVerdict::Challenged.into();
+        f.reasoning.push_str(&why);
     }
     Ok(())
 }
@@ -463,7 +454,7 @@ async fn check_holdout(
 pub fn transfer_order(findings: &[Finding]) -> Vec<Finding> {
     let mut v: Vec<Finding> = findings
         .iter()
-        .filter(|f| f.verdict == "validated")
+        .filter(|f| f.verdict == ReviewVerdict::Validated)
         .cloned()
         .collect();
     v.sort_by(|a, b| {
@@ -526,7 +517,7 @@ async fn record_review(
     let md = render_review(conf, st.round, &findings, &order, &conflicts, start_runs);
     let md =
         super::prose::with_prose(conf, conf.config.agent.reviewer.as_ref(), "reviewer", md).await;
-    let count = |v: &str| findings.iter().filter(|f| f.verdict == v).count();
+    let count = |v: ReviewVerdict| findings.iter().filter(|f| f.verdict == v).count();
     let notes: Vec<serde_json::Value> = findings
         .iter()
         .map(|f| {
@@ -537,9 +528,9 @@ async fn record_review(
         .collect();
     let payload = json!({
         "round": st.round,
-        "validated_count": count("validated"),
-        "challenged_count": count("challenged"),
-        "overturned_count": count("overturned"),
+        "validated_count": count(ReviewVerdict::Validated),
+        "challenged_count": count(ReviewVerdict::Challenged),
+        "overturned_count": count(ReviewVerdict::Overturned),
         "findings": findings,
         "conflicts": conflicts,
         "notes": notes,
@@ -547,9 +538,9 @@ async fn record_review(
     let summary = format!(
         "round {}: {} validated, {} challenged, {} overturned",
         st.round,
-        count("validated"),
-        count("challenged"),
-        count("overturned")
+        count(ReviewVerdict::Validated),
+        count(ReviewVerdict::Challenged),
+        count(ReviewVerdict::Overturned)
     );
     let findings_json = serde_json::to_vec_pretty(&findings)?;
     let start_json = serde_json::to_vec(&start_runs)?;
@@ -686,9 +677,13 @@ fn render_review(
         );
         let _ = writeln!(md, "- **Verdict:** {}", f.verdict);
         let _ = writeln!(md, "- **Reasoning:** {}", f.reasoning);
-        let action = match f.verdict.as_str() {
-            "validated" => "Cherry-pick onto best; keep it only if the combined best improves.",
-            "challenged" => "Not merged. Re-test with more runs before relying on it.",
+        let action = match ReviewVerdict::parse(&f.verdict) {
+            Some(ReviewVerdict::Validated) => {
+                "Cherry-pick onto best; keep it only if the combined best improves."
+            }
+            Some(ReviewVerdict::Challenged) => {
+                "Not merged. Re-test with more runs before relying on it."
+            }
             _ => "Not merged.",
         };
         let _ = writeln!(md, "- **Action:** {action}\n");

@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::Verdict;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
@@ -46,15 +48,18 @@ pub struct Counts {
 }
 
 impl Counts {
-    pub fn add(&mut self, verdict: &str) {
-        match verdict {
-            "kept" => self.kept += 1,
-            "reverted" => self.reverted += 1,
-            "crashed" => self.crashed += 1,
-            "timeout" => self.timeout += 1,
-            "rejected" => self.rejected += 1,
-            _ => self.no_change += 1,
-        }
+    /// Counts one attempt under its verdict (a typed verdict: no word falls into another's
+    /// count).
+    pub fn add(&mut self, verdict: Verdict) {
+        let count = match verdict {
+            Verdict::Kept => &mut self.kept,
+            Verdict::Reverted => &mut self.reverted,
+            Verdict::Crashed => &mut self.crashed,
+            Verdict::Timeout => &mut self.timeout,
+            Verdict::Rejected => &mut self.rejected,
+            Verdict::NoChange => &mut self.no_change,
+        };
+        *count += 1;
     }
     pub fn total(&self) -> u64 {
         self.kept + self.reverted + self.crashed + self.timeout + self.rejected + self.no_change
@@ -207,5 +212,22 @@ pub mod files {
     /// Evaluation cache entry for a tree under the current evaluation settings.
     pub fn eval_cache(settings: &str, tree: &str) -> String {
         format!("{EVAL_CACHE_DIR}{settings}/{}/{}", &tree[..2], &tree[2..])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each verdict counts under the field named by its own stored word, and nowhere else.
+    #[test]
+    fn every_verdict_counts_under_its_own_word() {
+        for &verdict in Verdict::ALL {
+            let mut counts = Counts::default();
+            counts.add(verdict);
+            assert_eq!(counts.total(), 1);
+            let json = serde_json::to_value(&counts).unwrap();
+            assert_eq!(json[verdict.as_str()], 1, "{verdict}: {json}");
+        }
     }
 }

@@ -16,27 +16,10 @@ use std::time::Duration;
 
 use super::state::{ResearcherState, State};
 use super::Conference;
-use crate::config::{Mode, Tolerance};
+use crate::config::Mode;
+use crate::protocol::stop_rules::AfterRound;
 
-/// A decision to stop.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Stop {
-    /// converged | budget_stop | stalled (the final report's status).
-    pub status: &'static str,
-    /// A stable token for scripts (`target_reached`, `metric_plateau`, `max_rounds`, …), as the
-    /// seed's `conference.converged` payload has it.
-    pub token: &'static str,
-    /// The sentence users read.
-    pub why: String,
-}
-
-fn stop(status: &'static str, token: &'static str, why: impl Into<String>) -> Option<Stop> {
-    Some(Stop {
-        status,
-        token,
-        why: why.into(),
-    })
-}
+pub use crate::protocol::stop_rules::{no_progress, Stop};
 
 /// The target is reached by `metric`.
 pub fn target_reached(conf: &Conference, metric: Option<f64>) -> bool {
@@ -64,15 +47,13 @@ fn done_before_round(st: &State) -> u64 {
 /// letter order (A gets the remainder first), so the cap is never overshot by researchers
 /// racing for the last iterations, and a run is the same whatever the timing.
 pub fn round_allotment(conf: &Conference, st: &State, id: &str) -> u32 {
-    let per_round = conf.config.iterations_per_round;
-    let Some(max) = conf.config.max_total_iterations else {
-        return per_round;
-    };
-    let left = (max as u64).saturating_sub(done_before_round(st));
-    let n = st.researchers.len().max(1) as u64;
-    let index = st.researchers.keys().position(|k| k == id).unwrap_or(0) as u64;
-    let share = left / n + u64::from(index < left % n);
-    share.min(per_round as u64) as u32
+    crate::protocol::schedule::allotment(
+        conf.config.iterations_per_round,
+        conf.config.max_total_iterations,
+        done_before_round(st),
+        st.researchers.len(),
+        st.researchers.keys().position(|k| k == id).unwrap_or(0),
+    )
 }
 
 /// The time budget, when it is used up.
@@ -99,67 +80,33 @@ pub fn researcher_timeout(conf: &Conference) -> Option<Duration> {
     })
 }
 
-/// Whether the metric counts in whole numbers: every baseline measurement is an integer. The
-/// seed's noise threshold for such metrics is 0 (one unit better is progress).
-fn integer_metric(st: &State) -> bool {
-    !st.baseline_runs.is_empty() && st.baseline_runs.iter().all(|v| v.fract() == 0.0)
-}
-
-/// The noise threshold for the plateau rule and peer review: Min consensus delta, else 0.1% of
-/// the baseline (0 for integer metrics).
+/// The noise threshold for the plateau rule and peer review (the rule:
+/// `protocol::round::noise_threshold`).
 pub fn noise_threshold(conf: &Conference, st: &State) -> f64 {
-    if let Some(t) = conf.config.min_consensus_delta {
-        return t.resolve(st.baseline_metric.unwrap_or(0.0));
-    }
-    if integer_metric(st) {
-        return 0.0;
-    }
-    Tolerance::Percent(0.1).resolve(st.baseline_metric.unwrap_or(0.0))
+    crate::protocol::round::noise_threshold(
+        conf.config.min_consensus_delta,
+        st.baseline_metric,
+        &st.baseline_runs,
+    )
 }
 
-/// Decides, after round `st.round` completed, whether the conference stops.
+/// Decides, after round `st.round` completed, whether the conference stops (the rules and their
+/// order: `protocol::stop_rules`).
 pub fn check(conf: &Conference, st: &State) -> Option<Stop> {
-    if target_reached(conf, st.best.metric) {
-        return stop("converged", "target_reached", "target reached");
-    }
-    let mut budgets = Vec::new();
-    if let Some(max) = conf.config.max_total_iterations {
-        if st.total_iterations >= max as u64 {
-            budgets.push((
-                "max_total_iterations",
-                format!("max_total_iterations ({max}) reached"),
-            ));
-        }
-    }
-    if st.round >= conf.config.max_rounds {
-        budgets.push((
-            "max_rounds",
-            format!("max_rounds ({}) reached", conf.config.max_rounds),
-        ));
-    }
-    if let Some(why) = time_budget_used(conf, st) {
-        budgets.push(("time_budget", why));
-    }
-    // Spent money or tokens first: the reason a user most needs to see.
-    if let Some((token, why)) = super::budget::used_up(&conf.config, st) {
-        budgets.insert(0, (token, why));
-    }
-    if let Some((token, _)) = budgets.first() {
-        let why: Vec<String> = budgets.iter().map(|(_, w)| w.clone()).collect();
-        return stop("budget_stop", token, why.join("; "));
-    }
-    let plateau = (conf.config.mode == Mode::Metric).then_some(st.plateau_rounds);
-    if let Some(s) = no_progress(conf.config.stall_rounds, st.stalled_rounds, plateau) {
-        return Some(s);
-    }
-    if conf.config.mode == Mode::Qualitative && st.high_score_rounds >= 2 {
-        return stop(
-            "converged",
-            "quality_reached",
-            "all scores >= 8/10 for 2 rounds",
-        );
-    }
-    None
+    crate::protocol::stop_rules::decide(&AfterRound {
+        target_reached: target_reached(conf, st.best.metric),
+        spend_used: super::budget::used_up(&conf.config, st),
+        total_iterations: st.total_iterations,
+        max_total_iterations: conf.config.max_total_iterations,
+        round: st.round,
+        max_rounds: conf.config.max_rounds,
+        time_used: time_budget_used(conf, st),
+        qualitative: conf.config.mode == Mode::Qualitative,
+        stall_rounds: conf.config.stall_rounds,
+        stalled_rounds: st.stalled_rounds,
+        plateau_rounds: st.plateau_rounds,
+        high_score_rounds: st.high_score_rounds,
+    })
 }
 
 /// Whether a researcher was stalled in the round that just ended: it kept nothing, and its
@@ -175,86 +122,26 @@ pub fn every_researcher_stalled(st: &State) -> bool {
     !st.researchers.is_empty() && st.researchers.values().all(researcher_stalled)
 }
 
-/// The rules for rounds without progress, over the counts: every researcher stalled for
-/// `stall_rounds` consecutive rounds → stalled; the best not moving beyond the noise for as many
-/// rounds (at least the seed's 2) → converged on a plateau (`plateau_rounds` is None in
-/// qualitative mode). `stall_rounds` None (`never`) disables both.
-pub fn no_progress(
-    stall_rounds: Option<u32>,
-    stalled_rounds: u32,
-    plateau_rounds: Option<u32>,
-) -> Option<Stop> {
-    let n = stall_rounds?.max(1);
-    if stalled_rounds >= n {
-        return stop(
-            "stalled",
-            "all_researchers_stuck",
-            format!(
-                "every researcher stalled (stuck, nothing kept) for {stalled_rounds} consecutive round(s) (Stall rounds: {n})"
-            ),
-        );
-    }
-    let needed = n.max(2);
-    if plateau_rounds.is_some_and(|p| p >= needed) {
-        return stop(
-            "converged",
-            "metric_plateau",
-            format!("metric plateau: no progress beyond the noise threshold for {needed} rounds"),
-        );
-    }
-    None
-}
-
 /// The round about to run (or running) is the last one the budgets allow.
 pub fn is_endgame(conf: &Conference, st: &State) -> bool {
-    if st.round >= conf.config.max_rounds {
-        return true;
-    }
-    if let Some(max) = conf.config.max_total_iterations {
-        let per_round = conf.config.count as u64 * conf.config.iterations_per_round as u64;
-        if done_before_round(st) + per_round >= max as u64 {
-            return true;
-        }
-    }
-    false
+    crate::protocol::schedule::is_endgame(
+        st.round,
+        conf.config.max_rounds,
+        conf.config.max_total_iterations,
+        done_before_round(st),
+        conf.config.count,
+        conf.config.iterations_per_round,
+    )
 }
 
 /// Pause after this round (`pause_every: N`).
 pub fn should_pause(conf: &Conference, st: &State) -> bool {
-    matches!(conf.config.pause_every, Some(n) if n > 0 && st.round > 0 && st.round.is_multiple_of(n))
+    crate::protocol::schedule::pause_after(conf.config.pause_every, st.round)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rounds_without_progress_table() {
-        // (Stall rounds, consecutive all-stalled rounds, plateau rounds) → stop token.
-        type Case = (Option<u32>, u32, Option<u32>, Option<&'static str>);
-        let cases: &[Case] = &[
-            (Some(2), 0, Some(0), None),
-            // One stalled round is a signal, not a stop (the repro).
-            (Some(2), 1, Some(1), None),
-            (Some(2), 2, Some(2), Some("all_researchers_stuck")),
-            (Some(2), 0, Some(2), Some("metric_plateau")),
-            (Some(2), 1, Some(2), Some("metric_plateau")),
-            (Some(3), 2, Some(2), None),
-            (Some(3), 3, Some(3), Some("all_researchers_stuck")),
-            (Some(3), 0, Some(3), Some("metric_plateau")),
-            // A plateau needs at least the seed's 2 rounds even with Stall rounds: 1.
-            (Some(1), 0, Some(1), None),
-            (Some(1), 1, Some(1), Some("all_researchers_stuck")),
-            // Qualitative mode has no metric plateau.
-            (Some(2), 0, None, None),
-            // never: the never-stop loop.
-            (None, 50, Some(50), None),
-        ];
-        for &(setting, stalled, plateau, want) in cases {
-            let got = no_progress(setting, stalled, plateau).map(|s| s.token);
-            assert_eq!(got, want, "{setting:?} {stalled} {plateau:?}");
-        }
-    }
 
     fn researcher(kept: u64, stuck_level: u8) -> ResearcherState {
         ResearcherState {

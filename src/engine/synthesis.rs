@@ -13,16 +13,19 @@ use super::review::{fmt, gain_text, Finding};
 use super::state::{files, State};
 use super::Conference;
 use crate::git::snapshot;
+use crate::model::{FinalStatus, PickResult, ReviewVerdict, Verdict};
 use crate::report_plot::{self, PlotData, PlotSeries};
 
 /// Header of conference_results.tsv (the original skill's columns).
 pub const RESULTS_HEADER: &str = "round\tresearcher\titeration\tmetric_value\tdelta\tdelta_pct\tstatus\tdescription\tevaluator_source\tpeer_review_verdict\ttimestamp";
 
 /// The seed's status column: kept | reverted | failed.
-fn tsv_status(verdict: &str) -> &str {
-    match verdict {
-        "kept" => "kept",
-        "reverted" | "no_change" | "rejected" => "reverted",
+fn tsv_status(verdict: &str) -> &'static str {
+    match Verdict::parse(verdict) {
+        Some(Verdict::Kept) => Verdict::Kept.as_str(),
+        Some(Verdict::Reverted | Verdict::NoChange | Verdict::Rejected) => {
+            Verdict::Reverted.as_str()
+        }
         _ => "failed",
     }
 }
@@ -94,7 +97,9 @@ pub fn round_results_tsv(conf: &Conference, round: u32, findings: &[Finding]) ->
         // The verdict belongs to the kept attempt the finding is (the researcher's round-best).
         let verdict = findings
             .iter()
-            .find(|f| a.verdict == "kept" && f.researcher == a.researcher && f.commit == a.commit)
+            .find(|f| {
+                a.verdict == Verdict::Kept && f.researcher == a.researcher && f.commit == a.commit
+            })
             .map(|f| f.verdict.as_str());
         out.push_str(&tsv_row(&a, &evaluator, verdict));
         out.push('\n');
@@ -257,14 +262,14 @@ pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
             .filter(|(r, _)| *r == round)
             .map(|(_, f)| f)
             .collect();
-        let n = |v: &str| fs.iter().filter(|f| f.verdict == v).count();
+        let n = |v: ReviewVerdict| fs.iter().filter(|f| f.verdict == v).count();
         let _ = writeln!(
             report,
             "| {round} | {} | {} | {} | {} |",
             fmt(st.round_bests.get(round as usize - 1).copied().flatten()),
-            n("validated"),
-            n("challenged"),
-            n("overturned")
+            n(ReviewVerdict::Validated),
+            n(ReviewVerdict::Challenged),
+            n(ReviewVerdict::Overturned)
         );
     }
     let _ = writeln!(report, "\n## Metric trajectory\n");
@@ -279,17 +284,17 @@ pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
     let _ = writeln!(report, "![progress](conference_progress.png)\n");
 
     for (title, verdicts) in [
-        ("Validated findings", &["validated"][..]),
+        ("Validated findings", &[ReviewVerdict::Validated][..]),
         (
             "Challenged and overturned findings",
-            &["challenged", "overturned"][..],
+            &[ReviewVerdict::Challenged, ReviewVerdict::Overturned][..],
         ),
     ] {
         let _ = writeln!(report, "## {title}\n");
         let mut any = false;
         for (round, f) in findings
             .iter()
-            .filter(|(_, f)| verdicts.contains(&f.verdict.as_str()))
+            .filter(|(_, f)| verdicts.iter().any(|v| f.verdict == *v))
         {
             any = true;
             let _ = writeln!(
@@ -389,7 +394,10 @@ pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
         synthesis,
         "## What worked (validated and combined on best)\n"
     );
-    let merged: Vec<_> = picks.iter().filter(|(_, p)| p.result == "merged").collect();
+    let merged: Vec<_> = picks
+        .iter()
+        .filter(|(_, p)| p.result == PickResult::Merged)
+        .collect();
     if merged.is_empty() {
         let _ = writeln!(synthesis, "No finding reached the best branch.");
     }
@@ -409,7 +417,10 @@ pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
             }
         );
     }
-    let left_out: Vec<_> = picks.iter().filter(|(_, p)| p.result != "merged").collect();
+    let left_out: Vec<_> = picks
+        .iter()
+        .filter(|(_, p)| p.result != PickResult::Merged)
+        .collect();
     if !left_out.is_empty() {
         let _ = writeln!(synthesis, "\n## Validated but not combined\n");
         for (round, p) in left_out {
@@ -425,7 +436,7 @@ pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
     let _ = writeln!(synthesis, "\n## What did not hold up\n");
     let failed: Vec<_> = findings
         .iter()
-        .filter(|(_, f)| f.verdict != "validated")
+        .filter(|(_, f)| f.verdict != ReviewVerdict::Validated)
         .collect();
     if findings.is_empty() {
         let _ = writeln!(
@@ -486,7 +497,7 @@ fn open_questions(conf: &Conference, st: &State, findings: &[(u32, Finding)]) ->
     let mut out = Vec::new();
     let challenged = findings
         .iter()
-        .filter(|(_, f)| f.verdict == "challenged")
+        .filter(|(_, f)| f.verdict == ReviewVerdict::Challenged)
         .count();
     if challenged > 0 {
         out.push(format!(
@@ -509,8 +520,9 @@ fn open_questions(conf: &Conference, st: &State, findings: &[(u32, Finding)]) ->
         _ => None,
     };
     let why = st.stop_reason.as_deref().unwrap_or("-");
-    out.push(match st.final_status.as_deref() {
-        Some("budget_stop") => match last_round_gain {
+    let status = st.final_status.as_deref();
+    out.push(match status.map(|s| (s, FinalStatus::parse(s))) {
+        Some((_, Some(FinalStatus::BudgetStop))) => match last_round_gain {
             Some(g) if g > 0.0 => format!(
                 "The budget ended the conference ({why}) while the last round still improved the best ({}): more rounds may improve it further.",
                 gain_text(g)
@@ -519,11 +531,11 @@ fn open_questions(conf: &Conference, st: &State, findings: &[(u32, Finding)]) ->
                 "The budget ended the conference ({why}); the last round did not improve the best."
             ),
         },
-        Some("stalled") => format!(
+        Some((_, Some(FinalStatus::Stalled))) => format!(
             "Every researcher stalled ({why}): a new search space, focus or agent may find more."
         ),
-        Some("converged") => format!("The conference converged ({why})."),
-        Some(other) => format!("The conference ended {other} ({why})."),
+        Some((_, Some(FinalStatus::Converged))) => format!("The conference converged ({why})."),
+        Some((other, None)) => format!("The conference ended {other} ({why})."),
         None => "The conference has not ended yet.".to_string(),
     });
     out

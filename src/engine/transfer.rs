@@ -21,6 +21,8 @@ use super::state::{files, Phase};
 use super::Conference;
 use crate::config::edit;
 use crate::git::{merge, snapshot};
+use crate::model::{EvalStatus, FinalStatus, PickResult, Verdict};
+use crate::protocol::round as round_rules;
 use crate::store::StateChange;
 
 /// What became of one validated finding in knowledge transfer (`round-N/transfer.jsonl`).
@@ -102,87 +104,68 @@ async fn pick(conf: &Conference, f: &Finding, start_runs: &[f64]) -> Result<()> 
     } else {
         super::noise::median(start_runs)
     };
-    let (verdict, candidate, result, reason): (&str, Option<Oid>, Option<EvalResult>, String) =
-        if tree == best_tree {
-            (
-                "dropped",
-                None,
-                None,
-                "nothing left to add after conflict resolution".into(),
-            )
-        } else {
-            let message = format!(
+    let (verdict, candidate, result, reason): (
+        PickResult,
+        Option<Oid>,
+        Option<EvalResult>,
+        String,
+    ) = if tree == best_tree {
+        (
+            PickResult::Dropped,
+            None,
+            None,
+            "nothing left to add after conflict resolution".into(),
+        )
+    } else {
+        let message = format!(
             "Round {}: transfer Researcher {}'s finding\n\n{}\n\nGain {:+.6} (validated in peer review).\n(cherry picked from commit {})\n",
             st.round, f.researcher, f.description, f.gain_reproduced, f.commit
         );
-            let author = researcher_signature(&repo, &f.researcher);
-            let commit = snapshot::commit(&repo, tree, &[best], &message, &author)?;
-            crate::failpoint::hit("transfer.cherry-picked");
-            conf.keep_reachable(&[commit])?;
-            // The finding alone on an unchanged best is what the review already measured.
-            let finding_tree = repo.find_commit(Oid::from_str(&f.commit)?)?.tree_id();
-            let result = if tree == finding_tree && !f.runs.is_empty() {
-                EvalResult {
-                    metric: f.reproduced,
-                    runs: f.runs.clone(),
-                    sub_metrics: Default::default(),
-                    status: "ok".into(),
-                    reason: None,
-                    seconds: 0.0,
-                }
-            } else {
-                let r = review::measure(
-                    conf,
-                    "best",
-                    &commit.to_string(),
-                    conf.config.eval_command(),
-                    &format!("transfer-{}", f.researcher),
-                )
-                .await?;
-                if r.status == "interrupted" {
-                    return Ok(());
-                }
-                r
-            };
-            match (result.metric, best_metric) {
-                (Some(m), Some(b)) if dir.gain(m, b) > 0.0 => (
-                    "merged",
-                    Some(commit),
-                    Some(result),
-                    format!("best improves: {b:.6} → {m:.6}"),
-                ),
-                (Some(m), None) => (
-                    "merged",
-                    Some(commit),
-                    Some(result),
-                    format!("best measured at {m:.6}"),
-                ),
-                (Some(m), Some(b)) => (
-                    "dropped",
-                    Some(commit),
-                    Some(result),
-                    format!("combined best {m:.6} is not better than {b:.6}"),
-                ),
-                (None, _) => (
-                    "dropped",
-                    Some(commit),
-                    Some(result.clone()),
-                    format!(
-                        "combined best crashed: {}",
-                        result.reason.unwrap_or_default()
-                    ),
-                ),
+        let author = researcher_signature(&repo, &f.researcher);
+        let commit = snapshot::commit(&repo, tree, &[best], &message, &author)?;
+        crate::failpoint::hit("transfer.cherry-picked");
+        conf.keep_reachable(&[commit])?;
+        // The finding alone on an unchanged best is what the review already measured.
+        let finding_tree = repo.find_commit(Oid::from_str(&f.commit)?)?.tree_id();
+        let result = if tree == finding_tree && !f.runs.is_empty() {
+            EvalResult {
+                metric: f.reproduced,
+                runs: f.runs.clone(),
+                sub_metrics: Default::default(),
+                status: EvalStatus::Ok.into(),
+                reason: None,
+                seconds: 0.0,
             }
+        } else {
+            let r = review::measure(
+                conf,
+                "best",
+                &commit.to_string(),
+                conf.config.eval_command(),
+                &format!("transfer-{}", f.researcher),
+            )
+            .await?;
+            if r.status == EvalStatus::Interrupted {
+                return Ok(());
+            }
+            r
         };
+        let crash = result.reason.clone().unwrap_or_default();
+        let (verdict, reason) =
+            crate::protocol::pick::decide(result.metric, best_metric, dir, &crash);
+        (verdict, Some(commit), Some(result), reason)
+    };
     // A combination no researcher measured must pass the guard commands too.
     let finding_tree = repo.find_commit(Oid::from_str(&f.commit)?)?.tree_id();
     let (verdict, reason) = match candidate {
-        Some(c) if verdict == "merged" && tree != finding_tree => {
+        Some(c) if verdict == PickResult::Merged && tree != finding_tree => {
             match super::guards::check_commit(conf, c, &format!("transfer-{}", f.researcher))
                 .await?
             {
                 super::guards::Verdict::Pass => (verdict, reason),
-                super::guards::Verdict::Fail(why) => ("dropped", format!("combined best: {why}")),
+                super::guards::Verdict::Fail(why) => {
+                    (PickResult::Dropped, format!("combined best: {why}"))
+                }
                 super::guards::Verdict::Interrupted => return Ok(()),
             }
         }
@@ -191,7 +174,7 @@ async fn pick(conf: &Conference, f: &Finding, start_runs: &[f64]) -> Result<()> 
     let metric = result.as_ref().and_then(|r| r.metric);
     let note = candidate.map(|c| {
         json!({"commit": c.to_string(), "conference": conf.name, "researcher": f.researcher,
-               "round": st.round, "verdict": if verdict == "merged" { "kept" } else { "reverted" },
+               "round": st.round, "verdict": if verdict == PickResult::Merged { Verdict::Kept } else { Verdict::Reverted },
                "transfer": verdict, "metric": metric, "runs": result.as_ref().map(|r| r.runs.clone()),
                "reason": reason})
     });
@@ -226,7 +209,7 @@ async fn pick(conf: &Conference, f: &Finding, start_runs: &[f64]) -> Result<()> 
                 &pick_line,
             )?];
             next.transfer_done.push(f.researcher.clone());
-            if verdict == "merged" {
+            if verdict == PickResult::Merged {
                 if let Some(c) = candidate {
                     next.best.commit = c.to_string();
                     next.best.metric = metric;
@@ -241,7 +224,7 @@ async fn pick(conf: &Conference, f: &Finding, start_runs: &[f64]) -> Result<()> 
         conf.note(&[(c, n)])?;
     }
     crate::failpoint::hit("transfer.recorded");
-    if verdict == "merged" {
+    if verdict == PickResult::Merged {
         conf.move_branch(
             &conf.refs.best(),
             &conf.state().best.commit,
@@ -267,8 +250,10 @@ fn complete_round(conf: &Conference, findings: &[Finding]) -> Result<()> {
     let picks = read_picks(conf, round);
     for f in review::transfer_order(findings) {
         let outcome = match picks.iter().find(|p| p.researcher == f.researcher) {
-            Some(p) if p.result == "merged" && p.conflicts.is_empty() => "on best".to_string(),
-            Some(p) if p.result == "merged" => {
+            Some(p) if p.result == PickResult::Merged && p.conflicts.is_empty() => {
+                "on best".to_string()
+            }
+            Some(p) if p.result == PickResult::Merged => {
                 format!("on best except {}", p.conflicts.join(", "))
             }
             Some(p) => format!("not combined: {}", p.reason),
@@ -306,11 +291,7 @@ fn complete_round(conf: &Conference, findings: &[Finding]) -> Result<()> {
         .flatten()
         .or(st.baseline_metric);
     let threshold = super::stop::noise_threshold(conf, &st);
-    let progressed = match (st.best.metric, previous, conf.direction()) {
-        (Some(now), Some(before), Some(dir)) => dir.gain(now, before) > threshold,
-        (Some(_), None, _) => true,
-        _ => false,
-    };
+    let progressed = round_rules::progressed(st.best.metric, previous, conf.direction(), threshold);
     // Qualitative mode: the reviewer's scores (the re-measured round-bests), or the score a
     // researcher without a finding kept.
     let all_high = !st.researchers.is_empty()
@@ -320,7 +301,7 @@ fn complete_round(conf: &Conference, findings: &[Finding]) -> Result<()> {
                 .find(|f| &f.researcher == id)
                 .and_then(|f| f.reproduced)
                 .or(r.best_metric)
-                .is_some_and(|m| m >= 8.0)
+                .is_some_and(|m| m >= round_rules::HIGH_SCORE)
         });
     let mut transfer_md = String::new();
     let _ = writeln!(transfer_md, "# Knowledge Transfer — Round {round}\n");
@@ -359,28 +340,24 @@ fn complete_round(conf: &Conference, findings: &[Finding]) -> Result<()> {
     let advance = |next: &mut super::state::State| {
         next.phase = Phase::Between;
         next.round_bests.push(next.best.metric);
-        next.plateau_rounds = if progressed {
-            0
-        } else {
-            next.plateau_rounds + 1
+        let before = round_rules::Streaks {
+            plateau_rounds: next.plateau_rounds,
+            stalled_rounds: next.stalled_rounds,
+            high_score_rounds: next.high_score_rounds,
         };
-        next.stalled_rounds = if super::stop::every_researcher_stalled(next) {
-            next.stalled_rounds + 1
-        } else {
-            0
-        };
-        next.high_score_rounds = if all_high {
-            next.high_score_rounds + 1
-        } else {
-            0
-        };
+        let all_stalled = super::stop::every_researcher_stalled(next);
+        let after = round_rules::streaks_after(before, progressed, all_stalled, all_high);
+        next.plateau_rounds = after.plateau_rounds;
+        next.stalled_rounds = after.stalled_rounds;
+        next.high_score_rounds = after.high_score_rounds;
         next.shared_knowledge.extend(knowledge.iter().cloned());
         next.transfer_done.clear();
     };
     // `converged`: the stop rules will end the conference as converged after this round.
     let mut after = st.clone();
     advance(&mut after);
-    let converged_now = super::stop::check(conf, &after).is_some_and(|s| s.status == "converged");
+    let converged_now =
+        super::stop::check(conf, &after).is_some_and(|s| s.status == FinalStatus::Converged);
     let payload = json!({
         "round": round,
         "best_metric": st.best.metric,

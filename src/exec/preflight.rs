@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use git2::{Oid, Repository};
 
 use crate::config::parse::SectionKind;
+use crate::config::paths::PathRules;
 use crate::config::{self, Config, ConfigError};
-use crate::engine::paths::PathRules;
 use crate::exec::process::{SHELL_SYNTAX, SHELL_WORDS};
 use crate::git::snapshot;
 

@@ -126,7 +126,7 @@ pub fn ensure(repo: &Repository, name: &str, label: &str, checkout: Checkout) ->
         if relink(repo, &path, &checkout).is_ok() && usable(&path) {
             return Ok(path);
         }
-        let aside = path.with_file_name(format!("{label}.unlinked-{}", crate::engine::now_unix()));
+        let aside = path.with_file_name(format!("{label}.unlinked-{}", crate::clock::now_unix()));
         std::fs::rename(&path, &aside).with_context(|| {
             format!(
                 "worktree {} is broken and could not be moved aside",

@@ -200,7 +200,7 @@ async fn converse(
                 said.join("; ")
             );
             return Ok(AgentOutcome::Unapplied {
-                verdict: "no_change",
+                verdict: crate::model::Verdict::NoChange,
                 reason,
             });
         }
@@ -256,7 +256,7 @@ fn apply_answer(
     }
     if let Some(why) = workspace.refusal(&answer.edits) {
         return Err(AgentOutcome::Unapplied {
-            verdict: "rejected",
+            verdict: crate::model::Verdict::Rejected,
             reason: format!("{why}; nothing was applied"),
         });
     }
@@ -270,7 +270,7 @@ fn finish(workspace: &apply::Workspace, note: Option<String>) -> Result<AgentOut
         .map_err(|e| format!("cannot write the edits: {e}"))?;
     if written.is_empty() {
         return Ok(AgentOutcome::Unapplied {
-            verdict: "no_change",
+            verdict: crate::model::Verdict::NoChange,
             reason: "the model's edits leave every file as it was".into(),
         });
     }

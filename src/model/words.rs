@@ -1,0 +1,246 @@
+//! Every verdict and status word the conference stores, spelled once. Serde writes each variant
+//! as exactly today's word (`"kept"`, `"no_change"`, `"budget_stop"`), so a value serialised
+//! from these enums is byte for byte what older releases wrote.
+
+/// Defines a word enum: variants with their stored word, `as_str`, `parse`, `ALL`, `Display`,
+/// serde as the word, and comparisons with `str` and `String` (both ways).
+macro_rules! words {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $word:literal,)+ }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+        pub enum $name {
+            $($(#[$vmeta])* #[serde(rename = $word)] $variant,)+
+        }
+
+        impl $name {
+            /// Every variant, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant,)+];
+
+            /// The stored word.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $word,)+
+                }
+            }
+
+            /// The variant a stored word names (None for a word this release does not know).
+            pub fn parse(word: &str) -> Option<$name> {
+                match word {
+                    $($word => Some($name::$variant),)+
+                    _ => None,
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.pad(self.as_str())
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                self.as_str()
+            }
+        }
+
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                self.as_str() == other
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.as_str() == *other
+            }
+        }
+
+        impl PartialEq<String> for $name {
+            fn eq(&self, other: &String) -> bool {
+                self.as_str() == other
+            }
+        }
+
+        impl PartialEq<$name> for str {
+            fn eq(&self, other: &$name) -> bool {
+                self == other.as_str()
+            }
+        }
+
+        impl PartialEq<$name> for &str {
+            fn eq(&self, other: &$name) -> bool {
+                *self == other.as_str()
+            }
+        }
+
+        impl PartialEq<$name> for String {
+            fn eq(&self, other: &$name) -> bool {
+                self == other.as_str()
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(word: $name) -> String {
+                word.as_str().to_string()
+            }
+        }
+    };
+}
+
+words! {
+    /// What became of one attempt (`researcher.iteration`'s `status`, the note's `verdict`).
+    Verdict {
+        /// Measured strictly better than the researcher's best (and passed the guard).
+        Kept = "kept",
+        /// Measured, not better: reverted.
+        Reverted = "reverted",
+        /// The agent or the evaluation failed, or printed no readable metric.
+        Crashed = "crashed",
+        /// The agent or the evaluation ran past its timeout.
+        Timeout = "timeout",
+        /// Changed a frozen, forbidden or shared path, or failed the guard: never kept.
+        Rejected = "rejected",
+        /// The agent changed nothing.
+        NoChange = "no_change",
+    }
+}
+
+words! {
+    /// The peer review's verdict on a researcher's round-best finding.
+    ReviewVerdict {
+        /// The gain reproduces beyond the tolerance, consistently: it may go on best.
+        Validated = "validated",
+        /// Within the noise, inconsistent, or the hold-out disagrees: not merged.
+        Challenged = "challenged",
+        /// No gain, a crash, or a diff touching a frozen or forbidden path.
+        Overturned = "overturned",
+    }
+}
+
+words! {
+    /// What knowledge transfer did with a validated finding (`transfer.pick`'s `result`).
+    PickResult {
+        /// On best: the combined best improved.
+        Merged = "merged",
+        /// Left out: not better, crashed, failed the guard, or nothing left to add.
+        Dropped = "dropped",
+    }
+}
+
+words! {
+    /// How one evaluation ended (`EvalResult::status`).
+    EvalStatus {
+        /// It ran and printed the metric.
+        Ok = "ok",
+        /// It failed or printed no readable metric.
+        Crashed = "crashed",
+        /// It ran past its timeout.
+        Timeout = "timeout",
+        /// The conference was stopped while it ran: nothing is recorded.
+        Interrupted = "interrupted",
+    }
+}
+
+words! {
+    /// Why a conference ended (`state.json`'s `final_status`, the final report's status).
+    FinalStatus {
+        /// The target was reached, the metric plateaued, or the scores are high enough.
+        Converged = "converged",
+        /// A budget (rounds, iterations, time, tokens, cost) ran out.
+        BudgetStop = "budget_stop",
+        /// Every researcher was stalled for `Stall rounds` consecutive rounds.
+        Stalled = "stalled",
+    }
+}
+
+words! {
+    /// Where a conference stands (`state.json`'s `status`).
+    RunStatus {
+        Running = "running",
+        Paused = "paused",
+        Completed = "completed",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The stored words, pinned: changing one breaks every existing conference.
+    #[test]
+    fn every_word_is_todays_stored_word() {
+        fn check<
+            T: serde::Serialize + for<'a> serde::Deserialize<'a> + PartialEq + std::fmt::Debug + Copy,
+        >(
+            all: &[T],
+            words: &[&str],
+            as_str: fn(T) -> &'static str,
+            parse: fn(&str) -> Option<T>,
+        ) {
+            assert_eq!(all.len(), words.len());
+            for (&v, &w) in all.iter().zip(words) {
+                assert_eq!(as_str(v), w);
+                assert_eq!(parse(w), Some(v));
+                assert_eq!(serde_json::to_string(&v).unwrap(), format!("\"{w}\""));
+                assert_eq!(serde_json::from_str::<T>(&format!("\"{w}\"")).unwrap(), v);
+            }
+            assert_eq!(parse("Kept "), None);
+            assert_eq!(parse(""), None);
+        }
+        check(
+            Verdict::ALL,
+            &[
+                "kept",
+                "reverted",
+                "crashed",
+                "timeout",
+                "rejected",
+                "no_change",
+            ],
+            Verdict::as_str,
+            Verdict::parse,
+        );
+        check(
+            ReviewVerdict::ALL,
+            &["validated", "challenged", "overturned"],
+            ReviewVerdict::as_str,
+            ReviewVerdict::parse,
+        );
+        check(
+            PickResult::ALL,
+            &["merged", "dropped"],
+            PickResult::as_str,
+            PickResult::parse,
+        );
+        check(
+            EvalStatus::ALL,
+            &["ok", "crashed", "timeout", "interrupted"],
+            EvalStatus::as_str,
+            EvalStatus::parse,
+        );
+        check(
+            FinalStatus::ALL,
+            &["converged", "budget_stop", "stalled"],
+            FinalStatus::as_str,
+            FinalStatus::parse,
+        );
+        check(
+            RunStatus::ALL,
+            &["running", "paused", "completed"],
+            RunStatus::as_str,
+            RunStatus::parse,
+        );
+    }
+
+    #[test]
+    fn words_compare_with_stored_strings_both_ways() {
+        let stored = String::from("kept");
+        assert!(stored == Verdict::Kept);
+        assert!(Verdict::Kept == stored);
+        assert!(stored != Verdict::Reverted);
+        assert!("no_change" == Verdict::NoChange);
+        assert_eq!(format!("{:<9}|", Verdict::Kept), "kept     |");
+        assert_eq!(String::from(FinalStatus::BudgetStop), "budget_stop");
+    }
+}

@@ -148,6 +148,9 @@ impl ConfigGuard {
             Some(bytes) => write_atomic(path, bytes),
             None => std::fs::remove_file(path),
         };
+        if written.is_ok() && only_identity(before.as_deref(), now.as_deref()) {
+            return None;
+        }
         Some(match written {
             Ok(()) => format!("changed the repository's git config ({changed}): put back"),
             Err(e) => format!(
@@ -157,8 +160,35 @@ impl ConfigGuard {
     }
 }
 
+/// Whether only `user.name`/`user.email` changed: aider, for one, writes a placeholder identity
+/// into the repository's config when git has none. That runs nothing and tells the conference
+/// nothing, so it is put back without charging the attempt.
+fn only_identity(before: Option<&[u8]>, now: Option<&[u8]>) -> bool {
+    let diff = changed_lines(before, now);
+    !diff.is_empty()
+        && diff.iter().all(|l| {
+            let l = l.strip_prefix("removed ").unwrap_or(l);
+            l.starts_with("user: name") || l.starts_with("user: email")
+        })
+}
+
 /// The `key = value` lines added or changed from `before` to `now` (at most a few), by section.
 fn changed_keys(before: Option<&[u8]>, now: Option<&[u8]>) -> String {
+    let mut diff = changed_lines(before, now);
+    if diff.is_empty() {
+        return "formatting only".into();
+    }
+    let more = diff.len().saturating_sub(3);
+    diff.truncate(3);
+    let mut text = diff.join("; ");
+    if more > 0 {
+        text.push_str(&format!("; {more} more"));
+    }
+    text
+}
+
+/// The `section: key = value` lines added (or `removed …`) from `before` to `now`.
+fn changed_lines(before: Option<&[u8]>, now: Option<&[u8]>) -> Vec<String> {
     let lines = |b: Option<&[u8]>| -> Vec<String> {
         let text = String::from_utf8_lossy(b.unwrap_or_default()).into_owned();
         let mut section = String::new();
@@ -179,16 +209,7 @@ fn changed_keys(before: Option<&[u8]>, now: Option<&[u8]>) -> String {
             .filter(|l| !new.contains(l))
             .map(|l| format!("removed {l}")),
     );
-    if diff.is_empty() {
-        return "formatting only".into();
-    }
-    let more = diff.len().saturating_sub(3);
-    diff.truncate(3);
-    let mut text = diff.join("; ");
-    if more > 0 {
-        text.push_str(&format!("; {more} more"));
-    }
-    text
+    diff
 }
 
 /// A runner killed while an agent ran left the config it kept in `run_dir`: puts it back when
@@ -312,6 +333,19 @@ mod tests {
             "removed core: hooksPath = /tmp/h"
         );
         assert_eq!(changed_keys(Some(before), Some(before)), "formatting only");
+    }
+
+    /// aider writes a placeholder identity when git has none: put back, not charged.
+    #[test]
+    fn only_an_identity_change_is_not_charged() {
+        let before = b"[core]\n\tbare = false\n";
+        let identity =
+            b"[core]\n\tbare = false\n[user]\n\tname = Your Name\n\temail = you@example.com\n";
+        let hooks = b"[core]\n\tbare = false\n\thooksPath = /tmp/h\n[user]\n\tname = x\n";
+        assert!(only_identity(Some(before), Some(identity)));
+        assert!(only_identity(None, Some(b"[user]\n\tname = x\n")));
+        assert!(!only_identity(Some(before), Some(hooks)));
+        assert!(!only_identity(Some(before), Some(before)));
     }
 
     /// A worktree whose `.git` was overwritten is linked again; one whose folder is gone is lost.

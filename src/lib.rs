@@ -22,5 +22,6 @@ pub mod model;
 pub mod protocol;
 pub mod report_plot;
 pub mod store;
+pub mod trust;
 pub mod tune;
 pub mod ui;

@@ -525,8 +525,14 @@ fn push_and_fetch_carry_the_whole_conference() {
     // status, log and report work there.
     let status = repo.conference_in(&clone, &["status", "sh", "--format", "json"]);
     assert_eq!(status.code, 0, "{}", status.stderr);
-    let st: Value = serde_json::from_str(&status.stdout).unwrap();
-    assert_eq!(st, repo.status_json("sh"));
+    let mut st: Value = serde_json::from_str(&status.stdout).unwrap();
+    let mut here = repo.status_json("sh");
+    // Trust is this clone's own (the local config): the one that ran it trusts it, the clone not.
+    assert_eq!(here["trusted"], true);
+    assert_eq!(st["trusted"], false);
+    st.as_object_mut().unwrap().remove("trusted");
+    here.as_object_mut().unwrap().remove("trusted");
+    assert_eq!(st, here);
     let log = repo.conference_in(&clone, &["log", "sh", "--format", "jsonl"]);
     assert_eq!(log.code, 0, "{}", log.stderr);
     assert_eq!(

@@ -114,7 +114,7 @@ fn a_recorded_conference_resumes_in_a_fresh_clone_to_the_uninterrupted_best() {
         "paused",
         "the recording is paused after round 1"
     );
-    // (after the trust gate lands: `resumed.conference(&["trust", NAME, "--yes"]).ok();`)
+    assert_eq!(resumed.conference(&["trust", NAME, "--yes"]).code, 0);
     let run = resumed.conference(&["resume", NAME]);
     assert_eq!(run.code, 0, "resume\n{}{}", run.stdout, run.stderr);
     let st = resumed.status_json(NAME);

@@ -373,6 +373,11 @@ fn a_push_never_rewinds_the_remotes_copy() {
         clone.to_str().unwrap(),
     ]);
     assert_eq!(repo.conference_in(&clone, &["fetch"]).code, 0);
+    assert_eq!(
+        repo.conference_in(&clone, &["trust", "share", "--yes"])
+            .code,
+        0
+    );
     let resumed = repo.conference_in(&clone, &["resume", "share"]);
     assert_eq!(resumed.code, 0, "{}", resumed.stderr);
     let pushed = repo.conference_in(&clone, &["push", "origin"]);

@@ -1296,6 +1296,7 @@ fn resume_in_a_fresh_clone_after_conference_push() {
     let before = user_side(&clone);
     let r = clone.conference(&["fetch", "origin"]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(clone.conference(&["trust", NAME, "--yes"]).code, 0);
     let mut log = Log {
         kills: vec!["origin: note.before-ref:6".into()],
         resumed: 0,
@@ -1350,6 +1351,7 @@ fn resume_in_a_fresh_clone_after_plain_git_push() {
     let before = user_side(&clone);
     let r = clone.conference(&["fetch", "origin"]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(clone.conference(&["trust", NAME, "--yes"]).code, 0);
     let mut log = Log {
         kills: vec!["origin: transfer.recorded:2".into()],
         resumed: 0,
@@ -1782,6 +1784,7 @@ fn fetch_never_rewinds_the_event_log() {
     // A clone goes further than the remote: fetching again keeps its log.
     let clone = clone_of(&remote);
     clone.conference(&["fetch", "origin"]).ok();
+    assert_eq!(clone.conference(&["trust", NAME, "--yes"]).code, 0);
     assert_eq!(events_tip(&clone), events_tip(&origin));
     let mut clone_log = Log::default();
     failpoint_chain_no_resume(&clone, "event.researcher.iteration:2", &mut clone_log);
@@ -1829,6 +1832,7 @@ fn fetch_never_rewinds_the_event_log() {
     let r = fresh.conference(&["fetch", "origin"]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     assert!(r.stdout.contains("new event(s)"), "{}", r.stdout);
+    assert_eq!(fresh.conference(&["trust", NAME, "--yes"]).code, 0);
     assert_eq!(events_tip(&fresh), events_tip(&origin));
     for b in ["best", "researcher-A", "researcher-B", "researcher-C"] {
         let b = format!("refs/heads/conference/{NAME}/{b}");

@@ -15,6 +15,7 @@ pub mod report;
 pub mod run;
 mod settings;
 mod status;
+mod trust;
 
 use std::path::{Path, PathBuf};
 
@@ -54,6 +55,7 @@ pub enum Command {
     Push(remote::PushArgs),
     Fetch(remote::FetchArgs),
     List(list::ListArgs),
+    Trust(trust::TrustArgs),
     Demo(demo::DemoArgs),
     #[command(name = "__man", hide = true)]
     Man(man::ManArgs),
@@ -88,6 +90,7 @@ pub fn main() -> i32 {
         Command::Push(a) => remote::push(a),
         Command::Fetch(a) => remote::fetch(a),
         Command::List(a) => list::run(a),
+        Command::Trust(a) => trust::run(a),
         Command::Demo(a) => demo::run(a, quiet),
         Command::Man(a) => man::run(a),
     };

@@ -298,7 +298,9 @@ fn take(repo: &Repository, ns: &str, remote: &str, name: &str) -> Result<Taken> 
     }
     update(repo, &local_ref, theirs, ours)?;
     let mut line = match ours {
-        None => format!("{name}: fetched from {remote} ({new_events} events)"),
+        None => format!(
+            "{name}: fetched from {remote} ({new_events} events); it runs nothing here until you approve its commands with `git conference trust {name}`"
+        ),
         Some(_) if new_events == 0 => format!("{name}: up to date with {remote}"),
         Some(_) => format!("{name}: {new_events} new event(s) from {remote}"),
     };

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use serde_json::json;
 
-use crate::config::{self, DevilsAdvocate};
+use crate::config::{self, Config, DevilsAdvocate};
 use crate::engine::state::Phase;
 use crate::engine::{driver, now_unix, Conference, RunOutcome};
 use crate::error::{usage, EXIT_INTERRUPTED, EXIT_PAUSED};
@@ -166,7 +166,15 @@ fn start_conference(args: StartArgs, quiet: bool) -> Result<i32> {
     let _lock = take_over(&run_dir, &name)?;
     // A start killed while it wrote its first event leaves a lock on the events ref.
     crate::engine::clear_stale_ref_locks(repo.commondir(), &name);
-    let conf = Conference::create(repo.path(), &name, cfg, text, base.id(), ui.clone())?;
+    // The user wrote these commands: this clone trusts them (see `crate::trust`).
+    crate::trust::approve(&repo, &name, &cfg)?;
+    let conf = match Conference::create(repo.path(), &name, cfg, text, base.id(), ui.clone()) {
+        Ok(conf) => conf,
+        Err(e) => {
+            crate::trust::forget(&repo, &name);
+            return Err(e);
+        }
+    };
     ui.info(&format!(
         "conference `{name}` started from {} ({} researchers); follow it with `git conference log {name} --follow`",
         &base.id().to_string()[..10],
@@ -206,6 +214,34 @@ fn take_over(run_dir: &std::path::Path, name: &str) -> Result<RunLock> {
     }
     crate::exec::process::track_groups_in(&run_dir.join("running"));
     Ok(lock)
+}
+
+/// The trust gate before `resume` runs anything: the commands it would run (`edited`, the
+/// user's conference.md when it changes the stored config, else `stored`) must be approved here.
+/// A local edit to a conference this clone trusts is the user's own word: its commands are
+/// printed and approved. Anything else untrusted is exit 2 naming every command.
+fn gate(
+    repo: &git2::Repository,
+    name: &str,
+    stored: &Config,
+    edited: Option<&Config>,
+) -> Result<()> {
+    let runs = edited.unwrap_or(stored);
+    if crate::trust::is_trusted(repo, name, runs) {
+        return Ok(());
+    }
+    let stored_ok = crate::trust::is_trusted(repo, name, stored)
+        || crate::trust::ran_here_unrecorded(repo, name);
+    if !stored_ok {
+        return Err(usage(crate::trust::refusal(name, runs)));
+    }
+    if edited.is_some() {
+        crate::errln!(
+            "trust: your conference.md changes the commands `{name}` runs; from now on it runs:\n{}",
+            crate::trust::describe(&crate::config::commands::list(runs)).trim_end()
+        );
+    }
+    crate::trust::approve(repo, name, runs)
 }
 
 /// The seed's recovery point for a recorded state.
@@ -278,6 +314,7 @@ fn resume_conference(args: ResumeArgs, quiet: bool) -> Result<i32> {
         }
         return Ok(0);
     }
+    gate(&repo, &name, &conf.config, plan.as_ref().map(|p| &p.config))?;
     let point = if continuing {
         format!(
             "Stopped ({}); continues with Round {}",

@@ -36,6 +36,10 @@ pub fn run(args: StatusArgs) -> Result<i32> {
         if let Some(map) = value.as_object_mut() {
             map.insert("runner_pid".into(), serde_json::json!(runner));
             map.insert("shown_status".into(), serde_json::json!(shown));
+            map.insert(
+                "trusted".into(),
+                serde_json::json!(crate::trust::is_trusted(&repo, &name, &conf.config)),
+            );
         }
         crate::outln!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(0);
@@ -142,5 +146,23 @@ pub fn run(args: StatusArgs) -> Result<i32> {
             );
         }
     }
+    print_commands(&repo, &name, &conf.config);
     Ok(0)
+}
+
+/// The commands the conference runs, and whether this clone approved them (`crate::trust`).
+fn print_commands(repo: &git2::Repository, name: &str, cfg: &crate::config::Config) {
+    let trusted = crate::trust::is_trusted(repo, name, cfg);
+    crate::outln!();
+    crate::outln!(
+        "Commands ({}):",
+        if trusted {
+            "trusted by this clone".to_string()
+        } else {
+            format!("NOT trusted by this clone: `git conference trust {name}` to approve")
+        }
+    );
+    for line in crate::trust::describe(&crate::config::commands::list(cfg)).lines() {
+        crate::outln!("{line}");
+    }
 }

@@ -8,6 +8,7 @@
 
 pub mod bounds;
 pub mod changes;
+pub mod commands;
 pub mod duration;
 pub mod edit;
 pub mod environment;

@@ -212,8 +212,12 @@ fn changed_lines(before: Option<&[u8]>, now: Option<&[u8]>) -> Vec<String> {
     diff
 }
 
-/// A runner killed while an agent ran left the config it kept in `run_dir`: puts it back when
-/// the config differs (the changed one is kept as `config.changed-by-agent`). Says what it did.
+/// A runner killed while an agent ran left the config it kept in `run_dir`. The config may have
+/// changed twice since: by the agent, and by the user while the conference was stopped (a remote
+/// added, `trust`). So it is not written back whole: every key the copy had is put back as it was
+/// (except the identity and approvals), and keys added since are removed only where git or the
+/// conference would act on them (`core.*`, `alias.*`, `filter.*`, `include.*`, …). The changed
+/// file is kept as `config.changed-by-agent`. Says what it did.
 pub fn recover_config(repo: &Repository, run_dir: &Path) -> Option<String> {
     let copy = run_dir.join(BEFORE_AGENTS);
     let before = std::fs::read(&copy).ok()?;
@@ -223,22 +227,93 @@ pub fn recover_config(repo: &Repository, run_dir: &Path) -> Option<String> {
         None
     } else {
         let aside = run_dir.join(CHANGED_BY_AGENT);
-        let changed = changed_keys(Some(&before), now.as_deref());
         let saved = now.map_or(Ok(()), |bytes| std::fs::write(&aside, bytes));
-        Some(match saved.and_then(|_| write_atomic(&path, &before)) {
-            Ok(()) => format!(
+        let merged = saved
+            .map_err(|e| e.to_string())
+            .and_then(|_| merge_back(&path, &copy).map_err(|e| e.message().to_string()));
+        match merged {
+            Ok(keys) if keys.is_empty() => None,
+            Ok(keys) => Some(format!(
                 "the repository's git config changed while an agent ran and the runner was killed \
-                 ({changed}): put back as it was before the agent (the changed file is {})",
+                 ({}): put back as it was before the agent (the changed file is {})",
+                keys.join("; "),
                 aside.display()
-            ),
-            Err(e) => format!(
-                "the repository's git config changed while an agent ran and the runner was killed \
-                 ({changed}); it could not be put back: {e}"
-            ),
-        })
+            )),
+            Err(e) => Some(format!(
+                "the repository's git config changed while an agent ran and the runner was killed; \
+                 it could not be put back: {e}"
+            )),
+        }
     };
     let _ = std::fs::remove_file(&copy);
     said
+}
+
+/// Config sections through which git or the conference runs something or sends data elsewhere.
+fn acts_on(key: &str) -> bool {
+    let section = key.split('.').next().unwrap_or("").to_ascii_lowercase();
+    let acting = [
+        "core",
+        "include",
+        "includeif",
+        "filter",
+        "diff",
+        "merge",
+        "alias",
+        "credential",
+        "url",
+        "http",
+        "gpg",
+        "sequence",
+        "pager",
+        "protocol",
+        "conference",
+    ];
+    acting.contains(&section.as_str()) && !user_owned(key)
+}
+
+/// Keys the user sets between runs that no agent change could make dangerous.
+fn user_owned(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    k.starts_with("user.") || (k.starts_with("conference.") && k.ends_with(".trusted"))
+}
+
+fn entries(config: &git2::Config) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut out: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    if let Ok(mut it) = config.entries(None) {
+        while let Some(Ok(e)) = it.next() {
+            if let (Some(name), Some(value)) = (e.name(), e.value()) {
+                out.entry(name.to_string())
+                    .or_default()
+                    .push(value.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Puts back into the config file at `path` what the copy at `before` had (see
+/// [`recover_config`]); returns the keys it changed.
+fn merge_back(path: &Path, before: &Path) -> Result<Vec<String>, git2::Error> {
+    let was = entries(&git2::Config::open(before)?);
+    let mut config = git2::Config::open(path)?;
+    let is = entries(&config);
+    let mut changed = Vec::new();
+    for (key, values) in &was {
+        if is.get(key) == Some(values) || user_owned(key) {
+            continue;
+        }
+        let _ = config.remove_multivar(key, ".*");
+        for v in values {
+            config.set_multivar(key, "^\\b$never", v)?;
+        }
+        changed.push(format!("{key} = {}", values.join(", ")));
+    }
+    for key in is.keys().filter(|k| !was.contains_key(*k) && acts_on(k)) {
+        config.remove_multivar(key, ".*")?;
+        changed.push(format!("removed {key}"));
+    }
+    Ok(changed)
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -333,6 +408,27 @@ mod tests {
             "removed core: hooksPath = /tmp/h"
         );
         assert_eq!(changed_keys(Some(before), Some(before)), "formatting only");
+    }
+
+    /// After a killed run, the agent's keys go and the user's remote and approval stay.
+    #[test]
+    fn a_killed_runs_config_is_merged_back_not_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let (before, path) = (dir.path().join("before"), dir.path().join("config"));
+        std::fs::write(&before, "[core]\n\tbare = false\n\tfilemode = true\n").unwrap();
+        std::fs::write(
+            &path,
+            "[core]\n\tbare = false\n\thooksPath = /tmp/h\n[remote \"origin\"]\n\turl = ../r.git\n\
+             [conference \"x\"]\n\ttrusted = abc\n",
+        )
+        .unwrap();
+        let changed = merge_back(&path, &before).unwrap();
+        assert_eq!(changed, ["core.filemode = true", "removed core.hookspath"]);
+        let now = entries(&git2::Config::open(&path).unwrap());
+        assert_eq!(now["remote.origin.url"], ["../r.git"]);
+        assert_eq!(now["conference.x.trusted"], ["abc"]);
+        assert_eq!(now["core.filemode"], ["true"]);
+        assert!(!now.contains_key("core.hookspath"));
     }
 
     /// aider writes a placeholder identity when git has none: put back, not charged.

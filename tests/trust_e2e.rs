@@ -181,3 +181,101 @@ fn a_conference_started_before_approvals_existed_is_trusted_where_it_ran() {
     assert!(marker.exists());
     assert_eq!(trusted_key(&repo, &repo.dir, "older").len(), 64);
 }
+
+// --- stored data is input (issue #14, case 2) -------------------------------------------------
+
+/// Rewrites `state.json` at the tip of conference `name`'s event log with `edit` applied, as a
+/// fetched or hand-edited log could hold it.
+fn craft_state(repo: &TestRepo, name: &str, edit: impl Fn(&mut serde_json::Value)) {
+    let events = format!("refs/conference/{name}/events");
+    let text = repo.git(&["show", &format!("{events}:state.json")]);
+    let mut state: serde_json::Value = serde_json::from_str(&text).unwrap();
+    edit(&mut state);
+    let path = repo.tmp.path().join("state.json");
+    std::fs::write(&path, serde_json::to_string(&state).unwrap()).unwrap();
+    let blob = repo.git(&["hash-object", "-w", path.to_str().unwrap()]);
+    let index = repo.tmp.path().join("crafted-index");
+    let with_index = |args: &[&str]| {
+        let out = repo
+            .command("git")
+            .env("GIT_INDEX_FILE", &index)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    with_index(&["read-tree", &events]);
+    with_index(&[
+        "update-index",
+        "--cacheinfo",
+        &format!("100644,{},state.json", blob.trim()),
+    ]);
+    let tree = with_index(&["write-tree"]);
+    // The tip's own event message, so the log still reads as a log.
+    let message = repo.tmp.path().join("message");
+    std::fs::write(&message, repo.git(&["log", "-1", "--format=%B", &events])).unwrap();
+    let commit = repo.git(&[
+        "commit-tree",
+        &tree,
+        "-p",
+        &events,
+        "-F",
+        message.to_str().unwrap(),
+    ]);
+    repo.git(&["update-ref", &events, commit.trim()]);
+}
+
+#[test]
+fn a_crafted_state_name_reaches_nothing_outside_the_conference() {
+    let (repo, _marker) = paused_conference("named");
+    let outside = repo.tmp.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("Cargo.lock"), "mine").unwrap();
+    let crafted = format!("../../../../../../..{}", outside.display());
+    craft_state(&repo, "named", |s| s["name"] = crafted.clone().into());
+    let status = repo.conference(&["status", "named"]);
+    assert_eq!(status.code, 0, "{}", status.stderr);
+    assert!(status.stdout.contains("(named)"), "{}", status.stdout);
+    let run = repo.conference(&["resume", "named"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_eq!(
+        std::fs::read_to_string(outside.join("Cargo.lock")).unwrap(),
+        "mine"
+    );
+    assert_eq!(
+        std::fs::read_dir(&outside).unwrap().count(),
+        1,
+        "nothing made outside"
+    );
+    assert_eq!(repo.status_json("named")["name"], "named");
+}
+
+#[test]
+fn crafted_numbers_and_short_ids_are_refused_naming_the_field() {
+    let (repo, _marker) = paused_conference("crafted");
+    craft_state(&repo, "crafted", |s| s["round"] = 4_000_000_000u64.into());
+    for args in [
+        vec!["report", "crafted"],
+        vec!["status", "crafted"],
+        vec!["resume", "crafted"],
+    ] {
+        let run = repo.conference(&args);
+        assert_eq!(run.code, 2, "{args:?}: {}{}", run.stdout, run.stderr);
+        assert!(run.stderr.contains("round is 4000000000"), "{}", run.stderr);
+    }
+    let (repo, _marker) = paused_conference("short");
+    craft_state(&repo, "short", |s| s["best"]["commit"] = "abc".into());
+    let run = repo.conference(&["status", "short"]);
+    assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("best.commit is `abc`"),
+        "{}",
+        run.stderr
+    );
+}

@@ -91,7 +91,9 @@ mod tests {
 
     fn config(extra: &str) -> Config {
         let text = format!(
-            "# Conference: t\n## Goal\ng\n## Metric\n- name: score\n- direction: maximize\n\
+            "# Conference: t\n## Goal\ng\n## Mode\nmetric\n## Success Metric\n- **Metric:** score\n\
+             - **Target:** none\n- **Direction:** maximize\n## Researchers\n- **Count:** 1\n\
+             - **Iterations per round:** 1\n- **Max rounds:** 1\n\
              ## Evaluation\n- command: python3 eval.py\n- frozen: eval.py\n\
              ## Agent\n- command: ./agent.sh\n{extra}"
         );

@@ -28,6 +28,7 @@ pub mod review;
 pub mod schedule;
 pub mod state;
 pub mod stop;
+pub mod stored;
 pub mod synthesis;
 pub mod transfer;
 pub mod usage;
@@ -133,6 +134,12 @@ impl Conference {
             .with_context(|| format!("conference `{name}` has no state.json in its event log"))?;
         let state: State = serde_json::from_slice(&state_bytes)
             .with_context(|| format!("conference `{name}`: state.json is corrupt"))?;
+        let state = stored::checked(state, name).map_err(|why| {
+            crate::error::usage(format!(
+                "conference `{name}`: its stored state ({}:state.json) is not valid: {why}; it may have been edited or fetched from a broken copy (`git conference fetch` from a good one, or `git conference clean --all {name}`)",
+                refs.events()
+            ))
+        })?;
         let config_text = log
             .read(&repo, files::CONFIG)?
             .map(|b| String::from_utf8_lossy(&b).into_owned())

@@ -1,0 +1,118 @@
+//! Stored state is input: `state.json` arrives from refs, which a fetch, an agent or a hand edit
+//! can fill with anything. Before any command uses it, its name is the one of the ref it was
+//! opened by, its commit ids are full ids, and its counts are within what a conference can reach
+//! (the bounds conference.md is held to), so a crafted file cannot send a command outside the
+//! conference's folders, make it loop for ever, or panic on a short id.
+
+use super::state::State;
+
+/// The most rounds a conference can reach (conference.md's `Max rounds` is capped at this).
+const MAX_ROUNDS: u32 = 10_000;
+/// The most researchers a conference has (conference.md's researcher count is capped at this).
+const MAX_RESEARCHERS: usize = 64;
+
+/// `state` checked and made to name `name` (the ref's); the first problem otherwise, naming the
+/// field.
+pub fn checked(mut state: State, name: &str) -> Result<State, String> {
+    state.name = name.to_string();
+    if state.round > MAX_ROUNDS {
+        return Err(format!("round is {} (at most {MAX_ROUNDS})", state.round));
+    }
+    if state.round_bests.len() > MAX_ROUNDS as usize + 1 {
+        return Err(format!(
+            "round_bests has {} entries",
+            state.round_bests.len()
+        ));
+    }
+    if state.researchers.len() > MAX_RESEARCHERS {
+        return Err(format!(
+            "{} researchers (at most {MAX_RESEARCHERS})",
+            state.researchers.len()
+        ));
+    }
+    full_id("baseline_commit", &state.baseline_commit)?;
+    full_id("best.commit", &state.best.commit)?;
+    for (id, r) in &state.researchers {
+        if id.is_empty() || id.len() > 3 || !id.bytes().all(|b| b.is_ascii_uppercase()) {
+            return Err(format!(
+                "researcher id `{}` (researchers are A, B, …)",
+                id.escape_debug()
+            ));
+        }
+        full_id(&format!("researchers.{id}.head"), &r.head)?;
+        full_id(&format!("researchers.{id}.round_start"), &r.round_start)?;
+        if r.stuck_level > 3 {
+            return Err(format!("researchers.{id}.stuck_level is {}", r.stuck_level));
+        }
+    }
+    Ok(state)
+}
+
+/// A full commit id: 40 (SHA-1) or 64 (SHA-256) lowercase hex digits.
+fn full_id(field: &str, id: &str) -> Result<(), String> {
+    let hex = id
+        .bytes()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if hex && (id.len() == 40 || id.len() == 64) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{field} is `{}`, not a full commit id",
+            id.escape_debug()
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state() -> State {
+        let id = "a".repeat(40);
+        serde_json::from_value(serde_json::json!({
+            "name": "x", "status": "paused", "phase": "between", "round": 1,
+            "baseline_commit": id, "baseline_metric": 1.0,
+            "best": {"commit": id, "metric": 1.0, "researcher": null, "round": 1},
+            "researchers": {}, "total_iterations": 0, "started_at": "", "updated_at": "",
+            "started_unix": 0, "events": 1, "last_event": "", "round_bests": [],
+            "plateau_rounds": 0, "high_score_rounds": 0, "final_status": null,
+            "stop_reason": null, "shared_knowledge": [], "eval_settings": "",
+            "transfer_done": []
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_name_is_the_refs_whatever_the_file_says() {
+        let mut s = state();
+        s.name = "../../elsewhere".into();
+        assert_eq!(checked(s, "mine").unwrap().name, "mine");
+    }
+
+    #[test]
+    fn short_ids_huge_rounds_and_odd_researchers_are_refused_by_field() {
+        let mut s = state();
+        s.best.commit = "abc".into();
+        assert!(checked(s, "x")
+            .unwrap_err()
+            .starts_with("best.commit is `abc`"));
+        let mut s = state();
+        s.round = 4_000_000_000;
+        assert!(checked(s, "x")
+            .unwrap_err()
+            .starts_with("round is 4000000000"));
+        let mut s = state();
+        s.baseline_commit = "b".repeat(64);
+        assert!(checked(s, "x").is_ok(), "SHA-256 ids are full ids");
+        let mut s = state();
+        let counts = serde_json::to_value(crate::engine::state::Counts::default()).unwrap();
+        let r = serde_json::from_value(serde_json::json!({
+            "head": "a".repeat(40), "best_metric": null, "round_start": "a".repeat(40),
+            "round_start_metric": null, "round_iterations": 0, "round_finished": null,
+            "counts": counts, "round_counts": counts, "consecutive_fails": 0, "stuck_level": 0,
+            "attempts": 0, "last_verdict": null
+        }));
+        s.researchers.insert("../A".into(), r.unwrap());
+        assert!(checked(s, "x").unwrap_err().contains("researcher id"));
+    }
+}

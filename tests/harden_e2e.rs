@@ -258,10 +258,13 @@ fn daemon(repo: &TestRepo, base: &Path) -> Daemon {
         .local_addr()
         .unwrap()
         .port();
+    // git-daemon itself, not `git daemon`: git runs the daemon as its child, and killing git
+    // would leave the daemon serving after the test.
+    let exec_path = repo.git(&["--exec-path"]);
+    let program = Path::new(exec_path.trim()).join("git-daemon");
     let child = repo
-        .command("git")
+        .command(program.to_str().unwrap())
         .args([
-            "daemon",
             "--export-all",
             "--enable=receive-pack",
             "--reuseaddr",

@@ -279,3 +279,15 @@ fn crafted_numbers_and_short_ids_are_refused_naming_the_field() {
         run.stderr
     );
 }
+
+#[test]
+fn clean_all_forgets_the_approval() {
+    let (repo, _marker) = paused_conference("gone");
+    assert_eq!(trusted_key(&repo, &repo.dir, "gone").len(), 64);
+    repo.conference(&["clean", "--all", "gone"]).ok();
+    assert_eq!(
+        trusted_key(&repo, &repo.dir, "gone"),
+        "",
+        "a later fetch of `gone` is not trusted"
+    );
+}

@@ -50,6 +50,7 @@ pub fn run(args: CleanArgs) -> Result<i32> {
         }
         let deleted = plan.delete.len();
         let notes = crate::store::notes::remove_conference(&repo, &name)?;
+        crate::trust::forget(&repo, &name);
         drop(lock);
         // Never the tool's own folders (a conference named `hooks` by an older version shared
         // the hooks folder): only what the conference put there goes.

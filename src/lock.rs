@@ -147,6 +147,37 @@ impl Drop for RunLock {
     }
 }
 
+/// Processes (pid, command name), other than this one, that have the file `path` open, as /proc
+/// lists them (empty where there is no /proc). A git lock file one of them holds is live, however
+/// old it is.
+pub fn processes_holding(path: &Path) -> Vec<(u32, String)> {
+    let canonical = match (path.parent(), path.file_name()) {
+        (Some(dir), Some(file)) => dir.canonicalize().map(|d| d.join(file)).ok(),
+        _ => None,
+    }
+    .unwrap_or_else(|| path.to_path_buf());
+    let me = std::process::id();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let holds = |pid: u32| {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|t| t == canonical))
+    };
+    procs
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| pid != me && holds(pid))
+        .map(|pid| {
+            let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            (pid, name.trim().to_string())
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

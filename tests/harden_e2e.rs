@@ -434,3 +434,38 @@ fn config_file_bytes_bom_non_utf8_and_folders() {
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     assert_eq!(repo.status_json("bom")["status"], "completed");
 }
+
+#[test]
+fn resume_leaves_alone_a_git_lock_a_live_process_holds() {
+    let repo = TestRepo::from_fixture("complement");
+    let config = ConfigBuilder::new("Locks", "./agent.sh")
+        .count(2)
+        .iterations(1)
+        .rounds(2)
+        .constraint("- **Pause every:** 1")
+        .build();
+    assert_eq!(repo.start("locks", &config).code, 3);
+    let lock = repo.git_dir().join("packed-refs.lock");
+    let mut holder = std::process::Command::new("python3")
+        .arg("-c")
+        .arg("import sys, time; f = open(sys.argv[1], 'w'); time.sleep(60)")
+        .arg(&lock)
+        .spawn()
+        .unwrap();
+    while !lock.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // Older than the second after which an unheld lock counts as stale.
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let run = repo.conference(&["resume", "locks"]);
+    let alive = lock.exists();
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert!(alive, "resume removed a lock a live process holds");
+    assert!(
+        run.stderr.contains("packed-refs.lock is held by process"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+}

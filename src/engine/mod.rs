@@ -663,25 +663,8 @@ impl Conference {
             }
         }
         clear_stale_ref_locks(repo.commondir(), &self.name);
-        // Shared with other conferences of the repository: a live writer holds these for an
-        // instant, so only a lock a second old is stale. Its age is read from the file, so one
-        // left long ago by a killed run costs nothing; a fresh one is waited for until it goes
-        // or turns a second old.
         for shared in ["refs/notes/conference.lock", "packed-refs.lock"] {
-            let path = repo.commondir().join(shared);
-            let deadline = std::time::Instant::now() + STALE_LOCK_AGE;
-            while let Ok(meta) = std::fs::metadata(&path) {
-                let age = meta
-                    .modified()
-                    .ok()
-                    .and_then(|m| m.elapsed().ok())
-                    .unwrap_or_default();
-                if age >= STALE_LOCK_AGE || std::time::Instant::now() >= deadline {
-                    let _ = std::fs::remove_file(&path);
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
+            clear_shared_lock(&repo.commondir().join(shared));
         }
         Ok(())
     }
@@ -783,6 +766,35 @@ pub fn clear_stale_ref_locks(common_dir: &Path, name: &str) {
         format!("refs/heads/conference/{name}"),
     ] {
         remove_lock_files(&common_dir.join(prefix));
+    }
+}
+
+/// A lock file shared with every git process of the repository (`packed-refs.lock`): a live
+/// writer holds it for an instant, so a fresh one is waited for until it goes or turns a second
+/// old (its age is read from the file, so one left long ago by a killed run costs nothing). One
+/// that a live process has open is never removed, however old: it is named and left alone.
+fn clear_shared_lock(path: &Path) {
+    let deadline = std::time::Instant::now() + STALE_LOCK_AGE;
+    while let Ok(meta) = std::fs::metadata(path) {
+        let age = meta
+            .modified()
+            .ok()
+            .and_then(|m| m.elapsed().ok())
+            .unwrap_or_default();
+        if age >= STALE_LOCK_AGE || std::time::Instant::now() >= deadline {
+            let holders = crate::lock::processes_holding(path);
+            match holders.first() {
+                None => {
+                    let _ = std::fs::remove_file(path);
+                }
+                Some((pid, name)) => crate::errln!(
+                    "warning: {} is held by process {pid} ({name}); left alone (git commands that rewrite packed refs wait for it)",
+                    path.display()
+                ),
+            }
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 

@@ -12,7 +12,7 @@
 
 use git2::{ConfigLevel, Repository};
 
-use crate::config::commands::{self, Command};
+use crate::config::commands;
 use crate::config::Config;
 
 /// The local git config key holding conference `name`'s approval.
@@ -48,13 +48,12 @@ pub fn is_trusted(repo: &Repository, name: &str, cfg: &Config) -> bool {
 /// Whether conference `name` ran in this clone before approvals were recorded: its worktree
 /// folder was chosen here (a fetched conference has none until it runs).
 pub fn ran_here_unrecorded(repo: &Repository, name: &str) -> bool {
-    let run = crate::git::worktree::run_dir(repo, name);
-    approved(repo, name).is_none()
-        && (run.join("worktrees-root").is_file() || run.join("worktrees").is_dir())
+    approved(repo, name).is_none() && crate::git::worktree::made_here(repo, name)
 }
 
-/// The commands, one per line, as `trust`, `status` and the refusal print them.
-pub fn describe(list: &[Command]) -> String {
+/// `cfg`'s commands, one per line, as `trust`, `status` and the refusal print them.
+pub fn describe(cfg: &Config) -> String {
+    let list = commands::list(cfg);
     let width = list.iter().map(|c| c.role.len()).max().unwrap_or(0);
     list.iter()
         .map(|c| format!("  {:width$}  {}\n", c.role, c.line))
@@ -63,11 +62,10 @@ pub fn describe(list: &[Command]) -> String {
 
 /// The refusal `resume` (or any command that would run `cfg`) gives when it is not trusted.
 pub fn refusal(name: &str, cfg: &Config) -> String {
-    let list = commands::list(cfg);
     format!(
         "conference `{name}` would run commands this clone has not approved (it came from another \
          clone, or its commands changed since the approval):\n{}it runs nothing here until you approve them: \
          `git conference trust {name}` shows them again and records the approval (`--yes` for scripts)",
-        describe(&list)
+        describe(cfg)
     )
 }

@@ -238,7 +238,7 @@ fn gate(
     if edited.is_some() {
         crate::errln!(
             "trust: your conference.md changes the commands `{name}` runs; from now on it runs:\n{}",
-            crate::trust::describe(&crate::config::commands::list(runs)).trim_end()
+            crate::trust::describe(runs).trim_end()
         );
     }
     crate::trust::approve(repo, name, runs)

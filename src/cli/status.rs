@@ -162,7 +162,7 @@ fn print_commands(repo: &git2::Repository, name: &str, cfg: &crate::config::Conf
             format!("NOT trusted by this clone: `git conference trust {name}` to approve")
         }
     );
-    for line in crate::trust::describe(&crate::config::commands::list(cfg)).lines() {
+    for line in crate::trust::describe(cfg).lines() {
         crate::outln!("{line}");
     }
 }

@@ -4,7 +4,6 @@
 use anyhow::Result;
 use clap::Args;
 
-use crate::config::commands;
 use crate::engine::Conference;
 use crate::error::usage;
 use crate::ui::Ui;
@@ -31,9 +30,8 @@ pub fn run(args: TrustArgs) -> Result<i32> {
     // What `resume` would run: the user's edited conference.md when it changes the stored one.
     let plan = super::settings::plan(&repo, &conf, None, base)?;
     let cfg = plan.as_ref().map_or(&conf.config, |p| &p.config);
-    let list = commands::list(cfg);
     crate::outln!("Conference `{name}` runs these commands on this machine:");
-    crate::outln!("{}", crate::trust::describe(&list).trim_end());
+    crate::outln!("{}", crate::trust::describe(cfg).trim_end());
     if crate::trust::is_trusted(&repo, &name, cfg) {
         crate::outln!("This clone trusts them already.");
         return Ok(0);

@@ -22,14 +22,19 @@ use super::ConfigError;
 /// The longest duration any setting may name (a year; timeouts and budgets are hours).
 pub const MAX_DURATION: Duration = Duration::from_secs(365 * 86400);
 
+/// The most researchers a conference may have.
+pub const MAX_RESEARCHERS: u64 = 64;
+/// The most rounds a conference may run.
+pub const MAX_ROUNDS: u64 = 10_000;
+
 /// (section, key, maximum) of every whole-number setting.
 const COUNTS: &[(S, &str, u64)] = &[
-    (S::Researchers, "Count", 64),
-    (S::PreFlightGate, "Researcher count", 64),
+    (S::Researchers, "Count", MAX_RESEARCHERS),
+    (S::PreFlightGate, "Researcher count", MAX_RESEARCHERS),
     (S::Researchers, "Iterations per round", 10_000),
     (S::PreFlightGate, "Iterations per round", 10_000),
-    (S::Researchers, "Max rounds", 10_000),
-    (S::PreFlightGate, "Max rounds", 10_000),
+    (S::Researchers, "Max rounds", MAX_ROUNDS),
+    (S::PreFlightGate, "Max rounds", MAX_ROUNDS),
     (S::PreFlightGate, "Pause every", 10_000),
     (S::Constraints, "Pause every", 10_000),
     (S::PreFlightGate, "Max total iterations", 1_000_000),

@@ -143,14 +143,15 @@ impl ConfigGuard {
         if now == *before {
             return None;
         }
-        let changed = changed_keys(before.as_deref(), now.as_deref());
+        let diff = changed_lines(before.as_deref(), now.as_deref());
         let written = match before {
             Some(bytes) => write_atomic(path, bytes),
             None => std::fs::remove_file(path),
         };
-        if written.is_ok() && only_identity(before.as_deref(), now.as_deref()) {
+        if written.is_ok() && only_identity(&diff) {
             return None;
         }
+        let changed = summary(diff);
         Some(match written {
             Ok(()) => format!("changed the repository's git config ({changed}): put back"),
             Err(e) => format!(
@@ -163,8 +164,7 @@ impl ConfigGuard {
 /// Whether only `user.name`/`user.email` changed: aider, for one, writes a placeholder identity
 /// into the repository's config when git has none. That runs nothing and tells the conference
 /// nothing, so it is put back without charging the attempt.
-fn only_identity(before: Option<&[u8]>, now: Option<&[u8]>) -> bool {
-    let diff = changed_lines(before, now);
+fn only_identity(diff: &[String]) -> bool {
     !diff.is_empty()
         && diff.iter().all(|l| {
             let l = l.strip_prefix("removed ").unwrap_or(l);
@@ -172,9 +172,8 @@ fn only_identity(before: Option<&[u8]>, now: Option<&[u8]>) -> bool {
         })
 }
 
-/// The `key = value` lines added or changed from `before` to `now` (at most a few), by section.
-fn changed_keys(before: Option<&[u8]>, now: Option<&[u8]>) -> String {
-    let mut diff = changed_lines(before, now);
+/// The first few lines of `diff` (see [`changed_lines`]), for a reason.
+fn summary(mut diff: Vec<String>) -> String {
     if diff.is_empty() {
         return "formatting only".into();
     }
@@ -400,14 +399,17 @@ mod tests {
         let before = b"[core]\n\tbare = false\n";
         let now = b"[core]\n\tbare = false\n\thooksPath = /tmp/h\n";
         assert_eq!(
-            changed_keys(Some(before), Some(now)),
+            summary(changed_lines(Some(before), Some(now))),
             "core: hooksPath = /tmp/h"
         );
         assert_eq!(
-            changed_keys(Some(now), Some(before)),
+            summary(changed_lines(Some(now), Some(before))),
             "removed core: hooksPath = /tmp/h"
         );
-        assert_eq!(changed_keys(Some(before), Some(before)), "formatting only");
+        assert_eq!(
+            summary(changed_lines(Some(before), Some(before))),
+            "formatting only"
+        );
     }
 
     /// After a killed run, the agent's keys go and the user's remote and approval stay.
@@ -438,10 +440,13 @@ mod tests {
         let identity =
             b"[core]\n\tbare = false\n[user]\n\tname = Your Name\n\temail = you@example.com\n";
         let hooks = b"[core]\n\tbare = false\n\thooksPath = /tmp/h\n[user]\n\tname = x\n";
-        assert!(only_identity(Some(before), Some(identity)));
-        assert!(only_identity(None, Some(b"[user]\n\tname = x\n")));
-        assert!(!only_identity(Some(before), Some(hooks)));
-        assert!(!only_identity(Some(before), Some(before)));
+        assert!(only_identity(&changed_lines(Some(before), Some(identity))));
+        assert!(only_identity(&changed_lines(
+            None,
+            Some(b"[user]\n\tname = x\n")
+        )));
+        assert!(!only_identity(&changed_lines(Some(before), Some(hooks))));
+        assert!(!only_identity(&changed_lines(Some(before), Some(before))));
     }
 
     /// A worktree whose `.git` was overwritten is linked again; one whose folder is gone is lost.

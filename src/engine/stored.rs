@@ -5,26 +5,22 @@
 //! conference's folders, make it loop for ever, or panic on a short id.
 
 use super::state::State;
-
-/// The most rounds a conference can reach (conference.md's `Max rounds` is capped at this).
-const MAX_ROUNDS: u32 = 10_000;
-/// The most researchers a conference has (conference.md's researcher count is capped at this).
-const MAX_RESEARCHERS: usize = 64;
+use crate::config::bounds::{MAX_RESEARCHERS, MAX_ROUNDS};
 
 /// `state` checked and made to name `name` (the ref's); the first problem otherwise, naming the
 /// field.
 pub fn checked(mut state: State, name: &str) -> Result<State, String> {
     state.name = name.to_string();
-    if state.round > MAX_ROUNDS {
+    if u64::from(state.round) > MAX_ROUNDS {
         return Err(format!("round is {} (at most {MAX_ROUNDS})", state.round));
     }
-    if state.round_bests.len() > MAX_ROUNDS as usize + 1 {
+    if state.round_bests.len() as u64 > MAX_ROUNDS + 1 {
         return Err(format!(
             "round_bests has {} entries",
             state.round_bests.len()
         ));
     }
-    if state.researchers.len() > MAX_RESEARCHERS {
+    if state.researchers.len() as u64 > MAX_RESEARCHERS {
         return Err(format!(
             "{} researchers (at most {MAX_RESEARCHERS})",
             state.researchers.len()

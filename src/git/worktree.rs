@@ -32,6 +32,14 @@ pub fn worktree_path(repo: &Repository, name: &str, label: &str) -> PathBuf {
     worktrees_root(repo, name).join(label)
 }
 
+/// Whether conference `name`'s worktree folder was chosen in this repository (recorded, or the
+/// folder inside the git dir older conferences used): a conference that only arrived by fetch
+/// has none until it runs here.
+pub fn made_here(repo: &Repository, name: &str) -> bool {
+    let run = run_dir(repo, name);
+    run.join(ROOT_RECORD).is_file() || run.join("worktrees").is_dir()
+}
+
 /// The folder holding conference `name`'s worktrees: the recorded one; else the folder inside
 /// the git dir that conferences made before the record used, when it exists; else the folder
 /// `conference.worktreesPath` names; else the default next to the repository.

@@ -61,6 +61,7 @@ behaviours! {
     removes_its_worktree_with_git => Row { script: "removes-worktree-registration", verdict: "rejected", reason: "removed its worktree", ..ROW },
     corrupts_its_git_link => Row { script: "corrupts-git-link", verdict: "rejected", reason: ".git link", ..ROW },
     moves_the_events_ref => Row { script: "moves-events-ref", verdict: "rejected", reason: "moved refs/conference/misbehaving/events", ..ROW },
+    deletes_the_notes => Row { script: "deletes-notes", verdict: "rejected", reason: "deleted refs/notes/conference: put back", ..ROW },
     moves_the_best_branch => Row { script: "moves-best-branch", verdict: "rejected", reason: "moved refs/heads/conference/misbehaving/best", ..ROW },
     changes_git_config => Row { script: "changes-git-config", verdict: "rejected", reason: "hooksPath = /tmp/agent-hooks", ..ROW },
     floods_its_output => Row { script: "floods-output", verdict: "no_change", ..ROW },
@@ -141,6 +142,7 @@ fn check(row: &Row) {
         "the best branch is the state's best"
     );
     worktrees_sane(&repo);
+    every_note_present(&repo);
     no_agent_process_alive(&repo);
     logs_capped(&repo);
     // The report draws the progress chart from every recorded number, in bounded time.
@@ -172,6 +174,30 @@ fn worktrees_sane(repo: &TestRepo) {
             .collect();
         assert!(stray.is_empty(), "{}: {stray:?}", path.display());
     }
+}
+
+/// Every verdict note an event recorded is in `refs/notes/conference`.
+fn every_note_present(repo: &TestRepo) {
+    let mut checked = 0;
+    for event in repo.events(NAME) {
+        for note in event["payload"]["notes"].as_array().into_iter().flatten() {
+            let commit = note["commit"].as_str().unwrap();
+            let shown = repo.git(&["notes", "--ref", "conference", "show", commit]);
+            let lines: Vec<Value> = shown
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            assert!(
+                lines.contains(note),
+                "{note} is not in the notes of {commit}: {shown}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(
+        checked >= 3,
+        "the baseline's and both attempts' notes were checked"
+    );
 }
 
 /// A child the agent left (its pid in `child.pid`) is no longer running.

@@ -292,6 +292,9 @@ fn resume_conference(args: ResumeArgs, quiet: bool) -> Result<i32> {
     let ui = Ui::new(quiet);
     let run_dir = worktree::run_dir(&repo, &name);
     let _lock = take_over(&run_dir, &name)?;
+    for lost in crate::store::recovery::recover(&repo, &refs::ConferenceRefs::new(&name))? {
+        ui.warn(&format!("warning: {}", lost.describe()));
+    }
     let mut conf = Conference::open(repo.path(), &name, ui.clone()).context("cannot resume")?;
     let st = conf.state();
     let new_base = match &args.base {

@@ -378,13 +378,15 @@ impl Conference {
     /// After an agent ran: the event log ref and the local config checked and put back. Returns
     /// why the attempt is rejected (None: nothing was touched).
     pub fn repair_after_agent(&self) -> Option<String> {
-        let best = {
+        let (best, notes) = {
             let rec = self.recorder.lock().unwrap();
             events_ref_in_place(&rec.repo, &self.refs.events(), rec.log.tip());
-            best_in_place(&rec.repo, &self.refs.best(), &rec.state.best.commit)
+            let best = best_in_place(&rec.repo, &self.refs.best(), &rec.state.best.commit);
+            (best, crate::store::notes::put_back_if_lost(&rec.repo))
         };
         let mut reasons: Vec<String> = std::mem::take(&mut *UNDONE_MOVES.lock().unwrap());
         reasons.extend(best);
+        reasons.extend(notes);
         reasons.extend(ConfigGuard::restore());
         (!reasons.is_empty()).then(|| reasons.join("; "))
     }

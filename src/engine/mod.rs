@@ -165,6 +165,7 @@ impl Conference {
         ui: Ui,
     ) -> Result<Conference> {
         let name = state.name.clone();
+        crate::store::notes::remember_current(&repo);
         let repo_dir = repo.commondir().to_path_buf();
         let run_dir = worktree::run_dir(&repo, &name);
         std::fs::create_dir_all(run_dir.join("logs"))?;
@@ -436,7 +437,7 @@ impl Conference {
             Some(e) => Some(Oid::from_str(e)?),
             None => current,
         };
-        store::events::cas_update(&rec.repo, refname, new, expected, "git conference")
+        store::events::cas_update(&rec.repo, refname, new, expected, PROGRAM_REFLOG_MESSAGE)
     }
 
     /// Opens the main repository (each task opens its own handle; git2 handles are not shared).
@@ -569,7 +570,10 @@ impl Conference {
             }
             let behind = repo.find_commit(want)?.parent_id(0).ok() == Some(found)
                 || (fast_forward && repo.graph_descendant_of(want, found).unwrap_or(false));
-            if behind || self.was_set_aside(&repo, found, &branch)? {
+            if behind
+                || self.was_set_aside(&repo, found, &branch)?
+                || moved_there_by_the_program(&repo, &format!("refs/heads/{branch}"), found)
+            {
                 continue;
             }
             moved.push(MovedBranch {
@@ -684,12 +688,16 @@ impl Conference {
         let mut cache: Vec<(String, Vec<u8>)> = Vec::new();
         let settings = rec.state.eval_settings.clone();
         let noted_through = notes::noted_through(&rec.repo, &self.name)?;
+        // No mark of this conference in the notes: they were deleted (or never marked), so the
+        // checkpoints below prove nothing and every event's notes are replayed.
+        let whole_log = noted_through.is_none();
         rec.log.walk(&rec.repo, |e| {
             if Some(e.commit) == noted_through
-                || matches!(
-                    e.event.event.as_str(),
-                    "round.completed" | "conference.resumed"
-                )
+                || (!whole_log
+                    && matches!(
+                        e.event.event.as_str(),
+                        "round.completed" | "conference.resumed"
+                    ))
             {
                 return false;
             }
@@ -713,7 +721,16 @@ impl Conference {
             }
         }
         missing.reverse();
-        notes::append_lines(&rec.repo, &missing, None)?;
+        // After a whole-log replay, a mark keeps the next resume's walk to a batch.
+        let marker = match rec.log.tip() {
+            Some(through) if whole_log && rec.pending_cache.is_empty() => Some(notes::Marker {
+                name: &self.name,
+                through,
+                force: true,
+            }),
+            _ => None,
+        };
+        notes::append_lines(&rec.repo, &missing, marker)?;
         Ok(())
     }
 
@@ -864,6 +881,20 @@ fn moved_branches_error(repo: &Repository, name: &str, moved: &[MovedBranch]) ->
     }
     anyhow::anyhow!(text.trim_end().to_string())
 }
+
+/// Whether the program itself moved `refname` to `found` (its reflog's newest entry says so):
+/// a step whose event git lost (see `store::recovery`), put back where the state says, not a
+/// move by hand.
+fn moved_there_by_the_program(repo: &Repository, refname: &str, found: Oid) -> bool {
+    repo.reflog(refname).is_ok_and(|log| {
+        log.get(0).is_some_and(|newest| {
+            newest.id_new() == found && newest.message() == Some(PROGRAM_REFLOG_MESSAGE)
+        })
+    })
+}
+
+/// The reflog message of every branch move the program makes.
+const PROGRAM_REFLOG_MESSAGE: &str = "git conference";
 
 /// The note lines an event implies: (snapshot commit, JSON line).
 pub fn notes_of_event(event: &Event) -> Vec<(Oid, String)> {

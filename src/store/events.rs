@@ -47,7 +47,18 @@ impl EventLog {
     /// Reads the current tip (None: the conference has not started).
     pub fn open(repo: &Repository, refs: ConferenceRefs) -> Result<Self> {
         let tip = match repo.find_reference(&refs.events()) {
-            Ok(r) => Some(r.peel_to_commit()?.id()),
+            Ok(r) => Some(
+                r.peel_to_commit()
+                    .with_context(|| {
+                        format!(
+                    "{}: its commit is missing (git lost objects?); `git conference resume {}` \
+                     puts it back from its reflog",
+                    refs.events(),
+                    refs.name
+                )
+                    })?
+                    .id(),
+            ),
             Err(e) if e.code() == git2::ErrorCode::NotFound => None,
             Err(e) => return Err(e.into()),
         };
@@ -210,6 +221,8 @@ pub fn cas_update(
     expected: Option<Oid>,
     log_message: &str,
 ) -> Result<()> {
+    // Every ref a conference moves keeps a reflog: the way back if git loses its objects.
+    super::recovery::keep_log(repo, name);
     let result = match expected {
         Some(old) => repo.reference_matching(name, new, true, old, log_message),
         None => repo.reference(name, new, false, log_message),

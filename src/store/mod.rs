@@ -1,9 +1,11 @@
 //! Everything git-conference stores in git, behind one module (DESIGN.md §3): ref names
 //! (`refs`), the event log whose tip tree is the conference state (`events`), notes on snapshots
-//! (`notes`), and the chain that keeps every attempt reachable (`keep_reachable`).
+//! (`notes`), the chain that keeps every attempt reachable (`keep_reachable`), and the reflogs
+//! that put refs back when git loses their objects (`recovery`).
 
 pub mod events;
 pub mod notes;
+pub mod recovery;
 pub mod refs;
 
 use anyhow::Result;

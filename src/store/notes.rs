@@ -5,6 +5,8 @@
 //! two-level fan-out (`ab/cdef…`, as git does for large notes trees) so that adding a note rewrites
 //! two small trees, not one tree with an entry per attempt. Several notes go into one notes commit.
 
+use std::sync::Mutex;
+
 use anyhow::Result;
 use git2::{build::TreeUpdateBuilder, FileMode, Oid, Repository};
 
@@ -23,6 +25,45 @@ pub fn read_note(repo: &Repository, commit: Oid) -> Result<Option<String>> {
         }
     }
     Ok(None)
+}
+
+/// The notes commit this process wrote last: what the notes ref must still lead to after an
+/// agent ran (an agent that deletes or rewinds `refs/notes/conference` would lose verdicts).
+static LAST_WRITTEN: Mutex<Option<Oid>> = Mutex::new(None);
+
+fn last_written() -> Option<Oid> {
+    *LAST_WRITTEN.lock().unwrap()
+}
+
+/// Takes the notes ref as it is now as the one this process must keep (when a conference opens).
+pub fn remember_current(repo: &Repository) {
+    if let Ok(Some(current)) = current_notes_commit(repo) {
+        *LAST_WRITTEN.lock().unwrap() = Some(current);
+    }
+}
+
+/// Puts the notes ref back at the notes commit this process wrote last when it was deleted or
+/// moved back to an ancestor of it (another writer's commits, which build on it, are left).
+/// Returns what was undone, for the attempt's reason.
+pub fn put_back_if_lost(repo: &Repository) -> Option<String> {
+    let last = last_written()?;
+    let current = repo.refname_to_id(NOTES_REF).ok();
+    let moved = match current {
+        Some(c) if c == last => return None,
+        Some(c) if repo.graph_descendant_of(c, last).unwrap_or(true) => return None,
+        Some(c) => format!("moved {NOTES_REF} back to {c}"),
+        None => format!("deleted {NOTES_REF}"),
+    };
+    let restored = repo.reference(
+        NOTES_REF,
+        last,
+        true,
+        "git conference: undo a move of the notes",
+    );
+    Some(match restored {
+        Ok(_) => format!("{moved}: put back"),
+        Err(e) => format!("{moved}, and it could not be put back: {e}"),
+    })
 }
 
 /// Trailer of a notes commit written by conference `<name>`: every note of its events up to
@@ -58,7 +99,10 @@ pub fn append_lines(
             // Another process (a second conference) writes notes too: back off and retry.
             std::thread::sleep(std::time::Duration::from_millis(attempt * 5));
         }
-        let parent = current_notes_commit(repo)?;
+        let current = current_notes_commit(repo)?;
+        // Deleted under us (by an agent): build on what this process wrote last rather than
+        // start a history without every earlier verdict.
+        let parent = current.or_else(|| last_written().filter(|c| repo.find_commit(*c).is_ok()));
         let base = match parent {
             Some(c) => repo.find_commit(c)?.tree()?,
             None => repo.find_tree(repo.treebuilder(None)?.write()?)?,
@@ -125,7 +169,8 @@ pub fn append_lines(
         let commit = repo.commit(None, &sig, &sig, &message, &tree, &parent_refs)?;
         crate::failpoint::hit("note.before-ref");
         // Another conference of this repository may write notes at the same time: retry on a race.
-        if cas_update(repo, NOTES_REF, commit, parent, "git conference: notes").is_ok() {
+        if cas_update(repo, NOTES_REF, commit, current, "git conference: notes").is_ok() {
+            *LAST_WRITTEN.lock().unwrap() = Some(commit);
             crate::failpoint::hit("note.written");
             return Ok(true);
         }

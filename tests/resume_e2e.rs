@@ -2088,3 +2088,130 @@ fn deleted_notes_are_replayed_from_the_events_on_resume() {
     resume_to_end(&repo, &mut log);
     check_invariants(&repo, &before, expected, &log);
 }
+
+/// `git worktree list --porcelain` of the repository at `dir`: (worktree path, gitdir its `.git`
+/// file names) for each linked worktree.
+fn worktree_links(dir: &Path) -> Vec<(PathBuf, String)> {
+    let out = std::process::Command::new("git")
+        .args(["worktree", "list", "--porcelain"])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(!text.contains("prunable"), "{text}");
+    text.lines()
+        .filter_map(|l| l.strip_prefix("worktree "))
+        .skip(1)
+        .map(|p| {
+            let gitfile = std::fs::read_to_string(Path::new(p).join(".git")).unwrap();
+            (PathBuf::from(p), gitfile.trim().to_string())
+        })
+        .collect()
+}
+
+/// A repository moved while its conference is paused resumes where it is now: its worktrees are
+/// linked to it again before anything runs, and the conference completes with the uninterrupted
+/// run's result.
+#[test]
+fn a_moved_repository_links_its_worktrees_to_itself() {
+    moved_repository_resumes(false);
+}
+
+/// The same, with the worktree folder moved along (the whole parent folder renamed, say).
+#[test]
+fn a_repository_moved_with_its_worktree_folder_resumes_there() {
+    moved_repository_resumes(true);
+}
+
+fn moved_repository_resumes(with_worktree_folder: bool) {
+    let expected = reference();
+    let mut repo = fixture();
+    let before = user_side(&repo);
+    let mut log = Log::default();
+    let leg = next_leg(
+        &repo,
+        Some("event.researcher.iteration:4"),
+        &[],
+        Stop::Never,
+        &mut log,
+    );
+    assert_eq!(leg.ending, Ending::Signal(9), "{leg}");
+    kill_strays(&repo);
+    let moved = repo.tmp.path().join("moved");
+    std::fs::rename(&repo.dir, &moved).unwrap();
+    if with_worktree_folder {
+        let folder = repo.tmp.path().join("repo.conference");
+        std::fs::rename(&folder, repo.tmp.path().join("moved.conference")).unwrap();
+    }
+    repo.dir = moved.clone();
+    resume_to_end(&repo, &mut log);
+    check_invariants(&repo, &before, expected, &log);
+    let links = worktree_links(&moved);
+    assert!(!links.is_empty());
+    for (path, gitdir) in links {
+        assert!(
+            gitdir.starts_with(&format!("gitdir: {}", moved.join(".git").display()))
+                && (!with_worktree_folder
+                    || path.starts_with(repo.tmp.path().join("moved.conference"))),
+            "{} links to {gitdir}",
+            path.display()
+        );
+    }
+}
+
+/// A repository copied while its conference is paused (the original still there) never works in
+/// the original's worktrees: the copy makes its own next to itself and completes; the original's
+/// worktrees and registrations are as they were, and the original completes too.
+#[test]
+fn a_copied_repository_leaves_the_originals_worktrees_alone() {
+    let expected = reference();
+    let mut repo = fixture();
+    let before = user_side(&repo);
+    let mut log = Log::default();
+    let leg = next_leg(
+        &repo,
+        Some("event.researcher.iteration:4"),
+        &[],
+        Stop::Never,
+        &mut log,
+    );
+    assert_eq!(leg.ending, Ending::Signal(9), "{leg}");
+    kill_strays(&repo);
+    let original = repo.dir.clone();
+    let original_links = worktree_links(&original);
+    let copy = repo.tmp.path().join("copy");
+    let cp = std::process::Command::new("cp")
+        .args(["-a"])
+        .arg(&original)
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(cp.success());
+
+    repo.dir = copy.clone();
+    let mut copy_log = Log {
+        kills: log.kills.clone(),
+        resumed: log.resumed,
+    };
+    let leg = next_leg(&repo, None, &[], Stop::Never, &mut copy_log);
+    assert_eq!(leg.ending, Ending::Code(0), "{leg}");
+    assert!(leg.stderr.contains("this repository is a copy"), "{leg}");
+    check_invariants(&repo, &before, expected, &copy_log);
+    assert_eq!(
+        worktree_links(&original),
+        original_links,
+        "the original is untouched"
+    );
+    for (path, gitdir) in worktree_links(&copy) {
+        assert!(
+            path.starts_with(repo.tmp.path().join("copy.conference"))
+                && gitdir.starts_with(&format!("gitdir: {}", copy.join(".git").display())),
+            "{} links to {gitdir}",
+            path.display()
+        );
+    }
+
+    repo.dir = original;
+    resume_to_end(&repo, &mut log);
+    check_invariants(&repo, &before, expected, &log);
+}

@@ -295,6 +295,9 @@ fn resume_conference(args: ResumeArgs, quiet: bool) -> Result<i32> {
     for lost in crate::store::recovery::recover(&repo, &refs::ConferenceRefs::new(&name))? {
         ui.warn(&format!("warning: {}", lost.describe()));
     }
+    if let Some(said) = worktree::make_worktrees_own(&repo, &name)? {
+        ui.warn(&format!("warning: {said}"));
+    }
     let mut conf = Conference::open(repo.path(), &name, ui.clone()).context("cannot resume")?;
     let st = conf.state();
     let new_base = match &args.base {

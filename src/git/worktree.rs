@@ -54,6 +54,12 @@ pub fn worktrees_root(repo: &Repository, name: &str) -> PathBuf {
     if old.exists() {
         return old;
     }
+    unrecorded_root(repo, name)
+}
+
+/// Where conference `name`'s worktrees go when none is recorded: the configured folder, else the
+/// default one next to the repository.
+fn unrecorded_root(repo: &Repository, name: &str) -> PathBuf {
     let configured = repo
         .config()
         .ok()
@@ -126,12 +132,19 @@ pub enum Checkout<'a> {
 pub fn ensure(repo: &Repository, name: &str, label: &str, checkout: Checkout) -> Result<PathBuf> {
     let root = choose_root(repo, name)?;
     let path = root.join(label);
-    if usable(&path) {
+    if usable(repo, &path) {
         return Ok(path);
     }
     let top = repo.commondir().to_path_buf();
+    if used_by_another_repository(repo, &path) {
+        anyhow::bail!(
+            "{} is a worktree of another repository (this one was copied?); `git conference \
+             resume {name}` makes this repository its own",
+            path.display()
+        );
+    }
     if path.exists() {
-        if relink(repo, &path, &checkout).is_ok() && usable(&path) {
+        if relink(repo, &path, &checkout).is_ok() && usable(repo, &path) {
             return Ok(path);
         }
         let aside = path.with_file_name(format!("{label}.unlinked-{}", crate::clock::now_unix()));
@@ -160,8 +173,139 @@ pub fn ensure(repo: &Repository, name: &str, label: &str, checkout: Checkout) ->
     Ok(path)
 }
 
-fn usable(path: &Path) -> bool {
-    path.join(".git").exists() && Repository::open(path).is_ok()
+/// The folder is a worktree of this repository (not of a copy or of the original it was copied
+/// from: both have worktrees with the same names).
+fn usable(repo: &Repository, path: &Path) -> bool {
+    path.join(".git").exists()
+        && Repository::open(path).is_ok_and(|wt| same_dir(wt.commondir(), repo.commondir()))
+}
+
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+/// Where the worktree at `path` says its registration is (its `.git` file), when it says.
+fn registration_named_by(path: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(path.join(".git")).ok()?;
+    Some(PathBuf::from(text.trim().strip_prefix("gitdir:")?.trim()))
+}
+
+/// A worktree folder that another repository still uses: its `.git` names a registration of
+/// that repository, and that registration names this folder back.
+fn used_by_another_repository(repo: &Repository, path: &Path) -> bool {
+    let Some(admin) = registration_named_by(path) else {
+        return false;
+    };
+    let ours = repo.commondir().join("worktrees");
+    if admin.parent().is_some_and(|p| same_dir(p, &ours)) {
+        return false;
+    }
+    let back = std::fs::read_to_string(admin.join("gitdir")).unwrap_or_default();
+    same_dir(Path::new(back.trim()), &path.join(".git"))
+}
+
+/// Before anything runs on a repository that was moved or copied while the conference was
+/// paused, its worktrees are made its own again. Moved: each worktree is linked to the
+/// repository where it is now (what `git worktree repair` does, done here because `repair` of
+/// a folder another repository uses re-points *that* repository's registration). Copied while
+/// the original still exists: the recorded folder holds the original's worktrees, which are
+/// never touched; this copy's registrations of them are dropped and its worktrees are made in
+/// its own folder. Returns what was done, for the user.
+pub fn make_worktrees_own(repo: &Repository, name: &str) -> Result<Option<String>> {
+    let run = run_dir(repo, name);
+    let record = run.join(ROOT_RECORD);
+    if !record.is_file() {
+        return Ok(None);
+    }
+    let root = worktrees_root(repo, name);
+    let labels: Vec<PathBuf> = std::fs::read_dir(&root)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.join(".git").is_file())
+                .collect()
+        })
+        .unwrap_or_default();
+    let foreign = labels.iter().any(|p| used_by_another_repository(repo, p));
+    let fresh = unrecorded_root(repo, name);
+    let moved_away = !root.exists() && fresh.is_dir() && !same_dir(&fresh, &root);
+    if !foreign && !moved_away {
+        for path in labels.iter().filter(|p| !usable(repo, p)) {
+            let _ = link_both_ways(repo, path);
+        }
+        return Ok(None);
+    }
+    let new_root = if same_dir(&fresh, &root) {
+        run.join("worktrees")
+    } else {
+        fresh
+    };
+    // Moved together with the repository: linked below, as `ensure` finds each one.
+    if foreign {
+        drop_registrations_under(repo, &root);
+    }
+    std::fs::write(&record, format!("{}\n", new_root.display()))?;
+    Ok(Some(if foreign {
+        format!(
+            "this repository is a copy: the worktrees in {} belong to the original and are left to \
+             it; this copy's are made in {}",
+            root.display(),
+            new_root.display()
+        )
+    } else {
+        format!(
+            "the worktree folder moved with the repository: {} is used instead of {}",
+            new_root.display(),
+            root.display()
+        )
+    }))
+}
+
+/// Removes this repository's registrations of worktrees under `root` (its own `.git/worktrees`
+/// entries only; the folders stay).
+fn drop_registrations_under(repo: &Repository, root: &Path) {
+    let Ok(entries) = std::fs::read_dir(repo.commondir().join("worktrees")) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let pointer = std::fs::read_to_string(entry.path().join("gitdir")).unwrap_or_default();
+        if Path::new(pointer.trim()).starts_with(root) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// Links the worktree folder `path` and this repository's registration of it to each other: the
+/// registration whose `gitdir` names `path/.git`, else the one the folder's `.git` names by its
+/// id when no other live folder uses it.
+fn link_both_ways(repo: &Repository, path: &Path) -> Result<()> {
+    let admin_root = repo.commondir().join("worktrees");
+    let gitfile = path.join(".git");
+    let by_pointer = std::fs::read_dir(&admin_root)?
+        .flatten()
+        .map(|e| e.path())
+        .find(|admin| {
+            let pointer = std::fs::read_to_string(admin.join("gitdir")).unwrap_or_default();
+            same_dir(Path::new(pointer.trim()), &gitfile)
+        });
+    let by_id = || {
+        let id = registration_named_by(path)?.file_name()?.to_owned();
+        let admin = admin_root.join(id);
+        let pointer = std::fs::read_to_string(admin.join("gitdir")).ok()?;
+        let other = Path::new(pointer.trim());
+        (!other.exists() || same_dir(other, &gitfile)).then_some(admin)
+    };
+    let admin = by_pointer
+        .or_else(by_id)
+        .with_context(|| format!("no registration of worktree {}", path.display()))?;
+    if gitfile.is_file() || !gitfile.exists() {
+        std::fs::write(&gitfile, format!("gitdir: {}\n", admin.display()))?;
+    }
+    std::fs::write(admin.join("gitdir"), format!("{}\n", gitfile.display()))?;
+    Ok(())
 }
 
 /// `git worktree add` of `checkout` at `path` (`--no-checkout`: registration and HEAD only).
@@ -184,16 +328,18 @@ fn add(top: &Path, path: &Path, checkout: &Checkout, no_checkout: bool) -> Resul
 }
 
 /// Links the worktree folder `path`, files untouched, to the repository again: its `.git` file
-/// first (deleted by an agent), then both directions with `git worktree repair` (the repository
+/// first (deleted by an agent), then both directions as `git worktree repair` would (the repository
 /// or the folder was moved), and when its registration is gone, a fresh one made at a scratch
 /// path without checkout whose `.git` file then moves here. The worktree's index is then empty,
 /// so all its files count as changes against HEAD: nothing in it is taken for committed.
 fn relink(repo: &Repository, path: &Path, checkout: &Checkout) -> Result<()> {
     let top = repo.commondir().to_path_buf();
-    let path_str = path.to_string_lossy().into_owned();
+    if used_by_another_repository(repo, path) {
+        anyhow::bail!("{} is a worktree of another repository", path.display());
+    }
     let _ = repair_gitfile(repo, path);
-    let _ = git(&top, &["worktree", "repair", &path_str]);
-    if usable(path) {
+    let _ = link_both_ways(repo, path);
+    if usable(repo, path) {
         return Ok(());
     }
     let scratch = path.with_file_name(format!(
@@ -215,8 +361,7 @@ fn relink(repo: &Repository, path: &Path, checkout: &Checkout) -> Result<()> {
     }
     moved?;
     std::fs::remove_dir(&scratch)?;
-    git(&top, &["worktree", "repair", &path_str])?;
-    Ok(())
+    link_both_ways(repo, path)
 }
 
 /// Removes the registration of the worktree at `path`, which `ensure` found unusable. An `add`

@@ -1874,3 +1874,51 @@ fn refs_an_agent_leaves_in_the_repository_are_reported() {
     assert_eq!(repo.git(&["stash", "list"]).lines().count(), 1);
     assert_eq!(verdicts(&repo, "traces", "A")[0].2, "kept");
 }
+
+/// What the user does in their own worktree while an agent runs (a commit on their branch) is
+/// not blamed on the agent, and no "undo" that would drop it is suggested; a branch that
+/// appears outside any worktree is still named, as possibly not the user's.
+#[test]
+fn the_users_own_commits_during_a_run_are_not_blamed_on_agents() {
+    let repo = TestRepo::from_fixture("loop");
+    let config = ConfigBuilder::new("User works", "./agents/seq.sh wait-for-user")
+        .iterations(1)
+        .frozen("eval.sh, agents/**")
+        .build();
+    repo.write("conference.md", &config);
+    repo.commit_all("conference");
+    let child = repo
+        .command(env!("CARGO_BIN_EXE_git-conference"))
+        .args(["start", "user-works"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let waiting = repo.git_dir().join("agent-waiting");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !waiting.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    repo.write("notes.txt", "the user's own work\n");
+    repo.commit_all("the user's own commit");
+    repo.git(&["branch", "user-other"]);
+    std::fs::write(repo.git_dir().join("user-done"), "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("refs/heads/main"), "{stderr}");
+    let other: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("refs/heads/user-other"))
+        .collect();
+    assert_eq!(other.len(), 1, "{stderr}");
+    assert!(other[0].contains("if it was not you"), "{stderr}");
+    assert!(repo
+        .git(&["log", "-1", "--format=%s", "main"])
+        .contains("the user's own commit"));
+}

@@ -206,18 +206,48 @@ impl Refs {
 
 /// Warning lines for what changed in the user's refs since `before`, while researcher `id`'s
 /// agent ran (the caller's window; with parallel researchers, any of them may have done it).
+///
+/// A branch checked out in one of the user's own worktrees (the main one, or a linked one that
+/// is no conference's) moved because the user worked there (a commit, a pull, `checkout -b`):
+/// an agent cannot move a branch another worktree has checked out through git's porcelain, and
+/// an "undo" would drop the user's commits. Those are left out.
 pub fn warnings_since(before: &Refs, common_dir: &Path, id: &str) -> Vec<String> {
+    let users = branches_in_users_worktrees(common_dir);
     before
         .new_changes(&read(common_dir))
         .iter()
+        .filter(|c| !users.contains(&c.name))
         .map(|c| {
             format!(
                 "warning: while researcher {id}'s agent ran, {} in your repository (agents must \
-                 not touch refs outside their worktree); to undo: {}",
+                 not touch refs outside their worktree); if it was not you, undo it: {}",
                 c.describe(),
                 c.undo()
             )
         })
+        .collect()
+}
+
+/// The branches the user's own worktrees have checked out: the main worktree's, and those of
+/// linked worktrees outside every conference's worktree folder.
+fn branches_in_users_worktrees(common_dir: &Path) -> HashSet<String> {
+    let conference_roots = super::worktree::all_worktree_roots(common_dir);
+    let mut heads = vec![common_dir.join("HEAD")];
+    for admin in std::fs::read_dir(common_dir.join("worktrees"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let gitfile = std::fs::read_to_string(admin.path().join("gitdir")).unwrap_or_default();
+        let path = Path::new(gitfile.trim());
+        if !conference_roots.iter().any(|root| path.starts_with(root)) {
+            heads.push(admin.path().join("HEAD"));
+        }
+    }
+    heads
+        .iter()
+        .filter_map(|head| std::fs::read_to_string(head).ok())
+        .filter_map(|text| Some(text.trim().strip_prefix("ref:")?.trim().to_string()))
         .collect()
 }
 

@@ -404,6 +404,73 @@ fn bad_config_input_is_refused_with_the_line_and_leaves_nothing_behind() {
     );
 }
 
+/// A start that git refuses once the conference exists (the researchers' checkout fails: a
+/// post-checkout hook that exits 1, `filter.lfs.required` without git-lfs) exits 2 with git's
+/// reason and removes everything it made: refs, notes, worktrees and their folder, the run
+/// folder, the approval. Once the cause is fixed, the same start works.
+#[test]
+fn a_start_git_refuses_midway_leaves_nothing_behind() {
+    let repo = TestRepo::from_fixture("complement");
+    let good = config();
+    let clean = traces(&repo);
+    let hook = repo.git_dir().join("hooks/post-checkout");
+    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+    std::fs::write(&hook, "#!/bin/sh\necho the hook says no >&2\nexit 1\n").unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let leftovers = |repo: &TestRepo| {
+        (
+            traces(repo),
+            repo.worktrees_root().exists(),
+            repo.git_run(&["config", "--get-regexp", "^conference\\."])
+                .stdout,
+        )
+    };
+    let nothing = (clean.clone(), false, String::new());
+
+    let run = repo.start("hooked", &good);
+    assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("the hook says no"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("nothing of `hooked` was kept"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        leftovers(&repo),
+        nothing,
+        "the refused start left something"
+    );
+    std::fs::remove_file(&hook).unwrap();
+
+    // An LFS-tracked file, committed before the filter was required; git-lfs is not installed.
+    repo.write(".gitattributes", "*.bin filter=lfs\n");
+    repo.write("data.bin", "weights\n");
+    repo.commit_all("data");
+    let clean = traces(&repo);
+    repo.git(&["config", "filter.lfs.required", "true"]);
+    repo.git(&[
+        "config",
+        "filter.lfs.smudge",
+        "git-lfs-missing smudge -- %f",
+    ]);
+    repo.git(&[
+        "config",
+        "filter.lfs.process",
+        "git-lfs-missing filter-process",
+    ]);
+    let run = repo.start("lfs", &good);
+    assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("lfs"), "{}", run.stderr);
+    assert_eq!(
+        leftovers(&repo),
+        (clean, false, String::new()),
+        "the refused start left something"
+    );
+    repo.git(&["config", "--remove-section", "filter.lfs"]);
+    let run = repo.start("lfs", &good);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+}
+
 #[test]
 fn config_file_bytes_bom_non_utf8_and_folders() {
     let repo = TestRepo::from_fixture("complement");

@@ -163,7 +163,7 @@ fn start_conference(args: StartArgs, quiet: bool) -> Result<i32> {
         );
     }
     let ui = Ui::new(quiet);
-    let _lock = take_over(&run_dir, &name)?;
+    let lock = take_over(&run_dir, &name)?;
     // A start killed while it wrote its first event leaves a lock on the events ref.
     crate::engine::clear_stale_ref_locks(repo.commondir(), &name);
     // The user wrote these commands: this clone trusts them (see `crate::trust`).
@@ -192,8 +192,20 @@ fn start_conference(args: StartArgs, quiet: bool) -> Result<i32> {
     for warning in crate::engine::budget::warnings(&conf.config) {
         crate::errln!("warning: {warning}");
     }
-    conf.reconcile(false)?;
-    run_engine(conf)
+    if let Err(e) = conf.reconcile(false) {
+        // Git could not make the worktrees (a failing post-checkout hook, a filter program that
+        // is missing): nothing ran yet, so nothing of the conference is kept.
+        drop(conf);
+        super::clean::undo_start(&repo, &name, lock)?;
+        return Err(usage(format!(
+            "git could not check out the baseline for the researchers: {e:#}\nFix that (a \
+             failing post-checkout hook, a missing filter such as git-lfs), then start again; \
+             nothing of `{name}` was kept."
+        )));
+    }
+    let result = run_engine(conf);
+    drop(lock);
+    result
 }
 
 /// Takes the conference's run lock and gets the process ready to run it: writes to a closed

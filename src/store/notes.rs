@@ -279,6 +279,14 @@ pub fn remove_conference(repo: &Repository, name: &str) -> Result<usize> {
     Ok(changed)
 }
 
+/// The notes ref exists and holds no note.
+pub fn is_empty(repo: &Repository) -> Result<bool> {
+    Ok(match notes_tree(repo)? {
+        Some(tree) => repo.find_tree(tree)?.is_empty(),
+        None => false,
+    })
+}
+
 fn current_notes_commit(repo: &Repository) -> Result<Option<Oid>> {
     match repo.find_reference(NOTES_REF) {
         Ok(r) => Ok(Some(r.peel_to_commit()?.id())),

@@ -536,3 +536,19 @@ fn resume_leaves_alone_a_git_lock_a_live_process_holds() {
     );
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
 }
+
+/// A SHA-256 repository cannot be read through libgit2 yet: every command says so (exit 2),
+/// instead of "not a git repository".
+#[test]
+fn a_sha256_repository_is_refused_with_the_reason() {
+    let repo = TestRepo::new();
+    let dir = repo.tmp.path().join("sha256");
+    std::fs::create_dir_all(&dir).unwrap();
+    repo.git_in(&dir, &["init", "-q", "--object-format=sha256"]);
+    std::fs::write(dir.join("conference.md"), config()).unwrap();
+    for args in [&["start", "x"][..], &["status"], &["list"]] {
+        let run = repo.conference_in(&dir, args);
+        assert_eq!(run.code, 2, "{args:?}: {}{}", run.stdout, run.stderr);
+        assert!(run.stderr.contains("SHA-256 repository"), "{}", run.stderr);
+    }
+}

@@ -105,8 +105,34 @@ pub fn main() -> i32 {
 
 /// The repository around the current directory.
 pub fn discover() -> Result<Repository> {
-    Repository::discover(".")
-        .map_err(|_| usage("not in a git repository (run this inside one, or `git init` first)"))
+    Repository::discover(".").map_err(|e| usage(not_a_repository(&e)))
+}
+
+/// Why the repository here cannot be opened. Git itself may see one that libgit2 (which reads
+/// git's objects for git-conference) cannot: a SHA-256 repository, or another extension.
+fn not_a_repository(e: &git2::Error) -> String {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    if git(&["rev-parse", "--git-dir"]).is_none() {
+        return "not in a git repository (run this inside one, or `git init` first)".into();
+    }
+    if git(&["rev-parse", "--show-object-format"]).as_deref() == Some("sha256") {
+        return "this is a SHA-256 repository (`extensions.objectFormat = sha256`), which \
+                git-conference cannot read yet: libgit2, through which it reads git's objects, \
+                supports SHA-1 repositories only. Run the conference in a SHA-1 repository \
+                (e.g. a `git init` copy of the project)"
+            .into();
+    }
+    format!(
+        "git-conference cannot open this repository: {}",
+        e.message()
+    )
 }
 
 /// The folder that holds the repository's main working tree (for conference.md and apply).

@@ -1875,9 +1875,10 @@ fn refs_an_agent_leaves_in_the_repository_are_reported() {
     assert_eq!(verdicts(&repo, "traces", "A")[0].2, "kept");
 }
 
-/// What the user does in their own worktree while an agent runs (a commit on their branch) is
-/// not blamed on the agent, and no "undo" that would drop it is suggested; a branch that
-/// appears outside any worktree is still named, as possibly not the user's.
+/// What the user does in their own worktree while an agent runs (a commit on their branch, a
+/// remote added) is not blamed on the agent or undone, and no "undo" that would drop it is
+/// suggested; a branch that appears outside any worktree is still named, as possibly not the
+/// user's.
 #[test]
 fn the_users_own_commits_during_a_run_are_not_blamed_on_agents() {
     let repo = TestRepo::from_fixture("loop");
@@ -1907,6 +1908,7 @@ fn the_users_own_commits_during_a_run_are_not_blamed_on_agents() {
     repo.write("notes.txt", "the user's own work\n");
     repo.commit_all("the user's own commit");
     repo.git(&["branch", "user-other"]);
+    repo.git(&["remote", "add", "upstream", "../upstream.git"]);
     std::fs::write(repo.git_dir().join("user-done"), "").unwrap();
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -1921,4 +1923,7 @@ fn the_users_own_commits_during_a_run_are_not_blamed_on_agents() {
     assert!(repo
         .git(&["log", "-1", "--format=%s", "main"])
         .contains("the user's own commit"));
+    // The remote the user added meanwhile stays, and the agent is not charged for it.
+    assert_eq!(repo.git(&["remote"]).trim(), "upstream");
+    assert_eq!(verdicts(&repo, "user-works", "A")[0].2, "kept", "{stderr}");
 }

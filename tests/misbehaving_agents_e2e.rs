@@ -63,7 +63,7 @@ behaviours! {
     moves_the_events_ref => Row { script: "moves-events-ref", verdict: "rejected", reason: "moved refs/conference/misbehaving/events", ..ROW },
     deletes_the_notes => Row { script: "deletes-notes", verdict: "rejected", reason: "deleted refs/notes/conference: put back", ..ROW },
     moves_the_best_branch => Row { script: "moves-best-branch", verdict: "rejected", reason: "moved refs/heads/conference/misbehaving/best", ..ROW },
-    changes_git_config => Row { script: "changes-git-config", verdict: "rejected", reason: "hooksPath = /tmp/agent-hooks", ..ROW },
+    changes_git_config => Row { script: "changes-git-config", verdict: "rejected", reason: "core.hookspath = /tmp/agent-hooks", ..ROW },
     floods_its_output => Row { script: "floods-output", verdict: "no_change", ..ROW },
     metric_max_f64 => Row { script: "metric-max", verdict: "reverted", ..ROW },
     metric_overflowing_mean => Row { script: "metric-huge-negative", verdict: "crashed", reason: "not a finite number", eval_lines: "- repeats: 2\n", ..ROW },
@@ -270,7 +270,8 @@ fn config_changed_by_an_agent_of_a_killed_runner_is_put_back_on_resume() {
     let resumed = repo.conference(&["resume", NAME]);
     assert_eq!(resumed.code, 0, "{}{}", resumed.stdout, resumed.stderr);
     assert!(
-        resumed.stderr.contains("removed core.hookspath") && resumed.stderr.contains("put back"),
+        resumed.stderr.contains("core.hookspath = /tmp/agent-hooks")
+            && resumed.stderr.contains("put back"),
         "{}",
         resumed.stderr
     );

@@ -9,12 +9,15 @@
 //! - **The worktree** ([`worktree_damage`]): gone (folder or registration) means it is made
 //!   again from the researcher's branch; a `.git` that no longer links to its registration is
 //!   written again.
-//! - **The repository's config** ([`ConfigGuard`]): the local `config` file's bytes are taken
-//!   before the first agent runs and written back whenever they differ after one. Conference
-//!   runs themselves never write the local config while agents run. While agents run, a copy
-//!   waits in the run folder (`config.before-agents`): a runner killed meanwhile cannot check,
-//!   so the next one ([`recover_config`], from `reconcile`) puts it back, keeping the changed
-//!   file next to it (`config.changed-by-agent`) in case the change was the user's.
+//! - **The repository's config** ([`ConfigGuard`]): the local `config` file is taken before the
+//!   first agent runs; after each agent, the keys it changed are put back one by one
+//!   ([`merge_back`]): keys the file had get their values back, keys added where git or the
+//!   conference would act on them (`core.*`, `alias.*`, `filter.*`, …) go, and anything else
+//!   added meanwhile (a remote the user adds during the run) stays. Conference runs themselves
+//!   never write the local config while agents run. While agents run, a copy waits in the run
+//!   folder (`config.before-agents`): a runner killed meanwhile cannot check, so the next one
+//!   ([`recover_config`], from `reconcile`) merges it back the same way, keeping the changed
+//!   file next to it (`config.changed-by-agent`).
 //! - **The best branch**: only the review and the transfer move it, never while researchers run,
 //!   so it must be where the state says; it is put back otherwise.
 //! - **The event log ref**: the recorder knows the tip it wrote last and is the only writer
@@ -143,72 +146,58 @@ impl ConfigGuard {
         if now == *before {
             return None;
         }
-        let diff = changed_lines(before.as_deref(), now.as_deref());
-        let written = match before {
-            Some(bytes) => write_atomic(path, bytes),
-            None => std::fs::remove_file(path),
+        let Some(before) = before else {
+            // There was no local config: the agent made one.
+            return Some(match std::fs::remove_file(path) {
+                Ok(()) => "made a git config for the repository: removed".into(),
+                Err(e) => {
+                    format!("made a git config for the repository, which could not be removed: {e}")
+                }
+            });
         };
-        if written.is_ok() && only_identity(&diff) {
-            return None;
+        // Key by key, not the whole file: a remote the user added meanwhile stays.
+        let copy = path.with_extension("conference-kept");
+        let merged = write_atomic(&copy, before)
+            .map_err(|e| e.to_string())
+            .and_then(|_| {
+                merge_back(path, &copy, Merge::AfterAgent).map_err(|e| e.message().to_string())
+            });
+        let _ = std::fs::remove_file(&copy);
+        match merged {
+            Ok(changes) => {
+                let charged: Vec<String> =
+                    changes.into_iter().filter(|c| !is_identity(c)).collect();
+                (!charged.is_empty()).then(|| {
+                    format!(
+                        "changed the repository's git config ({}): put back",
+                        summary(charged)
+                    )
+                })
+            }
+            Err(e) => Some(format!(
+                "changed the repository's git config, and it could not be put back: {e}"
+            )),
         }
-        let changed = summary(diff);
-        Some(match written {
-            Ok(()) => format!("changed the repository's git config ({changed}): put back"),
-            Err(e) => format!(
-                "changed the repository's git config ({changed}), and it could not be put back: {e}"
-            ),
-        })
     }
 }
 
-/// Whether only `user.name`/`user.email` changed: aider, for one, writes a placeholder identity
-/// into the repository's config when git has none. That runs nothing and tells the conference
-/// nothing, so it is put back without charging the attempt.
-fn only_identity(diff: &[String]) -> bool {
-    !diff.is_empty()
-        && diff.iter().all(|l| {
-            let l = l.strip_prefix("removed ").unwrap_or(l);
-            l.starts_with("user: name") || l.starts_with("user: email")
-        })
+/// Whether a change (see [`merge_back`]) is to `user.name`/`user.email`: aider, for one, writes
+/// a placeholder identity into the repository's config when git has none. That runs nothing
+/// and tells the conference nothing, so it is put back without charging the attempt.
+fn is_identity(change: &str) -> bool {
+    let key = change.strip_prefix("removed ").unwrap_or(change);
+    key.starts_with("user.name") || key.starts_with("user.email")
 }
 
-/// The first few lines of `diff` (see [`changed_lines`]), for a reason.
-fn summary(mut diff: Vec<String>) -> String {
-    if diff.is_empty() {
-        return "formatting only".into();
-    }
-    let more = diff.len().saturating_sub(3);
-    diff.truncate(3);
-    let mut text = diff.join("; ");
+/// The first few changes, for a reason.
+fn summary(mut changes: Vec<String>) -> String {
+    let more = changes.len().saturating_sub(3);
+    changes.truncate(3);
+    let mut text = changes.join("; ");
     if more > 0 {
         text.push_str(&format!("; {more} more"));
     }
     text
-}
-
-/// The `section: key = value` lines added (or `removed …`) from `before` to `now`.
-fn changed_lines(before: Option<&[u8]>, now: Option<&[u8]>) -> Vec<String> {
-    let lines = |b: Option<&[u8]>| -> Vec<String> {
-        let text = String::from_utf8_lossy(b.unwrap_or_default()).into_owned();
-        let mut section = String::new();
-        let mut out = Vec::new();
-        for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
-            if line.starts_with('[') {
-                section = line.trim_matches(|c| c == '[' || c == ']').to_string();
-            } else {
-                out.push(format!("{section}: {line}"));
-            }
-        }
-        out
-    };
-    let (old, new) = (lines(before), lines(now));
-    let mut diff: Vec<String> = new.iter().filter(|l| !old.contains(l)).cloned().collect();
-    diff.extend(
-        old.iter()
-            .filter(|l| !new.contains(l))
-            .map(|l| format!("removed {l}")),
-    );
-    diff
 }
 
 /// A runner killed while an agent ran left the config it kept in `run_dir`. The config may have
@@ -227,9 +216,9 @@ pub fn recover_config(repo: &Repository, run_dir: &Path) -> Option<String> {
     } else {
         let aside = run_dir.join(CHANGED_BY_AGENT);
         let saved = now.map_or(Ok(()), |bytes| std::fs::write(&aside, bytes));
-        let merged = saved
-            .map_err(|e| e.to_string())
-            .and_then(|_| merge_back(&path, &copy).map_err(|e| e.message().to_string()));
+        let merged = saved.map_err(|e| e.to_string()).and_then(|_| {
+            merge_back(&path, &copy, Merge::AfterKilledRun).map_err(|e| e.message().to_string())
+        });
         match merged {
             Ok(keys) if keys.is_empty() => None,
             Ok(keys) => Some(format!(
@@ -268,13 +257,16 @@ fn acts_on(key: &str) -> bool {
         "protocol",
         "conference",
     ];
-    acting.contains(&section.as_str()) && !user_owned(key)
+    acting.contains(&section.as_str()) && !user_owned(key, Merge::AfterKilledRun)
 }
 
-/// Keys the user sets between runs that no agent change could make dangerous.
-fn user_owned(key: &str) -> bool {
+/// Keys the user sets between runs that no agent change could make dangerous: after a killed
+/// run they stay as they are. Right after an agent ran, only approvals do (an identity written
+/// then is the agent's).
+fn user_owned(key: &str, when: Merge) -> bool {
     let k = key.to_ascii_lowercase();
-    k.starts_with("user.") || (k.starts_with("conference.") && k.ends_with(".trusted"))
+    let approval = k.starts_with("conference.") && k.ends_with(".trusted");
+    approval || (when == Merge::AfterKilledRun && k.starts_with("user."))
 }
 
 fn entries(config: &git2::Config) -> std::collections::BTreeMap<String, Vec<String>> {
@@ -291,28 +283,80 @@ fn entries(config: &git2::Config) -> std::collections::BTreeMap<String, Vec<Stri
     out
 }
 
-/// Puts back into the config file at `path` what the copy at `before` had (see
-/// [`recover_config`]); returns the keys it changed.
-fn merge_back(path: &Path, before: &Path) -> Result<Vec<String>, git2::Error> {
+/// When [`merge_back`] runs: right after an agent, or on resume after a runner killed while
+/// agents ran (the user may have changed the config meanwhile).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Merge {
+    AfterAgent,
+    AfterKilledRun,
+}
+
+/// Puts back into the config file at `path` what the copy at `before` had: every key it had
+/// (except the user's own, see [`user_owned`]), and removes keys added since where git or the
+/// conference would act on them (or the identity, right after an agent). Keys added elsewhere
+/// (a remote) stay. Returns the changes it undid, as the agent made them: `core.hookspath =
+/// /tmp/h`, `core.filemode = false (was true)`, `removed core.filemode (was true)`.
+fn merge_back(path: &Path, before: &Path, when: Merge) -> Result<Vec<String>, git2::Error> {
     let was = entries(&git2::Config::open(before)?);
     let mut config = git2::Config::open(path)?;
     let is = entries(&config);
     let mut changed = Vec::new();
     for (key, values) in &was {
-        if is.get(key) == Some(values) || user_owned(key) {
+        if is.get(key) == Some(values) || user_owned(key, when) {
             continue;
         }
         let _ = config.remove_multivar(key, ".*");
         for v in values {
             config.set_multivar(key, "^\\b$never", v)?;
         }
-        changed.push(format!("{key} = {}", values.join(", ")));
+        changed.push(match is.get(key) {
+            Some(now) => format!("{key} = {} (was {})", now.join(", "), values.join(", ")),
+            None => format!("removed {key} (was {})", values.join(", ")),
+        });
     }
-    for key in is.keys().filter(|k| !was.contains_key(*k) && acts_on(k)) {
+    let added = |k: &&String| {
+        !was.contains_key(*k)
+            && (acts_on(k)
+                || (when == Merge::AfterAgent && !user_owned(k, when) && k.starts_with("user.")))
+    };
+    for key in is.keys().filter(added) {
         config.remove_multivar(key, ".*")?;
-        changed.push(format!("removed {key}"));
+        changed.push(format!("{key} = {}", is[key].join(", ")));
+    }
+    drop(config);
+    if !changed.is_empty() {
+        drop_emptied_sections(path, before);
     }
     Ok(changed)
+}
+
+/// Removes the section headers left with nothing under them (git keeps `[alias]` when its last
+/// key goes), except those that were empty in `before` too.
+fn drop_emptied_sections(path: &Path, before: &Path) {
+    let (Ok(text), Ok(was)) = (
+        std::fs::read_to_string(path),
+        std::fs::read_to_string(before),
+    ) else {
+        return;
+    };
+    let is_header = |l: &str| l.trim_start().starts_with('[');
+    let lines: Vec<&str> = text.lines().collect();
+    let kept: Vec<&str> = lines
+        .iter()
+        .enumerate()
+        .filter(|(i, line)| {
+            let empty = is_header(line)
+                && lines[i + 1..]
+                    .iter()
+                    .take_while(|l| !is_header(l))
+                    .all(|l| l.trim().is_empty());
+            !empty || was.lines().any(|w| w.trim() == line.trim())
+        })
+        .map(|(_, line)| *line)
+        .collect();
+    if kept.len() != lines.len() {
+        let _ = write_atomic(path, format!("{}\n", kept.join("\n")).as_bytes());
+    }
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -395,60 +439,69 @@ impl Conference {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
-    #[test]
-    fn changed_config_keys_are_named() {
-        let before = b"[core]\n\tbare = false\n";
-        let now = b"[core]\n\tbare = false\n\thooksPath = /tmp/h\n";
-        assert_eq!(
-            summary(changed_lines(Some(before), Some(now))),
-            "core: hooksPath = /tmp/h"
-        );
-        assert_eq!(
-            summary(changed_lines(Some(now), Some(before))),
-            "removed core: hooksPath = /tmp/h"
-        );
-        assert_eq!(
-            summary(changed_lines(Some(before), Some(before))),
-            "formatting only"
-        );
+    /// Writes `before` and `now` as config files and merges back; returns the changes undone
+    /// and the config's entries afterwards.
+    fn merge(before: &str, now: &str, when: Merge) -> (Vec<String>, BTreeMap<String, Vec<String>>) {
+        let dir = tempfile::tempdir().unwrap();
+        let (kept, path) = (dir.path().join("before"), dir.path().join("config"));
+        std::fs::write(&kept, before).unwrap();
+        std::fs::write(&path, now).unwrap();
+        let changed = merge_back(&path, &kept, when).unwrap();
+        (changed, entries(&git2::Config::open(&path).unwrap()))
     }
 
-    /// After a killed run, the agent's keys go and the user's remote and approval stay.
+    const BEFORE: &str = "[core]\n\tbare = false\n\tfilemode = true\n";
+    const AFTER: &str = "[core]\n\tbare = false\n\thooksPath = /tmp/h\n[remote \"origin\"]\n\turl = \
+                         ../r.git\n[conference \"x\"]\n\ttrusted = abc\n[user]\n\tname = Your Name\n";
+
+    /// Right after an agent: its keys go, as the agent set them in the reason; the user's
+    /// remote and approval stay; the identity it wrote goes too.
     #[test]
-    fn a_killed_runs_config_is_merged_back_not_overwritten() {
-        let dir = tempfile::tempdir().unwrap();
-        let (before, path) = (dir.path().join("before"), dir.path().join("config"));
-        std::fs::write(&before, "[core]\n\tbare = false\n\tfilemode = true\n").unwrap();
-        std::fs::write(
-            &path,
-            "[core]\n\tbare = false\n\thooksPath = /tmp/h\n[remote \"origin\"]\n\turl = ../r.git\n\
-             [conference \"x\"]\n\ttrusted = abc\n",
-        )
-        .unwrap();
-        let changed = merge_back(&path, &before).unwrap();
-        assert_eq!(changed, ["core.filemode = true", "removed core.hookspath"]);
-        let now = entries(&git2::Config::open(&path).unwrap());
+    fn an_agents_config_changes_are_undone_key_by_key() {
+        let (changed, now) = merge(BEFORE, AFTER, Merge::AfterAgent);
+        assert_eq!(
+            changed,
+            [
+                "removed core.filemode (was true)",
+                "core.hookspath = /tmp/h",
+                "user.name = Your Name"
+            ]
+        );
         assert_eq!(now["remote.origin.url"], ["../r.git"]);
         assert_eq!(now["conference.x.trusted"], ["abc"]);
         assert_eq!(now["core.filemode"], ["true"]);
-        assert!(!now.contains_key("core.hookspath"));
+        assert!(!now.contains_key("core.hookspath") && !now.contains_key("user.name"));
+        let (changed, _) = merge(BEFORE, &BEFORE.replace("true", "false"), Merge::AfterAgent);
+        assert_eq!(changed, ["core.filemode = false (was true)"]);
+        assert_eq!(
+            merge(BEFORE, BEFORE, Merge::AfterAgent).0,
+            Vec::<String>::new()
+        );
+    }
+
+    /// After a killed run, the identity is the user's (set while the conference was stopped).
+    #[test]
+    fn a_killed_runs_config_is_merged_back_not_overwritten() {
+        let (changed, now) = merge(BEFORE, AFTER, Merge::AfterKilledRun);
+        assert_eq!(
+            changed,
+            [
+                "removed core.filemode (was true)",
+                "core.hookspath = /tmp/h"
+            ]
+        );
+        assert_eq!(now["user.name"], ["Your Name"]);
+        assert_eq!(now["remote.origin.url"], ["../r.git"]);
     }
 
     /// aider writes a placeholder identity when git has none: put back, not charged.
     #[test]
     fn only_an_identity_change_is_not_charged() {
-        let before = b"[core]\n\tbare = false\n";
-        let identity =
-            b"[core]\n\tbare = false\n[user]\n\tname = Your Name\n\temail = you@example.com\n";
-        let hooks = b"[core]\n\tbare = false\n\thooksPath = /tmp/h\n[user]\n\tname = x\n";
-        assert!(only_identity(&changed_lines(Some(before), Some(identity))));
-        assert!(only_identity(&changed_lines(
-            None,
-            Some(b"[user]\n\tname = x\n")
-        )));
-        assert!(!only_identity(&changed_lines(Some(before), Some(hooks))));
-        assert!(!only_identity(&changed_lines(Some(before), Some(before))));
+        assert!(is_identity("user.name = Your Name"));
+        assert!(is_identity("removed user.email (was a@b)"));
+        assert!(!is_identity("core.hookspath = /tmp/h"));
     }
 
     /// A worktree whose `.git` was overwritten is linked again; one whose folder is gone is lost.

@@ -1888,23 +1888,7 @@ fn the_users_own_commits_during_a_run_are_not_blamed_on_agents() {
         .build();
     repo.write("conference.md", &config);
     repo.commit_all("conference");
-    let child = repo
-        .command(env!("CARGO_BIN_EXE_git-conference"))
-        .args(["start", "user-works"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let waiting = repo.git_dir().join("agent-waiting");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !waiting.exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the agent never started"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let child = repo.start_until("user-works", "agent-waiting");
     repo.write("notes.txt", "the user's own work\n");
     repo.commit_all("the user's own commit");
     repo.git(&["branch", "user-other"]);

@@ -257,15 +257,9 @@ fn config_changed_by_an_agent_of_a_killed_runner_is_put_back_on_resume() {
     .build();
     repo.write("conference.md", &config);
     let config_before = local_config(&repo);
-    let mut runner = repo.start_until_the_agent_hangs(NAME);
+    let runner = repo.start_until_the_agent_hangs(NAME);
     assert!(repo.git_dir_file("config").contains("hooksPath"));
-    let lock = repo.git_dir_file(&format!("conference/{NAME}/lock"));
-    let pid = lock.split_whitespace().next().unwrap();
-    std::process::Command::new("kill")
-        .args(["-KILL", pid])
-        .status()
-        .unwrap();
-    runner.wait().unwrap();
+    repo.kill_runner(NAME, runner);
 
     let resumed = repo.conference(&["resume", NAME]);
     assert_eq!(resumed.code, 0, "{}{}", resumed.stdout, resumed.stderr);

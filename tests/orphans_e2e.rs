@@ -29,7 +29,7 @@ fn resume_kills_agents_left_running_by_a_killed_runner() {
         .frozen("eval.sh, agents/**")
         .build();
     repo.write("conference.md", &config);
-    let mut runner = repo
+    let runner = repo
         .command("git")
         .args(["conference", "start", "orphans"])
         .spawn()
@@ -45,14 +45,7 @@ fn resume_kills_agents_left_running_by_a_killed_runner() {
         .trim()
         .parse()
         .unwrap();
-    // SIGKILL the conference process itself (the lock names it; `git` is only its parent).
-    let lock = std::fs::read_to_string(repo.git_dir().join("conference/orphans/lock")).unwrap();
-    let conference_pid: i32 = lock.split_whitespace().next().unwrap().parse().unwrap();
-    std::process::Command::new("kill")
-        .args(["-KILL", &conference_pid.to_string()])
-        .status()
-        .unwrap();
-    runner.wait().unwrap();
+    repo.kill_runner("orphans", runner);
     assert!(
         alive(sleeper),
         "the agent should have outlived the killed runner"
@@ -98,15 +91,9 @@ fn resume_kills_setsid_children_left_by_a_killed_runner() {
         .frozen("eval.sh, agents/**")
         .build();
     repo.write("conference.md", &config);
-    let mut runner = repo.start_until_the_agent_hangs("setsid");
+    let runner = repo.start_until_the_agent_hangs("setsid");
     let child: i32 = repo.git_dir_file("child.pid").trim().parse().unwrap();
-    let lock = std::fs::read_to_string(repo.git_dir().join("conference/setsid/lock")).unwrap();
-    let conference_pid: i32 = lock.split_whitespace().next().unwrap().parse().unwrap();
-    std::process::Command::new("kill")
-        .args(["-KILL", &conference_pid.to_string()])
-        .status()
-        .unwrap();
-    runner.wait().unwrap();
+    repo.kill_runner("setsid", runner);
     assert!(alive(child), "the setsid child outlived the killed runner");
 
     // The agent hangs again on resume; a short timeout ends that run.

@@ -1988,6 +1988,18 @@ fn resume_summary_hint_and_closed_stdout() {
 // ---------------------------------------------------------------------------------------------
 // Git state that survives git (issue #14, case 8 and the notes ref)
 
+/// A fresh fixture conference killed at `failpoint` (strays killed too): the repository, the
+/// user's side before it ran, and the log of legs so far.
+fn killed_at(failpoint: &str) -> (TestRepo, UserSide, Log) {
+    let repo = fixture();
+    let before = user_side(&repo);
+    let mut log = Log::default();
+    let leg = next_leg(&repo, Some(failpoint), &[], Stop::Never, &mut log);
+    assert_eq!(leg.ending, Ending::Signal(9), "{leg}");
+    kill_strays(&repo);
+    (repo, before, log)
+}
+
 /// Every loose object file of the repository, by id.
 fn loose_objects(repo: &TestRepo) -> std::collections::BTreeSet<String> {
     let mut out = std::collections::BTreeSet::new();
@@ -2011,18 +2023,7 @@ fn loose_objects(repo: &TestRepo) -> std::collections::BTreeSet<String> {
 #[test]
 fn objects_lost_to_a_racing_prune_are_recovered_from_the_reflogs() {
     let expected = reference();
-    let repo = fixture();
-    let before = user_side(&repo);
-    let mut log = Log::default();
-    let first = next_leg(
-        &repo,
-        Some("event.researcher.iteration:2"),
-        &[],
-        Stop::Never,
-        &mut log,
-    );
-    assert_eq!(first.ending, Ending::Signal(9), "{first}");
-    kill_strays(&repo);
+    let (repo, before, mut log) = killed_at("event.researcher.iteration:2");
     let scanned = loose_objects(&repo);
     let second = next_leg(
         &repo,
@@ -2072,18 +2073,7 @@ fn objects_lost_to_a_racing_prune_are_recovered_from_the_reflogs() {
 #[test]
 fn deleted_notes_are_replayed_from_the_events_on_resume() {
     let expected = reference();
-    let repo = fixture();
-    let before = user_side(&repo);
-    let mut log = Log::default();
-    let leg = next_leg(
-        &repo,
-        Some("event.round.started:2"),
-        &[],
-        Stop::Never,
-        &mut log,
-    );
-    assert_eq!(leg.ending, Ending::Signal(9), "{leg}");
-    kill_strays(&repo);
+    let (repo, before, mut log) = killed_at("event.round.started:2");
     repo.git(&["update-ref", "-d", "refs/notes/conference"]);
     resume_to_end(&repo, &mut log);
     check_invariants(&repo, &before, expected, &log);
@@ -2125,18 +2115,7 @@ fn a_repository_moved_with_its_worktree_folder_resumes_there() {
 
 fn moved_repository_resumes(with_worktree_folder: bool) {
     let expected = reference();
-    let mut repo = fixture();
-    let before = user_side(&repo);
-    let mut log = Log::default();
-    let leg = next_leg(
-        &repo,
-        Some("event.researcher.iteration:4"),
-        &[],
-        Stop::Never,
-        &mut log,
-    );
-    assert_eq!(leg.ending, Ending::Signal(9), "{leg}");
-    kill_strays(&repo);
+    let (mut repo, before, mut log) = killed_at("event.researcher.iteration:4");
     let moved = repo.tmp.path().join("moved");
     std::fs::rename(&repo.dir, &moved).unwrap();
     if with_worktree_folder {
@@ -2165,18 +2144,7 @@ fn moved_repository_resumes(with_worktree_folder: bool) {
 #[test]
 fn a_copied_repository_leaves_the_originals_worktrees_alone() {
     let expected = reference();
-    let mut repo = fixture();
-    let before = user_side(&repo);
-    let mut log = Log::default();
-    let leg = next_leg(
-        &repo,
-        Some("event.researcher.iteration:4"),
-        &[],
-        Stop::Never,
-        &mut log,
-    );
-    assert_eq!(leg.ending, Ending::Signal(9), "{leg}");
-    kill_strays(&repo);
+    let (mut repo, before, mut log) = killed_at("event.researcher.iteration:4");
     let original = repo.dir.clone();
     let original_links = worktree_links(&original);
     let copy = repo.tmp.path().join("copy");

@@ -322,6 +322,12 @@ impl TestRepo {
     /// Starts `git-conference start NAME` in the background (output piped) and returns once the
     /// loop fixture's hanging agent has written its pid: the conference is then mid-iteration.
     pub fn start_until_the_agent_hangs(&self, name: &str) -> std::process::Child {
+        self.start_until(name, "agent-sleep.pid")
+    }
+
+    /// Starts `git-conference start NAME` in the background (output piped) and returns once
+    /// `marker` exists in the git dir (an agent of the fixture writes it when it runs).
+    pub fn start_until(&self, name: &str, marker: &str) -> std::process::Child {
         let child = self
             .command(env!("CARGO_BIN_EXE_git-conference"))
             .args(["start", name])
@@ -330,16 +336,29 @@ impl TestRepo {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let pid_file = self.git_dir().join("agent-sleep.pid");
+        let marker = self.git_dir().join(marker);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while !pid_file.exists() {
+        while !marker.exists() {
             assert!(
                 std::time::Instant::now() < deadline,
-                "the hanging agent never started"
+                "the agent never wrote {}",
+                marker.display()
             );
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
         child
+    }
+
+    /// SIGKILLs the runner of conference `name` (the process its run lock names; `git` is only
+    /// its parent), as a crash would, and waits for `runner` to end.
+    pub fn kill_runner(&self, name: &str, mut runner: std::process::Child) {
+        let lock = self.git_dir_file(&format!("conference/{name}/lock"));
+        let pid = lock.split_whitespace().next().unwrap();
+        std::process::Command::new("kill")
+            .args(["-KILL", pid])
+            .status()
+            .unwrap();
+        runner.wait().unwrap();
     }
 
     /// The path of a conference worktree (`researcher-A`, `review`, `best`): by default in the

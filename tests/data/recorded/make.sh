@@ -8,7 +8,7 @@
 #
 # BINARY defaults to target/debug/git-conference, OUT to tests/data/recorded/conference.bundle.
 # Rerunnable, but the committed bundle is the truth: it was made by the release named in
-# README.md, and tests/format_e2e.rs resumes it under the code being tested.
+# README.md, and tests/e2e/format.rs resumes it under the code being tested.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$(cd "$(dirname "${1:-target/debug/git-conference}")" && pwd)/$(basename "${1:-target/debug/git-conference}")

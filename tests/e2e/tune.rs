@@ -2,7 +2,7 @@
 //! unusable markers, and in a 3-researcher conference no tree is measured twice and the same
 //! seed gives the same conference.
 
-mod common;
+use crate::common;
 
 use common::TestRepo;
 

@@ -5,7 +5,7 @@
 //! of the same conference from the same base, and `status`, `log` and `report` read its stored
 //! bytes without error.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //! continued, a failed baseline moved to a fix, names that cannot be the tool's own folders.
 //! The real binary runs as `git conference …` through the real `git`; results are read with git.
 
-mod common;
+use crate::common;
 
 use common::{ConfigBuilder, TestRepo};
 use serde_json::Value;

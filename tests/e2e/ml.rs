@@ -2,7 +2,7 @@
 //! command run once per worktree, git-ignored paths shared read-only. Through the real binary and
 //! the real git, with shell fixtures that log what they saw outside the repository's worktrees.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,7 +1,7 @@
 //! The README's first command runs `git conference demo`: it must reach the known 2-D minimum
 //! within 0.01 on a fresh machine, with nothing but git, and it must never commit someone's files.
 
-mod common;
+use crate::common;
 
 /// Known global minimum of the 2-D fixture's f (the demo's `OPTIMUM`).
 const OPTIMUM: f64 = -1.518_685_8;

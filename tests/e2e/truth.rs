@@ -3,7 +3,7 @@
 //! noisy evaluation soundly, and what `status`, `list`, `log` and the reports say is computed from
 //! the data.
 
-mod common;
+use crate::common;
 
 use common::{ConfigBuilder, TestRepo};
 

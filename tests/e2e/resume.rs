@@ -10,7 +10,7 @@
 //! `conference.resumed` comes before anything a resume runs; best (tree and metric) equals the
 //! uninterrupted run's; `git fsck` is clean; the user's branch and working tree are untouched.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -18,128 +18,26 @@ use std::process::{Child, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use common::crash::{self, finish, kill_strays, send, spawn, Ending, Leg, Stop};
 use common::TestRepo;
 use serde_json::Value;
 
 const NAME: &str = "res";
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_git-conference")
-}
 
 fn fixture() -> TestRepo {
     TestRepo::from_fixture("resume")
 }
 
 // ---------------------------------------------------------------------------------------------
-// Running the program and killing it
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Ending {
-    Code(i32),
-    Signal(i32),
-}
-
-struct Leg {
-    ending: Ending,
-    stdout: String,
-    stderr: String,
-}
-
-impl std::fmt::Display for Leg {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{:?}\n--- stdout\n{}\n--- stderr\n{}",
-            self.ending, self.stdout, self.stderr
-        )
-    }
-}
-
-/// How a leg is stopped from outside.
-#[derive(Clone, Copy, Debug)]
-enum Stop {
-    /// Runs until it exits (or a failpoint kills it).
-    Never,
-    /// `kill -<signal>` this long after the process started.
-    After(Duration, i32),
-    /// `kill -<signal>` this long after the run recorded `conference.resumed` (or
-    /// `conference.started`), i.e. once the engine runs and Ctrl-C is handled.
-    AfterEngine(Duration, i32),
-}
-
-/// `git-conference <args>` run directly (not through `git`), so that its pid and how it ended are
-/// the program's own.
-fn spawn(repo: &TestRepo, args: &[&str], env: &[(&str, &str)]) -> Child {
-    let mut cmd = repo.command(bin());
-    cmd.args(args)
-        .env_remove("GIT_CONFERENCE_FAILPOINT")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.spawn().expect("spawn git-conference")
-}
-
-fn finish(child: Child) -> Leg {
-    let out = child.wait_with_output().expect("wait for git-conference");
-    use std::os::unix::process::ExitStatusExt;
-    let ending = match out.status.code() {
-        Some(c) => Ending::Code(c),
-        None => Ending::Signal(out.status.signal().unwrap_or(0)),
-    };
-    Leg {
-        ending,
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-fn send(pid: u32, signal: i32) {
-    // SAFETY: sending a signal to our own child (not yet reaped, so the pid is still ours).
-    unsafe {
-        libc::kill(pid as i32, signal);
-    }
-}
+// Running the program and killing it (the harness is in `common::crash`)
 
 fn run(repo: &TestRepo, args: &[&str], env: &[(&str, &str)], stop: Stop) -> Leg {
-    let started = Instant::now();
-    let mut child = spawn(repo, args, env);
-    match stop {
-        Stop::Never => {}
-        Stop::After(delay, signal) => {
-            std::thread::sleep(delay.saturating_sub(started.elapsed()));
-            send(child.id(), signal);
-        }
-        Stop::AfterEngine(delay, signal) => {
-            let before = count_events(repo, &["conference.resumed", "conference.started"]);
-            let deadline = Instant::now() + Duration::from_secs(30);
-            loop {
-                if child.try_wait().unwrap().is_some() {
-                    break;
-                }
-                if count_events(repo, &["conference.resumed", "conference.started"]) > before {
-                    std::thread::sleep(delay);
-                    send(child.id(), signal);
-                    break;
-                }
-                assert!(Instant::now() < deadline, "the run never got going");
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        }
-    }
-    finish(child)
+    crash::run(repo, NAME, args, env, stop)
 }
 
 /// Events of the conference whose names are in `names`, counted from `git log` subjects.
 fn count_events(repo: &TestRepo, names: &[&str]) -> usize {
-    let r = repo.git_run(&["log", "--format=%s", &events_ref()]);
-    r.stdout
-        .lines()
-        .filter(|l| names.iter().any(|n| l.starts_with(&format!("{n}:"))))
-        .count()
+    crash::count_events(repo, NAME, names)
 }
 
 /// The name of the last recorded event ("-" when none).
@@ -162,38 +60,6 @@ fn has_conference(repo: &TestRepo) -> bool {
     repo.git_run(&["rev-parse", "--verify", "-q", &events_ref()])
         .code
         == 0
-}
-
-/// Kills what a SIGKILLed conference left running (agents and evaluations live in their own
-/// process groups, so killing the conference does not stop them): every process whose working
-/// directory is inside this test's temporary folder. Returns how many it found.
-fn kill_strays(repo: &TestRepo) -> usize {
-    let root = std::fs::canonicalize(repo.tmp.path()).unwrap();
-    let me = std::process::id();
-    let mut total = 0;
-    for _ in 0..100 {
-        let mut found = 0;
-        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-                continue;
-            };
-            if pid == me {
-                continue;
-            }
-            if let Ok(cwd) = std::fs::read_link(entry.path().join("cwd")) {
-                if cwd.starts_with(&root) {
-                    send(pid, libc::SIGKILL);
-                    found += 1;
-                }
-            }
-        }
-        if found == 0 {
-            return total;
-        }
-        total += found;
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    panic!("processes under {} keep running", root.display());
 }
 
 /// Runs the next leg of a conference: `start` when nothing was recorded yet (a kill before

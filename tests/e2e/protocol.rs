@@ -3,7 +3,7 @@
 //! small conference of the `lines` fixture (or a variant) through the real binary and checks the
 //! result with git.
 
-mod common;
+use crate::common;
 
 use common::{ConfigBuilder, TestRepo};
 use serde_json::Value;

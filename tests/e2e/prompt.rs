@@ -1,7 +1,7 @@
 //! End-to-end check of what a researcher's prompt tells it about its past: a script researcher
 //! copies `$CONFERENCE_PROMPT_FILE` at each iteration, and the test reads what it saw.
 
-mod common;
+use crate::common;
 
 use common::{ConfigBuilder, TestRepo};
 

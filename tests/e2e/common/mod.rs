@@ -2,6 +2,8 @@
 //! repositories with a hermetic environment (no user or system git config, fixed identity, UTC).
 #![allow(dead_code)]
 
+pub mod crash;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -198,7 +200,7 @@ impl TestRepo {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Additions for the end-to-end tests (loop_e2e, conference_e2e).
+// Additions for the end-to-end tests (research_loop, conference).
 
 impl TestRepo {
     /// `program <args>` with the hermetic environment, run in `dir` (e.g. a clone), any exit code.

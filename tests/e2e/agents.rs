@@ -18,7 +18,7 @@
 //! test's HOME, as a user would set it up. They were last run with Codex 0.169.0, Gemini CLI
 //! 0.61.0 and opencode 1.18.33 (opencode takes about 12 s a run on two cores).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};

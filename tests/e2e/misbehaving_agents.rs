@@ -7,7 +7,7 @@
 //! repository's config and event log as the conference left them, no process of the agent alive,
 //! and every log within its size cap.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

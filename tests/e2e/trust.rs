@@ -4,7 +4,7 @@
 //! them without asking. Every command in these tests appends to a marker file, so "ran nothing"
 //! is checked, not assumed.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

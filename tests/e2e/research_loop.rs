@@ -3,7 +3,7 @@
 //! contract promises is checked with git itself (`git log`, `git notes`, `git worktree list`,
 //! `git fsck`, `git show`), never through the program's own reading.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 

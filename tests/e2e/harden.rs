@@ -2,7 +2,7 @@
 //! of a conference or nothing, and bad conference.md input is refused before anything exists.
 //! Each test reproduces a failure of the adversarial pass through the real binary and real git.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

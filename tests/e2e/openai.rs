@@ -2,7 +2,7 @@
 //! talks to a scripted OpenAI-compatible server this test starts on loopback
 //! (`tests/scripted/openai_server.py`), checked with git and with the server's request log.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;

@@ -2,7 +2,7 @@
 //! session, peer review, knowledge transfer, the report, and the commands around a conference
 //! (apply, clean, push/fetch). Everything is checked with git itself.
 
-mod common;
+use crate::common;
 
 use common::{ConfigBuilder, TestRepo};
 use serde_json::Value;

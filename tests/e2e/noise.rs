@@ -1,9 +1,9 @@
 //! Peer review against a seeded noisy evaluation (`fixtures/seeded-noise`), over many seeds,
 //! through the real binary: a reproducible gain is validated and reaches best although one review
 //! reading per seed is wild, and a one-time lucky reading never reaches best. The counts are
-//! printed (`cargo test --test noise_e2e -- --nocapture`) for the record.
+//! printed (`cargo test --test e2e noise:: -- --nocapture`) for the record.
 
-mod common;
+use crate::common;
 
 use common::{ConfigBuilder, TestRepo};
 use serde_json::Value;

@@ -1,7 +1,7 @@
 //! A runner killed with SIGKILL leaves its agent running in its own process group; the next
 //! `resume` must stop it before it touches the worktrees again.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,0 +1,24 @@
+//! The end-to-end tests: one test binary, one module per feature. Each drives the real binary
+//! as `git conference …` through the real `git` in temporary repositories (`common`), and checks
+//! the results with plain git. Run one feature with `cargo test --test e2e <module>::`.
+
+mod agents;
+mod cli_docs;
+mod common;
+mod conference;
+mod demo;
+mod format;
+mod harden;
+mod misbehaving_agents;
+mod ml;
+mod noise;
+mod openai;
+mod orphans;
+mod prompt;
+mod protocol;
+mod research_loop;
+mod resume;
+mod rules;
+mod trust;
+mod truth;
+mod tune;

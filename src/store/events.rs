@@ -7,7 +7,7 @@
 //! before the swap leaves the previous state intact, and a crash after it has recorded the step.
 //! `status` reads one tree (the tip's) instead of replaying the log.
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 use git2::{build::TreeUpdateBuilder, FileMode, Oid, Repository, Sort};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -213,33 +213,4 @@ pub fn read_path(repo: &Repository, tree: Oid, path: &str) -> Result<Option<Vec<
     }
 }
 
-/// Moves `name` to `new` only if it still points at `expected` (None: must not exist yet).
-pub fn cas_update(
-    repo: &Repository,
-    name: &str,
-    new: Oid,
-    expected: Option<Oid>,
-    log_message: &str,
-) -> Result<()> {
-    // Every ref a conference moves keeps a reflog: the way back if git loses its objects.
-    super::recovery::keep_log(repo, name);
-    let result = match expected {
-        Some(old) => repo.reference_matching(name, new, true, old, log_message),
-        None => repo.reference(name, new, false, log_message),
-    };
-    match result {
-        Ok(_) => Ok(()),
-        Err(e)
-            if matches!(
-                e.code(),
-                git2::ErrorCode::Modified | git2::ErrorCode::Exists | git2::ErrorCode::Locked
-            ) =>
-        {
-            bail!(
-                "{name} was changed by someone else (expected {}); is another git-conference running?",
-                expected.map(|o| o.to_string()).unwrap_or_else(|| "no ref".into())
-            )
-        }
-        Err(e) => Err(e).with_context(|| format!("cannot update {name}")),
-    }
-}
+pub use super::cas::update as cas_update;

@@ -3,6 +3,7 @@
 //! (`notes`), the chain that keeps every attempt reachable (`keep_reachable`), and the reflogs
 //! that put refs back when git loses their objects (`recovery`).
 
+pub mod cas;
 pub mod events;
 pub mod notes;
 pub mod recovery;
@@ -28,10 +29,7 @@ pub fn keep_reachable(repo: &Repository, refs: &ConferenceRefs, commits: &[Oid])
         return Ok(());
     }
     let name = refs.attempts();
-    for attempt in 0..20u64 {
-        if attempt > 0 {
-            std::thread::sleep(std::time::Duration::from_millis(attempt * 5));
-        }
+    cas::with_backoff(&name, cas::SHARED_TRIES, || {
         let tip = match repo.find_reference(&name) {
             Ok(r) => Some(r.peel_to_commit()?.id()),
             Err(e) if e.code() == git2::ErrorCode::NotFound => None,
@@ -56,9 +54,7 @@ pub fn keep_reachable(repo: &Repository, refs: &ConferenceRefs, commits: &[Oid])
                 .join(" ")
         );
         let commit = repo.commit(None, &sig, &sig, &message, &empty, &parent_refs)?;
-        if events::cas_update(repo, &name, commit, tip, "git conference: keep attempt").is_ok() {
-            return Ok(());
-        }
-    }
-    anyhow::bail!("could not update {name}: it kept changing under us")
+        let swapped = cas::try_update(repo, &name, commit, tip, "git conference: keep attempt")?;
+        Ok(swapped.then_some(()))
+    })
 }

@@ -10,6 +10,7 @@ use std::sync::Mutex;
 use anyhow::Result;
 use git2::{build::TreeUpdateBuilder, FileMode, Oid, Repository};
 
+use super::cas;
 use super::events::{cas_update, read_path};
 use super::refs::NOTES_REF;
 use super::signature;
@@ -94,11 +95,8 @@ pub fn append_lines(
     if entries.is_empty() && !forced {
         return Ok(false);
     }
-    for attempt in 0..20u64 {
-        if attempt > 0 {
-            // Another process (a second conference) writes notes too: back off and retry.
-            std::thread::sleep(std::time::Duration::from_millis(attempt * 5));
-        }
+    // Another process (a second conference) writes notes too: a lost race is retried.
+    cas::with_backoff(NOTES_REF, cas::SHARED_TRIES, || {
         let current = current_notes_commit(repo)?;
         // Deleted under us (by an agent): build on what this process wrote last rather than
         // start a history without every earlier verdict.
@@ -149,7 +147,7 @@ pub fn append_lines(
             pending.insert(*commit, text);
         }
         if !changed && !forced {
-            return Ok(false);
+            return Ok(Some(false));
         }
         for (commit, text) in &pending {
             let blob = repo.blob(text.as_bytes())?;
@@ -168,14 +166,13 @@ pub fn append_lines(
         }
         let commit = repo.commit(None, &sig, &sig, &message, &tree, &parent_refs)?;
         crate::failpoint::hit("note.before-ref");
-        // Another conference of this repository may write notes at the same time: retry on a race.
-        if cas_update(repo, NOTES_REF, commit, current, "git conference: notes").is_ok() {
-            *LAST_WRITTEN.lock().unwrap() = Some(commit);
-            crate::failpoint::hit("note.written");
-            return Ok(true);
+        if !cas::try_update(repo, NOTES_REF, commit, current, "git conference: notes")? {
+            return Ok(None);
         }
-    }
-    anyhow::bail!("could not update {NOTES_REF}: it kept changing under us")
+        *LAST_WRITTEN.lock().unwrap() = Some(commit);
+        crate::failpoint::hit("note.written");
+        Ok(Some(true))
+    })
 }
 
 /// The latest event commit of conference `name` through which its notes are all written, as

@@ -20,6 +20,7 @@ pub mod hooks;
 pub mod lock;
 pub mod model;
 pub mod protocol;
+pub mod remote;
 pub mod report_plot;
 pub mod store;
 pub mod trust;

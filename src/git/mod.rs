@@ -24,10 +24,12 @@ pub fn git(dir: &Path, args: &[&str]) -> Result<String> {
 /// Runs the user's own `git` to talk to a remote. It stays in the terminal's process group: a
 /// credential helper or ssh may ask for a password there (a background group would be stopped).
 pub fn git_remote(dir: &Path, args: &[&str]) -> Result<String> {
-    checked(
-        args,
-        command(dir, args).output().with_context(|| cannot(args))?,
-    )
+    checked(args, git_remote_output(dir, args)?)
+}
+
+/// [`git_remote`], returning whatever happened (a rejected push is an answer, not a failure).
+pub fn git_remote_output(dir: &Path, args: &[&str]) -> Result<std::process::Output> {
+    command(dir, args).output().with_context(|| cannot(args))
 }
 
 fn checked(args: &[&str], out: std::process::Output) -> Result<String> {

@@ -48,6 +48,12 @@ impl ConferenceRefs {
         format!("conference/{}/best", self.name)
     }
 
+    /// Who runs a slot (a researcher's ID, or `chair` for the round's shared phases) when the
+    /// conference runs on several machines: a lease commit naming the machine and its heartbeat.
+    pub fn lease(&self, slot: &str) -> String {
+        format!("refs/conference/{}/leases/{slot}", self.name)
+    }
+
     /// Refspecs that push the whole conference. Every ref of a conference only moves forward
     /// (the event log and attempts are chains; a researcher branch joins best at a round start),
     /// so without `force` a push that would rewind the remote's copy is refused.

@@ -1,0 +1,11 @@
+//! Running one conference on several machines through one shared git remote (issue #15): the
+//! remote's atomic compare-and-swap on refs is the only coordination.
+//!
+//! - [`push`]: one atomic push of several refs, each guarded by the value the remote must hold;
+//! - [`lease`]: which machine runs a researcher or the chair's phases, claimed create-only,
+//!   renewed and taken over by compare-and-swap, expired by the taker's own clock.
+//!
+//! Everything goes through the user's own `git`, as `push` and `fetch` do.
+
+pub mod lease;
+pub mod push;

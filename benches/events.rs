@@ -13,8 +13,9 @@ use std::path::Path;
 use std::time::Instant;
 
 use git_conference::engine::Conference;
+use git_conference::model::event::{self as events, Event};
+use git_conference::model::Verdict;
 use git_conference::ui::Ui;
-use serde_json::json;
 
 fn main() {
     let mut args: Vec<String> = std::env::args()
@@ -35,26 +36,38 @@ fn main() {
     for i in 0..count {
         let n = start + i;
         if n % 49 == 48 && !one_round {
-            conf.record(
-                "round.completed",
-                &format!("synthetic round {n}"),
-                json!({"round": n / 49, "best_metric": 1.0, "synthetic": true}),
-                |_, _| Ok(vec![]),
-            )
-            .expect("record");
+            let event = Event::RoundCompleted(events::RoundCompleted {
+                round: (n / 49) as u32,
+                best_metric: Some(1.0),
+                best_researcher: None,
+                best_commit: format!("{:040x}", n),
+                converged: false,
+                shared_knowledge_added: vec![],
+                streaks: Default::default(),
+            });
+            conf.record(event, &format!("synthetic round {n}"), vec![])
+                .expect("record");
         } else {
             let commit = format!("{:040x}", n);
-            conf.record(
-                "researcher.iteration",
-                &format!("A r{} i{} reverted 1", n / 49, n % 49),
-                json!({"researcher": "A", "round": n / 49, "iteration": n % 49,
-                       "metric_value": 1.0, "delta": "+0.000000", "status": "reverted",
-                       "commit": commit, "tree": commit,
-                       "description": "synthetic event for the status/resume benchmark",
-                       "reason": null, "sub_metrics": {}, "notes": [], "synthetic": true}),
-                |_, _| Ok(vec![]),
-            )
-            .expect("record");
+            let event = Event::Iteration(events::Iteration {
+                researcher: "A".into(),
+                round: (n / 49) as u32,
+                iteration: (n % 49) as u32,
+                metric_value: Some(1.0),
+                delta: Some("+0.000000".into()),
+                status: Verdict::Reverted,
+                commit: Some(commit.clone()),
+                tree: commit,
+                description: "synthetic event for the status/resume benchmark".into(),
+                reason: None,
+                sub_metrics: Default::default(),
+                evaluated: true,
+                notes: vec![],
+                tokens: None,
+                cost_usd: None,
+            });
+            let summary = format!("A r{} i{} reverted 1", n / 49, n % 49);
+            conf.record(event, &summary, vec![]).expect("record");
         }
     }
     println!(

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use git2::Repository;
 
-use crate::store::Event;
+use crate::store::EventLine;
 
 pub const HOOKS_PATH_KEY: &str = "conference.hooksPath";
 /// How long a hook may run before its process group is killed (a duration: `30s`, `2m`).
@@ -100,7 +100,7 @@ impl Hooks {
     }
 
     /// Starts the hook for `event` if there is an executable one.
-    pub fn run(&mut self, conference: &str, event: &Event) {
+    pub fn run(&mut self, conference: &str, event: &EventLine) {
         self.reap();
         let path = self.dir.join(&event.event);
         let Ok(meta) = std::fs::metadata(&path) else {

@@ -10,27 +10,11 @@
 //! tested on were recorded from the real CLIs where they could be (see
 //! `tests/data/agent_output/README.md`).
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::Preset;
 
-/// Tokens (and the cost, when the CLI reports one) of one agent run.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Usage {
-    /// Prompt tokens, cache reads and writes included (what the model processed).
-    pub input: u64,
-    /// Completion tokens, reasoning included.
-    pub output: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost_usd: Option<f64>,
-}
-
-impl Usage {
-    pub fn tokens(&self) -> u64 {
-        self.input + self.output
-    }
-}
+pub use crate::model::Usage;
 
 /// What the CLI said about its run.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -13,7 +13,6 @@ use clap::Args;
 use crate::engine::Conference;
 use crate::error::usage;
 use crate::git::{failure_reason, git, git_output};
-use crate::ui::Ui;
 
 /// Merge the conference's best branch into the current branch.
 #[derive(Args, Debug)]
@@ -29,7 +28,7 @@ pub fn run(args: ApplyArgs) -> Result<i32> {
     let repo = super::discover()?;
     let top = super::workdir(&repo)?;
     let name = super::resolve_name(&repo, args.name)?;
-    let conf = Conference::open(repo.path(), &name, Ui::new(true))?;
+    let conf = Conference::view(repo.path(), &name)?;
     // Shown by its branch name, but always handed to git fully qualified: a tag or a fetched
     // `refs/conference/<name>/best` of the same short name must never be what gets merged.
     let best = conf.refs.best_branch();

@@ -80,7 +80,7 @@ fn ours_by_name(refs: &ConferenceRefs, full: &str) -> bool {
 /// is reachable from it).
 fn recorded_commits(repo: &Repository, name: &str, refs: &ConferenceRefs) -> Vec<Oid> {
     let mut out = Vec::new();
-    if let Ok(conf) = crate::engine::Conference::open(repo.path(), name, crate::ui::Ui::new(true)) {
+    if let Ok(conf) = crate::engine::Conference::view(repo.path(), name) {
         let st = conf.state();
         let mut named = vec![st.best.commit.clone(), st.baseline_commit.clone()];
         for r in st.researchers.values() {

@@ -5,7 +5,6 @@ use clap::Args;
 
 use crate::engine::review::fmt;
 use crate::engine::Conference;
-use crate::ui::Ui;
 
 /// List the conferences in this repository and their state.
 #[derive(Args, Debug)]
@@ -19,7 +18,7 @@ pub fn run(_: ListArgs) -> Result<i32> {
         return Ok(0);
     }
     for name in names {
-        match Conference::open(repo.path(), &name, Ui::new(true)) {
+        match Conference::view(repo.path(), &name) {
             Ok(conf) => {
                 let st = conf.state();
                 let runner = crate::lock::runner(&conf.run_dir);

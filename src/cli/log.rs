@@ -9,8 +9,8 @@ use git2::Repository;
 
 use crate::engine::synthesis::conference_results_tsv;
 use crate::engine::Conference;
+use crate::model::event::names;
 use crate::store::{ConferenceRefs, EventLog, LoggedEvent};
-use crate::ui::Ui;
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
 pub enum Format {
@@ -48,7 +48,7 @@ fn print_event(e: &LoggedEvent, format: Format) {
 /// before the summary said it).
 fn reason_suffix(e: &LoggedEvent) -> String {
     let p = &e.event.payload;
-    if e.event.event != "researcher.iteration" {
+    if e.event.event != names::ITERATION {
         return String::new();
     }
     let verdict = p.get("status").and_then(|v| v.as_str()).unwrap_or("");
@@ -76,9 +76,7 @@ pub fn run(args: LogArgs) -> Result<i32> {
         return Ok(0);
     }
     let mut seen = log.tip();
-    let mut done = events
-        .iter()
-        .any(|e| e.event.event == "conference.completed");
+    let mut done = events.iter().any(|e| e.event.event == names::COMPLETED);
     while !done {
         std::thread::sleep(Duration::from_millis(500));
         let log = EventLog::open(&repo, refs.clone())?;
@@ -95,7 +93,7 @@ pub fn run(args: LogArgs) -> Result<i32> {
         })?;
         for e in fresh.iter().rev() {
             print_event(e, args.format);
-            done |= e.event.event == "conference.completed";
+            done |= e.event.event == names::COMPLETED;
         }
         seen = log.tip();
     }
@@ -103,7 +101,7 @@ pub fn run(args: LogArgs) -> Result<i32> {
 }
 
 fn tsv(repo: &Repository, name: &str) -> Result<i32> {
-    let conf = Conference::open(repo.path(), name, Ui::new(true))?;
+    let conf = Conference::view(repo.path(), name)?;
     print!("{}", conference_results_tsv(&conf, &conf.state())?);
     Ok(0)
 }

@@ -9,7 +9,6 @@ use clap::Args;
 
 use crate::engine::state::{files, Phase};
 use crate::engine::{synthesis, Conference};
-use crate::ui::Ui;
 
 /// Write the synthesis, final report, progress plot, posters, reviews and results to a folder.
 #[derive(Args, Debug)]
@@ -37,7 +36,7 @@ pub fn run(args: ReportArgs) -> Result<i32> {
 
 /// Writes the report files of conference `name` into `out`; returns the file names.
 pub fn write(repo: &git2::Repository, name: &str, out: &std::path::Path) -> Result<Vec<String>> {
-    let conf = Conference::open(repo.path(), name, Ui::new(true))?;
+    let conf = Conference::view(repo.path(), name)?;
     let st = conf.state();
     std::fs::create_dir_all(out)?;
     let mut written = Vec::new();

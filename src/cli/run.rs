@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use serde_json::json;
 
 use crate::config::{self, Config, DevilsAdvocate};
 use crate::engine::state::Phase;
@@ -15,6 +14,7 @@ use crate::error::{usage, EXIT_INTERRUPTED, EXIT_PAUSED};
 use crate::exec::preflight;
 use crate::git::worktree;
 use crate::lock::RunLock;
+use crate::model::event::{self as events, Event};
 use crate::store::refs;
 use crate::ui::Ui;
 
@@ -78,38 +78,77 @@ fn start_conference(args: StartArgs, quiet: bool) -> Result<i32> {
     } else {
         top.join(&args.config)
     };
+    let (text, cfg) = read_config(&config_path, args.yes)?;
+    let name = conference_name(&repo, args.name.clone(), &cfg)?;
+    let base = checked_baseline(&repo, &args, &cfg, &text, &config_path, &name)?;
+    let ui = Ui::new(quiet);
+    let run_dir = worktree::run_dir(&repo, &name);
+    let lock = take_over(&run_dir, &name)?;
+    // A start killed while it wrote its first event leaves a lock on the events ref.
+    crate::engine::clear_stale_ref_locks(repo.commondir(), &name);
+    // The user wrote these commands: this clone trusts them (see `crate::trust`).
+    crate::trust::approve(&repo, &name, &cfg)?;
+    let conf = match Conference::create(repo.path(), &name, cfg, text, base, ui.clone()) {
+        Ok(conf) => conf,
+        Err(e) => {
+            crate::trust::forget(&repo, &name);
+            return Err(e);
+        }
+    };
+    announce_start(&conf, &ui, base);
+    if let Err(e) = conf.reconcile(false) {
+        // Git could not make the worktrees (a failing post-checkout hook, a filter program that
+        // is missing): nothing ran yet, so nothing of the conference is kept.
+        drop(conf);
+        super::clean::undo_start(&repo, &name, lock)?;
+        return Err(usage(format!(
+            "git could not check out the baseline for the researchers: {e:#}\nFix that (a \
+             failing post-checkout hook, a missing filter such as git-lfs), then start again; \
+             nothing of `{name}` was kept."
+        )));
+    }
+    let result = run_engine(conf);
+    drop(lock);
+    result
+}
+
+/// Reads and validates conference.md; settles what it leaves to the start (the final
+/// confirmation, whether one researcher is a Devil's Advocate).
+fn read_config(config_path: &std::path::Path, yes: bool) -> Result<(String, Config)> {
     if !config_path.exists() {
         return Err(usage(format!(
             "{} does not exist; write one with `git conference init`",
             config_path.display()
         )));
     }
-    let text = super::read_text(&config_path)?;
+    let text = super::read_text(config_path)?;
     let mut cfg =
-        config::load(&text).map_err(|errs| usage(config::describe_errors(&config_path, &errs)))?;
-    if cfg
+        config::load(&text).map_err(|errs| usage(config::describe_errors(config_path, &errs)))?;
+    let pending = cfg
         .final_confirmation
         .as_deref()
-        .map(|c| c.trim().eq_ignore_ascii_case("pending"))
-        == Some(true)
-        && !args.yes
-    {
+        .is_some_and(|c| c.trim().eq_ignore_ascii_case("pending"));
+    if pending && !yes {
         return Err(usage(
             "conference.md says `**Final confirmation:** pending`: confirm the pre-flight answers \
              (write `confirmed`) or pass --yes",
         ));
     }
     if cfg.devils_advocate == DevilsAdvocate::Ask {
-        let yes = !args.yes
-            && super::stdin_is_tty()
-            && super::confirm("Should one researcher be a Devil's Advocate?", false);
-        cfg.devils_advocate = if yes {
-            DevilsAdvocate::Enabled
-        } else {
-            DevilsAdvocate::Disabled
-        };
+        let ask = !yes && super::stdin_is_tty();
+        cfg.devils_advocate =
+            if ask && super::confirm("Should one researcher be a Devil's Advocate?", false) {
+                DevilsAdvocate::Enabled
+            } else {
+                DevilsAdvocate::Disabled
+            };
     }
-    let name = match args.name {
+    Ok((text, cfg))
+}
+
+/// The conference's name: the one given, or the title's slug; one git can make refs for.
+fn conference_name(repo: &git2::Repository, given: Option<String>, cfg: &Config) -> Result<String> {
+    let name = match given {
         Some(n) if refs::is_reserved_name(&n) => {
             return Err(usage(format!(
                 "`{n}` cannot be a conference name: git-conference keeps its own `{n}` folder next to the conferences' (<git-dir>/conference/{n}); choose another, e.g. `git conference start {n}-run`"
@@ -131,7 +170,7 @@ fn start_conference(args: StartArgs, quiet: bool) -> Result<i32> {
             "`{name}` cannot be a conference name: use letters, digits, `-`, `_` and `.` (e.g. `git conference start my-run`)"
         )));
     }
-    let blocking = refs::blocking_refs(&repo, &name);
+    let blocking = refs::blocking_refs(repo, &name);
     if !blocking.is_empty() {
         return Err(usage(format!(
             "git cannot create the refs of `{name}` (e.g. {}) next to {}: rename {} (e.g. `git branch -m conference conference-old`), or start the conference under another name",
@@ -140,47 +179,55 @@ fn start_conference(args: StartArgs, quiet: bool) -> Result<i32> {
             if blocking.len() > 1 { "them" } else { "it" }
         )));
     }
+    Ok(name)
+}
+
+/// The baseline commit, once the pre-flight checks pass there; warns about uncommitted changes
+/// the conference will not see.
+fn checked_baseline(
+    repo: &git2::Repository,
+    args: &StartArgs,
+    cfg: &Config,
+    text: &str,
+    config_path: &std::path::Path,
+    name: &str,
+) -> Result<git2::Oid> {
     let base_rev = args.base.as_deref().unwrap_or("HEAD");
     let base = repo
         .revparse_single(base_rev)
         .and_then(|o| o.peel_to_commit())
-        .map_err(|_| usage(format!("cannot find the baseline `{base_rev}`: commit your project (with its evaluation harness) first")))?;
-    let run_dir = worktree::run_dir(&repo, &name);
-    let problems = preflight::check(&repo, &cfg, &text, base.id(), &run_dir)?;
+        .map_err(|_| usage(format!("cannot find the baseline `{base_rev}`: commit your project (with its evaluation harness) first")))?
+        .id();
+    let run_dir = worktree::run_dir(repo, name);
+    let problems = preflight::check(repo, cfg, text, base, &run_dir)?;
     if !problems.is_empty() {
-        return Err(usage(config::describe_errors(&config_path, &problems)));
+        return Err(usage(config::describe_errors(config_path, &problems)));
     }
-    crate::engine::agent::check_tunable(&cfg, &repo, base.id())?;
-    for path in preflight::uncommitted_frozen(&repo, &cfg) {
-        crate::errln!("warning: your uncommitted changes to {path} (frozen) are not used: the conference evaluates the baseline {} as committed", &base.id().to_string()[..10]);
+    crate::engine::agent::check_tunable(cfg, repo, base)?;
+    let short = &base.to_string()[..10];
+    for path in preflight::uncommitted_frozen(repo, cfg) {
+        crate::errln!("warning: your uncommitted changes to {path} (frozen) are not used: the conference evaluates the baseline {short} as committed");
     }
-    let uncommitted = super::effective::uncommitted_tracked(&repo, &config_path);
+    let uncommitted = super::effective::uncommitted_tracked(repo, config_path);
     if !uncommitted.is_empty() {
         crate::errln!(
-            "warning: uncommitted changes to {} are not part of the baseline {}: researchers start from the commit (commit them first, then start)",
+            "warning: uncommitted changes to {} are not part of the baseline {short}: researchers start from the commit (commit them first, then start)",
             uncommitted.join(", "),
-            &base.id().to_string()[..10]
         );
     }
-    let ui = Ui::new(quiet);
-    let lock = take_over(&run_dir, &name)?;
-    // A start killed while it wrote its first event leaves a lock on the events ref.
-    crate::engine::clear_stale_ref_locks(repo.commondir(), &name);
-    // The user wrote these commands: this clone trusts them (see `crate::trust`).
-    crate::trust::approve(&repo, &name, &cfg)?;
-    let conf = match Conference::create(repo.path(), &name, cfg, text, base.id(), ui.clone()) {
-        Ok(conf) => conf,
-        Err(e) => {
-            crate::trust::forget(&repo, &name);
-            return Err(e);
-        }
-    };
+    Ok(base)
+}
+
+/// What `start` tells the user once the conference exists: where it starts, how to follow it,
+/// the effective rules, the agent command, budget warnings.
+fn announce_start(conf: &Conference, ui: &Ui, base: git2::Oid) {
+    let name = &conf.name;
     ui.info(&format!(
         "conference `{name}` started from {} ({} researchers); follow it with `git conference log {name} --follow`",
-        &base.id().to_string()[..10],
+        &base.to_string()[..10],
         conf.config.count
     ));
-    super::effective::print_rules(&conf, &ui);
+    super::effective::print_rules(conf, ui);
     if let Some((preset, _)) = conf.config.agent.preset() {
         ui.info(&format!(
             "agent preset `{}` ({}) runs: {}",
@@ -192,20 +239,6 @@ fn start_conference(args: StartArgs, quiet: bool) -> Result<i32> {
     for warning in crate::engine::budget::warnings(&conf.config) {
         crate::errln!("warning: {warning}");
     }
-    if let Err(e) = conf.reconcile(false) {
-        // Git could not make the worktrees (a failing post-checkout hook, a filter program that
-        // is missing): nothing ran yet, so nothing of the conference is kept.
-        drop(conf);
-        super::clean::undo_start(&repo, &name, lock)?;
-        return Err(usage(format!(
-            "git could not check out the baseline for the researchers: {e:#}\nFix that (a \
-             failing post-checkout hook, a missing filter such as git-lfs), then start again; \
-             nothing of `{name}` was kept."
-        )));
-    }
-    let result = run_engine(conf);
-    drop(lock);
-    result
 }
 
 /// Takes the conference's run lock and gets the process ready to run it: writes to a closed
@@ -321,15 +354,7 @@ fn resume_conference(args: ResumeArgs, quiet: bool) -> Result<i32> {
     let continuing = st.phase == Phase::Done && (args.continue_stopped || plan.is_some());
     let idle = crate::engine::reconfigure::stopped_for(&st);
     if st.phase == Phase::Done && !continuing {
-        crate::outln!(
-            "Conference `{name}` is already complete ({}): best {} at {}. Read the report with `git conference report {name}`.",
-            st.final_status.as_deref().unwrap_or("done"),
-            crate::engine::review::fmt(st.best.metric),
-            &st.best.commit[..10]
-        );
-        if st.final_status.is_some() {
-            crate::outln!("To continue it, raise its budgets in conference.md (Max rounds, Max total iterations, Time budget) and run `git conference resume {name}` (or `resume --continue` to go on with the same settings).");
-        }
+        say_already_complete(&name, &st);
         return Ok(0);
     }
     gate(&repo, &name, &conf.config, plan.as_ref().map(|p| &p.config))?;
@@ -342,6 +367,60 @@ fn resume_conference(args: ResumeArgs, quiet: bool) -> Result<i32> {
     } else {
         recovery_point(&conf)
     };
+    print_resume_summary(&st, &point);
+    let reverted = conf.reconcile(args.force)?;
+    apply_changes(&conf, plan.as_ref(), new_base)?;
+    if plan.is_some() || new_base.is_some() {
+        drop(conf);
+        conf = Conference::open(repo.path(), &name, ui.clone())?;
+    }
+    if continuing {
+        if let Some(stop) = crate::engine::reconfigure::would_stop(&conf, idle) {
+            return Err(usage(format!(
+                "conference `{name}` would stop again at once: {} ({}). Raise that budget in conference.md and run `git conference resume {name}` again.",
+                stop.why, stop.token
+            )));
+        }
+        crate::engine::reconfigure::continue_stopped(&conf, idle)?;
+        crate::errln!(
+            "Continuing `{name}` after round {} (it had stopped: {}).",
+            st.round,
+            st.stop_reason.as_deref().unwrap_or("stopped")
+        );
+    }
+    if plan.is_some() {
+        super::effective::print_rules(&conf, &ui);
+    }
+    let point = recovery_point(&conf);
+    conf.record(
+        Event::Resumed(events::Resumed {
+            recovery_point: point.clone(),
+            round: st.round,
+            reverted_researchers: reverted,
+        }),
+        &point,
+        vec![],
+    )?;
+    ui.info(&format!("resuming `{name}` at: {point}"));
+    run_engine(conf)
+}
+
+/// What `resume` says of a conference that is complete, and how to continue it.
+fn say_already_complete(name: &str, st: &crate::engine::state::State) {
+    crate::outln!(
+        "Conference `{name}` is already complete ({}): best {} at {}. Read the report with `git conference report {name}`.",
+        st.final_status.as_deref().unwrap_or("done"),
+        crate::engine::review::fmt(st.best.metric),
+        &st.best.commit[..10]
+    );
+    if st.final_status.is_some() {
+        crate::outln!("To continue it, raise its budgets in conference.md (Max rounds, Max total iterations, Time budget) and run `git conference resume {name}` (or `resume --continue` to go on with the same settings).");
+    }
+}
+
+/// The seed's resume summary: rounds done, the last event, the researchers, convergence, where
+/// it goes on; a warning when the conference was interrupted more than a day ago.
+fn print_resume_summary(st: &crate::engine::state::State, point: &str) {
     let active: Vec<&str> = st.researchers.keys().map(String::as_str).collect();
     let convergence = match (st.final_status.as_deref(), st.stop_reason.as_deref()) {
         (Some("converged"), _) => "yes".to_string(),
@@ -370,12 +449,21 @@ fn resume_conference(args: ResumeArgs, quiet: bool) -> Result<i32> {
             );
         }
     }
-    let reverted = conf.reconcile(args.force)?;
-    if let Some(plan) = &plan {
+}
+
+/// Records what changed while the conference was paused: an edited conference.md
+/// (`conference.config_changed`), a new baseline (`conference.rebased`).
+fn apply_changes(
+    conf: &Conference,
+    plan: Option<&super::settings::Plan>,
+    new_base: Option<git2::Oid>,
+) -> Result<()> {
+    let st = conf.state();
+    if let Some(plan) = plan {
         super::settings::print(plan);
         let file = plan.file.display().to_string();
         crate::engine::reconfigure::record_config_change(
-            &conf,
+            conf,
             &plan.text,
             &plan.config,
             &plan.changes,
@@ -383,46 +471,14 @@ fn resume_conference(args: ResumeArgs, quiet: bool) -> Result<i32> {
         )?;
     }
     if let Some(base) = new_base {
-        crate::engine::reconfigure::rebase(&conf, base)?;
+        crate::engine::reconfigure::rebase(conf, base)?;
         crate::errln!(
             "The baseline is now {} (was {}); it is measured next.",
             &base.to_string()[..10],
             &st.baseline_commit[..10]
         );
     }
-    if plan.is_some() || new_base.is_some() {
-        drop(conf);
-        conf = Conference::open(repo.path(), &name, ui.clone())?;
-    }
-    if continuing {
-        if let Some(stop) = crate::engine::reconfigure::would_stop(&conf, idle) {
-            return Err(usage(format!(
-                "conference `{name}` would stop again at once: {} ({}). Raise that budget in conference.md and run `git conference resume {name}` again.",
-                stop.why, stop.token
-            )));
-        }
-        crate::engine::reconfigure::continue_stopped(&conf, idle)?;
-        crate::errln!(
-            "Continuing `{name}` after round {} (it had stopped: {}).",
-            st.round,
-            st.stop_reason.as_deref().unwrap_or("stopped")
-        );
-    }
-    if plan.is_some() {
-        super::effective::print_rules(&conf, &ui);
-    }
-    let point = recovery_point(&conf);
-    conf.record(
-        "conference.resumed",
-        &point,
-        json!({"recovery_point": point, "round": st.round, "reverted_researchers": reverted}),
-        |next, _| {
-            next.status = "running".into();
-            Ok(vec![])
-        },
-    )?;
-    ui.info(&format!("resuming `{name}` at: {point}"));
-    run_engine(conf)
+    Ok(())
 }
 
 /// The commit `resume --base REV` moves the baseline to: only while the baseline has no metric.
@@ -462,7 +518,7 @@ fn run_engine(conf: Conference) -> Result<i32> {
         driver::drive(conf.clone()).await
     });
     let flushed = conf.flush_notes();
-    conf.recorder.lock().unwrap().finish_hooks();
+    conf.finish_hooks();
     flushed?;
     let st = conf.state();
     match outcome? {

@@ -6,7 +6,6 @@ use clap::{Args, ValueEnum};
 
 use crate::engine::review::fmt;
 use crate::engine::Conference;
-use crate::ui::Ui;
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
 pub enum Format {
@@ -27,7 +26,7 @@ pub struct StatusArgs {
 pub fn run(args: StatusArgs) -> Result<i32> {
     let repo = super::discover()?;
     let name = super::resolve_name(&repo, args.name)?;
-    let conf = Conference::open(repo.path(), &name, Ui::new(true))?;
+    let conf = Conference::view(repo.path(), &name)?;
     let st = conf.state();
     let runner = crate::lock::runner(&conf.run_dir);
     let shown = crate::lock::shown_status(&st.status, runner.as_deref());

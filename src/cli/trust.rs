@@ -6,7 +6,6 @@ use clap::Args;
 
 use crate::engine::Conference;
 use crate::error::usage;
-use crate::ui::Ui;
 
 /// Approve the commands a conference runs (agent, evaluation, hold-out, judge, guards, setup,
 /// prose roles). A conference fetched from another clone, or whose commands changed since the
@@ -24,7 +23,7 @@ pub struct TrustArgs {
 pub fn run(args: TrustArgs) -> Result<i32> {
     let repo = super::discover()?;
     let name = super::resolve_name_for(&repo, args.name, "trust")?;
-    let conf = Conference::open(repo.path(), &name, Ui::new(true))?;
+    let conf = Conference::view(repo.path(), &name)?;
     let st = conf.state();
     let base = git2::Oid::from_str(&st.baseline_commit)?;
     // What `resume` would run: the user's edited conference.md when it changes the stored one.

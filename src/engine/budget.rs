@@ -8,59 +8,16 @@
 //! with a native cap (Claude Code's `--max-budget-usd`) gets this researcher's share of what is
 //! left, so one run cannot overshoot by much either.
 
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
-
 use super::state::State;
 use super::Conference;
-use crate::agents::{Preset, Usage};
+use crate::agents::Preset;
 use crate::config::Config;
 
-/// An attempt's tokens, as notes and events have them: `{"input": N, "output": M}`.
-pub use super::usage::Tokens;
-
-/// The tokens of `u`.
-pub fn tokens_of(u: Usage) -> Tokens {
-    Tokens {
-        input: u.input,
-        output: u.output,
-    }
-}
-
-/// `value` (a note or an event payload) with the attempt's usage: `tokens`, and `cost_usd`
-/// when the agent reported a cost.
-pub fn with_usage(mut value: Value, usage: Option<Usage>) -> Value {
-    if let (Some(u), Some(map)) = (usage, value.as_object_mut()) {
-        map.insert("tokens".into(), json!(tokens_of(u)));
-        if let Some(cost) = u.cost_usd {
-            map.insert("cost_usd".into(), json!(cost));
-        }
-    }
-    value
-}
-
-/// Usage summed over agent runs.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Spend {
-    pub input: u64,
-    pub output: u64,
-    pub cost_usd: f64,
-    /// Agent runs that reported usage.
-    pub runs: u64,
-}
+/// An attempt's tokens (as notes and events have them: `{"input": N, "output": M}`), and the
+/// spend the state sums from them.
+pub use crate::model::{Spend, Tokens};
 
 impl Spend {
-    pub fn add(&mut self, u: &Usage) {
-        self.input += u.input;
-        self.output += u.output;
-        self.cost_usd += u.cost_usd.unwrap_or(0.0);
-        self.runs += 1;
-    }
-
-    pub fn tokens(&self) -> u64 {
-        self.input + self.output
-    }
-
     /// `1.2M tokens (in 1.1M, out 95k), $3.21 over 14 runs`; `none reported`.
     pub fn describe(&self) -> String {
         if self.runs == 0 {
@@ -98,17 +55,6 @@ pub fn usd(x: f64) -> String {
     } else {
         format!("${x:.2}")
     }
-}
-
-/// Records one attempt's usage in the state: conference, researcher and round totals.
-pub fn record(state: &mut State, researcher: &str, usage: &Usage) {
-    state.spend.add(usage);
-    state.researcher_mut(researcher).spend.add(usage);
-    let round = state.round.max(1) as usize;
-    if state.round_spend.len() < round {
-        state.round_spend.resize(round, Spend::default());
-    }
-    state.round_spend[round - 1].add(usage);
 }
 
 /// The budget that is used up, as a stop token and a sentence, if one is.
@@ -262,6 +208,7 @@ pub fn spend_lines(st: &State) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Usage;
 
     #[test]
     fn describes_spend() {

@@ -13,7 +13,8 @@ use super::review::fmt;
 use super::state::{files, Phase};
 use super::{research, review, stop, synthesis, transfer, Conference, RunOutcome};
 use crate::exec::process;
-use crate::model::{EvalStatus, FinalStatus, RunStatus};
+use crate::model::event::{self as events, Event, Note};
+use crate::model::{EvalStatus, FinalStatus};
 use crate::store::StateChange;
 
 pub async fn drive(conf: Arc<Conference>) -> Result<RunOutcome> {
@@ -103,28 +104,23 @@ async fn measure_baseline(conf: &Conference) -> Result<()> {
         .tree_id();
     let note = json!({"commit": st.baseline_commit, "conference": conf.name, "verdict": "baseline",
                       "metric": value, "runs": result.runs, "sub_metrics": result.sub_metrics});
+    let cache_entry = StateChange::Put(
+        files::eval_cache(&st.eval_settings, &tree.to_string()),
+        serde_json::to_vec(&result)?,
+    );
     conf.record(
-        "baseline.measured",
+        Event::BaselineMeasured(events::BaselineMeasured {
+            metric_value: value,
+            runs: result.runs.clone(),
+            commit: st.baseline_commit.clone(),
+            sub_metrics: result.sub_metrics.clone(),
+            noise_runs,
+            noise_sd: super::noise::pooled_noise_sd(&[&result.runs]),
+            notes: vec![Note(note)],
+        }),
         &format!("{metric} = {value}"),
-        json!({"metric_value": value, "runs": result.runs, "commit": st.baseline_commit,
-               "sub_metrics": result.sub_metrics, "noise_runs": noise_runs,
-               "noise_sd": super::noise::pooled_noise_sd(&[&result.runs]),
-               "notes": [note.clone()]}),
-        |next, _| {
-            next.baseline_metric = Some(value);
-            next.baseline_runs = result.runs.clone();
-            next.best.metric = Some(value);
-            for r in next.researchers.values_mut() {
-                r.best_metric = Some(value);
-                r.round_start_metric = Some(value);
-            }
-            Ok(vec![StateChange::Put(
-                files::eval_cache(&next.eval_settings, &tree.to_string()),
-                serde_json::to_vec(&result)?,
-            )])
-        },
+        vec![cache_entry],
     )?;
-    conf.note(&[(Oid::from_str(&st.baseline_commit)?, note)])?;
     match super::noise::pooled_noise_sd(&[&result.runs]).filter(|_| noise_runs > 1) {
         Some(sd) => conf.ui.info(&format!(
             "baseline {metric}: {value} (median of {} readings; noise of one reading {sd:.6})",
@@ -186,32 +182,16 @@ fn start_round(conf: &Conference) -> Result<()> {
         })
         .collect();
     conf.record(
-        "round.started",
+        Event::RoundStarted(events::RoundStarted {
+            round,
+            researcher_states: states,
+            endgame,
+            best_metric: st.best.metric,
+            best_commit: st.best.commit.clone(),
+            heads: heads.clone(),
+        }),
         &format!("round {round}{}", if endgame { " (endgame)" } else { "" }),
-        json!({"round": round, "researcher_states": states, "endgame": endgame,
-               "best_metric": st.best.metric, "best_commit": st.best.commit, "heads": heads}),
-        |next, _| {
-            // A researcher restarting from a best that moved last round starts a fresh streak.
-            let best_moved = next.round > 0 && next.best.round == next.round;
-            next.phase = Phase::Research;
-            next.round = round;
-            let best_metric = next.best.metric;
-            for (id, r) in next.researchers.iter_mut() {
-                r.head = heads[id].clone();
-                r.round_start = heads[id].clone();
-                r.best_metric = best_metric;
-                r.round_start_metric = best_metric;
-                r.round_iterations = 0;
-                r.round_finished = None;
-                r.round_counts = Default::default();
-                r.respawned = r.stuck_level >= 3;
-                if r.stuck_level >= 3 || best_moved {
-                    r.stuck_level = 0;
-                    r.consecutive_fails = 0;
-                }
-            }
-            Ok(vec![])
-        },
+        vec![],
     )?;
     for (id, head) in &heads {
         conf.move_branch(&conf.refs.researcher(id), head, None)?;
@@ -227,36 +207,28 @@ fn start_round(conf: &Conference) -> Result<()> {
 fn pause(conf: &Conference) -> Result<()> {
     let st = conf.state();
     conf.record(
-        "conference.paused",
+        Event::Paused(events::Paused {
+            round: st.round,
+            pause_every: conf.config.pause_every,
+        }),
         &format!("paused after round {}", st.round),
-        json!({"round": st.round, "pause_every": conf.config.pause_every}),
-        |next, _| {
-            next.status = RunStatus::Paused.into();
-            next.paused_at_round = next.round;
-            Ok(vec![])
-        },
+        vec![],
     )
 }
 
 fn begin_synthesis(conf: &Conference, decision: &stop::Stop) -> Result<()> {
     let st = conf.state();
     let (status, why) = (decision.status, decision.why.as_str());
-    let event = match status {
-        FinalStatus::Converged => "conference.converged",
-        FinalStatus::Stalled => "conference.stalled",
-        FinalStatus::BudgetStop => "conference.budget_stop",
-    };
     conf.record(
-        event,
+        Event::Stopped(events::Stopped {
+            final_best_metric: st.best.metric,
+            round_count: st.round,
+            reason: decision.token.to_string(),
+            detail: why.to_string(),
+            status,
+        }),
         why,
-        json!({"final_best_metric": st.best.metric, "round_count": st.round,
-               "reason": decision.token, "detail": why, "status": status}),
-        |next, _| {
-            next.phase = Phase::Synthesis;
-            next.final_status = Some(status.to_string());
-            next.stop_reason = Some(why.to_string());
-            Ok(vec![])
-        },
+        vec![],
     )?;
     conf.ui.info(&format!("stopping: {status} ({why})"));
     Ok(())
@@ -278,7 +250,14 @@ async fn write_synthesis(conf: &Conference) -> Result<()> {
     }
     crate::failpoint::hit("report.built");
     conf.record(
-        "conference.completed",
+        Event::Completed(events::Completed {
+            synthesis_path: files::SYNTHESIS.into(),
+            final_report_path: files::FINAL_REPORT.into(),
+            total_iterations: st.total_iterations,
+            status: st.final_status.clone(),
+            best_metric: st.best.metric,
+            best_commit: st.best.commit.clone(),
+        }),
         &format!(
             "{} after {} rounds: best {} ({})",
             st.final_status.as_deref().unwrap_or("done"),
@@ -286,16 +265,9 @@ async fn write_synthesis(conf: &Conference) -> Result<()> {
             fmt(st.best.metric),
             &st.best.commit[..10]
         ),
-        json!({"synthesis_path": files::SYNTHESIS, "final_report_path": files::FINAL_REPORT,
-               "total_iterations": st.total_iterations, "status": st.final_status,
-               "best_metric": st.best.metric, "best_commit": st.best.commit}),
-        |next, _| {
-            next.phase = Phase::Done;
-            next.status = RunStatus::Completed.into();
-            Ok(outputs
-                .into_iter()
-                .map(|(p, b)| StateChange::Put(p, b))
-                .collect())
-        },
+        outputs
+            .into_iter()
+            .map(|(p, b)| StateChange::Put(p, b))
+            .collect(),
     )
 }

@@ -23,15 +23,16 @@ pub mod prompt;
 pub mod prose;
 pub mod reasons;
 pub mod reconfigure;
+pub mod recorder;
 pub mod research;
 pub mod review;
 pub mod schedule;
-pub mod state;
+/// The state is model data (`model::state`); engine code keeps its old path.
+pub use crate::model::state;
 pub mod stop;
 pub mod stored;
 pub mod synthesis;
 pub mod transfer;
-pub mod usage;
 pub mod workspace;
 
 use std::path::{Path, PathBuf};
@@ -44,8 +45,10 @@ use serde_json::{json, Value};
 use crate::config::Config;
 use crate::git::{snapshot, worktree};
 use crate::hooks::Hooks;
-use crate::store::{self, notes, ConferenceRefs, Event, EventLog, StateChange};
+use crate::model::event::{self as events, Event};
+use crate::store::{self, notes, ConferenceRefs, EventLog, StateChange};
 use crate::ui::Ui;
+pub use recorder::Recorder;
 use state::{files, Phase, State};
 
 /// How a run of the engine ended.
@@ -57,46 +60,17 @@ pub enum RunOutcome {
     Interrupted,
 }
 
-/// Shared, lock-protected recording side of the engine.
-pub struct Recorder {
-    pub repo: Repository,
-    pub log: EventLog,
-    pub state: State,
-    hooks: Hooks,
-    /// Note lines of recorded events not written yet: notes go out in batches (one notes commit
-    /// for many attempts). Every note is also in its event's payload, so none is lost to a kill;
-    /// `record` queues them with the event itself, so a batch written after an event holds every
-    /// note of every event up to it.
-    pending_notes: Vec<(Oid, String)>,
-    /// The last batch written: the callers' own `note` calls that follow their event skip these.
-    notes_written: std::collections::HashSet<(Oid, String)>,
-    notes_flushed: std::time::Instant,
-    /// Researcher iterations recorded since the last batch.
-    iterations_unflushed: u32,
-    /// Events recorded since a notes commit last said "noted through" (see `flush_notes`).
-    events_unmarked: u32,
-    /// Evaluation cache entries (`evaluations/…`) not in the state tree yet: they join the next
-    /// event that writes a batch, not each iteration's (four objects fewer per iteration). Within
-    /// a run `Conference::evaluations` serves them; after a kill `reconcile` rebuilds them from
-    /// the iteration events, which carry each result.
-    pending_cache: std::collections::BTreeMap<String, Vec<u8>>,
-}
-
-/// Events before which every pending note must be written: `reconcile` replays notes only back
-/// to the latest of these.
-const NOTE_CHECKPOINTS: &[&str] = &[
-    "round.completed",
-    "conference.resumed",
-    "conference.completed",
-];
-/// Pending notes are written at least this often while researchers iterate…
-const NOTES_MAX_DELAY: std::time::Duration = std::time::Duration::from_secs(2);
-/// …and at least every this many iterations; a notes commit says "noted through" at least every
-/// this many events. Resume replays notes back to that mark: its cost does not grow with the log.
-const NOTES_MAX_EVENTS: u32 = 128;
 /// A git lock file shared with other processes (notes, packed-refs) that has stayed this long is
 /// left by a killed process.
 const STALE_LOCK_AGE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// What a conference is opened for: a run creates its run folder (logs, locks); a read
+/// creates nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    Run,
+    Read,
+}
 
 pub struct Conference {
     pub name: String,
@@ -121,8 +95,18 @@ pub struct Conference {
 pub use crate::clock::{now_iso, now_unix};
 
 impl Conference {
-    /// Opens an existing conference from its refs.
+    /// Opens an existing conference from its refs, to run it.
     pub fn open(repo_dir: &Path, name: &str, ui: Ui) -> Result<Conference> {
+        Self::open_for(repo_dir, name, ui, Access::Run)
+    }
+
+    /// Opens an existing conference to read it (`status`, `log`, `list`, `report`, `apply`,
+    /// `trust`): nothing is created on disk, no event is recorded.
+    pub fn view(repo_dir: &Path, name: &str) -> Result<Conference> {
+        Self::open_for(repo_dir, name, Ui::new(true), Access::Read)
+    }
+
+    fn open_for(repo_dir: &Path, name: &str, ui: Ui, access: Access) -> Result<Conference> {
         let repo = Repository::open(repo_dir)?;
         let refs = ConferenceRefs::new(name);
         let log = EventLog::open(&repo, refs.clone())?;
@@ -153,7 +137,7 @@ impl Conference {
                     .join("\n")
             )
         })?;
-        Self::assemble(repo, log, state, config, config_text, ui)
+        Self::assemble(repo, log, state, config, config_text, ui, access)
     }
 
     fn assemble(
@@ -163,12 +147,15 @@ impl Conference {
         config: Config,
         config_text: String,
         ui: Ui,
+        access: Access,
     ) -> Result<Conference> {
         let name = state.name.clone();
         crate::store::notes::remember_current(&repo);
         let repo_dir = repo.commondir().to_path_buf();
         let run_dir = worktree::run_dir(&repo, &name);
-        std::fs::create_dir_all(run_dir.join("logs"))?;
+        if access == Access::Run {
+            std::fs::create_dir_all(run_dir.join("logs"))?;
+        }
         let baseline = repo
             .find_commit(git2::Oid::from_str(&state.baseline_commit)?)?
             .tree()?;
@@ -185,18 +172,7 @@ impl Conference {
             guard,
             config,
             config_text,
-            recorder: Arc::new(Mutex::new(Recorder {
-                repo,
-                log,
-                state,
-                hooks,
-                pending_notes: Vec::new(),
-                notes_written: Default::default(),
-                notes_flushed: std::time::Instant::now(),
-                iterations_unflushed: 0,
-                events_unmarked: 0,
-                pending_cache: Default::default(),
-            })),
+            recorder: Arc::new(Mutex::new(Recorder::new(repo, log, state, hooks))),
             ui,
             evaluations: Mutex::new(Default::default()),
             idle_worktrees: Mutex::new(Default::default()),
@@ -223,99 +199,28 @@ impl Conference {
                  or remove it with `git conference clean --all {name}`"
             )));
         }
-        let base_hex = base.to_string();
-        let researchers = config
-            .researcher_ids()
-            .into_iter()
-            .map(|id| {
-                (
-                    id,
-                    state::ResearcherState {
-                        head: base_hex.clone(),
-                        best_metric: None,
-                        round_start: base_hex.clone(),
-                        round_start_metric: None,
-                        round_iterations: 0,
-                        round_finished: None,
-                        counts: Default::default(),
-                        round_counts: Default::default(),
-                        consecutive_fails: 0,
-                        stuck_level: 0,
-                        attempts: 0,
-                        last_verdict: None,
-                        last_reason: None,
-                        respawned: false,
-                        spend: Default::default(),
-                    },
-                )
-            })
-            .collect();
-        let metric = evaluate::metric_name(&config);
         let now = now_iso();
-        let state = State {
-            name: name.to_string(),
-            status: crate::model::RunStatus::Running.into(),
-            phase: Phase::Between,
-            round: 0,
-            baseline_commit: base_hex.clone(),
-            baseline_metric: None,
-            baseline_runs: Vec::new(),
-            best: state::Best {
-                commit: base_hex,
-                metric: None,
-                researcher: None,
-                round: 0,
-            },
-            researchers,
-            total_iterations: 0,
-            started_at: now.clone(),
-            updated_at: now.clone(),
-            started_unix: now_unix(),
-            events: 1,
-            last_event: "conference.started".into(),
-            round_bests: vec![],
-            plateau_rounds: 0,
-            high_score_rounds: 0,
-            stalled_rounds: 0,
-            final_status: None,
-            stop_reason: None,
-            shared_knowledge: config.shared_knowledge.clone(),
-            eval_settings: evaluate::settings_hash(
-                config.eval_command(),
-                config.evaluation.repeats,
-                config.evaluation.timeout,
-                &metric,
-            ),
-            transfer_done: vec![],
-            noisy_evaluation: None,
-            paused_at_round: 0,
-            spend: Default::default(),
-            round_spend: vec![],
-            stopped_seconds: 0,
-        };
-        let payload = json!({
-            "researchers": config.count,
-            "mode": config.mode,
-            "goal": config.goal,
-            "config_summary": format!(
+        let state = initial_state(name, &config, base, &now);
+        let metric = evaluate::metric_name(&config);
+        let event = Event::Started(events::Started {
+            researchers: config.count,
+            mode: serde_json::to_value(config.mode)?,
+            goal: config.goal.clone(),
+            config_summary: format!(
                 "{} researchers x {} iterations/round, max {} rounds, metric {}",
                 config.count, config.iterations_per_round, config.max_rounds, metric
             ),
-            "base": base.to_string(),
+            base: base.to_string(),
         });
-        let event = Event {
-            event: "conference.started".into(),
-            timestamp: now,
-            payload,
-        };
+        let line = event.line(now);
         let changes = vec![
             StateChange::Put(files::CONFIG.into(), config_text.clone().into_bytes()),
             StateChange::Put(files::STATE.into(), serde_json::to_vec_pretty(&state)?),
         ];
         let summary = format!("{} ({} researchers)", config.title, config.count);
-        log.append(&repo, &event, &summary, &changes)?;
-        let conf = Self::assemble(repo, log, state, config, config_text, ui)?;
-        conf.recorder.lock().unwrap().run_hook(&event);
+        log.append(&repo, &line, &summary, &changes)?;
+        let conf = Self::assemble(repo, log, state, config, config_text, ui, Access::Run)?;
+        conf.recorder.lock().unwrap().notify(&line);
         Ok(conf)
     }
 
@@ -324,68 +229,12 @@ impl Conference {
         self.recorder.lock().unwrap().state.clone()
     }
 
-    /// Records an event: `update` changes the state and returns extra state-tree changes. The
-    /// event commit is the commit point; the in-memory state changes only once it is written.
-    pub fn record(
-        &self,
-        event: &str,
-        summary: &str,
-        payload: Value,
-        update: impl FnOnce(&mut State, &Recorder) -> Result<Vec<StateChange>>,
-    ) -> Result<()> {
-        let mut rec = self.recorder.lock().unwrap();
-        let mut next = rec.state.clone();
-        let changes = update(&mut next, &rec)?;
-        // Between iterations notes and cache entries wait for a batch; any other step (and an
-        // iteration once the batch is old or big enough) writes them out.
-        let between_iterations = matches!(event, "researcher.iteration" | "researcher.stuck");
-        let batch_due = !between_iterations
-            || rec.notes_flushed.elapsed() >= NOTES_MAX_DELAY
-            || rec.iterations_unflushed + 1 >= NOTES_MAX_EVENTS;
-        let (cache, mut changes): (Vec<_>, Vec<_>) = changes.into_iter().partition(
-            |c| matches!(c, StateChange::Put(path, _) if path.starts_with(files::EVAL_CACHE_DIR)),
-        );
-        rec.pending_cache
-            .extend(cache.into_iter().filter_map(|c| match c {
-                StateChange::Put(path, bytes) => Some((path, bytes)),
-                StateChange::Remove(_) => None,
-            }));
-        if batch_due {
-            let batch = std::mem::take(&mut rec.pending_cache);
-            changes.extend(batch.into_iter().map(|(p, b)| StateChange::Put(p, b)));
-        }
-        let timestamp = now_iso();
-        next.events += 1;
-        next.last_event = event.to_string();
-        next.updated_at = timestamp.clone();
-        changes.push(StateChange::Put(
-            files::STATE.into(),
-            serde_json::to_vec_pretty(&next)?,
-        ));
-        let ev = Event {
-            event: event.to_string(),
-            timestamp,
-            payload,
-        };
-        if NOTE_CHECKPOINTS.contains(&event) {
-            rec.flush_notes()?;
-        }
-        let Recorder { repo, log, .. } = &mut *rec;
-        // An agent may have moved the log's ref (`git update-ref`): this run is its only writer.
-        integrity::events_ref_in_place(repo, &log.refs().events(), log.tip());
-        log.append(repo, &ev, summary, &changes)?;
-        rec.state = next;
-        rec.events_unmarked += 1;
-        if between_iterations {
-            rec.iterations_unflushed += 1;
-        }
-        let notes = notes_of_event(&ev);
-        rec.pending_notes.extend(notes);
-        rec.run_hook(&ev);
-        if batch_due {
-            rec.flush_notes()?;
-        }
-        Ok(())
+    /// Records `event` with the state-tree files its step produced (see [`Recorder::record`]).
+    pub fn record(&self, event: Event, summary: &str, produced: Vec<StateChange>) -> Result<()> {
+        self.recorder
+            .lock()
+            .unwrap()
+            .record(&event, summary, produced)
     }
 
     /// Reads a file of the current state tree.
@@ -397,17 +246,9 @@ impl Conference {
         rec.log.read(&rec.repo, path)
     }
 
-    /// Writes notes (one JSON line each) on snapshot commits. Notes named in an event's payload
-    /// are queued by `record` already; those are skipped here.
-    pub fn note(&self, entries: &[(Oid, Value)]) -> Result<()> {
-        let mut rec = self.recorder.lock().unwrap();
-        for (commit, value) in entries {
-            let entry = (*commit, value.to_string());
-            if !rec.pending_notes.contains(&entry) && !rec.notes_written.contains(&entry) {
-                rec.pending_notes.push(entry);
-            }
-        }
-        Ok(())
+    /// Waits (bounded) for hooks still running, before the program exits.
+    pub fn finish_hooks(&self) {
+        self.recorder.lock().unwrap().finish_hooks();
     }
 
     /// Writes the notes still waiting for a batch (before the program exits).
@@ -617,16 +458,21 @@ impl Conference {
                           "researcher": m.researcher, "round": st.round,
                           "expected": m.expected.to_string()});
         self.record(
-            "branch.set_aside",
+            Event::BranchSetAside(events::BranchSetAside {
+                branch: m.branch.clone(),
+                researcher: m.researcher.clone(),
+                round: st.round,
+                commit: m.found.to_string(),
+                expected: m.expected.to_string(),
+                subject: found.summary().unwrap_or("").to_string(),
+                notes: vec![events::Note(note)],
+            }),
             &format!(
                 "{} moved by hand to {}; set aside",
                 m.branch,
                 &m.found.to_string()[..10]
             ),
-            json!({"branch": m.branch, "researcher": m.researcher, "round": st.round,
-                   "commit": m.found.to_string(), "expected": m.expected.to_string(),
-                   "subject": found.summary().unwrap_or(""), "notes": [note]}),
-            |_, _| Ok(vec![]),
+            vec![],
         )?;
         let _ = std::io::Write::write_fmt(
             &mut std::io::stderr(),
@@ -696,12 +542,12 @@ impl Conference {
                 || (!whole_log
                     && matches!(
                         e.event.event.as_str(),
-                        "round.completed" | "conference.resumed"
+                        events::names::ROUND_COMPLETED | events::names::RESUMED
                     ))
             {
                 return false;
             }
-            pending.extend(notes_of_event(&e.event));
+            pending.extend(recorder::notes_of_line(&e.event));
             cache.extend(research::cached_evaluation_of_event(&e.event, &settings));
             true
         })?;
@@ -896,51 +742,67 @@ fn moved_there_by_the_program(repo: &Repository, refname: &str, found: Oid) -> b
 /// The reflog message of every branch move the program makes.
 const PROGRAM_REFLOG_MESSAGE: &str = "git conference";
 
-/// The note lines an event implies: (snapshot commit, JSON line).
-pub fn notes_of_event(event: &Event) -> Vec<(Oid, String)> {
-    let Some(notes) = event.payload.get("notes").and_then(|n| n.as_array()) else {
-        return vec![];
+/// The state `conference.started` stores: every researcher at `base`, nothing measured yet.
+fn initial_state(name: &str, config: &Config, base: Oid, now: &str) -> State {
+    let base = base.to_string();
+    let researcher = state::ResearcherState {
+        head: base.clone(),
+        best_metric: None,
+        round_start: base.clone(),
+        round_start_metric: None,
+        round_iterations: 0,
+        round_finished: None,
+        counts: Default::default(),
+        round_counts: Default::default(),
+        consecutive_fails: 0,
+        stuck_level: 0,
+        attempts: 0,
+        last_verdict: None,
+        last_reason: None,
+        respawned: false,
+        spend: Default::default(),
     };
-    notes
-        .iter()
-        .filter_map(|n| {
-            let commit = n.get("commit")?.as_str()?;
-            Some((Oid::from_str(commit).ok()?, n.to_string()))
-        })
-        .collect()
-}
-
-impl Recorder {
-    /// Writes the pending notes in one notes commit. When no evaluation cache entry waits for a
-    /// batch either, everything the events up to the log's tip imply is stored, and the commit
-    /// says so ("noted through" the tip): `reconcile` replays notes back to there only. Without
-    /// notes to write, a commit for that mark alone is written every `NOTES_MAX_EVENTS` events.
-    fn flush_notes(&mut self) -> Result<()> {
-        let through = self
-            .log
-            .tip()
-            .filter(|_| self.pending_cache.is_empty() && self.events_unmarked > 0);
-        let marker = through.map(|through| notes::Marker {
-            name: &self.state.name,
-            through,
-            force: self.events_unmarked >= NOTES_MAX_EVENTS,
-        });
-        let wrote = notes::append_lines(&self.repo, &self.pending_notes, marker)?;
-        if wrote && through.is_some() {
-            self.events_unmarked = 0;
-        }
-        self.notes_written = self.pending_notes.drain(..).collect();
-        self.notes_flushed = std::time::Instant::now();
-        self.iterations_unflushed = 0;
-        Ok(())
-    }
-
-    fn run_hook(&mut self, event: &Event) {
-        self.hooks.run(&self.state.name, event);
-    }
-
-    /// Waits (bounded) for hooks still running, before the program exits.
-    pub fn finish_hooks(&mut self) {
-        self.hooks.finish();
+    State {
+        name: name.to_string(),
+        status: crate::model::RunStatus::Running.into(),
+        phase: Phase::Between,
+        round: 0,
+        baseline_commit: base.clone(),
+        baseline_metric: None,
+        baseline_runs: Vec::new(),
+        best: state::Best {
+            commit: base,
+            metric: None,
+            researcher: None,
+            round: 0,
+        },
+        researchers: (config.researcher_ids().into_iter())
+            .map(|id| (id, researcher.clone()))
+            .collect(),
+        total_iterations: 0,
+        started_at: now.to_string(),
+        updated_at: now.to_string(),
+        started_unix: now_unix(),
+        events: 1,
+        last_event: events::names::STARTED.into(),
+        round_bests: vec![],
+        plateau_rounds: 0,
+        high_score_rounds: 0,
+        stalled_rounds: 0,
+        final_status: None,
+        stop_reason: None,
+        shared_knowledge: config.shared_knowledge.clone(),
+        eval_settings: evaluate::settings_hash(
+            config.eval_command(),
+            config.evaluation.repeats,
+            config.evaluation.timeout,
+            &evaluate::metric_name(config),
+        ),
+        transfer_done: vec![],
+        noisy_evaluation: None,
+        paused_at_round: 0,
+        spend: Default::default(),
+        round_spend: vec![],
+        stopped_seconds: 0,
     }
 }

@@ -15,10 +15,11 @@ use anyhow::Result;
 use git2::Oid;
 use serde_json::json;
 
-use super::state::{files, Phase};
+use super::state::files;
 use super::{evaluate, stop, Conference};
 use crate::config::changes::Change;
 use crate::config::Config;
+use crate::model::event::{self as events, Event};
 use crate::store::StateChange;
 
 /// Records `conference.config_changed`: `text` (already merged with the maintained sections)
@@ -46,21 +47,19 @@ pub fn record_config_change(
         .collect::<Vec<_>>()
         .join("; ");
     conf.record(
-        "conference.config_changed",
+        Event::ConfigChanged(events::ConfigChanged {
+            changes: listed,
+            file: file.to_string(),
+            round: conf.state().round,
+            diff: crate::config::changes::unified(&conf.config_text, text),
+            eval_settings: settings,
+            noise_settings_changed: config.noise_runs > 1 || config.evaluation.repeats > 1,
+        }),
         &summary,
-        json!({"changes": listed, "file": file, "round": conf.state().round,
-               "diff": crate::config::changes::unified(&conf.config_text, text)}),
-        |next, _| {
-            next.eval_settings = settings;
-            // The noisy-evaluation warning was about the old noise settings.
-            if config.noise_runs > 1 || config.evaluation.repeats > 1 {
-                next.noisy_evaluation = None;
-            }
-            Ok(vec![StateChange::Put(
-                files::CONFIG.into(),
-                text.as_bytes().to_vec(),
-            )])
-        },
+        vec![StateChange::Put(
+            files::CONFIG.into(),
+            text.as_bytes().to_vec(),
+        )],
     )
 }
 
@@ -70,18 +69,12 @@ pub fn rebase(conf: &Conference, base: Oid) -> Result<()> {
     let st = conf.state();
     let new = base.to_string();
     conf.record(
-        "conference.rebased",
+        Event::Rebased(events::Rebased {
+            from: st.baseline_commit.clone(),
+            to: new.clone(),
+        }),
         &format!("baseline {} → {}", &st.baseline_commit[..10], &new[..10]),
-        json!({"from": st.baseline_commit, "to": new}),
-        |next, _| {
-            next.baseline_commit = new.clone();
-            next.best.commit = new.clone();
-            for r in next.researchers.values_mut() {
-                r.head = new.clone();
-                r.round_start = new.clone();
-            }
-            Ok(vec![])
-        },
+        vec![],
     )?;
     for id in st.researchers.keys() {
         conf.move_branch(&conf.refs.researcher(id), &new, None)?;
@@ -92,23 +85,7 @@ pub fn rebase(conf: &Conference, base: Oid) -> Result<()> {
     Ok(())
 }
 
-/// The state a continued conference starts from: between rounds, no stop decided, stall and
-/// plateau counters reset (the researchers start fresh streaks).
-fn continued(st: &super::state::State) -> super::state::State {
-    let mut next = st.clone();
-    next.phase = Phase::Between;
-    next.status = crate::model::RunStatus::Running.into();
-    next.final_status = None;
-    next.stop_reason = None;
-    next.plateau_rounds = 0;
-    next.high_score_rounds = 0;
-    next.stalled_rounds = 0;
-    for r in next.researchers.values_mut() {
-        r.stuck_level = 0;
-        r.consecutive_fails = 0;
-    }
-    next
-}
+use crate::protocol::reduce::continued;
 
 /// Why a continued conference would stop again at once under its current settings, if it would;
 /// `idle` is how long it has been stopped ([`stopped_for`]).
@@ -134,26 +111,25 @@ pub fn stopped_for(st: &super::state::State) -> u64 {
 pub fn continue_stopped(conf: &Conference, idle: u64) -> Result<()> {
     let st = conf.state();
     conf.record(
-        "conference.continued",
+        Event::Continued(events::Continued {
+            round: st.round,
+            previous_status: st.final_status.clone(),
+            previous_reason: st.stop_reason.clone(),
+            stopped_seconds: idle,
+        }),
         &format!(
             "after round {} ({})",
             st.round,
             st.final_status.as_deref().unwrap_or("stopped")
         ),
-        json!({"round": st.round, "previous_status": st.final_status,
-               "previous_reason": st.stop_reason, "stopped_seconds": idle}),
-        |next, _| {
-            let mut c = continued(next);
-            c.stopped_seconds += idle;
-            *next = c;
-            Ok(vec![])
-        },
+        vec![],
     )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::state::Phase;
 
     fn stopped_state() -> super::super::state::State {
         let json = serde_json::json!({

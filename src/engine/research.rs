@@ -5,6 +5,7 @@
 //! keep it only if strictly better than the researcher's best, record the event (the commit
 //! point), then write the note, move the branch and put the worktree back to the kept snapshot.
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
@@ -15,14 +16,16 @@ use serde_json::{json, Value};
 use super::agent::{self, AgentCall, AgentOutcome};
 use super::evaluate::{self, EvalRequest, EvalResult};
 use super::prompt::{self, PromptContext};
-use super::state::{files, Phase};
+use super::state::{files, ResearcherState, State};
 use super::Conference;
 use crate::exec::process;
 use crate::git::watch::{self, Changes, Watch};
 use crate::git::{leftovers, snapshot, worktree};
+use crate::model::event::{self as events, Event, EventLine, Note};
+use crate::model::Tokens;
 use crate::model::{EvalStatus, Verdict};
 use crate::protocol::keep;
-use crate::store::{self, Event, StateChange};
+use crate::store::{self, StateChange};
 
 /// How many recent attempts a researcher's file in the state keeps.
 const RECENT_ATTEMPTS: usize = 200;
@@ -127,63 +130,145 @@ fn researcher_label(id: &str) -> String {
 }
 
 async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
-    let started = Instant::now();
-    let limit = super::stop::researcher_timeout(conf);
-    let branch = conf.refs.researcher_branch(id);
-    let head = conf.state().researcher(id).head.clone();
-    let repo = conf.open_repo()?;
-    // One handle for the whole phase: its index stays in memory between iterations instead of
-    // being read (and checksummed) from disk at every step.
-    let (wt_path, mut wt, mut watch) = match take_idle(conf, id) {
-        Some(idle) => {
-            worktree::repair_gitfile(&repo, &idle.path)?;
-            let wt = open_worktree(conf, &idle.path)?;
-            let mut watch = idle.watch;
-            let head_ref = conf.refs.researcher(id);
-            snapshot::advance(
-                &wt,
-                idle.tree,
-                Oid::from_str(&head)?,
-                Some(&head_ref),
-                Some(&mut watch),
-            )?;
-            (idle.path, wt, Some(watch))
-        }
-        None => {
-            let wt_path = conf.prepare_worktree(&researcher_label(id), Some(&branch), &head)?;
-            if let Some(why) = super::workspace::ready_researcher(conf, id, &wt_path).await? {
-                return match why.as_str() {
-                    "interrupted" => Ok(()),
-                    _ => finish(conf, id, &why),
-                };
-            }
-            let wt = open_worktree(conf, &wt_path)?;
-            let watch = start_watch(&wt, &wt_path);
-            (wt_path, wt, watch)
-        }
+    let Some(mut session) = Session::open(conf, id).await? else {
+        return Ok(());
     };
-    // Every `finish` below leaves the worktree exactly at the researcher's head: it is parked
-    // with its watch for the next round. Any other way out (an error, Ctrl-C) drops the watch,
-    // and the next round checks the whole worktree out again.
-    let finish = |why: &str, watch: &mut Option<Watch>| -> Result<()> {
-        finish(conf, id, why)?;
-        park(conf, id, &wt_path, watch.take())
-    };
-    let mut agent_crashes = 0;
     loop {
         if process::cancelled() {
             return Ok(());
         }
-        let st = conf.state();
-        let r = st.researcher(id).clone();
-        if r.round_iterations >= conf.config.iterations_per_round {
-            return finish("completed", &mut watch);
+        match session.iterate().await? {
+            Next::Continue => {}
+            Next::Finish(why) => return session.finish(&why),
+            Next::Stop => return Ok(()),
         }
-        if r.round_iterations >= super::stop::round_allotment(conf, &st, id)
-            || super::stop::time_budget_used(conf, &st).is_some()
-            || super::budget::used_up(&conf.config, &st).is_some()
+    }
+}
+
+/// One researcher's phase 1 of a round: its worktree, opened once for the whole phase (its
+/// index stays in memory between iterations instead of being read and checksummed from disk at
+/// every step), the watch that sees every change there, and the counters the loop keeps.
+struct Session<'a> {
+    conf: &'a Conference,
+    id: &'a str,
+    repo: Repository,
+    wt_path: PathBuf,
+    wt: Repository,
+    watch: Option<Watch>,
+    started: Instant,
+    /// The researcher's time for the round (`None`: no limit).
+    limit: Option<Duration>,
+    /// Agent runs in a row that crashed or timed out.
+    agent_crashes: u32,
+}
+
+/// What an iteration leaves the loop to do.
+enum Next {
+    Continue,
+    /// The researcher's round ends, for this reason (recorded as `researcher.finished`).
+    Finish(String),
+    /// Ctrl-C: stop without recording anything.
+    Stop,
+}
+
+/// What the agent run of an iteration left: the usage and report of its CLI, how it ended,
+/// what it broke in git (already repaired) as the attempt's reason, and the shared paths as
+/// they were before it ran.
+struct AgentRan {
+    usage: Option<crate::agents::Usage>,
+    outcome: AgentOutcome,
+    report: crate::agents::AgentReport,
+    damage: Option<String>,
+    shared_before: super::workspace::SharedState,
+}
+
+/// The attempt an iteration made, once captured from the worktree.
+struct Captured {
+    snap: snapshot::Snapshot,
+    changed: Vec<String>,
+    agent_changes: Changes,
+    /// A write through a shared link, or what the agent broke in git: the attempt is rejected.
+    shared_violation: Option<String>,
+}
+
+/// What decides an attempt's verdict besides its measurement.
+struct Judged<'a, 'b> {
+    attempt: &'b Attempt<'a>,
+    head_tree: Oid,
+    /// The agent failed (crashed, timed out, its edits were not applied): verdict and reason.
+    agent_failure: Option<(Verdict, String)>,
+    /// Nothing changed, and why.
+    unchanged: Option<String>,
+    report: &'b crate::agents::AgentReport,
+}
+
+impl<'a> Session<'a> {
+    /// Opens the researcher's worktree (the one parked last round, brought to the new head, or
+    /// a new one, set up). None when the round ends before it starts (setup failed, Ctrl-C).
+    async fn open(conf: &'a Conference, id: &'a str) -> Result<Option<Session<'a>>> {
+        let head = conf.state().researcher(id).head.clone();
+        let repo = conf.open_repo()?;
+        let (wt_path, wt, watch) = match take_idle(conf, id) {
+            Some(idle) => {
+                worktree::repair_gitfile(&repo, &idle.path)?;
+                let wt = open_worktree(conf, &idle.path)?;
+                let mut watch = idle.watch;
+                let head_ref = conf.refs.researcher(id);
+                let head = Oid::from_str(&head)?;
+                snapshot::advance(&wt, idle.tree, head, Some(&head_ref), Some(&mut watch))?;
+                (idle.path, wt, Some(watch))
+            }
+            None => {
+                let branch = conf.refs.researcher_branch(id);
+                let wt_path = conf.prepare_worktree(&researcher_label(id), Some(&branch), &head)?;
+                if let Some(why) = super::workspace::ready_researcher(conf, id, &wt_path).await? {
+                    if why != "interrupted" {
+                        finish(conf, id, &why)?;
+                    }
+                    return Ok(None);
+                }
+                let wt = open_worktree(conf, &wt_path)?;
+                let watch = start_watch(&wt, &wt_path);
+                (wt_path, wt, watch)
+            }
+        };
+        Ok(Some(Session {
+            conf,
+            id,
+            repo,
+            wt_path,
+            wt,
+            watch,
+            started: Instant::now(),
+            limit: super::stop::researcher_timeout(conf),
+            agent_crashes: 0,
+        }))
+    }
+
+    /// Records the end of the researcher's round. The worktree is exactly at the researcher's
+    /// head: it is parked with its watch for the next round. Any other way out (an error,
+    /// Ctrl-C) drops the watch, and the next round checks the whole worktree out again.
+    fn finish(&mut self, why: &str) -> Result<()> {
+        finish(self.conf, self.id, why)?;
+        park(self.conf, self.id, &self.wt_path, self.watch.take())
+    }
+
+    /// What is left of the researcher's round time (`None`: no limit).
+    fn remaining(&self) -> Option<Duration> {
+        self.limit.map(|l| l.saturating_sub(self.started.elapsed()))
+    }
+
+    /// Why the researcher's round is over before another iteration, if it is.
+    fn round_over(&self, st: &State, r: &ResearcherState) -> Option<&'static str> {
+        let conf = self.conf;
+        if r.round_iterations >= conf.config.iterations_per_round {
+            return Some("completed");
+        }
+        if r.round_iterations >= super::stop::round_allotment(conf, st, self.id)
+            || super::stop::time_budget_used(conf, st).is_some()
+            || super::budget::used_up(&conf.config, st).is_some()
         {
-            return finish("budget", &mut watch);
+            return Some("budget");
         }
         // The target is met (by this researcher or another): the round has its result.
         if st
@@ -191,31 +276,96 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             .values()
             .any(|o| o.round_iterations > 0 && super::stop::target_reached(conf, o.best_metric))
         {
-            return finish("target reached", &mut watch);
+            return Some("target reached");
         }
-        let remaining = limit.map(|l| l.saturating_sub(started.elapsed()));
-        if remaining == Some(Duration::ZERO) {
-            return finish("timeout", &mut watch);
+        (self.remaining() == Some(Duration::ZERO)).then_some("timeout")
+    }
+
+    /// One iteration: the agent runs, its change is captured and judged (the event is the
+    /// commit point), and the worktree is put back at the researcher's head.
+    async fn iterate(&mut self) -> Result<Next> {
+        let st = self.conf.state();
+        let r = st.researcher(self.id).clone();
+        if let Some(why) = self.round_over(&st, &r) {
+            return Ok(Next::Finish(why.into()));
         }
         let iteration = r.round_iterations + 1;
-        conf.ui.researcher(
-            id,
+        self.announce(&st, &r, iteration);
+        let head_tree = self.repo.find_commit(Oid::from_str(&r.head)?)?.tree_id();
+        let env = (self.conf).context_env(self.id, st.round, iteration, r.best_metric);
+        let mut ran = self.run_agent(&st, &r, iteration, head_tree, &env).await?;
+        if let Some(next) = self
+            .worktree_lost(&mut ran, &st, &r, iteration, head_tree)
+            .await?
+        {
+            return Ok(next);
+        }
+        let agent_timed_out = matches!(ran.outcome, AgentOutcome::TimedOut);
+        let (description, agent_failure) = match agent_result(ran.outcome, &ran.damage) {
+            Ok(result) => result,
+            Err(next) => return Ok(next),
+        };
+        crate::failpoint::hit("agent.finished");
+        let captured = self.capture(&r, head_tree, ran.damage, &ran.shared_before)?;
+        let tree = captured.snap.tree;
+        // Nothing changed: what the agent claimed is no description; why nothing changed is.
+        let unchanged = (agent_failure.is_none()
+            && tree == head_tree
+            && captured.snap.nested_repos.is_empty()
+            && captured.shared_violation.is_none())
+        .then(|| crate::agents::no_change_reason(&ran.report));
+        let description = match &unchanged {
+            Some(why) => format!("no change: {why}"),
+            None => description.unwrap_or_else(|| default_description(&captured.changed)),
+        };
+        let description = crate::exec::caps::shorten(&description);
+        let attempt = Attempt {
+            id: self.id,
+            iteration,
+            tree,
+            head: &r.head,
+            description: &description,
+            usage: ran.usage,
+        };
+        let judged = Judged {
+            attempt: &attempt,
+            head_tree,
+            agent_failure,
+            unchanged,
+            report: &ran.report,
+        };
+        let Some(verdict) = self.judge(&st, &r, &captured, judged, &env).await? else {
+            return Ok(Next::Stop);
+        };
+        self.put_back(&r, verdict, &captured.agent_changes)?;
+        self.report_line(&st, iteration, verdict, &description);
+        Ok(self.after(agent_timed_out))
+    }
+
+    /// The progress line before the agent runs.
+    fn announce(&self, st: &State, r: &ResearcherState, iteration: u32) {
+        let last_reason = (r.last_reason.as_deref())
+            .map(|w| format!(" ({})", super::reasons::one_line(w, 60)))
+            .unwrap_or_default();
+        self.conf.ui.researcher(
+            self.id,
             &format!(
-                "round {} iteration {iteration}/{}  best {}  last {}{}",
+                "round {} iteration {iteration}/{}  best {}  last {}{last_reason}",
                 st.round,
-                conf.config.iterations_per_round,
+                self.conf.config.iterations_per_round,
                 fmt_metric(r.best_metric),
                 r.last_verdict.as_deref().unwrap_or("-"),
-                r.last_reason
-                    .as_deref()
-                    .map(|w| format!(" ({})", super::reasons::one_line(w, 60)))
-                    .unwrap_or_default()
             ),
         );
-        let briefing = super::briefing::gather(conf, id)?;
-        let prompt = prompt::render(&PromptContext {
+    }
+
+    /// The agent's prompt for this iteration.
+    fn prompt(&self, st: &State, r: &ResearcherState, iteration: u32) -> Result<String> {
+        let conf = self.conf;
+        let briefing = super::briefing::gather(conf, self.id)?;
+        Ok(prompt::render(&PromptContext {
             config: &conf.config,
-            researcher: id,
+            researcher: self.id,
             round: st.round,
             iteration,
             best_metric: r.best_metric,
@@ -224,258 +374,336 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             briefing: &briefing,
             stuck_level: r.stuck_level,
             respawned: r.respawned,
-            endgame: super::stop::is_endgame(conf, &st),
-            devils_advocate: conf.config.devils_advocate_id().as_deref() == Some(id),
+            endgame: super::stop::is_endgame(conf, st),
+            devils_advocate: conf.config.devils_advocate_id().as_deref() == Some(self.id),
             frozen: conf.guard.frozen_patterns(),
-        });
-        let head_tree = repo.find_commit(Oid::from_str(&r.head)?)?.tree_id();
-        let env = conf.context_env(id, st.round, iteration, r.best_metric);
-        let refs_before = crate::git::traces::read(repo.commondir());
-        super::integrity::ConfigGuard::take(&repo, &conf.run_dir);
+        }))
+    }
+
+    /// Runs the agent with its prompt, then puts back what it broke in git (config first,
+    /// before a worktree is made again).
+    async fn run_agent(
+        &mut self,
+        st: &State,
+        r: &ResearcherState,
+        iteration: u32,
+        head_tree: Oid,
+        env: &[(String, String)],
+    ) -> Result<AgentRan> {
+        let (conf, id) = (self.conf, self.id);
+        let prompt = self.prompt(st, r, iteration)?;
+        let refs_before = crate::git::traces::read(self.repo.commondir());
+        super::integrity::ConfigGuard::take(&self.repo, &conf.run_dir);
         let shared_before = super::workspace::SharedState::read(conf);
-        let run = agent::run(
-            conf,
-            AgentCall {
-                researcher: id,
-                round: st.round,
-                iteration,
-                worktree: &wt_path,
-                prompt: &prompt,
-                timeout: Some(remaining.map_or(conf.config.agent.timeout, |r| {
-                    r.min(conf.config.agent.timeout)
-                })),
-                env: env.clone(),
-                head_tree,
-                attempts: r.attempts,
-            },
-        )
-        .await?;
-        let usage = run.usage();
-        let (outcome, report) = (run.outcome, run.report);
-        for warning in crate::git::traces::warnings_since(&refs_before, repo.commondir(), id) {
+        let agent_timeout = conf.config.agent.timeout;
+        let call = AgentCall {
+            researcher: id,
+            round: st.round,
+            iteration,
+            worktree: &self.wt_path,
+            prompt: &prompt,
+            timeout: Some(
+                self.remaining()
+                    .map_or(agent_timeout, |r| r.min(agent_timeout)),
+            ),
+            env: env.to_vec(),
+            head_tree,
+            attempts: r.attempts,
+        };
+        let run = agent::run(conf, call).await?;
+        let commondir = self.repo.commondir();
+        for warning in crate::git::traces::warnings_since(&refs_before, commondir, id) {
             conf.ui.warn(&warning);
         }
-        // What the agent broke in git is put back first (config before a worktree is re-made).
-        let mut damage = conf.repair_after_agent();
-        match super::integrity::worktree_damage(&wt, &wt_path) {
-            Some(super::integrity::WorktreeDamage::Lost(why)) => {
-                let why = damage.map_or(why.clone(), |d| format!("{why}; {d}"));
-                watch = None;
+        Ok(AgentRan {
+            usage: run.usage(),
+            outcome: run.outcome,
+            report: run.report,
+            damage: conf.repair_after_agent(),
+            shared_before,
+        })
+    }
+
+    /// An agent that removed its worktree: it is made again and the attempt recorded as
+    /// rejected (then the loop goes on, or the round ends when setup fails there). A worktree
+    /// whose link was broken is linked again, and that is part of the attempt's reason.
+    async fn worktree_lost(
+        &mut self,
+        ran: &mut AgentRan,
+        st: &State,
+        r: &ResearcherState,
+        iteration: u32,
+        head_tree: Oid,
+    ) -> Result<Option<Next>> {
+        use super::integrity::WorktreeDamage;
+        let with_damage = |why: String, damage: &Option<String>| match damage {
+            Some(d) => format!("{why}; {d}"),
+            None => why,
+        };
+        match super::integrity::worktree_damage(&self.wt, &self.wt_path) {
+            Some(WorktreeDamage::Lost(why)) => {
+                let why = with_damage(why, &ran.damage);
+                self.watch = None;
                 let attempt = Attempt {
-                    id,
+                    id: self.id,
                     iteration,
                     tree: head_tree,
                     head: &r.head,
                     description: "worktree removed",
-                    usage,
+                    usage: ran.usage,
                 };
-                match remake_worktree(conf, &attempt, st.round, &wt_path, why).await? {
-                    Err(setup_failed) => return finish(&setup_failed, &mut watch),
-                    Ok(handle) => (wt, watch) = handle,
+                let wt_path = self.wt_path.clone();
+                match remake_worktree(self.conf, &attempt, st.round, &wt_path, why).await? {
+                    Err(setup_failed) => return Ok(Some(Next::Finish(setup_failed))),
+                    Ok((wt, watch)) => (self.wt, self.watch) = (wt, watch),
                 }
-                continue;
+                Ok(Some(Next::Continue))
             }
-            Some(super::integrity::WorktreeDamage::Relinked(why)) => {
-                damage = Some(damage.map_or(why.clone(), |d| format!("{why}; {d}")));
+            Some(WorktreeDamage::Relinked(why)) => {
+                ran.damage = Some(match ran.damage.take() {
+                    Some(d) => format!("{why}; {d}"),
+                    None => why,
+                });
+                Ok(None)
             }
-            None => {}
+            None => Ok(None),
         }
-        let agent_timed_out = matches!(outcome, AgentOutcome::TimedOut);
-        let (description, agent_failure) = match outcome {
-            AgentOutcome::Interrupted => return Ok(()),
-            AgentOutcome::Exhausted => return finish("exhausted", &mut watch),
-            AgentOutcome::Done(note) => (note, None),
-            AgentOutcome::Crashed(why) => (None, Some((Verdict::Crashed, why))),
-            AgentOutcome::Unapplied { verdict, reason } => (None, Some((verdict, reason))),
-            AgentOutcome::TimedOut => (
-                None,
-                Some((
-                    Verdict::Timeout,
-                    "agent ran past the researcher timeout".to_string(),
-                )),
-            ),
-        };
-        // A failed run that also broke git says both.
-        let agent_failure = agent_failure.map(|(kind, why)| match &damage {
-            Some(d) => (kind, format!("{why}; {d}")),
-            None => (kind, why),
-        });
-        crate::failpoint::hit("agent.finished");
-        // Whatever the agent left is the attempt, even when it failed: record it, then revert.
-        let agent_changes = take_changes(&mut watch);
-        worktree::repair_gitfile(&repo, &wt_path)?;
-        restore_head(&wt, &conf.refs.researcher(id), &r.head)?;
+    }
+
+    /// Whatever the agent left is the attempt, even when it failed: it is captured (the
+    /// worktree's head put back first, should the agent have committed), then judged, then
+    /// reverted.
+    fn capture(
+        &mut self,
+        r: &ResearcherState,
+        head_tree: Oid,
+        damage: Option<String>,
+        shared_before: &super::workspace::SharedState,
+    ) -> Result<Captured> {
+        let agent_changes = take_changes(&mut self.watch);
+        worktree::repair_gitfile(&self.repo, &self.wt_path)?;
+        restore_head(&self.wt, &self.conf.refs.researcher(self.id), &r.head)?;
         let snap = match &agent_changes {
-            Changes::Paths(paths) => snapshot::capture_paths(&wt, paths)?,
-            Changes::Everything => snapshot::capture(&wt)?,
+            Changes::Paths(paths) => snapshot::capture_paths(&self.wt, paths)?,
+            Changes::Everything => snapshot::capture(&self.wt)?,
         };
-        let tree = snap.tree;
-        settle(&mut watch);
-        let changed = snapshot::changed_paths(&repo, head_tree, tree)?;
-        let shared_violation = damage.or(shared_before.violation(conf, &wt_path, &changed));
-        // Nothing changed: what the agent claimed is no description; why nothing changed is.
-        let unchanged = (agent_failure.is_none()
-            && tree == head_tree
-            && snap.nested_repos.is_empty()
-            && shared_violation.is_none())
-        .then(|| crate::agents::no_change_reason(&report));
-        let description = match &unchanged {
-            Some(why) => format!("no change: {why}"),
-            None => description.unwrap_or_else(|| default_description(&changed)),
-        };
-        let description = crate::exec::caps::shorten(&description);
-        let attempt = Attempt {
-            id,
-            iteration,
-            tree,
-            head: &r.head,
-            description: &description,
-            usage,
-        };
-        let commit = if tree == head_tree {
+        settle(&mut self.watch);
+        let changed = snapshot::changed_paths(&self.repo, head_tree, snap.tree)?;
+        let shared_violation =
+            damage.or(shared_before.violation(self.conf, &self.wt_path, &changed));
+        Ok(Captured {
+            snap,
+            changed,
+            agent_changes,
+            shared_violation,
+        })
+    }
+
+    /// Records the attempt with its verdict: the agent's failure, no change, a rejection (the
+    /// snapshot, the frozen paths, the shared links), or the measured verdict once the guards
+    /// passed. None on Ctrl-C (nothing recorded).
+    async fn judge(
+        &mut self,
+        st: &State,
+        r: &ResearcherState,
+        captured: &Captured,
+        judged: Judged<'_, '_>,
+        env: &[(String, String)],
+    ) -> Result<Option<Verdict>> {
+        let conf = self.conf;
+        let attempt = judged.attempt;
+        let commit = if attempt.tree == judged.head_tree {
             None
         } else {
-            Some(commit_attempt(conf, &repo, &attempt)?)
+            Some(commit_attempt(conf, &self.repo, attempt)?)
         };
-        let verdict = if let Some((kind, why)) = agent_failure {
-            if matches!(kind, Verdict::Crashed | Verdict::Timeout) {
-                agent_crashes += 1;
-            }
-            let result = failed_eval(kind.as_str(), &why);
+        let unmeasured = |verdict: Verdict, commit: Option<Oid>, why: String| -> Result<Verdict> {
+            let failed = failed_eval(verdict.as_str(), &why);
             record_iteration(
                 conf,
-                &attempt,
+                attempt,
                 commit,
-                Measured::not(&result),
-                kind,
+                Measured::not(&failed),
+                verdict,
                 Some(why),
             )?;
-            kind
-        } else if tree == head_tree && snap.nested_repos.is_empty() && shared_violation.is_none() {
-            agent_crashes = 0;
-            let why = unchanged.unwrap_or_default();
-            record_iteration(
-                conf,
-                &attempt,
-                None,
-                Measured::not(&failed_eval(Verdict::NoChange.as_str(), &why)),
-                Verdict::NoChange,
-                Some(why),
-            )?;
-            Verdict::NoChange
-        } else {
-            agent_crashes = 0;
-            if let Some(why) = snap
-                .rejection()
-                .or_else(|| conf.guard.violation(&changed))
-                .or(shared_violation)
-            {
-                record_iteration(
-                    conf,
-                    &attempt,
-                    commit,
-                    Measured::not(&failed_eval(Verdict::Rejected.as_str(), &why)),
-                    Verdict::Rejected,
-                    Some(why),
-                )?;
-                Verdict::Rejected
-            } else {
-                let deadline = limit.map(|l| l.saturating_sub(started.elapsed()));
-                let (result, of_the_tree) = evaluate_cached(
-                    conf,
-                    id,
-                    st.round,
-                    iteration,
-                    tree,
-                    &wt_path,
-                    env.clone(),
-                    deadline,
-                )
-                .await?;
-                if result.status == EvalStatus::Interrupted {
-                    return Ok(());
-                }
-                crate::failpoint::hit("eval.finished");
-                let verdict = keep::verdict(
-                    &result.status,
-                    result.metric,
-                    r.best_metric,
-                    conf.direction(),
-                );
-                // A better candidate must pass the guard commands before it is kept.
-                let label = format!("{id}-r{}-i{iteration}", st.round);
-                // What the CLI reported (a refused edit, a limit) when nothing else is wrong.
-                let reason = result.reason.clone().or_else(|| report.problem.clone());
-                let Some((verdict, reason)) =
-                    super::guards::gate(conf, verdict, reason, &wt_path, &env, &label).await?
-                else {
-                    return Ok(());
-                };
-                let measured = Measured {
-                    result: &result,
-                    of_the_tree,
-                };
-                record_iteration(conf, &attempt, commit, measured, verdict, reason)?;
-                verdict
-            }
+            Ok(verdict)
         };
-        // Effects of the recorded event: branch (if kept), worktree back to the kept snapshot.
+        if let Some((kind, why)) = judged.agent_failure {
+            if matches!(kind, Verdict::Crashed | Verdict::Timeout) {
+                self.agent_crashes += 1;
+            }
+            return unmeasured(kind, commit, why).map(Some);
+        }
+        self.agent_crashes = 0;
+        if attempt.tree == judged.head_tree
+            && captured.snap.nested_repos.is_empty()
+            && captured.shared_violation.is_none()
+        {
+            let why = judged.unchanged.unwrap_or_default();
+            return unmeasured(Verdict::NoChange, None, why).map(Some);
+        }
+        let rejection = (captured.snap.rejection())
+            .or_else(|| conf.guard.violation(&captured.changed))
+            .or(captured.shared_violation.clone());
+        if let Some(why) = rejection {
+            return unmeasured(Verdict::Rejected, commit, why).map(Some);
+        }
+        self.measure(st, r, attempt, commit, judged.report, env)
+            .await
+    }
+
+    /// Evaluates the attempt, decides keep or revert, runs the guards on a better one, and
+    /// records it. None on Ctrl-C.
+    async fn measure(
+        &mut self,
+        st: &State,
+        r: &ResearcherState,
+        attempt: &Attempt<'_>,
+        commit: Option<Oid>,
+        report: &crate::agents::AgentReport,
+        env: &[(String, String)],
+    ) -> Result<Option<Verdict>> {
+        let (conf, id, iteration) = (self.conf, self.id, attempt.iteration);
+        let (result, of_the_tree) = evaluate_cached(
+            conf,
+            id,
+            st.round,
+            iteration,
+            attempt.tree,
+            &self.wt_path,
+            env.to_vec(),
+            self.remaining(),
+        )
+        .await?;
+        if result.status == EvalStatus::Interrupted {
+            return Ok(None);
+        }
+        crate::failpoint::hit("eval.finished");
+        let verdict = keep::verdict(
+            &result.status,
+            result.metric,
+            r.best_metric,
+            conf.direction(),
+        );
+        // A better candidate must pass the guard commands before it is kept.
+        let label = format!("{id}-r{}-i{iteration}", st.round);
+        // What the CLI reported (a refused edit, a limit) when nothing else is wrong.
+        let reason = result.reason.clone().or_else(|| report.problem.clone());
+        let Some((verdict, reason)) =
+            super::guards::gate(conf, verdict, reason, &self.wt_path, env, &label).await?
+        else {
+            return Ok(None);
+        };
+        let measured = Measured {
+            result: &result,
+            of_the_tree,
+        };
+        record_iteration(conf, attempt, commit, measured, verdict, reason)?;
+        Ok(Some(verdict))
+    }
+
+    /// The effects of the recorded event: the branch moves when the attempt was kept, and the
+    /// worktree goes back to the researcher's head — only what the agent and the evaluation
+    /// touched, plus the files they left, ignored or not.
+    fn put_back(
+        &mut self,
+        r: &ResearcherState,
+        verdict: Verdict,
+        agent_changes: &Changes,
+    ) -> Result<()> {
+        let (conf, id) = (self.conf, self.id);
         let head_now = conf.state().researcher(id).head.clone();
         crate::failpoint::hit("iteration.recorded");
         if verdict == Verdict::Kept {
             conf.move_branch(&conf.refs.researcher(id), &head_now, Some(&r.head))?;
             crate::failpoint::hit("branch.moved");
         }
-        // Only what the agent and the evaluation touched needs putting back.
-        let eval_changes = take_changes(&mut watch);
+        let eval_changes = take_changes(&mut self.watch);
         let touched = if verdict == Verdict::Kept {
             eval_changes
         } else {
-            watch::union(&agent_changes, &eval_changes)
+            watch::union(agent_changes, &eval_changes)
         };
         let branch_ref = conf.refs.researcher(id);
-        // Ignored files the agent or the evaluation left go too, kept attempt or not, and files
-        // a `.gitignore` hid until the revert put it back.
-        let leftovers = watch::union(&agent_changes, &touched);
+        // Files a `.gitignore` hid until the revert put it back go too.
+        let leftovers = watch::union(agent_changes, &touched);
+        let head_now = Oid::from_str(&head_now)?;
         match touched {
             Changes::Paths(paths) => snapshot::reset_paths(
-                &wt,
-                Oid::from_str(&head_now)?,
+                &self.wt,
+                head_now,
                 Some(&branch_ref),
                 &paths,
                 verdict == Verdict::Kept,
             )?,
-            Changes::Everything => {
-                snapshot::reset(&wt, Oid::from_str(&head_now)?, Some(&branch_ref))?
-            }
+            Changes::Everything => snapshot::reset(&self.wt, head_now, Some(&branch_ref))?,
         }
-        leftovers::remove_untracked(&wt, &leftovers, &conf.kept_ignored_paths(&wt))?;
-        super::workspace::link_shared(conf, &wt_path)?;
-        settle(&mut watch);
-        let now = conf.state();
-        let why = now
-            .researcher(id)
-            .last_reason
-            .as_deref()
+        leftovers::remove_untracked(&self.wt, &leftovers, &conf.kept_ignored_paths(&self.wt))?;
+        super::workspace::link_shared(conf, &self.wt_path)?;
+        settle(&mut self.watch);
+        Ok(())
+    }
+
+    /// The line that reports the attempt's verdict.
+    fn report_line(&self, st: &State, iteration: u32, verdict: Verdict, description: &str) {
+        let now = self.conf.state();
+        let why = (now.researcher(self.id).last_reason.as_deref())
             .map(|w| super::reasons::one_line(w, 160))
             .filter(|w| !description.contains(w.as_str()))
             .map(|w| format!(" — {w}"))
             .unwrap_or_default();
-        conf.ui.info(&format!(
-            "  {id} r{} i{iteration}: {verdict:<9} best {}  {description}{why}",
+        self.conf.ui.info(&format!(
+            "  {} r{} i{iteration}: {verdict:<9} best {}  {description}{why}",
+            self.id,
             st.round,
-            fmt_metric(now.researcher(id).best_metric),
+            fmt_metric(now.researcher(self.id).best_metric),
         ));
-        if agent_timed_out && limit.is_some_and(|l| started.elapsed() >= l) {
-            return finish("timeout", &mut watch);
-        }
-        if agent_crashes >= CRASHES_TO_FAIL {
-            return finish("failed", &mut watch);
-        }
-        if conf.state().researcher(id).stuck_level >= 3 {
-            return finish("stuck", &mut watch);
-        }
     }
+
+    /// Whether the researcher's round ends after this iteration: out of time after an agent
+    /// timeout, too many agent failures in a row, or stuck at level 3.
+    fn after(&self, agent_timed_out: bool) -> Next {
+        if agent_timed_out && self.limit.is_some_and(|l| self.started.elapsed() >= l) {
+            return Next::Finish("timeout".into());
+        }
+        if self.agent_crashes >= CRASHES_TO_FAIL {
+            return Next::Finish("failed".into());
+        }
+        if self.conf.state().researcher(self.id).stuck_level >= 3 {
+            return Next::Finish("stuck".into());
+        }
+        Next::Continue
+    }
+}
+
+/// How the agent run ended, as the attempt's description (what the agent said it did) and its
+/// failure (verdict and reason; a failed run that also broke git says both). Err: the loop's
+/// next step instead (Ctrl-C, or the agent's quota is exhausted).
+#[allow(clippy::type_complexity)]
+fn agent_result(
+    outcome: AgentOutcome,
+    damage: &Option<String>,
+) -> std::result::Result<(Option<String>, Option<(Verdict, String)>), Next> {
+    let (description, failure) = match outcome {
+        AgentOutcome::Interrupted => return Err(Next::Stop),
+        AgentOutcome::Exhausted => return Err(Next::Finish("exhausted".into())),
+        AgentOutcome::Done(note) => (note, None),
+        AgentOutcome::Crashed(why) => (None, Some((Verdict::Crashed, why))),
+        AgentOutcome::Unapplied { verdict, reason } => (None, Some((verdict, reason))),
+        AgentOutcome::TimedOut => (
+            None,
+            Some((
+                Verdict::Timeout,
+                "agent ran past the researcher timeout".to_string(),
+            )),
+        ),
+    };
+    let failure = failure.map(|(kind, why)| match damage {
+        Some(d) => (kind, format!("{why}; {d}")),
+        None => (kind, why),
+    });
+    Ok((description, failure))
 }
 
 /// An agent removed its worktree: it is made again from the researcher's branch (and set up),
@@ -772,7 +1000,7 @@ fn record_iteration(
         reason: reason.clone(),
         timestamp: super::now_iso(),
         sub_metrics: result.sub_metrics.clone(),
-        tokens: a.usage.map(super::budget::tokens_of),
+        tokens: a.usage.map(Tokens::of),
         cost_usd: a.usage.and_then(|u| u.cost_usd),
     };
     let note = commit.map(|c| {
@@ -789,23 +1017,26 @@ fn record_iteration(
             "reason": reason,
         })
     });
-    let note = note.map(|n| super::budget::with_usage(n, a.usage));
-    let payload = json!({
-        "researcher": a.id,
-        "round": st.round,
-        "iteration": a.iteration,
-        "metric_value": result.metric,
-        "delta": delta.map(super::synthesis::signed),
-        "status": verdict,
-        "commit": commit.map(|c| c.to_string()),
-        "tree": a.tree.to_string(),
-        "description": record.description,
-        "reason": reason,
-        "sub_metrics": result.sub_metrics,
-        "evaluated": measured.of_the_tree,
-        "notes": note.iter().collect::<Vec<_>>(),
-    });
-    let payload = super::budget::with_usage(payload, a.usage);
+    let event = events::Iteration {
+        researcher: a.id.to_string(),
+        round: st.round,
+        iteration: a.iteration,
+        metric_value: result.metric,
+        delta: delta.map(super::synthesis::signed),
+        status: verdict,
+        commit: commit.map(|c| c.to_string()),
+        tree: a.tree.to_string(),
+        description: record.description.clone(),
+        reason: reason.clone(),
+        sub_metrics: result.sub_metrics.clone(),
+        evaluated: measured.of_the_tree,
+        notes: note
+            .map(|n| Note(n).with_usage(a.usage))
+            .into_iter()
+            .collect(),
+        tokens: a.usage.map(Tokens::of),
+        cost_usd: a.usage.and_then(|u| u.cost_usd),
+    };
     let summary = format!(
         "{} r{} i{} {} {}",
         a.id,
@@ -814,68 +1045,52 @@ fn record_iteration(
         verdict,
         result.metric.map(|m| format!("{m}")).unwrap_or_default()
     );
-    let cache_result = (commit.is_some()
+    let mut produced = vec![StateChange::AppendLine(
+        format!("{}/attempts.jsonl", files::round_dir(st.round)),
+        serde_json::to_string(&record)?,
+    )];
+    // A measurement of the tree (an agent failure, a rejection or a cut-short run is not one)
+    // is cached, so the next attempt that produces the same tree is not measured again.
+    let cacheable = commit.is_some()
         && measured.of_the_tree
         && matches!(
             EvalStatus::parse(&result.status),
             Some(EvalStatus::Ok | EvalStatus::Crashed | EvalStatus::Timeout)
-        ))
-    .then(|| result.clone());
-    conf.record("researcher.iteration", &summary, payload, |next, rec| {
-        let mut changes = Vec::new();
-        let round_path = format!("{}/attempts.jsonl", files::round_dir(next.round));
-        let line = serde_json::to_string(&record)?;
-        changes.push(append_line(rec, &round_path, &line)?);
-        if let Some(result) = &cache_result {
-            changes.push(StateChange::Put(
-                files::eval_cache(&next.eval_settings, &a.tree.to_string()),
-                serde_json::to_vec(result)?,
-            ));
-        }
-        next.total_iterations += 1;
-        if let Some(usage) = &a.usage {
-            super::budget::record(next, a.id, usage);
-        }
-        let r = next.researcher_mut(a.id);
-        r.round_iterations = a.iteration;
-        r.attempts += 1;
-        r.counts.add(verdict);
-        r.round_counts.add(verdict);
-        r.last_verdict = Some(verdict.to_string());
-        r.last_reason = super::reasons::shows_reason(verdict.as_str())
-            .then(|| super::reasons::reason_text(verdict.as_str(), reason.as_deref()));
-        if verdict == Verdict::Kept {
-            r.head = commit_hex.clone();
-            r.best_metric = result.metric;
-            r.consecutive_fails = 0;
-            r.stuck_level = 0;
-        } else {
-            r.consecutive_fails += 1;
-            r.stuck_level = keep::stuck_level(r.consecutive_fails);
-        }
-        Ok(changes)
-    })?;
-    if let (Some(c), Some(n)) = (commit, note) {
-        conf.note(&[(c, n)])?;
+        );
+    if cacheable {
+        produced.push(StateChange::Put(
+            files::eval_cache(&st.eval_settings, &a.tree.to_string()),
+            serde_json::to_vec(result)?,
+        ));
     }
-    let r = conf.state().researcher(a.id).clone();
-    if verdict != Verdict::Kept && keep::enters_a_stuck_level(r.consecutive_fails) {
-        let level = r.stuck_level;
-        conf.record(
-            "researcher.stuck",
-            &format!("{} at level {level}", a.id),
-            json!({"researcher": a.id, "round": st.round, "stuck_level": level,
-                   "consecutive_non_improving": r.consecutive_fails}),
-            |_, _| Ok(vec![]),
-        )?;
+    conf.record(Event::Iteration(event), &summary, produced)?;
+    record_stuck(conf, a.id, st.round, verdict)
+}
+
+/// Records `researcher.stuck` when the attempt just recorded made the researcher enter a new
+/// stuck level.
+fn record_stuck(conf: &Conference, id: &str, round: u32, verdict: Verdict) -> Result<()> {
+    let r = conf.state().researcher(id).clone();
+    if verdict == Verdict::Kept || !keep::enters_a_stuck_level(r.consecutive_fails) {
+        return Ok(());
     }
-    Ok(())
+    let level = r.stuck_level;
+    conf.record(
+        Event::Stuck(events::Stuck {
+            researcher: id.to_string(),
+            round,
+            stuck_level: level,
+            consecutive_non_improving: r.consecutive_fails,
+        }),
+        &format!("{id} at level {level}"),
+        vec![],
+    )
 }
 
 /// The evaluation cache entry an iteration event stands for (path and bytes), rebuilt from its
 /// payload: the same entry `record_iteration` stores for it.
-pub fn cached_evaluation_of_event(event: &Event, settings: &str) -> Option<(String, Vec<u8>)> {
-    if event.event != "researcher.iteration" {
+pub fn cached_evaluation_of_event(event: &EventLine, settings: &str) -> Option<(String, Vec<u8>)> {
+    if event.event != events::names::ITERATION {
         return None;
     }
     let p = &event.payload;
@@ -921,35 +1136,19 @@ pub fn cached_evaluation_of_event(event: &Event, settings: &str) -> Option<(Stri
     ))
 }
 
-/// Appends a line to a JSON-lines file of the state tree.
-pub fn append_line(rec: &super::Recorder, path: &str, line: &str) -> Result<StateChange> {
-    let old = rec.log.read(&rec.repo, path)?.unwrap_or_default();
-    let mut text = String::from_utf8_lossy(&old).into_owned();
-    text.push_str(line);
-    text.push('\n');
-    Ok(StateChange::Put(path.to_string(), text.into_bytes()))
-}
-
 /// Records that a researcher is done with phase 1 of this round; the last one moves the
 /// conference to the poster session.
 fn finish(conf: &Conference, id: &str, why: &str) -> Result<()> {
     let st = conf.state();
     conf.record(
-        "researcher.finished",
+        Event::Finished(events::Finished {
+            researcher: id.to_string(),
+            round: st.round,
+            reason: why.to_string(),
+            iterations: st.researcher(id).round_iterations,
+        }),
         &format!("{id} finished round {} ({why})", st.round),
-        json!({"researcher": id, "round": st.round, "reason": why,
-               "iterations": st.researcher(id).round_iterations}),
-        |next, _| {
-            next.researcher_mut(id).round_finished = Some(why.to_string());
-            if next
-                .researchers
-                .values()
-                .all(|r| r.round_finished.is_some())
-            {
-                next.phase = Phase::Poster;
-            }
-            Ok(vec![])
-        },
+        vec![],
     )?;
     conf.ui
         .researcher(id, &format!("finished round {} ({why})", st.round));
@@ -1056,17 +1255,19 @@ pub fn set_aside_partial(conf: &Conference, id: &str, wt: &Repository) -> Result
         cost_usd: None,
     };
     conf.record(
-        "attempt.interrupted",
+        Event::AttemptInterrupted(events::AttemptInterrupted {
+            researcher: id.to_string(),
+            round: st.round,
+            commit: commit.to_string(),
+            tree: tree.to_string(),
+            notes: vec![Note(note)],
+        }),
         &format!("{id} r{} partial attempt set aside", st.round),
-        json!({"researcher": id, "round": st.round, "commit": commit.to_string(),
-               "tree": tree.to_string(), "notes": [note.clone()]}),
-        |next, rec| {
-            let line = serde_json::to_string(&record)?;
-            let round_path = format!("{}/attempts.jsonl", files::round_dir(next.round.max(1)));
-            Ok(vec![append_line(rec, &round_path, &line)?])
-        },
+        vec![StateChange::AppendLine(
+            format!("{}/attempts.jsonl", files::round_dir(st.round.max(1))),
+            serde_json::to_string(&record)?,
+        )],
     )?;
-    conf.note(&[(commit, note)])?;
     Ok(Some(commit.to_string()))
 }
 

@@ -15,9 +15,10 @@ use serde_json::json;
 use super::evaluate::{self, EvalRequest, EvalResult};
 use super::noise;
 use super::research::round_attempts;
-use super::state::{files, Phase};
+use super::state::files;
 use super::Conference;
 use crate::git::snapshot;
+use crate::model::event::{self as events, Event, Note};
 use crate::model::{EvalStatus, ReviewVerdict, Verdict};
 use crate::store::StateChange;
 
@@ -269,16 +270,13 @@ pub async fn poster_session(conf: &Conference) -> Result<()> {
     let md =
         super::prose::with_prose(conf, conf.config.agent.chair.as_ref(), "session chair", md).await;
     conf.record(
-        "round.poster_session",
+        Event::PosterSession(events::PosterSession {
+            round: st.round,
+            summary: summary.clone(),
+            path: files::poster(st.round),
+        }),
         &format!("round {}: {summary}", st.round),
-        json!({"round": st.round, "summary": summary, "path": files::poster(st.round)}),
-        |next, _| {
-            next.phase = Phase::Review;
-            Ok(vec![StateChange::Put(
-                files::poster(next.round),
-                md.into_bytes(),
-            )])
-        },
+        vec![StateChange::Put(files::poster(st.round), md.into_bytes())],
     )
 }
 
@@ -518,23 +516,16 @@ async fn record_review(
     let md =
         super::prose::with_prose(conf, conf.config.agent.reviewer.as_ref(), "reviewer", md).await;
     let count = |v: ReviewVerdict| findings.iter().filter(|f| f.verdict == v).count();
-    let notes: Vec<serde_json::Value> = findings
+    let notes: Vec<Note> = findings
         .iter()
         .map(|f| {
-            json!({"commit": f.commit, "conference": conf.name, "researcher": f.researcher,
+            Note(
+                json!({"commit": f.commit, "conference": conf.name, "researcher": f.researcher,
                    "round": st.round, "verdict": f.verdict, "metric": f.reproduced,
-                   "runs": f.runs, "claimed": f.claimed, "reason": f.reasoning})
+                   "runs": f.runs, "claimed": f.claimed, "reason": f.reasoning}),
+            )
         })
         .collect();
-    let payload = json!({
-        "round": st.round,
-        "validated_count": count(ReviewVerdict::Validated),
-        "challenged_count": count(ReviewVerdict::Challenged),
-        "overturned_count": count(ReviewVerdict::Overturned),
-        "findings": findings,
-        "conflicts": conflicts,
-        "notes": notes,
-    });
     let summary = format!(
         "round {}: {} validated, {} challenged, {} overturned",
         st.round,
@@ -548,31 +539,26 @@ async fn record_review(
     if let Some(warning) = &noisy {
         conf.ui.warn(&format!("warning: {warning}"));
     }
-    conf.record("round.peer_review", &summary, payload.clone(), |next, _| {
-        next.phase = Phase::Transfer;
-        if noisy.is_some() {
-            next.noisy_evaluation = noisy.clone();
-        }
-        next.transfer_done.clear();
-        Ok(vec![
-            StateChange::Put(files::review(next.round), md.into_bytes()),
-            StateChange::Put(
-                format!("{}/findings.json", files::round_dir(next.round)),
-                findings_json,
-            ),
-            StateChange::Put(
-                format!("{}/start_runs.json", files::round_dir(next.round)),
-                start_json,
-            ),
-        ])
-    })?;
-    let entries: Vec<(Oid, serde_json::Value)> = payload["notes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|n| Some((Oid::from_str(n["commit"].as_str()?).ok()?, n.clone())))
-        .collect();
-    conf.note(&entries)?;
+    let event = Event::PeerReview(events::PeerReview {
+        round: st.round,
+        validated_count: count(ReviewVerdict::Validated),
+        challenged_count: count(ReviewVerdict::Challenged),
+        overturned_count: count(ReviewVerdict::Overturned),
+        findings: serde_json::to_value(&findings)?,
+        conflicts: serde_json::to_value(&conflicts)?,
+        notes,
+        noisy_evaluation: noisy,
+    });
+    let round_dir = files::round_dir(st.round);
+    conf.record(
+        event,
+        &summary,
+        vec![
+            StateChange::Put(files::review(st.round), md.into_bytes()),
+            StateChange::Put(format!("{round_dir}/findings.json"), findings_json),
+            StateChange::Put(format!("{round_dir}/start_runs.json"), start_json),
+        ],
+    )?;
     conf.ui.info(&format!("peer review: {summary}"));
     Ok(())
 }

@@ -17,10 +17,11 @@ use serde_json::json;
 use super::evaluate::EvalResult;
 use super::research::researcher_signature;
 use super::review::{self, fmt, Finding};
-use super::state::{files, Phase};
+use super::state::files;
 use super::Conference;
 use crate::config::edit;
 use crate::git::{merge, snapshot};
+use crate::model::event::{self as events, Event, Note};
 use crate::model::{EvalStatus, FinalStatus, PickResult, Verdict};
 use crate::protocol::round as round_rules;
 use crate::store::StateChange;
@@ -87,90 +88,144 @@ fn merge_onto_best(repo: &Repository, f: &Finding, best: Oid) -> Result<(Oid, Ve
     Ok((merged.tree, merged.conflicted))
 }
 
+/// What a pick came to: the verdict, the commit it made on top of best (None: nothing to add),
+/// its measurement, and why.
+struct Tried {
+    verdict: PickResult,
+    candidate: Option<Oid>,
+    result: Option<EvalResult>,
+    reason: String,
+}
+
 async fn pick(conf: &Conference, f: &Finding, start_runs: &[f64]) -> Result<()> {
     let st = conf.state();
     let repo = conf.open_repo()?;
     let best = Oid::from_str(&st.best.commit)?;
     let best_tree = repo.find_commit(best)?.tree_id();
     let (tree, conflicted) = merge_onto_best(&repo, f, best)?;
-    let dir = conf
-        .direction()
-        .unwrap_or(crate::config::Direction::Maximize);
-    // Best is compared on fresh measurements: the review's runs of the round start, or the runs
-    // of a pick that already stayed this round.
+    let tried = if tree == best_tree {
+        Tried {
+            verdict: PickResult::Dropped,
+            candidate: None,
+            result: None,
+            reason: "nothing left to add after conflict resolution".into(),
+        }
+    } else {
+        match try_on_best(conf, &repo, f, tree, start_runs).await? {
+            Some(tried) => tried,
+            None => return Ok(()),
+        }
+    };
+    // A combination no researcher measured must pass the guard commands too.
+    let finding_tree = repo.find_commit(Oid::from_str(&f.commit)?)?.tree_id();
+    let Some(tried) = guard_combination(conf, f, tried, tree != finding_tree).await? else {
+        return Ok(());
+    };
+    record_pick(conf, &st, f, tried, conflicted)
+}
+
+/// Commits the merged `tree` on top of best and measures it (the finding alone on an unchanged
+/// best is what the review already measured), against best's fresh measurements: the review's
+/// runs of the round start, or the runs of a pick that already stayed this round. None on
+/// Ctrl-C.
+async fn try_on_best(
+    conf: &Conference,
+    repo: &Repository,
+    f: &Finding,
+    tree: Oid,
+    start_runs: &[f64],
+) -> Result<Option<Tried>> {
+    let st = conf.state();
+    let best = Oid::from_str(&st.best.commit)?;
+    // The message says where the commit came from, as `git cherry-pick -x` would.
+    let message = format!(
+        "Round {}: transfer Researcher {}'s finding\n\n{}\n\nGain {:+.6} (validated in peer review).\n(cherry picked from commit {})\n",
+        st.round, f.researcher, f.description, f.gain_reproduced, f.commit
+    );
+    let author = researcher_signature(repo, &f.researcher);
+    let commit = snapshot::commit(repo, tree, &[best], &message, &author)?;
+    crate::failpoint::hit("transfer.cherry-picked");
+    conf.keep_reachable(&[commit])?;
+    let finding_tree = repo.find_commit(Oid::from_str(&f.commit)?)?.tree_id();
+    let result = if tree == finding_tree && !f.runs.is_empty() {
+        EvalResult {
+            metric: f.reproduced,
+            runs: f.runs.clone(),
+            sub_metrics: Default::default(),
+            status: EvalStatus::Ok.into(),
+            reason: None,
+            seconds: 0.0,
+        }
+    } else {
+        let command = conf.config.eval_command();
+        let label = format!("transfer-{}", f.researcher);
+        let r = review::measure(conf, "best", &commit.to_string(), command, &label).await?;
+        if r.status == EvalStatus::Interrupted {
+            return Ok(None);
+        }
+        r
+    };
     let merged_this_round = st.best.round == st.round && st.best.researcher.is_some();
     let best_metric = if merged_this_round || start_runs.is_empty() {
         st.best.metric
     } else {
         super::noise::median(start_runs)
     };
-    let (verdict, candidate, result, reason): (
-        PickResult,
-        Option<Oid>,
-        Option<EvalResult>,
-        String,
-    ) = if tree == best_tree {
-        (
-            PickResult::Dropped,
-            None,
-            None,
-            "nothing left to add after conflict resolution".into(),
-        )
-    } else {
-        let message = format!(
-            "Round {}: transfer Researcher {}'s finding\n\n{}\n\nGain {:+.6} (validated in peer review).\n(cherry picked from commit {})\n",
-            st.round, f.researcher, f.description, f.gain_reproduced, f.commit
-        );
-        let author = researcher_signature(&repo, &f.researcher);
-        let commit = snapshot::commit(&repo, tree, &[best], &message, &author)?;
-        crate::failpoint::hit("transfer.cherry-picked");
-        conf.keep_reachable(&[commit])?;
-        // The finding alone on an unchanged best is what the review already measured.
-        let finding_tree = repo.find_commit(Oid::from_str(&f.commit)?)?.tree_id();
-        let result = if tree == finding_tree && !f.runs.is_empty() {
-            EvalResult {
-                metric: f.reproduced,
-                runs: f.runs.clone(),
-                sub_metrics: Default::default(),
-                status: EvalStatus::Ok.into(),
-                reason: None,
-                seconds: 0.0,
-            }
-        } else {
-            let r = review::measure(
-                conf,
-                "best",
-                &commit.to_string(),
-                conf.config.eval_command(),
-                &format!("transfer-{}", f.researcher),
-            )
-            .await?;
-            if r.status == EvalStatus::Interrupted {
-                return Ok(());
-            }
-            r
-        };
-        let crash = result.reason.clone().unwrap_or_default();
-        let (verdict, reason) =
-            crate::protocol::pick::decide(result.metric, best_metric, dir, &crash);
-        (verdict, Some(commit), Some(result), reason)
+    let dir = conf
+        .direction()
+        .unwrap_or(crate::config::Direction::Maximize);
+    let crash = result.reason.clone().unwrap_or_default();
+    let (verdict, reason) = crate::protocol::pick::decide(result.metric, best_metric, dir, &crash);
+    Ok(Some(Tried {
+        verdict,
+        candidate: Some(commit),
+        result: Some(result),
+        reason,
+    }))
+}
+
+/// A merged pick that is a combination no researcher measured runs the guard commands; a
+/// failure drops it. None on Ctrl-C.
+async fn guard_combination(
+    conf: &Conference,
+    f: &Finding,
+    tried: Tried,
+    combined: bool,
+) -> Result<Option<Tried>> {
+    let Some(candidate) = tried.candidate.filter(|_| combined) else {
+        return Ok(Some(tried));
     };
-    // A combination no researcher measured must pass the guard commands too.
-    let finding_tree = repo.find_commit(Oid::from_str(&f.commit)?)?.tree_id();
-    let (verdict, reason) = match candidate {
-        Some(c) if verdict == PickResult::Merged && tree != finding_tree => {
-            match super::guards::check_commit(conf, c, &format!("transfer-{}", f.researcher))
-                .await?
-            {
-                super::guards::Verdict::Pass => (verdict, reason),
-                super::guards::Verdict::Fail(why) => {
-                    (PickResult::Dropped, format!("combined best: {why}"))
-                }
-                super::guards::Verdict::Interrupted => return Ok(()),
-            }
-        }
-        _ => (verdict, reason),
-    };
+    if tried.verdict != PickResult::Merged {
+        return Ok(Some(tried));
+    }
+    let label = format!("transfer-{}", f.researcher);
+    Ok(
+        match super::guards::check_commit(conf, candidate, &label).await? {
+            super::guards::Verdict::Pass => Some(tried),
+            super::guards::Verdict::Fail(why) => Some(Tried {
+                verdict: PickResult::Dropped,
+                reason: format!("combined best: {why}"),
+                ..tried
+            }),
+            super::guards::Verdict::Interrupted => None,
+        },
+    )
+}
+
+/// Records `transfer.pick` (the commit point), then moves best when the pick stayed.
+fn record_pick(
+    conf: &Conference,
+    st: &super::state::State,
+    f: &Finding,
+    tried: Tried,
+    conflicted: Vec<String>,
+) -> Result<()> {
+    let Tried {
+        verdict,
+        candidate,
+        result,
+        reason,
+    } = tried;
     let metric = result.as_ref().and_then(|r| r.metric);
     let note = candidate.map(|c| {
         json!({"commit": c.to_string(), "conference": conf.name, "researcher": f.researcher,
@@ -178,18 +233,6 @@ async fn pick(conf: &Conference, f: &Finding, start_runs: &[f64]) -> Result<()> 
                "transfer": verdict, "metric": metric, "runs": result.as_ref().map(|r| r.runs.clone()),
                "reason": reason})
     });
-    let payload = json!({
-        "round": st.round,
-        "researcher": f.researcher,
-        "finding": f.commit,
-        "commit": candidate.map(|c| c.to_string()),
-        "result": verdict,
-        "metric": metric,
-        "conflicts": conflicted,
-        "reason": reason,
-        "notes": note.iter().collect::<Vec<_>>(),
-    });
-    let old_best = st.best.commit.clone();
     let pick_line = serde_json::to_string(&PickRecord {
         researcher: f.researcher.clone(),
         finding: f.commit.clone(),
@@ -198,38 +241,26 @@ async fn pick(conf: &Conference, f: &Finding, start_runs: &[f64]) -> Result<()> 
         conflicts: conflicted.clone(),
         metric,
     })?;
+    let event = Event::TransferPick(events::TransferPick {
+        round: st.round,
+        researcher: f.researcher.clone(),
+        finding: f.commit.clone(),
+        commit: candidate.map(|c| c.to_string()),
+        result: verdict,
+        metric,
+        conflicts: conflicted,
+        reason: reason.clone(),
+        notes: note.map(Note).into_iter().collect(),
+    });
     conf.record(
-        "transfer.pick",
+        event,
         &format!("round {} {}: {verdict} ({reason})", st.round, f.researcher),
-        payload,
-        |next, rec| {
-            let changes = vec![super::research::append_line(
-                rec,
-                &picks_path(next.round),
-                &pick_line,
-            )?];
-            next.transfer_done.push(f.researcher.clone());
-            if verdict == PickResult::Merged {
-                if let Some(c) = candidate {
-                    next.best.commit = c.to_string();
-                    next.best.metric = metric;
-                    next.best.researcher = Some(f.researcher.clone());
-                    next.best.round = next.round;
-                }
-            }
-            Ok(changes)
-        },
+        vec![StateChange::AppendLine(picks_path(st.round), pick_line)],
     )?;
-    if let (Some(c), Some(n)) = (candidate, note) {
-        conf.note(&[(c, n)])?;
-    }
     crate::failpoint::hit("transfer.recorded");
     if verdict == PickResult::Merged {
-        conf.move_branch(
-            &conf.refs.best(),
-            &conf.state().best.commit,
-            Some(&old_best),
-        )?;
+        let new_best = conf.state().best.commit;
+        conf.move_branch(&conf.refs.best(), &new_best, Some(&st.best.commit))?;
     }
     conf.ui.info(&format!(
         "knowledge transfer: {} {verdict} — {reason}",
@@ -242,58 +273,120 @@ async fn pick(conf: &Conference, f: &Finding, start_runs: &[f64]) -> Result<()> 
 fn complete_round(conf: &Conference, findings: &[Finding]) -> Result<()> {
     let st = conf.state();
     let round = st.round;
+    let picks = read_picks(conf, round);
+    let knowledge = shared_knowledge(round, findings, &picks);
+    let config_text = updated_config(conf, &st, findings, &knowledge)?;
+    let transfer_md = transfer_markdown(&st, &picks, &knowledge);
+    let mut event = events::RoundCompleted {
+        round,
+        best_metric: st.best.metric,
+        best_researcher: st.best.researcher.clone(),
+        best_commit: st.best.commit.clone(),
+        converged: false,
+        shared_knowledge_added: knowledge,
+        streaks: streaks_after(conf, &st, findings),
+    };
+    // `converged`: the stop rules will end the conference as converged after this round.
+    let mut after = st.clone();
+    Event::RoundCompleted(event.clone()).apply(&mut after);
+    event.converged =
+        super::stop::check(conf, &after).is_some_and(|s| s.status == FinalStatus::Converged);
+    let results_tsv = super::synthesis::round_results_tsv(conf, round, findings)?;
+    // The progress chart, refreshed every round (the seed overwrites it each round).
+    let attempts = super::synthesis::all_attempts(conf, &after)?;
+    let plot = super::synthesis::plot(conf, &after, &attempts)?;
+    let best_researcher = st.best.researcher.as_deref().unwrap_or("-");
+    conf.record(
+        Event::RoundCompleted(event),
+        &format!(
+            "round {round}: best {} ({best_researcher})",
+            fmt(st.best.metric)
+        ),
+        vec![
+            StateChange::Put(files::CONFIG.into(), config_text.into_bytes()),
+            StateChange::Put(files::transfer(round), transfer_md.into_bytes()),
+            StateChange::Put(files::results(round), results_tsv.into_bytes()),
+            StateChange::Put(files::PLOT.into(), plot),
+        ],
+    )?;
+    conf.ui.info(&format!(
+        "round {round} completed: best {}",
+        fmt(conf.state().best.metric)
+    ));
+    Ok(())
+}
+
+/// One Shared Knowledge line per validated finding of the round, in transfer order, with what
+/// became of it.
+fn shared_knowledge(round: u32, findings: &[Finding], picks: &[PickRecord]) -> Vec<String> {
+    review::transfer_order(findings)
+        .into_iter()
+        .map(|f| {
+            let outcome = match picks.iter().find(|p| p.researcher == f.researcher) {
+                Some(p) if p.result == PickResult::Merged && p.conflicts.is_empty() => {
+                    "on best".to_string()
+                }
+                Some(p) if p.result == PickResult::Merged => {
+                    format!("on best except {}", p.conflicts.join(", "))
+                }
+                Some(p) => format!("not combined: {}", p.reason),
+                None => "not transferred".to_string(),
+            };
+            format!(
+                "Round {round}, Researcher {}: {} ({:+.6}, validated, {outcome})",
+                f.researcher,
+                f.description.lines().next().unwrap_or(""),
+                f.gain_reproduced
+            )
+        })
+        .collect()
+}
+
+/// The stored conference.md with the round's Shared Knowledge lines and its Conference Log row.
+fn updated_config(
+    conf: &Conference,
+    st: &super::state::State,
+    findings: &[Finding],
+    knowledge: &[String],
+) -> Result<String> {
     let mut config_text = conf
         .read_state_file(files::CONFIG)?
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_else(|| conf.config_text.clone());
-    let mut knowledge = Vec::new();
-    let picks = read_picks(conf, round);
-    for f in review::transfer_order(findings) {
-        let outcome = match picks.iter().find(|p| p.researcher == f.researcher) {
-            Some(p) if p.result == PickResult::Merged && p.conflicts.is_empty() => {
-                "on best".to_string()
-            }
-            Some(p) if p.result == PickResult::Merged => {
-                format!("on best except {}", p.conflicts.join(", "))
-            }
-            Some(p) => format!("not combined: {}", p.reason),
-            None => "not transferred".to_string(),
-        };
-        let line = format!(
-            "Round {round}, Researcher {}: {} ({:+.6}, validated, {outcome})",
-            f.researcher,
-            f.description.lines().next().unwrap_or(""),
-            f.gain_reproduced
-        );
-        config_text = edit::append_shared_knowledge(&config_text, &line);
-        knowledge.push(line);
+    for line in knowledge {
+        config_text = edit::append_shared_knowledge(&config_text, line);
     }
-    let best_researcher = st.best.researcher.clone().unwrap_or_else(|| "-".into());
     let key = findings
         .iter()
-        .find(|f| Some(&f.researcher) == st.best.researcher.as_ref() && st.best.round == round)
+        .find(|f| Some(&f.researcher) == st.best.researcher.as_ref() && st.best.round == st.round)
         .map(|f| f.description.lines().next().unwrap_or("").to_string())
         .unwrap_or_else(|| "no new validated finding".into());
-    config_text = edit::append_conference_log_row(
-        &config_text,
-        &[
-            round.to_string(),
-            best_researcher.clone(),
-            fmt(st.best.metric),
-            key,
-            "completed".into(),
-        ],
-    );
+    let row = [
+        st.round.to_string(),
+        st.best.researcher.clone().unwrap_or_else(|| "-".into()),
+        fmt(st.best.metric),
+        key,
+        "completed".into(),
+    ];
+    Ok(edit::append_conference_log_row(&config_text, &row))
+}
+
+/// The stop rules' streaks once this round counts: progress beyond the noise, every
+/// researcher stalled, every score high (qualitative mode: the reviewer's scores of the
+/// re-measured round-bests, or the score a researcher without a finding kept).
+fn streaks_after(
+    conf: &Conference,
+    st: &super::state::State,
+    findings: &[Finding],
+) -> round_rules::Streaks {
     let previous = st
         .round_bests
         .last()
         .copied()
         .flatten()
         .or(st.baseline_metric);
-    let threshold = super::stop::noise_threshold(conf, &st);
+    let threshold = super::stop::noise_threshold(conf, st);
     let progressed = round_rules::progressed(st.best.metric, previous, conf.direction(), threshold);
-    // Qualitative mode: the reviewer's scores (the re-measured round-bests), or the score a
-    // researcher without a finding kept.
     let all_high = !st.researchers.is_empty()
         && st.researchers.iter().all(|(id, r)| {
             findings
@@ -303,93 +396,52 @@ fn complete_round(conf: &Conference, findings: &[Finding]) -> Result<()> {
                 .or(r.best_metric)
                 .is_some_and(|m| m >= round_rules::HIGH_SCORE)
         });
-    let mut transfer_md = String::new();
-    let _ = writeln!(transfer_md, "# Knowledge Transfer — Round {round}\n");
+    let before = round_rules::Streaks {
+        plateau_rounds: st.plateau_rounds,
+        stalled_rounds: st.stalled_rounds,
+        high_score_rounds: st.high_score_rounds,
+    };
+    let all_stalled = super::stop::every_researcher_stalled(st);
+    round_rules::streaks_after(before, progressed, all_stalled, all_high)
+}
+
+/// The round's knowledge transfer page: best after the round, each pick, the knowledge added.
+fn transfer_markdown(
+    st: &super::state::State,
+    picks: &[PickRecord],
+    knowledge: &[String],
+) -> String {
+    let mut md = String::new();
+    let _ = writeln!(md, "# Knowledge Transfer — Round {}\n", st.round);
     let _ = writeln!(
-        transfer_md,
+        md,
         "Best after the round: {} (`{}`)\n",
         fmt(st.best.metric),
         &st.best.commit[..10]
     );
     if picks.is_empty() {
-        let _ = writeln!(transfer_md, "No validated finding to transfer this round.");
+        let _ = writeln!(md, "No validated finding to transfer this round.");
     }
-    for p in &picks {
+    for p in picks {
+        let conflicts = if p.conflicts.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " (conflicting files kept from best, which has the larger gain: {})",
+                p.conflicts.join(", ")
+            )
+        };
         let _ = writeln!(
-            transfer_md,
-            "- Researcher {}: **{}** — {}{}",
-            p.researcher,
-            p.result,
-            p.reason,
-            if p.conflicts.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    " (conflicting files kept from best, which has the larger gain: {})",
-                    p.conflicts.join(", ")
-                )
-            }
+            md,
+            "- Researcher {}: **{}** — {}{conflicts}",
+            p.researcher, p.result, p.reason
         );
     }
     if !knowledge.is_empty() {
-        let _ = writeln!(transfer_md, "\n## Shared knowledge added\n");
+        let _ = writeln!(md, "\n## Shared knowledge added\n");
     }
-    for k in &knowledge {
-        let _ = writeln!(transfer_md, "- {k}");
+    for k in knowledge {
+        let _ = writeln!(md, "- {k}");
     }
-    let advance = |next: &mut super::state::State| {
-        next.phase = Phase::Between;
-        next.round_bests.push(next.best.metric);
-        let before = round_rules::Streaks {
-            plateau_rounds: next.plateau_rounds,
-            stalled_rounds: next.stalled_rounds,
-            high_score_rounds: next.high_score_rounds,
-        };
-        let all_stalled = super::stop::every_researcher_stalled(next);
-        let after = round_rules::streaks_after(before, progressed, all_stalled, all_high);
-        next.plateau_rounds = after.plateau_rounds;
-        next.stalled_rounds = after.stalled_rounds;
-        next.high_score_rounds = after.high_score_rounds;
-        next.shared_knowledge.extend(knowledge.iter().cloned());
-        next.transfer_done.clear();
-    };
-    // `converged`: the stop rules will end the conference as converged after this round.
-    let mut after = st.clone();
-    advance(&mut after);
-    let converged_now =
-        super::stop::check(conf, &after).is_some_and(|s| s.status == FinalStatus::Converged);
-    let payload = json!({
-        "round": round,
-        "best_metric": st.best.metric,
-        "best_researcher": st.best.researcher,
-        "best_commit": st.best.commit,
-        "converged": converged_now,
-        "shared_knowledge_added": knowledge,
-    });
-    let results_tsv = super::synthesis::round_results_tsv(conf, round, findings)?;
-    // The progress chart, refreshed every round (the seed overwrites it each round).
-    let attempts = super::synthesis::all_attempts(conf, &after)?;
-    let plot = super::synthesis::plot(conf, &after, &attempts)?;
-    conf.record(
-        "round.completed",
-        &format!(
-            "round {round}: best {} ({best_researcher})",
-            fmt(st.best.metric)
-        ),
-        payload,
-        |next, _| {
-            advance(next);
-            Ok(vec![
-                StateChange::Put(files::CONFIG.into(), config_text.into_bytes()),
-                StateChange::Put(files::transfer(round), transfer_md.into_bytes()),
-                StateChange::Put(files::results(round), results_tsv.into_bytes()),
-                StateChange::Put(files::PLOT.into(), plot),
-            ])
-        },
-    )?;
-    conf.ui.info(&format!(
-        "round {round} completed: best {}",
-        fmt(conf.state().best.metric)
-    ));
-    Ok(())
+    md
 }

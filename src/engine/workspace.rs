@@ -26,11 +26,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use git2::{Oid, Repository};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use super::Conference;
 use crate::config::{Config, ConfigError};
 use crate::exec::process::{self, Outcome, Spec};
+use crate::model::event::{self as events, Event};
 
 /// The marker file, in a worktree's own git folder.
 const SETUP_MARKER: &str = "conference-setup.json";
@@ -335,12 +335,17 @@ pub async fn ready_researcher(conf: &Conference, id: &str, path: &Path) -> Resul
     let failed = err.downcast::<SetupFailed>()?;
     let round = conf.state().round;
     conf.record(
-        "researcher.setup_failed",
+        Event::SetupFailed(events::SetupFailed {
+            researcher: id.to_string(),
+            round,
+            command: failed.command.clone(),
+            status: failed.outcome.clone(),
+            reason: failed.to_string(),
+            output_tail: failed.tail.clone(),
+            log: failed.log.clone(),
+        }),
         &format!("{id} r{round}: setup failed ({})", failed.outcome),
-        json!({"researcher": id, "round": round, "command": failed.command,
-               "status": failed.outcome, "reason": failed.to_string(),
-               "output_tail": failed.tail, "log": failed.log}),
-        |_, _| Ok(vec![]),
+        vec![],
     )?;
     conf.ui.warn(&format!(
         "researcher {id}: {failed}; no agent runs on this worktree this round"

@@ -1,11 +1,19 @@
-//! The protocol's data at the bottom of the crate (no I/O, no engine): the words stored in
-//! events, notes and `state.json`, as enums. Each word is spelled once, in `words.rs`; a new
+//! The protocol's data at the bottom of the crate (no I/O, no engine): the typed events
+//! (`event.rs`), the state every event updates (`state.rs`), what agent runs used (`usage.rs`),
+//! how a failure's reason is worded (`reasons.rs`), and the words stored in events, notes and
+//! `state.json`, as enums. Each word is spelled once, in `words.rs`; a new
 //! verdict is added there and the compiler finds every `match` that must handle it.
 //!
 //! Stored fields stay strings (old logs may hold words a newer release no longer writes), and
 //! the enums compare with them (`attempt.verdict == Verdict::Kept`), so reading never fails on a
 //! word and writing always spells it the one way.
 
+pub mod event;
+pub mod reasons;
+pub mod state;
+mod usage;
 mod words;
 
+pub use event::{Event, EventLine, Note};
+pub use usage::{Spend, Tokens, Usage};
 pub use words::{EvalStatus, FinalStatus, PickResult, ReviewVerdict, RunStatus, Verdict};

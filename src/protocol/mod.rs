@@ -12,6 +12,7 @@
 
 pub mod keep;
 pub mod pick;
+pub mod reduce;
 pub mod review_verdict;
 pub mod round;
 pub mod schedule;

@@ -41,16 +41,8 @@ pub fn progressed(
     }
 }
 
-/// The streak counters the stop rules read.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Streaks {
-    /// Consecutive rounds without progress beyond the noise.
-    pub plateau_rounds: u32,
-    /// Consecutive rounds in which every researcher was stalled.
-    pub stalled_rounds: u32,
-    /// Consecutive rounds with every qualitative score high.
-    pub high_score_rounds: u32,
-}
+/// The streak counters the stop rules read (model data: the round's event carries them).
+pub use crate::model::event::Streaks;
 
 /// The counters after a round: each grows by one when its condition held this round and starts
 /// again from 0 when it did not.

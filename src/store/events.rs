@@ -9,31 +9,26 @@
 
 use anyhow::{anyhow, Context, Result};
 use git2::{build::TreeUpdateBuilder, FileMode, Oid, Repository, Sort};
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::refs::ConferenceRefs;
 use super::signature;
 
-/// One event as the seed's JSON line has it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Event {
-    pub event: String,
-    pub timestamp: String,
-    pub payload: Value,
-}
+/// One event as the seed's JSON line has it: the stored form of a typed `model::Event`.
+pub use crate::model::EventLine;
 
 /// An event read back from the log, with the commit that records it.
 #[derive(Debug, Clone)]
 pub struct LoggedEvent {
     pub commit: Oid,
     pub summary: String,
-    pub event: Event,
+    pub event: EventLine,
 }
 
 /// A change to the state tree made together with an event.
 pub enum StateChange {
     Put(String, Vec<u8>),
+    /// Adds a line (and its newline) to a JSON-lines file, created when missing.
+    AppendLine(String, String),
     Remove(String),
 }
 
@@ -93,7 +88,7 @@ impl EventLog {
     pub fn append(
         &mut self,
         repo: &Repository,
-        event: &Event,
+        event: &EventLine,
         summary: &str,
         changes: &[StateChange],
     ) -> Result<Oid> {
@@ -107,6 +102,15 @@ impl EventLog {
                 StateChange::Put(path, bytes) => {
                     let blob = repo.blob(bytes)?;
                     update.upsert(path.as_str(), blob, FileMode::Blob);
+                }
+                StateChange::AppendLine(path, line) => {
+                    let mut bytes = match base_tree.get_path(std::path::Path::new(path)) {
+                        Ok(entry) => repo.find_blob(entry.id())?.content().to_vec(),
+                        Err(_) => Vec::new(),
+                    };
+                    bytes.extend_from_slice(line.as_bytes());
+                    bytes.push(b'\n');
+                    update.upsert(path.as_str(), repo.blob(&bytes)?, FileMode::Blob);
                 }
                 StateChange::Remove(path) => {
                     update.remove(path.as_str());
@@ -191,7 +195,7 @@ pub fn parse_event_commit(commit: Oid, message: &str) -> Result<LoggedEvent> {
         .lines()
         .find(|l| l.trim_start().starts_with('{'))
         .ok_or_else(|| anyhow!("event commit {commit} has no JSON payload"))?;
-    let event: Event = serde_json::from_str(json)
+    let event: EventLine = serde_json::from_str(json)
         .with_context(|| format!("event commit {commit} has a malformed JSON payload"))?;
     Ok(LoggedEvent {
         commit,

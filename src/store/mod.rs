@@ -12,7 +12,7 @@ pub mod refs;
 use anyhow::Result;
 use git2::{Oid, Repository, Signature};
 
-pub use events::{Event, EventLog, LoggedEvent, StateChange};
+pub use events::{EventLine, EventLog, LoggedEvent, StateChange};
 pub use refs::{ConferenceRefs, NOTES_REF};
 
 /// The identity git-conference commits with: the user's, else a fixed one.

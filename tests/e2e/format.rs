@@ -11,7 +11,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use common::TestRepo;
-use git_conference::model::{FinalStatus, PickResult, ReviewVerdict, RunStatus, Verdict};
+use git_conference::model::{
+    Event, EventLine, FinalStatus, PickResult, ReviewVerdict, RunStatus, Verdict,
+};
 use serde_json::Value;
 
 const NAME: &str = "rec";
@@ -157,6 +159,9 @@ fn a_recorded_conference_resumes_in_a_fresh_clone_to_the_uninterrupted_best() {
     assert_eq!(resumed.git(&["fsck", "--no-progress"]), "");
     every_stored_word_is_a_model_word(&resumed);
     every_stored_word_is_a_model_word(&straight);
+    // The recorded part (by the earlier release) and what today's code wrote after it.
+    every_event_is_a_typed_event_that_writes_the_same_payload(&resumed);
+    every_event_is_a_typed_event_that_writes_the_same_payload(&straight);
     todays_bytes_keep_the_recorded_shape(&resumed, recorded_events.len(), &straight);
 }
 
@@ -233,6 +238,25 @@ fn todays_bytes_keep_the_recorded_shape(recorded: &TestRepo, count: usize, today
     );
 }
 
+/// Every event in the log reads as a typed event (`model::Event`) that writes back the payload it
+/// was read from, field for field: the typed events change no stored byte.
+fn every_event_is_a_typed_event_that_writes_the_same_payload(repo: &TestRepo) {
+    let lines = repo.events(NAME);
+    for line in &lines {
+        let stored: EventLine = serde_json::from_value(line.clone()).unwrap();
+        let typed = Event::parse(&stored)
+            .unwrap_or_else(|| panic!("{} does not read as a typed event: {line}", stored.event));
+        assert_eq!(typed.name(), stored.event);
+        assert_eq!(
+            typed.payload(),
+            stored.payload,
+            "{}: the typed payload differs from the stored one",
+            stored.event
+        );
+    }
+    assert!(lines.len() >= 20, "{} events read", lines.len());
+}
+
 /// Every verdict and status word in the event log is one the model spells (`src/model`), in
 /// the recorded part as in what today's code wrote after it.
 fn every_stored_word_is_a_model_word(repo: &TestRepo) {
@@ -276,6 +300,10 @@ fn every_stored_word_is_a_model_word(repo: &TestRepo) {
 fn status_log_and_report_read_a_recorded_conference_without_writing_to_it() {
     let repo = clone_of_the_recording(true);
     let tip = events_tip(&repo);
+    let git_dir = repo.dir.join(".git");
+    // `fetch` made the run folder (for its lock); reading must not make it again.
+    std::fs::remove_dir_all(git_dir.join("conference").join(NAME)).unwrap();
+    let files_before = files_under(&git_dir);
 
     let st = repo.status_json(NAME);
     assert_eq!(st["status"], "paused", "{st}");
@@ -336,9 +364,39 @@ fn status_log_and_report_read_a_recorded_conference_without_writing_to_it() {
     let review = std::fs::read_to_string(out.join("peer_review_round_1.md")).unwrap();
     assert!(review.contains("validated"), "{review}");
 
+    repo.conference(&["list"]).ok();
     assert_eq!(events_tip(&repo), tip, "reading recorded an event");
+    assert_eq!(
+        files_under(&git_dir),
+        files_before,
+        "status, log, report and list created or removed files in the repository"
+    );
+    assert!(!git_dir.join("conference").join(NAME).exists());
     assert_eq!(
         repo.git(&["status", "--porcelain", "--untracked-files=all"]),
         ""
     );
+}
+
+/// Every file under `dir` (git's index aside, which `git status` refreshes), relative to it.
+fn files_under(dir: &Path) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(folder) = stack.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path.clone());
+            }
+            let relative = path
+                .strip_prefix(dir)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            if relative != "index" {
+                found.insert(relative);
+            }
+        }
+    }
+    found
 }

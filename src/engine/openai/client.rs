@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::engine::usage::Tokens;
+use crate::model::Tokens;
 
 /// Where and as whom to ask.
 #[derive(Debug, Clone, PartialEq)]

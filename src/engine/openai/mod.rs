@@ -20,10 +20,10 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use super::agent::{AgentCall, AgentOutcome, AgentRun};
-use super::usage::Tokens;
 use super::Conference;
 use crate::exec::process;
 use crate::git::snapshot;
+use crate::model::Tokens;
 use apply::Problem;
 use client::{Endpoint, Message};
 

@@ -95,7 +95,7 @@ pub struct ResearcherState {
     pub respawned: bool,
     /// What this researcher's agent reported using (see `budget`).
     #[serde(default)]
-    pub spend: super::budget::Spend,
+    pub spend: super::Spend,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -154,9 +154,9 @@ pub struct State {
     pub paused_at_round: u32,
     /// What the agents reported using, in all and per round (index 0 = round 1).
     #[serde(default)]
-    pub spend: super::budget::Spend,
+    pub spend: super::Spend,
     #[serde(default)]
-    pub round_spend: Vec<super::budget::Spend>,
+    pub round_spend: Vec<super::Spend>,
     /// Seconds the conference spent stopped before it was continued (`conference.continued`):
     /// not part of the time budget.
     #[serde(default)]

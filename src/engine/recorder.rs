@@ -1,0 +1,213 @@
+//! Where an event is recorded. [`Recorder::record`] applies a typed event to the state (the
+//! reducer, `protocol::reduce`), writes the event commit — the commit point, with the new
+//! `state.json` and the files the step produced — and only then changes the in-memory state,
+//! queues the notes the event implies and tells the observers (hooks are one).
+//!
+//! Notes and evaluation cache entries go out in batches: between iterations they wait until a
+//! batch is old or big enough, any other event writes them at once. Every note is also in its
+//! event's payload and every cache entry follows from an iteration event, so a kill before a
+//! batch loses nothing (`Conference::reconcile` replays them).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use git2::{Oid, Repository};
+
+use super::integrity;
+use crate::hooks::Hooks;
+use crate::model::state::files;
+use crate::model::{Event, EventLine};
+use crate::store::{notes, EventLog, StateChange};
+
+/// Pending notes are written at least this often while researchers iterate…
+const NOTES_MAX_DELAY: Duration = Duration::from_secs(2);
+/// …and at least every this many iterations; a notes commit says "noted through" at least every
+/// this many events. Resume replays notes back to that mark: its cost does not grow with the log.
+pub(super) const NOTES_MAX_EVENTS: u32 = 128;
+
+/// Told of every event once its commit is written.
+pub trait Observer: Send {
+    fn recorded(&mut self, conference: &str, line: &EventLine);
+    /// Waits (bounded) for work still running, before the program exits.
+    fn finish(&mut self) {}
+}
+
+impl Observer for Hooks {
+    fn recorded(&mut self, conference: &str, line: &EventLine) {
+        self.run(conference, line);
+    }
+    fn finish(&mut self) {
+        Hooks::finish(self);
+    }
+}
+
+/// The recording side of a conference, shared behind a lock by every task of a run.
+pub struct Recorder {
+    pub repo: Repository,
+    pub log: EventLog,
+    pub state: crate::model::state::State,
+    observers: Vec<Box<dyn Observer>>,
+    /// Note lines of recorded events not written yet: notes go out in batches (one notes commit
+    /// for many attempts). `record` queues them with the event itself, so a batch written after
+    /// an event holds every note of every event up to it.
+    pub(super) pending_notes: Vec<(Oid, String)>,
+    notes_flushed: Instant,
+    /// Researcher iterations recorded since the last batch.
+    iterations_unflushed: u32,
+    /// Events recorded since a notes commit last said "noted through" (see `flush_notes`).
+    events_unmarked: u32,
+    /// Evaluation cache entries (`evaluations/…`) not in the state tree yet: they join the next
+    /// event that writes a batch, not each iteration's (four objects fewer per iteration). Within
+    /// a run `Conference::evaluations` serves them; after a kill `reconcile` rebuilds them from
+    /// the iteration events, which carry each result.
+    pub(super) pending_cache: BTreeMap<String, Vec<u8>>,
+}
+
+impl Recorder {
+    pub fn new(
+        repo: Repository,
+        log: EventLog,
+        state: crate::model::state::State,
+        hooks: Hooks,
+    ) -> Recorder {
+        Recorder {
+            repo,
+            log,
+            state,
+            observers: vec![Box::new(hooks)],
+            pending_notes: Vec::new(),
+            notes_flushed: Instant::now(),
+            iterations_unflushed: 0,
+            events_unmarked: 0,
+            pending_cache: Default::default(),
+        }
+    }
+
+    /// Records `event` with the state-tree `files` its step produced. The event commit is the
+    /// commit point; the in-memory state changes only once it is written.
+    pub fn record(
+        &mut self,
+        event: &Event,
+        summary: &str,
+        produced: Vec<StateChange>,
+    ) -> Result<()> {
+        let mut next = self.state.clone();
+        event.apply(&mut next);
+        let between_iterations = event.is_between_iterations();
+        let batch_due = !between_iterations
+            || self.notes_flushed.elapsed() >= NOTES_MAX_DELAY
+            || self.iterations_unflushed + 1 >= NOTES_MAX_EVENTS;
+        let mut changes = self.hold_back_cache_entries(produced, batch_due);
+        let timestamp = super::now_iso();
+        next.events += 1;
+        next.last_event = event.name().to_string();
+        next.updated_at = timestamp.clone();
+        changes.push(StateChange::Put(
+            files::STATE.into(),
+            serde_json::to_vec_pretty(&next)?,
+        ));
+        let line = event.line(timestamp);
+        if event.is_note_checkpoint() {
+            self.flush_notes()?;
+        }
+        // An agent may have moved the log's ref (`git update-ref`): this run is its only writer.
+        integrity::events_ref_in_place(&self.repo, &self.log.refs().events(), self.log.tip());
+        self.log.append(&self.repo, &line, summary, &changes)?;
+        self.state = next;
+        self.events_unmarked += 1;
+        if between_iterations {
+            self.iterations_unflushed += 1;
+        }
+        self.pending_notes.extend(note_lines(event));
+        self.notify(&line);
+        if batch_due {
+            self.flush_notes()?;
+        }
+        Ok(())
+    }
+
+    /// `produced` less the evaluation cache entries, which wait for a batch; with the batch's
+    /// entries when one is due.
+    fn hold_back_cache_entries(
+        &mut self,
+        produced: Vec<StateChange>,
+        batch_due: bool,
+    ) -> Vec<StateChange> {
+        let mut changes = Vec::with_capacity(produced.len() + 1);
+        for change in produced {
+            match change {
+                StateChange::Put(path, bytes) if path.starts_with(files::EVAL_CACHE_DIR) => {
+                    self.pending_cache.insert(path, bytes);
+                }
+                other => changes.push(other),
+            }
+        }
+        if batch_due {
+            let batch = std::mem::take(&mut self.pending_cache);
+            changes.extend(batch.into_iter().map(|(p, b)| StateChange::Put(p, b)));
+        }
+        changes
+    }
+
+    /// Tells every observer of an event just recorded.
+    pub(super) fn notify(&mut self, line: &EventLine) {
+        for observer in &mut self.observers {
+            observer.recorded(&self.state.name, line);
+        }
+    }
+
+    /// Writes the pending notes in one notes commit. When no evaluation cache entry waits for a
+    /// batch either, everything the events up to the log's tip imply is stored, and the commit
+    /// says so ("noted through" the tip): `reconcile` replays notes back to there only. Without
+    /// notes to write, a commit for that mark alone is written every `NOTES_MAX_EVENTS` events.
+    pub(super) fn flush_notes(&mut self) -> Result<()> {
+        let through = self
+            .log
+            .tip()
+            .filter(|_| self.pending_cache.is_empty() && self.events_unmarked > 0);
+        let marker = through.map(|through| notes::Marker {
+            name: &self.state.name,
+            through,
+            force: self.events_unmarked >= NOTES_MAX_EVENTS,
+        });
+        let wrote = notes::append_lines(&self.repo, &self.pending_notes, marker)?;
+        if wrote && through.is_some() {
+            self.events_unmarked = 0;
+        }
+        self.pending_notes.clear();
+        self.notes_flushed = Instant::now();
+        self.iterations_unflushed = 0;
+        Ok(())
+    }
+
+    /// Waits (bounded) for observers still running (hooks), before the program exits.
+    pub fn finish_hooks(&mut self) {
+        for observer in &mut self.observers {
+            observer.finish();
+        }
+    }
+}
+
+/// The note lines a typed event implies: (snapshot commit, JSON line).
+fn note_lines(event: &Event) -> Vec<(Oid, String)> {
+    event
+        .notes()
+        .iter()
+        .filter_map(|n| Some((n.commit()?, n.0.to_string())))
+        .collect()
+}
+
+/// The note lines a stored event implies, for events of any release (its payload's `notes`).
+pub fn notes_of_line(line: &EventLine) -> Vec<(Oid, String)> {
+    let Some(notes) = line.payload.get("notes").and_then(|n| n.as_array()) else {
+        return vec![];
+    };
+    notes
+        .iter()
+        .filter_map(|n| {
+            let commit = n.get("commit")?.as_str()?;
+            Some((Oid::from_str(commit).ok()?, n.to_string()))
+        })
+        .collect()
+}

@@ -1,0 +1,469 @@
+//! Every event a conference records, typed: one variant per event, its payload's fields, its
+//! name, and the notes it implies. A new event is added here, and the compiler then finds the
+//! reducer (`protocol::reduce`) and every `match` that must handle it.
+//!
+//! The stored form does not change: an event is the seed's JSON line `{"event", "timestamp",
+//! "payload"}` ([`EventLine`]), and each variant's payload serialises to the same object, key for
+//! key, that earlier releases wrote (payload keys are sorted, as `serde_json` maps keep them).
+//! A few variants carry what their reducer needs beyond the payload (`#[serde(skip)]` fields):
+//! the state is stored whole with every event, so it is never rebuilt from payloads alone.
+//!
+//! Readers of old logs keep reading [`EventLine`]s: a log may hold events, or fields, that a
+//! release no longer writes; [`Event::parse`] types the ones it knows.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{FinalStatus, PickResult, Tokens, Usage, Verdict};
+
+/// One event as the seed's JSON line has it (the stored form of every [`Event`]).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct EventLine {
+    pub event: String,
+    pub timestamp: String,
+    pub payload: Value,
+}
+
+/// A note on a snapshot commit (`refs/notes/conference`, one JSON object per line). Notes of
+/// different events, and of different releases, carry different fields; readers take the ones
+/// they know, so a note stays an open JSON object with a commit.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(transparent)]
+pub struct Note(pub Value);
+
+impl Note {
+    /// The snapshot the note is on.
+    pub fn commit(&self) -> Option<git2::Oid> {
+        git2::Oid::from_str(self.0.get("commit")?.as_str()?).ok()
+    }
+
+    /// The note with an attempt's usage (`tokens`, and `cost_usd` when reported), as the
+    /// iteration event's payload has it too.
+    pub fn with_usage(mut self, usage: Option<Usage>) -> Note {
+        if let (Some(u), Some(map)) = (usage, self.0.as_object_mut()) {
+            map.insert("tokens".into(), serde_json::json!(Tokens::of(u)));
+            if let Some(cost) = u.cost_usd {
+                map.insert("cost_usd".into(), serde_json::json!(cost));
+            }
+        }
+        self
+    }
+}
+
+/// What a conference records, one variant per event name.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    Started(Started),
+    BaselineMeasured(BaselineMeasured),
+    Rebased(Rebased),
+    ConfigChanged(ConfigChanged),
+    RoundStarted(RoundStarted),
+    SetupFailed(SetupFailed),
+    Iteration(Iteration),
+    Stuck(Stuck),
+    AttemptInterrupted(AttemptInterrupted),
+    BranchSetAside(BranchSetAside),
+    Finished(Finished),
+    PosterSession(PosterSession),
+    PeerReview(PeerReview),
+    TransferPick(TransferPick),
+    RoundCompleted(RoundCompleted),
+    Paused(Paused),
+    Stopped(Stopped),
+    Continued(Continued),
+    Resumed(Resumed),
+    Completed(Completed),
+}
+
+/// Every event name, as stored.
+pub mod names {
+    pub const STARTED: &str = "conference.started";
+    pub const BASELINE_MEASURED: &str = "baseline.measured";
+    pub const REBASED: &str = "conference.rebased";
+    pub const CONFIG_CHANGED: &str = "conference.config_changed";
+    pub const ROUND_STARTED: &str = "round.started";
+    pub const SETUP_FAILED: &str = "researcher.setup_failed";
+    pub const ITERATION: &str = "researcher.iteration";
+    pub const STUCK: &str = "researcher.stuck";
+    pub const ATTEMPT_INTERRUPTED: &str = "attempt.interrupted";
+    pub const BRANCH_SET_ASIDE: &str = "branch.set_aside";
+    pub const FINISHED: &str = "researcher.finished";
+    pub const POSTER_SESSION: &str = "round.poster_session";
+    pub const PEER_REVIEW: &str = "round.peer_review";
+    pub const TRANSFER_PICK: &str = "transfer.pick";
+    pub const ROUND_COMPLETED: &str = "round.completed";
+    pub const PAUSED: &str = "conference.paused";
+    pub const CONVERGED: &str = "conference.converged";
+    pub const STALLED: &str = "conference.stalled";
+    pub const BUDGET_STOP: &str = "conference.budget_stop";
+    pub const CONTINUED: &str = "conference.continued";
+    pub const RESUMED: &str = "conference.resumed";
+    pub const COMPLETED: &str = "conference.completed";
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Started {
+    pub researchers: usize,
+    pub mode: Value,
+    pub goal: String,
+    pub config_summary: String,
+    pub base: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BaselineMeasured {
+    pub metric_value: f64,
+    pub runs: Vec<f64>,
+    pub commit: String,
+    pub sub_metrics: BTreeMap<String, f64>,
+    pub noise_runs: u32,
+    pub noise_sd: Option<f64>,
+    pub notes: Vec<Note>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rebased {
+    pub from: String,
+    pub to: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfigChanged {
+    pub changes: Vec<Value>,
+    pub file: String,
+    pub round: u32,
+    pub diff: String,
+    /// The evaluation settings' hash under the new config (keys the evaluation cache).
+    #[serde(skip)]
+    pub eval_settings: String,
+    /// The noise settings changed: the noisy-evaluation warning was about the old ones.
+    #[serde(skip)]
+    pub noise_settings_changed: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoundStarted {
+    pub round: u32,
+    pub researcher_states: Vec<String>,
+    pub endgame: bool,
+    pub best_metric: Option<f64>,
+    pub best_commit: String,
+    pub heads: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SetupFailed {
+    pub researcher: String,
+    pub round: u32,
+    pub command: String,
+    pub status: String,
+    pub reason: String,
+    pub output_tail: String,
+    pub log: PathBuf,
+}
+
+/// `researcher.iteration`: the commit point of an attempt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Iteration {
+    pub researcher: String,
+    pub round: u32,
+    pub iteration: u32,
+    pub metric_value: Option<f64>,
+    pub delta: Option<String>,
+    pub status: Verdict,
+    /// The attempt's commit (None when nothing was committed).
+    pub commit: Option<String>,
+    pub tree: String,
+    pub description: String,
+    pub reason: Option<String>,
+    pub sub_metrics: BTreeMap<String, f64>,
+    /// Whether the attempt's tree was measured (an agent failure is not).
+    pub evaluated: bool,
+    pub notes: Vec<Note>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<Tokens>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+impl Iteration {
+    /// What the attempt's agent run used, when it reported it.
+    pub fn usage(&self) -> Option<Usage> {
+        self.tokens.map(|t| Usage {
+            input: t.input,
+            output: t.output,
+            cost_usd: self.cost_usd,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stuck {
+    pub researcher: String,
+    pub round: u32,
+    pub stuck_level: u8,
+    pub consecutive_non_improving: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttemptInterrupted {
+    pub researcher: String,
+    pub round: u32,
+    pub commit: String,
+    pub tree: String,
+    pub notes: Vec<Note>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BranchSetAside {
+    pub branch: String,
+    pub researcher: Option<String>,
+    pub round: u32,
+    pub commit: String,
+    pub expected: String,
+    pub subject: String,
+    pub notes: Vec<Note>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finished {
+    pub researcher: String,
+    pub round: u32,
+    pub reason: String,
+    pub iterations: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PosterSession {
+    pub round: u32,
+    pub summary: String,
+    pub path: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PeerReview {
+    pub round: u32,
+    pub validated_count: usize,
+    pub challenged_count: usize,
+    pub overturned_count: usize,
+    pub findings: Value,
+    pub conflicts: Value,
+    pub notes: Vec<Note>,
+    /// The warning that the evaluation is too noisy for the findings, when it is.
+    #[serde(skip)]
+    pub noisy_evaluation: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TransferPick {
+    pub round: u32,
+    pub researcher: String,
+    pub finding: String,
+    /// The commit the pick made on top of best (None when nothing was applied).
+    pub commit: Option<String>,
+    pub result: PickResult,
+    pub metric: Option<f64>,
+    pub conflicts: Vec<String>,
+    pub reason: String,
+    pub notes: Vec<Note>,
+}
+
+/// The streak counters the stop rules read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Streaks {
+    /// Consecutive rounds without progress beyond the noise.
+    pub plateau_rounds: u32,
+    /// Consecutive rounds in which every researcher was stalled.
+    pub stalled_rounds: u32,
+    /// Consecutive rounds with every qualitative score high.
+    pub high_score_rounds: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoundCompleted {
+    pub round: u32,
+    pub best_metric: Option<f64>,
+    pub best_researcher: Option<String>,
+    pub best_commit: String,
+    pub converged: bool,
+    pub shared_knowledge_added: Vec<String>,
+    /// The stop rules' streaks once this round counts.
+    #[serde(skip)]
+    pub streaks: Streaks,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Paused {
+    pub round: u32,
+    pub pause_every: Option<u32>,
+}
+
+/// `conference.converged`, `conference.stalled` or `conference.budget_stop`: the stop rules
+/// ended the conference; synthesis follows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stopped {
+    pub final_best_metric: Option<f64>,
+    pub round_count: u32,
+    /// The stop rule's token (`max_rounds`, `plateau`, …).
+    pub reason: String,
+    pub detail: String,
+    pub status: FinalStatus,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Continued {
+    pub round: u32,
+    pub previous_status: Option<String>,
+    pub previous_reason: Option<String>,
+    pub stopped_seconds: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Resumed {
+    pub recovery_point: String,
+    pub round: u32,
+    pub reverted_researchers: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Completed {
+    pub synthesis_path: String,
+    pub final_report_path: String,
+    pub total_iterations: u64,
+    pub status: Option<String>,
+    pub best_metric: Option<f64>,
+    pub best_commit: String,
+}
+
+impl Event {
+    /// The stored name (`researcher.iteration`, …).
+    pub fn name(&self) -> &'static str {
+        use names::*;
+        match self {
+            Event::Started(_) => STARTED,
+            Event::BaselineMeasured(_) => BASELINE_MEASURED,
+            Event::Rebased(_) => REBASED,
+            Event::ConfigChanged(_) => CONFIG_CHANGED,
+            Event::RoundStarted(_) => ROUND_STARTED,
+            Event::SetupFailed(_) => SETUP_FAILED,
+            Event::Iteration(_) => ITERATION,
+            Event::Stuck(_) => STUCK,
+            Event::AttemptInterrupted(_) => ATTEMPT_INTERRUPTED,
+            Event::BranchSetAside(_) => BRANCH_SET_ASIDE,
+            Event::Finished(_) => FINISHED,
+            Event::PosterSession(_) => POSTER_SESSION,
+            Event::PeerReview(_) => PEER_REVIEW,
+            Event::TransferPick(_) => TRANSFER_PICK,
+            Event::RoundCompleted(_) => ROUND_COMPLETED,
+            Event::Paused(_) => PAUSED,
+            Event::Stopped(s) => match s.status {
+                FinalStatus::Converged => CONVERGED,
+                FinalStatus::Stalled => STALLED,
+                FinalStatus::BudgetStop => BUDGET_STOP,
+            },
+            Event::Continued(_) => CONTINUED,
+            Event::Resumed(_) => RESUMED,
+            Event::Completed(_) => COMPLETED,
+        }
+    }
+
+    /// The payload as stored: the same object, key for key, earlier releases wrote.
+    pub fn payload(&self) -> Value {
+        let value = match self {
+            Event::Started(p) => serde_json::to_value(p),
+            Event::BaselineMeasured(p) => serde_json::to_value(p),
+            Event::Rebased(p) => serde_json::to_value(p),
+            Event::ConfigChanged(p) => serde_json::to_value(p),
+            Event::RoundStarted(p) => serde_json::to_value(p),
+            Event::SetupFailed(p) => serde_json::to_value(p),
+            Event::Iteration(p) => serde_json::to_value(p),
+            Event::Stuck(p) => serde_json::to_value(p),
+            Event::AttemptInterrupted(p) => serde_json::to_value(p),
+            Event::BranchSetAside(p) => serde_json::to_value(p),
+            Event::Finished(p) => serde_json::to_value(p),
+            Event::PosterSession(p) => serde_json::to_value(p),
+            Event::PeerReview(p) => serde_json::to_value(p),
+            Event::TransferPick(p) => serde_json::to_value(p),
+            Event::RoundCompleted(p) => serde_json::to_value(p),
+            Event::Paused(p) => serde_json::to_value(p),
+            Event::Stopped(p) => serde_json::to_value(p),
+            Event::Continued(p) => serde_json::to_value(p),
+            Event::Resumed(p) => serde_json::to_value(p),
+            Event::Completed(p) => serde_json::to_value(p),
+        };
+        // Plain data with string keys always serialises.
+        value.expect("an event payload serialises")
+    }
+
+    /// The stored line of this event at `timestamp`.
+    pub fn line(&self, timestamp: String) -> EventLine {
+        EventLine {
+            event: self.name().to_string(),
+            timestamp,
+            payload: self.payload(),
+        }
+    }
+
+    /// The notes this event implies (written in batches after it; its payload carries them, so
+    /// a kill before the batch loses none).
+    pub fn notes(&self) -> &[Note] {
+        match self {
+            Event::BaselineMeasured(p) => &p.notes,
+            Event::Iteration(p) => &p.notes,
+            Event::AttemptInterrupted(p) => &p.notes,
+            Event::BranchSetAside(p) => &p.notes,
+            Event::PeerReview(p) => &p.notes,
+            Event::TransferPick(p) => &p.notes,
+            _ => &[],
+        }
+    }
+
+    /// An iteration between others: its notes and cache entries may wait for a batch.
+    pub fn is_between_iterations(&self) -> bool {
+        matches!(self, Event::Iteration(_) | Event::Stuck(_))
+    }
+
+    /// Events before which every pending note is written: resume replays notes only back to
+    /// the latest of these.
+    pub fn is_note_checkpoint(&self) -> bool {
+        matches!(
+            self,
+            Event::RoundCompleted(_) | Event::Resumed(_) | Event::Completed(_)
+        )
+    }
+
+    /// Types a stored line this release knows (None: an unknown event, or a payload missing
+    /// fields this release needs).
+    pub fn parse(line: &EventLine) -> Option<Event> {
+        use names::*;
+        fn typed<T: serde::de::DeserializeOwned>(line: &EventLine) -> Option<T> {
+            serde_json::from_value(line.payload.clone()).ok()
+        }
+        Some(match line.event.as_str() {
+            STARTED => Event::Started(typed(line)?),
+            BASELINE_MEASURED => Event::BaselineMeasured(typed(line)?),
+            REBASED => Event::Rebased(typed(line)?),
+            CONFIG_CHANGED => Event::ConfigChanged(typed(line)?),
+            ROUND_STARTED => Event::RoundStarted(typed(line)?),
+            SETUP_FAILED => Event::SetupFailed(typed(line)?),
+            ITERATION => Event::Iteration(typed(line)?),
+            STUCK => Event::Stuck(typed(line)?),
+            ATTEMPT_INTERRUPTED => Event::AttemptInterrupted(typed(line)?),
+            BRANCH_SET_ASIDE => Event::BranchSetAside(typed(line)?),
+            FINISHED => Event::Finished(typed(line)?),
+            POSTER_SESSION => Event::PosterSession(typed(line)?),
+            PEER_REVIEW => Event::PeerReview(typed(line)?),
+            TRANSFER_PICK => Event::TransferPick(typed(line)?),
+            ROUND_COMPLETED => Event::RoundCompleted(typed(line)?),
+            PAUSED => Event::Paused(typed(line)?),
+            CONVERGED | STALLED | BUDGET_STOP => Event::Stopped(typed(line)?),
+            CONTINUED => Event::Continued(typed(line)?),
+            RESUMED => Event::Resumed(typed(line)?),
+            COMPLETED => Event::Completed(typed(line)?),
+            _ => return None,
+        })
+    }
+}

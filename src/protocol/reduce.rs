@@ -1,0 +1,489 @@
+//! The reducer: how the conference state changes on each event. One function per event, pure
+//! (state and event in, state out), so the recorder applies an event the same way wherever it
+//! was decided, and every transition is pinned by a unit test.
+//!
+//! The recorder adds its own bookkeeping after the reducer (`events`, `last_event`,
+//! `updated_at`); `conference.started` builds the first state whole, so it changes nothing here.
+
+use crate::model::event::{self, Event};
+use crate::model::state::{Phase, State};
+use crate::model::{reasons, PickResult, RunStatus, Usage, Verdict};
+
+use super::keep;
+
+impl Event {
+    /// Applies this event to `st`: the state the event's commit stores.
+    pub fn apply(&self, st: &mut State) {
+        match self {
+            Event::BaselineMeasured(e) => baseline_measured(st, e),
+            Event::Rebased(e) => rebased(st, &e.to),
+            Event::ConfigChanged(e) => config_changed(st, e),
+            Event::RoundStarted(e) => round_started(st, e),
+            Event::Iteration(e) => iteration(st, e),
+            Event::Finished(e) => finished(st, e),
+            Event::PosterSession(_) => st.phase = Phase::Review,
+            Event::PeerReview(e) => peer_review(st, e),
+            Event::TransferPick(e) => transfer_pick(st, e),
+            Event::RoundCompleted(e) => round_completed(st, e),
+            Event::Paused(_) => {
+                st.status = RunStatus::Paused.into();
+                st.paused_at_round = st.round;
+            }
+            Event::Stopped(e) => {
+                st.phase = Phase::Synthesis;
+                st.final_status = Some(e.status.to_string());
+                st.stop_reason = Some(e.detail.clone());
+            }
+            Event::Continued(e) => {
+                *st = continued(st);
+                st.stopped_seconds += e.stopped_seconds;
+            }
+            Event::Resumed(_) => st.status = RunStatus::Running.into(),
+            Event::Completed(_) => {
+                st.phase = Phase::Done;
+                st.status = RunStatus::Completed.into();
+            }
+            Event::Started(_)
+            | Event::SetupFailed(_)
+            | Event::Stuck(_)
+            | Event::AttemptInterrupted(_)
+            | Event::BranchSetAside(_) => {}
+        }
+    }
+}
+
+fn baseline_measured(st: &mut State, e: &event::BaselineMeasured) {
+    let value = Some(e.metric_value);
+    st.baseline_metric = value;
+    st.baseline_runs = e.runs.clone();
+    st.best.metric = value;
+    for r in st.researchers.values_mut() {
+        r.best_metric = value;
+        r.round_start_metric = value;
+    }
+}
+
+fn rebased(st: &mut State, to: &str) {
+    st.baseline_commit = to.to_string();
+    st.best.commit = to.to_string();
+    for r in st.researchers.values_mut() {
+        r.head = to.to_string();
+        r.round_start = to.to_string();
+    }
+}
+
+fn config_changed(st: &mut State, e: &event::ConfigChanged) {
+    st.eval_settings = e.eval_settings.clone();
+    if e.noise_settings_changed {
+        st.noisy_evaluation = None;
+    }
+}
+
+fn round_started(st: &mut State, e: &event::RoundStarted) {
+    // A researcher restarting from a best that moved last round starts a fresh streak.
+    let best_moved = st.round > 0 && st.best.round == st.round;
+    st.phase = Phase::Research;
+    st.round = e.round;
+    let best_metric = st.best.metric;
+    for (id, r) in st.researchers.iter_mut() {
+        if let Some(head) = e.heads.get(id) {
+            r.head = head.clone();
+            r.round_start = head.clone();
+        }
+        r.best_metric = best_metric;
+        r.round_start_metric = best_metric;
+        r.round_iterations = 0;
+        r.round_finished = None;
+        r.round_counts = Default::default();
+        r.respawned = r.stuck_level >= 3;
+        if r.stuck_level >= 3 || best_moved {
+            r.stuck_level = 0;
+            r.consecutive_fails = 0;
+        }
+    }
+}
+
+fn iteration(st: &mut State, e: &event::Iteration) {
+    st.total_iterations += 1;
+    if let Some(usage) = e.usage() {
+        charge(st, &e.researcher, &usage);
+    }
+    let verdict = e.status;
+    let r = st.researcher_mut(&e.researcher);
+    r.round_iterations = e.iteration;
+    r.attempts += 1;
+    r.counts.add(verdict);
+    r.round_counts.add(verdict);
+    r.last_verdict = Some(verdict.to_string());
+    r.last_reason = reasons::shows_reason(verdict.as_str())
+        .then(|| reasons::reason_text(verdict.as_str(), e.reason.as_deref()));
+    if verdict == Verdict::Kept {
+        if let Some(commit) = &e.commit {
+            r.head = commit.clone();
+        }
+        r.best_metric = e.metric_value;
+        r.consecutive_fails = 0;
+        r.stuck_level = 0;
+    } else {
+        r.consecutive_fails += 1;
+        r.stuck_level = keep::stuck_level(r.consecutive_fails);
+    }
+}
+
+/// Adds one agent run's usage to the conference's, the researcher's and the round's spend.
+pub fn charge(st: &mut State, researcher: &str, usage: &Usage) {
+    st.spend.add(usage);
+    st.researcher_mut(researcher).spend.add(usage);
+    let round = st.round.max(1) as usize;
+    if st.round_spend.len() < round {
+        st.round_spend.resize(round, Default::default());
+    }
+    st.round_spend[round - 1].add(usage);
+}
+
+fn finished(st: &mut State, e: &event::Finished) {
+    st.researcher_mut(&e.researcher).round_finished = Some(e.reason.clone());
+    if st.researchers.values().all(|r| r.round_finished.is_some()) {
+        st.phase = Phase::Poster;
+    }
+}
+
+fn peer_review(st: &mut State, e: &event::PeerReview) {
+    st.phase = Phase::Transfer;
+    if e.noisy_evaluation.is_some() {
+        st.noisy_evaluation = e.noisy_evaluation.clone();
+    }
+    st.transfer_done.clear();
+}
+
+fn transfer_pick(st: &mut State, e: &event::TransferPick) {
+    st.transfer_done.push(e.researcher.clone());
+    if e.result == PickResult::Merged {
+        if let Some(commit) = &e.commit {
+            st.best.commit = commit.clone();
+            st.best.metric = e.metric;
+            st.best.researcher = Some(e.researcher.clone());
+            st.best.round = st.round;
+        }
+    }
+}
+
+fn round_completed(st: &mut State, e: &event::RoundCompleted) {
+    st.phase = Phase::Between;
+    st.round_bests.push(st.best.metric);
+    st.plateau_rounds = e.streaks.plateau_rounds;
+    st.stalled_rounds = e.streaks.stalled_rounds;
+    st.high_score_rounds = e.streaks.high_score_rounds;
+    st.shared_knowledge
+        .extend(e.shared_knowledge_added.iter().cloned());
+    st.transfer_done.clear();
+}
+
+/// The state a continued conference starts from: between rounds, no stop decided, stall and
+/// plateau counters reset (the researchers start fresh streaks).
+pub fn continued(st: &State) -> State {
+    let mut next = st.clone();
+    next.phase = Phase::Between;
+    next.status = RunStatus::Running.into();
+    next.final_status = None;
+    next.stop_reason = None;
+    next.plateau_rounds = 0;
+    next.high_score_rounds = 0;
+    next.stalled_rounds = 0;
+    for r in next.researchers.values_mut() {
+        r.stuck_level = 0;
+        r.consecutive_fails = 0;
+    }
+    next
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::event::*;
+    use crate::model::{FinalStatus, Tokens};
+
+    const BASE: &str = "0000000000000000000000000000000000000000";
+    const NEW: &str = "1111111111111111111111111111111111111111";
+
+    /// A conference in round 1 with researchers A and B at `BASE`, best 10.
+    fn state() -> State {
+        let researcher = serde_json::json!({
+            "head": BASE, "best_metric": 10.0, "round_start": BASE, "round_start_metric": 10.0,
+            "round_iterations": 0, "round_finished": null,
+            "counts": crate::model::state::Counts::default(),
+            "round_counts": crate::model::state::Counts::default(),
+            "consecutive_fails": 0, "stuck_level": 0, "attempts": 0, "last_verdict": null
+        });
+        serde_json::from_value(serde_json::json!({
+            "name": "c", "status": "running", "phase": "research", "round": 1,
+            "baseline_commit": BASE, "baseline_metric": 10.0,
+            "best": {"commit": BASE, "metric": 10.0, "researcher": null, "round": 0},
+            "researchers": {"A": researcher.clone(), "B": researcher},
+            "total_iterations": 0, "started_at": "", "updated_at": "", "started_unix": 0,
+            "events": 3, "last_event": "round.started", "round_bests": [], "plateau_rounds": 0,
+            "high_score_rounds": 0, "final_status": null, "stop_reason": null,
+            "shared_knowledge": [], "eval_settings": "s", "transfer_done": []
+        }))
+        .unwrap()
+    }
+
+    fn iteration(verdict: Verdict, metric: Option<f64>, reason: Option<&str>) -> Event {
+        Event::Iteration(Iteration {
+            researcher: "A".into(),
+            round: 1,
+            iteration: 1,
+            metric_value: metric,
+            delta: None,
+            status: verdict,
+            commit: Some(NEW.into()),
+            tree: NEW.into(),
+            description: "d".into(),
+            reason: reason.map(str::to_string),
+            sub_metrics: Default::default(),
+            evaluated: true,
+            notes: vec![],
+            tokens: Some(Tokens {
+                input: 100,
+                output: 20,
+            }),
+            cost_usd: Some(0.5),
+        })
+    }
+
+    #[test]
+    fn an_iteration_counts_its_verdict_and_moves_the_head_only_when_kept() {
+        // verdict, head after, best metric after, consecutive fails, last reason
+        let table = [
+            (Verdict::Kept, NEW, Some(9.0), 0, None),
+            (Verdict::Reverted, BASE, Some(10.0), 1, None::<&str>),
+            (Verdict::Crashed, BASE, Some(10.0), 1, Some("crashed")),
+            (Verdict::Timeout, BASE, Some(10.0), 1, Some("timed out")),
+            (Verdict::Rejected, BASE, Some(10.0), 1, Some("rejected")),
+            (
+                Verdict::NoChange,
+                BASE,
+                Some(10.0),
+                1,
+                Some("the agent changed nothing"),
+            ),
+        ];
+        for (verdict, head, best, fails, last_reason) in table {
+            let mut st = state();
+            iteration(verdict, Some(9.0), None).apply(&mut st);
+            let a = st.researcher("A");
+            assert_eq!(a.head, head, "{verdict}");
+            assert_eq!(a.best_metric, best, "{verdict}");
+            assert_eq!(a.consecutive_fails, fails, "{verdict}");
+            assert_eq!(a.last_reason.as_deref(), last_reason, "{verdict}");
+            assert_eq!(a.counts.total(), 1, "{verdict}");
+            assert_eq!(a.round_counts.total(), 1, "{verdict}");
+            assert_eq!(a.last_verdict.as_deref(), Some(verdict.as_str()));
+            assert_eq!((st.total_iterations, a.attempts), (1, 1));
+            assert_eq!(st.researcher("B").counts.total(), 0, "B is untouched");
+        }
+    }
+
+    #[test]
+    fn an_iteration_charges_its_usage_to_the_conference_the_researcher_and_the_round() {
+        let mut st = state();
+        iteration(Verdict::Reverted, Some(11.0), None).apply(&mut st);
+        iteration(Verdict::Reverted, Some(11.0), None).apply(&mut st);
+        assert_eq!(
+            (st.spend.input, st.spend.output, st.spend.runs),
+            (200, 40, 2)
+        );
+        assert_eq!(st.spend.cost_usd, 1.0);
+        assert_eq!(st.researcher("A").spend.runs, 2);
+        assert_eq!(st.round_spend.len(), 1);
+        assert_eq!(st.round_spend[0].tokens(), 240);
+    }
+
+    #[test]
+    fn a_streak_of_non_improving_attempts_raises_the_stuck_level_and_a_kept_one_resets_it() {
+        let mut st = state();
+        let mut levels = vec![];
+        for _ in 0..12 {
+            iteration(Verdict::Reverted, Some(11.0), None).apply(&mut st);
+            levels.push(st.researcher("A").stuck_level);
+        }
+        let expected: Vec<u8> = (1..=12).map(keep::stuck_level).collect();
+        assert_eq!(levels, expected);
+        assert!(
+            levels.last() > levels.first(),
+            "the level rises: {levels:?}"
+        );
+        iteration(Verdict::Kept, Some(9.0), None).apply(&mut st);
+        assert_eq!(st.researcher("A").stuck_level, 0);
+        assert_eq!(st.researcher("A").consecutive_fails, 0);
+    }
+
+    #[test]
+    fn the_last_researcher_to_finish_opens_the_poster_session() {
+        let mut st = state();
+        let finished = |id: &str| {
+            Event::Finished(Finished {
+                researcher: id.into(),
+                round: 1,
+                reason: "completed".into(),
+                iterations: 3,
+            })
+        };
+        finished("A").apply(&mut st);
+        assert_eq!(st.phase, Phase::Research, "B still researches");
+        finished("B").apply(&mut st);
+        assert_eq!(st.phase, Phase::Poster);
+    }
+
+    #[test]
+    fn only_a_merged_pick_moves_best() {
+        // result, commit, best commit after
+        let table = [
+            (PickResult::Merged, Some(NEW), NEW),
+            (PickResult::Merged, None, BASE),
+            (PickResult::Dropped, Some(NEW), BASE),
+            (PickResult::Dropped, None, BASE),
+        ];
+        for (result, commit, best) in table {
+            let mut st = state();
+            Event::TransferPick(TransferPick {
+                round: 1,
+                researcher: "B".into(),
+                finding: NEW.into(),
+                commit: commit.map(str::to_string),
+                result,
+                metric: Some(8.0),
+                conflicts: vec![],
+                reason: "r".into(),
+                notes: vec![],
+            })
+            .apply(&mut st);
+            assert_eq!(st.best.commit, best, "{result:?} {commit:?}");
+            assert_eq!(st.transfer_done, ["B"]);
+            if best == NEW {
+                assert_eq!(st.best.metric, Some(8.0));
+                assert_eq!(st.best.researcher.as_deref(), Some("B"));
+                assert_eq!(st.best.round, 1);
+            }
+        }
+    }
+
+    #[test]
+    fn a_round_start_resets_streaks_after_a_respawn_or_when_best_moved() {
+        // stuck level before, best moved last round → (respawned, stuck level after)
+        let table = [
+            (3u8, false, true, 0u8),
+            (2, false, false, 2),
+            (2, true, false, 0),
+            (0, false, false, 0),
+        ];
+        for (level, best_moved, respawned, level_after) in table {
+            let mut st = state();
+            st.best.round = if best_moved { 1 } else { 0 };
+            st.researcher_mut("A").stuck_level = level;
+            st.researcher_mut("A").round_finished = Some("stuck".into());
+            let heads = [("A", NEW), ("B", NEW)]
+                .map(|(id, h)| (id.to_string(), h.to_string()))
+                .into();
+            Event::RoundStarted(RoundStarted {
+                round: 2,
+                researcher_states: vec![],
+                endgame: false,
+                best_metric: Some(10.0),
+                best_commit: BASE.into(),
+                heads,
+            })
+            .apply(&mut st);
+            let a = st.researcher("A");
+            assert_eq!((st.round, st.phase), (2, Phase::Research));
+            assert_eq!((a.head.as_str(), a.round_start.as_str()), (NEW, NEW));
+            assert_eq!(a.round_finished, None);
+            assert_eq!(a.respawned, respawned, "level {level}, moved {best_moved}");
+            assert_eq!(
+                a.stuck_level, level_after,
+                "level {level}, moved {best_moved}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_stop_begins_synthesis_and_a_continue_undoes_it() {
+        let mut st = state();
+        st.plateau_rounds = 3;
+        st.researcher_mut("A").stuck_level = 2;
+        Event::Stopped(Stopped {
+            final_best_metric: Some(10.0),
+            round_count: 1,
+            reason: "plateau".into(),
+            detail: "no progress".into(),
+            status: FinalStatus::Converged,
+        })
+        .apply(&mut st);
+        assert_eq!(st.phase, Phase::Synthesis);
+        assert_eq!(st.final_status.as_deref(), Some("converged"));
+        assert_eq!(st.stop_reason.as_deref(), Some("no progress"));
+        Event::Continued(Continued {
+            round: 1,
+            previous_status: None,
+            previous_reason: None,
+            stopped_seconds: 40,
+        })
+        .apply(&mut st);
+        assert_eq!((st.phase, st.final_status.clone()), (Phase::Between, None));
+        assert_eq!((st.plateau_rounds, st.stopped_seconds), (0, 40));
+        assert_eq!(st.researcher("A").stuck_level, 0);
+    }
+
+    #[test]
+    fn a_completed_round_records_its_best_its_streaks_and_its_knowledge() {
+        let mut st = state();
+        st.phase = Phase::Transfer;
+        st.transfer_done = vec!["A".into()];
+        let streaks = Streaks {
+            plateau_rounds: 1,
+            stalled_rounds: 2,
+            high_score_rounds: 0,
+        };
+        Event::RoundCompleted(RoundCompleted {
+            round: 1,
+            best_metric: Some(10.0),
+            best_researcher: None,
+            best_commit: BASE.into(),
+            converged: false,
+            shared_knowledge_added: vec!["k".into()],
+            streaks,
+        })
+        .apply(&mut st);
+        assert_eq!(st.phase, Phase::Between);
+        assert_eq!(st.round_bests, [Some(10.0)]);
+        assert_eq!((st.plateau_rounds, st.stalled_rounds), (1, 2));
+        assert_eq!(st.shared_knowledge, ["k"]);
+        assert!(st.transfer_done.is_empty());
+    }
+
+    #[test]
+    fn events_that_only_report_change_nothing() {
+        let reports = [
+            Event::Stuck(Stuck {
+                researcher: "A".into(),
+                round: 1,
+                stuck_level: 1,
+                consecutive_non_improving: 3,
+            }),
+            Event::SetupFailed(SetupFailed {
+                researcher: "A".into(),
+                round: 1,
+                command: "make".into(),
+                status: "exit 2".into(),
+                reason: "r".into(),
+                output_tail: "".into(),
+                log: "l".into(),
+            }),
+        ];
+        for event in reports {
+            let mut st = state();
+            event.apply(&mut st);
+            assert_eq!(st, state(), "{}", event.name());
+        }
+    }
+}

@@ -227,10 +227,8 @@ impl Drop for Hooks {
 /// Kills a hook's whole process group (it was started as the group's leader) and reaps it.
 fn kill_group(child: &mut Child) {
     if let Ok(pid) = i32::try_from(child.id()) {
-        // SAFETY: signalling the process group this hook leads (its pgid is its pid).
-        unsafe {
-            libc::killpg(pid, libc::SIGKILL);
-        }
+        // The process group this hook leads (its pgid is its pid).
+        crate::os::kill_group(pid);
     }
     let _ = child.wait();
 }

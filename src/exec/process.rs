@@ -18,9 +18,6 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use tokio::io::AsyncWriteExt;
 
-/// Variables from the user's git invocation that must not leak into commands run in worktrees.
-const GIT_ENV_TO_CLEAR: &[&str] = crate::git::REPOSITORY_ENV;
-
 static CANCELLED: AtomicBool = AtomicBool::new(false);
 /// Running process groups by slot; a finished run frees its slot for the next one.
 static RUNNING_GROUPS: Mutex<Vec<Option<i32>>> = Mutex::new(Vec::new());
@@ -187,14 +184,15 @@ pub async fn run(spec: Spec<'_>) -> Result<Finished> {
     }
     let stdout = create_log(&spec.stdout)?;
     let stderr = create_log(&spec.stderr)?;
+    // Variables from the user's git invocation must not leak into commands run in worktrees.
     let mut cmd = match direct_argv(spec.command, spec.cwd, &spec.env) {
         Some((program, args)) => {
-            let mut cmd = tokio::process::Command::new(program);
+            let mut cmd = super::async_command(program, super::GitEnv::Clear);
             cmd.args(args);
             cmd
         }
         None => {
-            let mut cmd = tokio::process::Command::new("sh");
+            let mut cmd = super::async_command("sh", super::GitEnv::Clear);
             cmd.arg("-c").arg(spec.command);
             cmd
         }
@@ -209,9 +207,6 @@ pub async fn run(spec: Spec<'_>) -> Result<Finished> {
         })
         .process_group(0)
         .kill_on_drop(true);
-    for var in GIT_ENV_TO_CLEAR {
-        cmd.env_remove(var);
-    }
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }

@@ -15,7 +15,7 @@ use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use git2::Repository;
@@ -128,7 +128,8 @@ impl Hooks {
         };
         let (log_path, out) = log;
         let spawned = out.try_clone().and_then(|err| {
-            Command::new(&path)
+            // A hook acts on the user's repository, as git's own hooks do.
+            crate::exec::command(&path, crate::exec::GitEnv::Inherit)
                 .env("CONFERENCE_NAME", conference)
                 .env("CONFERENCE_EVENT", &event.event)
                 .stdin(Stdio::piped())
@@ -227,10 +228,8 @@ impl Drop for Hooks {
 /// Kills a hook's whole process group (it was started as the group's leader) and reaps it.
 fn kill_group(child: &mut Child) {
     if let Ok(pid) = i32::try_from(child.id()) {
-        // SAFETY: signalling the process group this hook leads (its pgid is its pid).
-        unsafe {
-            libc::killpg(pid, libc::SIGKILL);
-        }
+        // The process group this hook leads (its pgid is its pid).
+        crate::os::kill_group(pid);
     }
     let _ = child.wait();
 }

@@ -5,7 +5,10 @@
 //! protocol (research, poster session, peer review, knowledge transfer, stop rules, synthesis);
 //! `tune` is the built-in researcher; `cli` has one file per subcommand. Below them all, with no
 //! I/O: `clock` (the time), `model` (the stored verdict and status words) and `protocol` (the
-//! rules as pure functions: keep/revert, review, pick, stop).
+//! rules as pure functions: keep/revert, review, pick, stop). Below everything, `os` holds every
+//! system call std does not wrap: the only `unsafe` code of the crate.
+
+#![deny(unsafe_code)]
 
 pub mod agents;
 pub mod cli;
@@ -19,6 +22,8 @@ pub mod git;
 pub mod hooks;
 pub mod lock;
 pub mod model;
+#[allow(unsafe_code)]
+pub mod os;
 pub mod protocol;
 pub mod remote;
 pub mod report_plot;

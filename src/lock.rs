@@ -10,7 +10,6 @@
 use std::fs::File;
 use std::io::{Seek, Write};
 use std::os::unix::fs::MetadataExt;
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -71,9 +70,8 @@ pub fn runner(dir: &Path) -> Option<String> {
         return flock_holder(ino);
     }
     let text = std::fs::read_to_string(&path).ok()?;
-    let pid: libc::pid_t = text.split_whitespace().next()?.parse().ok()?;
-    // SAFETY: signal 0 only checks that the process exists.
-    (pid > 0 && unsafe { libc::kill(pid, 0) } == 0).then(|| pid.to_string())
+    let pid: i32 = text.split_whitespace().next()?.parse().ok()?;
+    crate::os::is_alive(pid).then(|| pid.to_string())
 }
 
 /// A conference's status as people should read it: a state that says `running` with no live
@@ -101,22 +99,17 @@ impl RunLock {
                 .truncate(false)
                 .open(&path)
                 .with_context(|| format!("cannot open the run lock {}", path.display()))?;
-            // SAFETY: flock on a descriptor we own.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-                let err = std::io::Error::last_os_error();
-                match err.raw_os_error() {
-                    Some(libc::EWOULDBLOCK) => {
-                        let (pid, host, since) = holder(&path, file.metadata()?.ino());
-                        bail!(
-                            "conference `{name}` is already running (process {pid} on {host}, since {since}); \
-                             wait for it, or stop it with `kill -INT {pid}`"
-                        );
-                    }
-                    Some(libc::EINTR) => continue,
-                    _ => {
-                        return Err(err).with_context(|| format!("cannot lock {}", path.display()))
-                    }
+            match crate::os::try_lock_exclusive(&file) {
+                Ok(true) => {}
+                Ok(false) => {
+                    let (pid, host, since) = holder(&path, file.metadata()?.ino());
+                    bail!(
+                        "conference `{name}` is already running (process {pid} on {host}, since {since}); \
+                         wait for it, or stop it with `kill -INT {pid}`"
+                    );
                 }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e).with_context(|| format!("cannot lock {}", path.display())),
             }
             // A runner that releases the lock deletes the file first: the file locked here must
             // still be the one at `path`, else another process may lock the new one.
@@ -206,10 +199,8 @@ mod tests {
             second.contains(&format!("process {}", std::process::id())),
             "{second}"
         );
-        // SAFETY: fcntl F_GETFD only reads the descriptor's flags.
-        let flags = unsafe { libc::fcntl(lock._file.as_raw_fd(), libc::F_GETFD) };
         assert!(
-            flags & libc::FD_CLOEXEC != 0,
+            crate::os::is_close_on_exec(&lock._file),
             "the lock would leak into children"
         );
         assert_eq!(runner(tmp.path()), Some(std::process::id().to_string()));

@@ -1,5 +1,7 @@
 //! The `git-conference` binary: parses the command line and hands over to the library.
 
+#![deny(unsafe_code)]
+
 fn main() {
     std::process::exit(git_conference::cli::main());
 }

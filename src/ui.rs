@@ -116,8 +116,5 @@ macro_rules! errln {
 /// process quietly, as it ends git (SIGPIPE; git reports no error for it). Rust ignores SIGPIPE,
 /// which turns the closed pipe into a panic in `println!`.
 pub fn exit_on_closed_stdout() {
-    // SAFETY: restoring the default disposition of a signal; no handler is involved.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
+    crate::os::default_sigpipe();
 }

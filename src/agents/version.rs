@@ -4,7 +4,7 @@
 //! conference would crash the same way. `start` asks the CLI its version first (`claude
 //! --version` prints `1.0.128 (Claude Code)`) and refuses such a pair on the Cost budget's line.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use super::Preset;
@@ -43,7 +43,7 @@ pub fn preflight(cfg: &Config, text: &str) -> Vec<ConfigError> {
 
 /// What `program --version` prints (its first word), or None when it cannot tell in time.
 fn version_of(program: &str) -> Option<String> {
-    let mut child = Command::new(program)
+    let mut child = crate::exec::command(program, crate::exec::GitEnv::Inherit)
         .arg("--version")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -3,7 +3,6 @@
 //! with `builtin:tune`, writes the report, and says how close the best is to the known optimum.
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use anyhow::{bail, Result};
 use clap::Args;
@@ -88,9 +87,7 @@ pub struct DemoArgs {
 /// Runs git in the demo's own repository: never in the one the demo was started from, even
 /// under `git --git-dir=… conference demo` (which exports GIT_DIR to this process).
 fn git(dir: &std::path::Path, args: &[&str]) -> Result<()> {
-    let mut cmd = Command::new("git");
-    crate::git::clear_repository_env(&mut cmd);
-    let status = cmd
+    let status = crate::exec::command("git", crate::exec::GitEnv::Clear)
         .current_dir(dir)
         .args(args)
         .env("GIT_AUTHOR_NAME", "git-conference demo")
@@ -141,7 +138,7 @@ pub fn run(args: DemoArgs, quiet: bool) -> Result<i32> {
     std::env::set_current_dir(&dir)?;
     // The conference below runs in the demo repository: nothing it starts (evaluations, git)
     // may find the caller's repository through the environment. Still one thread here.
-    for var in crate::git::REPOSITORY_ENV {
+    for var in crate::exec::spawn::REPOSITORY_ENV {
         std::env::remove_var(var);
     }
     let code = super::run::start(

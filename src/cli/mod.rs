@@ -112,7 +112,8 @@ pub fn discover() -> Result<Repository> {
 /// git's objects for git-conference) cannot: a SHA-256 repository, or another extension.
 fn not_a_repository(e: &git2::Error) -> String {
     let git = |args: &[&str]| {
-        std::process::Command::new("git")
+        // The user's git, as the user ran it: it must see the repository their environment names.
+        crate::exec::command("git", crate::exec::GitEnv::Inherit)
             .args(args)
             .output()
             .ok()

@@ -246,10 +246,7 @@ fn announce_start(conf: &Conference, ui: &Ui, base: git2::Oid) {
 /// sure of), Ctrl-C asks for a graceful stop, and the process groups a killed runner left
 /// running are stopped before anything touches the worktrees.
 fn take_over(run_dir: &std::path::Path, name: &str) -> Result<RunLock> {
-    // SAFETY: setting a signal's disposition to "ignore".
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
-    }
+    crate::os::ignore_sigpipe();
     crate::exec::process::handle_early_interrupts();
     let lock = RunLock::acquire(run_dir, name)?;
     let _ = RUNNING.set(name.to_string());

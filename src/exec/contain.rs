@@ -10,7 +10,7 @@
 //!   re-parenting to init. After the run, [`sweep`] kills every process carrying the mark (read
 //!   from `/proc/<pid>/environ`, which the same user can read) and every descendant of one (a
 //!   child that cleared its environment is still found through its parent).
-//! - **A child subreaper.** The runner adopts orphans ([`become_subreaper`]), so a daemon whose
+//! - **A child subreaper.** The runner adopts orphans ([`crate::os::set_child_subreaper`]), so a daemon whose
 //!   parent exited becomes our child, and everything killed is reaped by us: in a container
 //!   whose first process reaps nothing, killed daemons would otherwise stay as zombies.
 //! - **The next runner.** A runner killed with SIGKILL cannot sweep; the next one kills every
@@ -28,15 +28,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub const MARK_VAR: &str = "CONFERENCE_RUN_MARK";
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
-
-/// Makes this process the reaper of orphaned descendants (Linux; elsewhere a no-op).
-pub fn become_subreaper() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER only sets a flag on this process.
-    unsafe {
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-    }
-}
 
 /// A fresh mark for one run.
 pub fn new_mark(run_dir: Option<&Path>) -> String {
@@ -136,8 +127,8 @@ fn kill_and_reap(procs: &BTreeMap<i32, Proc>, doomed: &BTreeSet<i32>, me: i32) -
     let mut killed = 0;
     for pid in doomed {
         let p = &procs[pid];
-        // SAFETY: sends SIGKILL to a process found above; ESRCH when it is already gone.
-        if !p.zombie && unsafe { libc::kill(*pid, libc::SIGKILL) } == 0 {
+        // A process found above; ESRCH when it is already gone.
+        if !p.zombie && crate::os::kill_process(*pid) {
             killed += 1;
         }
     }
@@ -150,9 +141,8 @@ fn kill_and_reap(procs: &BTreeMap<i32, Proc>, doomed: &BTreeSet<i32>, me: i32) -
 /// Waits (briefly) for an adopted child that was just killed, so it leaves no zombie.
 fn reap(pid: i32) {
     for _ in 0..200 {
-        // SAFETY: waitpid on a child of ours that nobody else waits for (an adopted orphan).
-        let r = unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
-        if r != 0 {
+        // A child of ours that nobody else waits for (an adopted orphan).
+        if crate::os::try_reap(pid) {
             return;
         }
         std::thread::sleep(std::time::Duration::from_millis(5));

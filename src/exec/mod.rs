@@ -1,5 +1,6 @@
 //! Running the user's commands (agents, evaluations, hooks) as child processes, and reading what
-//! they print. `process` owns timeouts, process groups and Ctrl-C; `contain` ends what a run
+//! they print. `spawn` builds every process the program starts; `process` owns timeouts,
+//! process groups and Ctrl-C; `contain` ends what a run
 //! started outside its group; `metric` turns an evaluation's
 //! output into numbers; `preflight` checks before a start that the commands can run at all.
 
@@ -8,3 +9,6 @@ pub mod contain;
 pub mod metric;
 pub mod preflight;
 pub mod process;
+pub mod spawn;
+
+pub use spawn::{async_command, command, GitEnv};

@@ -11,15 +11,12 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use tokio::io::AsyncWriteExt;
-
-/// Variables from the user's git invocation that must not leak into commands run in worktrees.
-const GIT_ENV_TO_CLEAR: &[&str] = crate::git::REPOSITORY_ENV;
 
 static CANCELLED: AtomicBool = AtomicBool::new(false);
 /// Running process groups by slot; a finished run frees its slot for the next one.
@@ -84,49 +81,20 @@ pub fn cancelled() -> bool {
 /// SIGINTs closer than this to the first one are the same press. One Ctrl-C through
 /// `git conference` arrives twice: git forwards it to its `git-conference` child, and the terminal
 /// sends it to the whole foreground process group, a fraction of a millisecond apart.
-const SAME_PRESS_MS: i64 = 1000;
-/// Monotonic time of the first press in ms (+1, so that 0 means "no press yet").
-static FIRST_PRESS_MS: AtomicI64 = AtomicI64::new(0);
-
-fn monotonic_ms() -> i64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into `ts`; it is async-signal-safe.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec * 1000 + ts.tv_nsec / 1_000_000 + 1
-}
+const SAME_PRESS: Duration = Duration::from_millis(1000);
 
 /// Ctrl-C for the whole run, from the moment the lock is taken: the first press asks for a
 /// graceful stop (`cancelled()` becomes true; the engine's watcher kills the running groups and
-/// the run exits 130 with the resume hint); a second press, at least [`SAME_PRESS_MS`] later,
+/// the run exits 130 with the resume hint); a second press, at least [`SAME_PRESS`] later,
 /// exits at once. This handler stays installed when tokio adds its own (signal-hook chains to it),
 /// so it alone decides what a signal means.
 pub fn handle_early_interrupts() {
-    extern "C" fn on_sigint(_: libc::c_int) {
-        let now = monotonic_ms();
-        match FIRST_PRESS_MS.compare_exchange(0, now, Ordering::SeqCst, Ordering::SeqCst) {
-            Ok(_) => CANCELLED.store(true, Ordering::SeqCst),
-            Err(first) if now - first < SAME_PRESS_MS => {}
-            // SAFETY: _exit is async-signal-safe.
-            Err(_) => unsafe { libc::_exit(130) },
-        }
-    }
-    // SAFETY: the handler only touches atomics, reads the clock and calls _exit.
-    unsafe {
-        libc::signal(
-            libc::SIGINT,
-            on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t,
-        );
-    }
+    crate::os::on_interrupt(&CANCELLED, SAME_PRESS, 130);
 }
 
 fn kill_group(pgid: i32) {
-    // SAFETY: killpg only sends a signal; a stale group id is harmless (ESRCH).
-    unsafe {
-        libc::killpg(pgid, libc::SIGKILL);
-    }
+    // A stale group id is harmless (ESRCH).
+    crate::os::kill_group(pgid);
 }
 
 /// Notes a running group (in memory for Ctrl-C, on disk for the next runner); returns its slot.
@@ -167,7 +135,7 @@ fn start_time(pid: i32) -> Option<String> {
 /// Records running process groups under `dir` from now on (call with the run lock held).
 /// From then on this process also adopts orphaned descendants, so that none escapes a sweep.
 pub fn track_groups_in(dir: &Path) {
-    super::contain::become_subreaper();
+    crate::os::set_child_subreaper();
     if std::fs::create_dir_all(dir).is_ok() {
         let _ = GROUPS_DIR.set(dir.to_path_buf());
     }
@@ -195,8 +163,8 @@ pub fn kill_orphaned_groups(dir: &Path) -> usize {
             None => true,
         };
         if pgid > 1 && same_leader {
-            // SAFETY: signals a process group we started; ESRCH when it is already gone.
-            if unsafe { libc::killpg(pgid, libc::SIGKILL) } == 0 {
+            // A process group we started; ESRCH when it is already gone.
+            if crate::os::kill_group(pgid) {
                 killed += 1;
             }
         }
@@ -216,14 +184,15 @@ pub async fn run(spec: Spec<'_>) -> Result<Finished> {
     }
     let stdout = create_log(&spec.stdout)?;
     let stderr = create_log(&spec.stderr)?;
+    // Variables from the user's git invocation must not leak into commands run in worktrees.
     let mut cmd = match direct_argv(spec.command, spec.cwd, &spec.env) {
         Some((program, args)) => {
-            let mut cmd = tokio::process::Command::new(program);
+            let mut cmd = super::async_command(program, super::GitEnv::Clear);
             cmd.args(args);
             cmd
         }
         None => {
-            let mut cmd = tokio::process::Command::new("sh");
+            let mut cmd = super::async_command("sh", super::GitEnv::Clear);
             cmd.arg("-c").arg(spec.command);
             cmd
         }
@@ -238,9 +207,6 @@ pub async fn run(spec: Spec<'_>) -> Result<Finished> {
         })
         .process_group(0)
         .kill_on_drop(true);
-    for var in GIT_ENV_TO_CLEAR {
-        cmd.env_remove(var);
-    }
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }

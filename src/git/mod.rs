@@ -56,32 +56,10 @@ pub fn git_output(dir: &Path, args: &[&str]) -> Result<std::process::Output> {
 }
 
 fn command(dir: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new("git");
+    // `-C dir` names the repository: none named by the environment may override it.
+    let mut cmd = crate::exec::command("git", crate::exec::GitEnv::Clear);
     cmd.arg("-C").arg(dir).args(args);
-    clear_repository_env(&mut cmd);
     cmd
-}
-
-/// The variables by which git finds a repository, its index or its objects. `git --git-dir=…
-/// conference` exports them; a git started for another repository (a worktree, the demo's)
-/// must not inherit them, or it would act on the repository they name.
-pub const REPOSITORY_ENV: &[&str] = &[
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_COMMON_DIR",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_NAMESPACE",
-    "GIT_PREFIX",
-    "GIT_IMPLICIT_WORK_TREE",
-];
-
-/// Removes [`REPOSITORY_ENV`] from what `cmd` inherits.
-pub fn clear_repository_env(cmd: &mut Command) {
-    for var in REPOSITORY_ENV {
-        cmd.env_remove(var);
-    }
 }
 
 /// Why a git command failed, never empty.

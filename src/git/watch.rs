@@ -8,9 +8,9 @@
 //! the worktree's index touched by the agent — it answers `Everything` and the caller scans.
 
 use std::collections::{BTreeSet, HashMap};
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+
+use crate::os::inotify::{self, Inotify};
 
 /// What changed since the last `take`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,21 +24,21 @@ pub enum Changes {
 /// Folders watched at most; past this the worktree is scanned instead.
 const MAX_DIRS: usize = 4096;
 
-const MASK: u32 = libc::IN_MODIFY
-    | libc::IN_ATTRIB
-    | libc::IN_CLOSE_WRITE
-    | libc::IN_CREATE
-    | libc::IN_DELETE
-    | libc::IN_MOVED_FROM
-    | libc::IN_MOVED_TO
-    | libc::IN_DELETE_SELF
-    | libc::IN_MOVE_SELF
-    | libc::IN_ONLYDIR
-    | libc::IN_DONT_FOLLOW
-    | libc::IN_EXCL_UNLINK;
+const MASK: u32 = inotify::IN_MODIFY
+    | inotify::IN_ATTRIB
+    | inotify::IN_CLOSE_WRITE
+    | inotify::IN_CREATE
+    | inotify::IN_DELETE
+    | inotify::IN_MOVED_FROM
+    | inotify::IN_MOVED_TO
+    | inotify::IN_DELETE_SELF
+    | inotify::IN_MOVE_SELF
+    | inotify::IN_ONLYDIR
+    | inotify::IN_DONT_FOLLOW
+    | inotify::IN_EXCL_UNLINK;
 
 pub struct Watch {
-    fd: i32,
+    inotify: Inotify,
     root: PathBuf,
     /// Watch descriptor → folder relative to the root.
     dirs: HashMap<i32, PathBuf>,
@@ -59,13 +59,9 @@ impl Watch {
     /// Starts watching the worktree at `root` (whose index file is `index_file`); `skip` names
     /// folders not worth watching (ignored ones). None when inotify is not available.
     pub fn start(root: &Path, index_file: &Path, skip: &dyn Fn(&Path) -> bool) -> Option<Watch> {
-        // SAFETY: plain syscall; the descriptor is closed in Drop.
-        let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
-        if fd < 0 {
-            return None;
-        }
+        let inotify = Inotify::new().ok()?;
         let mut watch = Watch {
-            fd,
+            inotify,
             root: root.to_path_buf(),
             dirs: HashMap::new(),
             changed: BTreeSet::new(),
@@ -87,18 +83,13 @@ impl Watch {
                 return false;
             }
             let full = self.root.join(&dir);
-            let Ok(c) = CString::new(full.as_os_str().as_bytes()) else {
-                return false;
+            let wd = match self.inotify.add_watch(&full, MASK) {
+                Ok(wd) => wd,
+                // Gone already (then its parent reported it).
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                // Out of watches, or a path the kernel cannot take.
+                Err(_) => return false,
             };
-            // SAFETY: valid descriptor and NUL-terminated path.
-            let wd = unsafe { libc::inotify_add_watch(self.fd, c.as_ptr(), MASK) };
-            if wd < 0 {
-                // Gone already (then its parent reported it), or out of watches.
-                if std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOENT) {
-                    continue;
-                }
-                return false;
-            }
             self.dirs.insert(wd, dir.clone());
             for entry in std::fs::read_dir(&full).into_iter().flatten().flatten() {
                 let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
@@ -114,46 +105,29 @@ impl Watch {
     /// Reads the kernel's queue into the change set.
     fn drain(&mut self) {
         let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            // SAFETY: reading into an owned buffer of the given length.
-            let n = unsafe { libc::read(self.fd, buf.as_mut_ptr().cast(), buf.len()) };
-            if n <= 0 {
-                return;
-            }
-            let mut offset = 0usize;
-            let header = std::mem::size_of::<libc::inotify_event>();
-            while offset + header <= n as usize {
-                // SAFETY: the kernel wrote a whole event here; read_unaligned copes with alignment.
-                let event: libc::inotify_event =
-                    unsafe { std::ptr::read_unaligned(buf.as_ptr().add(offset).cast()) };
-                let name_bytes = &buf[offset + header..offset + header + event.len as usize];
-                let name_end = name_bytes
-                    .iter()
-                    .position(|&b| b == 0)
-                    .unwrap_or(name_bytes.len());
-                let name = std::ffi::OsStr::from_bytes(&name_bytes[..name_end]);
-                self.note(event.wd, event.mask, name);
-                offset += header + event.len as usize;
+        while let Some(events) = self.inotify.read_events(&mut buf) {
+            for event in events {
+                self.note(event.wd, event.mask, &event.name);
             }
         }
     }
 
     fn note(&mut self, wd: i32, mask: u32, name: &std::ffi::OsStr) {
-        if mask & libc::IN_Q_OVERFLOW != 0 {
+        if mask & inotify::IN_Q_OVERFLOW != 0 {
             self.rescan = true;
             return;
         }
-        if mask & libc::IN_IGNORED != 0 {
+        if mask & inotify::IN_IGNORED != 0 {
             self.dirs.remove(&wd);
             return;
         }
         let Some(dir) = self.dirs.get(&wd).cloned() else {
             return;
         };
-        if mask & (libc::IN_MOVE_SELF | libc::IN_DELETE_SELF) != 0 {
+        if mask & (inotify::IN_MOVE_SELF | inotify::IN_DELETE_SELF) != 0 {
             // A watched folder moved or went away: its old path is already reported by its
             // parent; a move leaves this watch under a stale name, so scan.
-            if mask & libc::IN_MOVE_SELF != 0 {
+            if mask & inotify::IN_MOVE_SELF != 0 {
                 self.rescan = true;
             }
             return;
@@ -162,12 +136,12 @@ impl Watch {
         if path.as_os_str() == ".git" || path.starts_with(".git") {
             return;
         }
-        if mask & libc::IN_ISDIR != 0 {
-            if mask & (libc::IN_MOVED_FROM | libc::IN_MOVED_TO) != 0 {
+        if mask & inotify::IN_ISDIR != 0 {
+            if mask & (inotify::IN_MOVED_FROM | inotify::IN_MOVED_TO) != 0 {
                 self.rescan = true;
                 return;
             }
-            if mask & libc::IN_CREATE != 0 && !self.add_tree(&path, &|_| false) {
+            if mask & inotify::IN_CREATE != 0 && !self.add_tree(&path, &|_| false) {
                 self.rescan = true;
             }
         }
@@ -193,15 +167,6 @@ impl Watch {
         self.changed.clear();
         self.rescan = false;
         self.index_stamp = stamp(&self.index_file);
-    }
-}
-
-impl Drop for Watch {
-    fn drop(&mut self) {
-        // SAFETY: closing the descriptor we opened.
-        unsafe {
-            libc::close(self.fd);
-        }
     }
 }
 

@@ -19,6 +19,7 @@ mod protocol;
 mod research_loop;
 mod resume;
 mod rules;
+mod snapshots_of_texts;
 mod trust;
 mod truth;
 mod tune;

@@ -60,7 +60,17 @@ impl Run {
 impl TestRepo {
     /// An empty repository (with `git init`).
     pub fn new() -> TestRepo {
-        let tmp = tempfile::tempdir().unwrap();
+        TestRepo::in_tempdir(tempfile::tempdir().unwrap())
+    }
+
+    /// An empty repository in a new folder under `parent` (for a fixture that outlives its
+    /// tests, under Cargo's scratch folder rather than the system's).
+    pub fn new_in(parent: &Path) -> TestRepo {
+        std::fs::create_dir_all(parent).unwrap();
+        TestRepo::in_tempdir(tempfile::tempdir_in(parent).unwrap())
+    }
+
+    fn in_tempdir(tmp: tempfile::TempDir) -> TestRepo {
         let dir = tmp.path().join("repo");
         let bin_dir = tmp.path().join("bin");
         let home = tmp.path().join("home");
@@ -84,10 +94,14 @@ impl TestRepo {
 
     /// A repository holding a copy of `fixtures/<name>`, committed.
     pub fn from_fixture(name: &str) -> TestRepo {
-        let repo = TestRepo::new();
-        copy_dir(&fixtures().join(name), &repo.dir);
-        repo.commit_all("fixture");
-        repo
+        TestRepo::new().with_fixture(name)
+    }
+
+    /// This (empty) repository with a copy of `fixtures/<name>`, committed.
+    pub fn with_fixture(self, name: &str) -> TestRepo {
+        copy_dir(&fixtures().join(name), &self.dir);
+        self.commit_all("fixture");
+        self
     }
 
     /// A command with the hermetic environment, run in the repository.

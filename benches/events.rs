@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use git_conference::engine::Conference;
 use git_conference::model::event::{self as events, Event};
-use git_conference::model::Verdict;
+use git_conference::model::{CommitId, Verdict};
 use git_conference::ui::Ui;
 
 fn main() {
@@ -40,7 +40,7 @@ fn main() {
                 round: (n / 49) as u32,
                 best_metric: Some(1.0),
                 best_researcher: None,
-                best_commit: format!("{:040x}", n),
+                best_commit: CommitId::try_from(format!("{:040x}", n)).expect("an id"),
                 converged: false,
                 shared_knowledge_added: vec![],
                 streaks: Default::default(),
@@ -56,7 +56,7 @@ fn main() {
                 metric_value: Some(1.0),
                 delta: Some("+0.000000".into()),
                 status: Verdict::Reverted,
-                commit: Some(commit.clone()),
+                commit: Some(CommitId::try_from(commit.clone()).expect("an id")),
                 tree: commit,
                 description: "synthetic event for the status/resume benchmark".into(),
                 reason: None,

@@ -8,10 +8,10 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use crate::config::{self, Config, DevilsAdvocate};
+use crate::engine::preflight;
 use crate::engine::state::Phase;
 use crate::engine::{driver, now_unix, Conference, RunOutcome};
 use crate::error::{usage, EXIT_INTERRUPTED, EXIT_PAUSED};
-use crate::exec::preflight;
 use crate::git::worktree;
 use crate::lock::RunLock;
 use crate::model::event::{self as events, Event};

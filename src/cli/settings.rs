@@ -13,9 +13,9 @@ use git2::{Oid, Repository};
 
 use crate::config::changes::{self, Change, Class};
 use crate::config::{self, Config, ConfigError};
+use crate::engine::preflight;
 use crate::engine::Conference;
 use crate::error::usage;
-use crate::exec::preflight;
 
 /// Settings to apply on resume: the merged text to store, its config, and what changed.
 pub struct Plan {

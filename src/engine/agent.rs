@@ -10,7 +10,7 @@ use git2::{Oid, Repository};
 
 use super::Conference;
 use crate::agents::{self, preset, AgentReport};
-use crate::exec::preflight;
+use crate::engine::preflight;
 use crate::exec::process::{self, Outcome, Spec};
 use crate::git::snapshot;
 use crate::model::{EvalStatus, Verdict};

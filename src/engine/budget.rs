@@ -208,6 +208,7 @@ pub fn spend_lines(st: &State) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agents::config_tests::conference;
     use crate::model::Usage;
 
     #[test]
@@ -225,5 +226,17 @@ mod tests {
         );
         assert_eq!(usd(0.0075), "$0.0075");
         assert_eq!(count(950), "950");
+    }
+
+    #[test]
+    fn budgets_without_usage_are_warned_about() {
+        let c = crate::config::load(&conference("./agent.sh", "1M", "$5", &[])).unwrap();
+        let w = warnings(&c);
+        assert_eq!(w.len(), 2, "{w:?}");
+        let c = crate::config::load(&conference("claude", "1M", "$5", &[])).unwrap();
+        assert!(warnings(&c).is_empty());
+        let c = crate::config::load(&conference("codex", "1M", "$5", &[])).unwrap();
+        let w = warnings(&c);
+        assert!(w.len() == 1 && w[0].contains("reports no cost"), "{w:?}");
     }
 }

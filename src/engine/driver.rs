@@ -14,6 +14,7 @@ use super::state::{files, Phase};
 use super::{research, review, stop, synthesis, transfer, Conference, RunOutcome};
 use crate::exec::process;
 use crate::model::event::{self as events, Event, Note};
+use crate::model::CommitId;
 use crate::model::{EvalStatus, FinalStatus};
 use crate::store::StateChange;
 
@@ -112,7 +113,7 @@ async fn measure_baseline(conf: &Conference) -> Result<()> {
         Event::BaselineMeasured(events::BaselineMeasured {
             metric_value: value,
             runs: result.runs.clone(),
-            commit: st.baseline_commit.clone(),
+            commit: CommitId::try_from(st.baseline_commit.as_str())?,
             sub_metrics: result.sub_metrics.clone(),
             noise_runs,
             noise_sd: super::noise::pooled_noise_sd(&[&result.runs]),
@@ -187,8 +188,11 @@ fn start_round(conf: &Conference) -> Result<()> {
             researcher_states: states,
             endgame,
             best_metric: st.best.metric,
-            best_commit: st.best.commit.clone(),
-            heads: heads.clone(),
+            best_commit: CommitId::try_from(st.best.commit.as_str())?,
+            heads: heads
+                .iter()
+                .map(|(id, head)| Ok((id.clone(), CommitId::try_from(head.as_str())?)))
+                .collect::<Result<_>>()?,
         }),
         &format!("round {round}{}", if endgame { " (endgame)" } else { "" }),
         vec![],
@@ -256,7 +260,7 @@ async fn write_synthesis(conf: &Conference) -> Result<()> {
             total_iterations: st.total_iterations,
             status: st.final_status.clone(),
             best_metric: st.best.metric,
-            best_commit: st.best.commit.clone(),
+            best_commit: CommitId::try_from(st.best.commit.as_str())?,
         }),
         &format!(
             "{} after {} rounds: best {} ({})",

@@ -15,8 +15,10 @@ pub mod driver;
 pub mod evaluate;
 pub mod guards;
 pub mod integrity;
-pub mod noise;
+/// The noise rules are pure (`protocol::noise`); engine code keeps its old path.
+pub use crate::protocol::noise;
 pub mod openai;
+pub mod preflight;
 /// The path rules live beside the config (`config::paths`); engine code keeps its old path.
 pub use crate::config::paths;
 pub mod prompt;
@@ -210,7 +212,7 @@ impl Conference {
                 "{} researchers x {} iterations/round, max {} rounds, metric {}",
                 config.count, config.iterations_per_round, config.max_rounds, metric
             ),
-            base: base.to_string(),
+            base: base.into(),
         });
         let line = event.line(now);
         let changes = vec![
@@ -462,8 +464,8 @@ impl Conference {
                 branch: m.branch.clone(),
                 researcher: m.researcher.clone(),
                 round: st.round,
-                commit: m.found.to_string(),
-                expected: m.expected.to_string(),
+                commit: m.found.into(),
+                expected: m.expected.into(),
                 subject: found.summary().unwrap_or("").to_string(),
                 notes: vec![events::Note(note)],
             }),

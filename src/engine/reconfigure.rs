@@ -20,6 +20,7 @@ use super::{evaluate, stop, Conference};
 use crate::config::changes::Change;
 use crate::config::Config;
 use crate::model::event::{self as events, Event};
+use crate::model::CommitId;
 use crate::store::StateChange;
 
 /// Records `conference.config_changed`: `text` (already merged with the maintained sections)
@@ -70,8 +71,8 @@ pub fn rebase(conf: &Conference, base: Oid) -> Result<()> {
     let new = base.to_string();
     conf.record(
         Event::Rebased(events::Rebased {
-            from: st.baseline_commit.clone(),
-            to: new.clone(),
+            from: CommitId::try_from(st.baseline_commit.as_str())?,
+            to: base.into(),
         }),
         &format!("baseline {} → {}", &st.baseline_commit[..10], &new[..10]),
         vec![],

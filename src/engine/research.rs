@@ -22,7 +22,7 @@ use crate::exec::process;
 use crate::git::watch::{self, Changes, Watch};
 use crate::git::{leftovers, snapshot, worktree};
 use crate::model::event::{self as events, Event, EventLine, Note};
-use crate::model::Tokens;
+use crate::model::{CommitId, Tokens};
 use crate::model::{EvalStatus, Verdict};
 use crate::protocol::keep;
 use crate::store::{self, StateChange};
@@ -1024,7 +1024,7 @@ fn record_iteration(
         metric_value: result.metric,
         delta: delta.map(super::synthesis::signed),
         status: verdict,
-        commit: commit.map(|c| c.to_string()),
+        commit: commit.map(CommitId::from),
         tree: a.tree.to_string(),
         description: record.description.clone(),
         reason: reason.clone(),
@@ -1258,7 +1258,7 @@ pub fn set_aside_partial(conf: &Conference, id: &str, wt: &Repository) -> Result
         Event::AttemptInterrupted(events::AttemptInterrupted {
             researcher: id.to_string(),
             round: st.round,
-            commit: commit.to_string(),
+            commit: commit.into(),
             tree: tree.to_string(),
             notes: vec![Note(note)],
         }),

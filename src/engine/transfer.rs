@@ -22,6 +22,7 @@ use super::Conference;
 use crate::config::edit;
 use crate::git::{merge, snapshot};
 use crate::model::event::{self as events, Event, Note};
+use crate::model::CommitId;
 use crate::model::{EvalStatus, FinalStatus, PickResult, Verdict};
 use crate::protocol::round as round_rules;
 use crate::store::StateChange;
@@ -244,8 +245,8 @@ fn record_pick(
     let event = Event::TransferPick(events::TransferPick {
         round: st.round,
         researcher: f.researcher.clone(),
-        finding: f.commit.clone(),
-        commit: candidate.map(|c| c.to_string()),
+        finding: CommitId::try_from(f.commit.as_str())?,
+        commit: candidate.map(CommitId::from),
         result: verdict,
         metric,
         conflicts: conflicted,
@@ -281,7 +282,7 @@ fn complete_round(conf: &Conference, findings: &[Finding]) -> Result<()> {
         round,
         best_metric: st.best.metric,
         best_researcher: st.best.researcher.clone(),
-        best_commit: st.best.commit.clone(),
+        best_commit: CommitId::try_from(st.best.commit.as_str())?,
         converged: false,
         shared_knowledge_added: knowledge,
         streaks: streaks_after(conf, &st, findings),

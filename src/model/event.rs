@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{FinalStatus, PickResult, Tokens, Usage, Verdict};
+use super::{CommitId, FinalStatus, PickResult, Tokens, Usage, Verdict};
 
 /// One event as the seed's JSON line has it (the stored form of every [`Event`]).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -110,14 +110,14 @@ pub struct Started {
     pub mode: Value,
     pub goal: String,
     pub config_summary: String,
-    pub base: String,
+    pub base: CommitId,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BaselineMeasured {
     pub metric_value: f64,
     pub runs: Vec<f64>,
-    pub commit: String,
+    pub commit: CommitId,
     pub sub_metrics: BTreeMap<String, f64>,
     pub noise_runs: u32,
     pub noise_sd: Option<f64>,
@@ -126,8 +126,8 @@ pub struct BaselineMeasured {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Rebased {
-    pub from: String,
-    pub to: String,
+    pub from: CommitId,
+    pub to: CommitId,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -150,8 +150,8 @@ pub struct RoundStarted {
     pub researcher_states: Vec<String>,
     pub endgame: bool,
     pub best_metric: Option<f64>,
-    pub best_commit: String,
-    pub heads: BTreeMap<String, String>,
+    pub best_commit: CommitId,
+    pub heads: BTreeMap<String, CommitId>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -175,7 +175,7 @@ pub struct Iteration {
     pub delta: Option<String>,
     pub status: Verdict,
     /// The attempt's commit (None when nothing was committed).
-    pub commit: Option<String>,
+    pub commit: Option<CommitId>,
     pub tree: String,
     pub description: String,
     pub reason: Option<String>,
@@ -212,7 +212,7 @@ pub struct Stuck {
 pub struct AttemptInterrupted {
     pub researcher: String,
     pub round: u32,
-    pub commit: String,
+    pub commit: CommitId,
     pub tree: String,
     pub notes: Vec<Note>,
 }
@@ -222,8 +222,8 @@ pub struct BranchSetAside {
     pub branch: String,
     pub researcher: Option<String>,
     pub round: u32,
-    pub commit: String,
-    pub expected: String,
+    pub commit: CommitId,
+    pub expected: CommitId,
     pub subject: String,
     pub notes: Vec<Note>,
 }
@@ -261,9 +261,9 @@ pub struct PeerReview {
 pub struct TransferPick {
     pub round: u32,
     pub researcher: String,
-    pub finding: String,
+    pub finding: CommitId,
     /// The commit the pick made on top of best (None when nothing was applied).
-    pub commit: Option<String>,
+    pub commit: Option<CommitId>,
     pub result: PickResult,
     pub metric: Option<f64>,
     pub conflicts: Vec<String>,
@@ -287,7 +287,7 @@ pub struct RoundCompleted {
     pub round: u32,
     pub best_metric: Option<f64>,
     pub best_researcher: Option<String>,
-    pub best_commit: String,
+    pub best_commit: CommitId,
     pub converged: bool,
     pub shared_knowledge_added: Vec<String>,
     /// The stop rules' streaks once this round counts.
@@ -335,7 +335,7 @@ pub struct Completed {
     pub total_iterations: u64,
     pub status: Option<String>,
     pub best_metric: Option<f64>,
-    pub best_commit: String,
+    pub best_commit: CommitId,
 }
 
 impl Event {
@@ -424,6 +424,20 @@ impl Event {
     /// An iteration between others: its notes and cache entries may wait for a batch.
     pub fn is_between_iterations(&self) -> bool {
         matches!(self, Event::Iteration(_) | Event::Stuck(_))
+    }
+
+    /// Events researchers record during the research phase, on several machines at once: each
+    /// changes only its researcher's part of the state (and appends to JSON-lines files), so
+    /// two machines' events of this kind apply in either order.
+    pub fn may_interleave(&self) -> bool {
+        matches!(
+            self,
+            Event::Iteration(_)
+                | Event::Stuck(_)
+                | Event::Finished(_)
+                | Event::SetupFailed(_)
+                | Event::AttemptInterrupted(_)
+        )
     }
 
     /// Events before which every pending note is written: resume replays notes only back to

@@ -8,12 +8,14 @@
 //! the enums compare with them (`attempt.verdict == Verdict::Kept`), so reading never fails on a
 //! word and writing always spells it the one way.
 
+mod commit_id;
 pub mod event;
 pub mod reasons;
 pub mod state;
 mod usage;
 mod words;
 
+pub use commit_id::{CommitId, NotACommitId};
 pub use event::{Event, EventLine, Note};
 pub use usage::{Spend, Tokens, Usage};
 pub use words::{EvalStatus, FinalStatus, PickResult, ReviewVerdict, RunStatus, Verdict};

@@ -2,15 +2,19 @@
 //! measured values): no I/O, no `Conference`, so every threshold is pinned by a table-driven unit
 //! test. The engine gathers the data, calls the rule, and records what it decided.
 //!
+//! - `reduce`: how the state changes on each event (the reducer the recorder applies).
 //! - `keep`: keep or revert an attempt; stuck levels from a streak of non-improving attempts.
 //! - `review_verdict`: the hold-out check that can challenge a validated finding (the verdict
-//!   from the interleaved readings is `engine::noise::judge`).
+//!   from the interleaved readings is `noise::judge`).
+//! - `noise`: medians, pooled noise, the noise margin, and the review verdict from interleaved
+//!   readings of a finding and of the round start.
 //! - `pick`: whether a knowledge-transfer pick stays on best.
 //! - `round`: the noise threshold, progress in a round, the streaks the stop rules count.
 //! - `schedule`: the iterations each researcher may run in a round, the endgame, the pause.
 //! - `stop_rules`: whether the conference stops after a round, each rule in its order.
 
 pub mod keep;
+pub mod noise;
 pub mod pick;
 pub mod reduce;
 pub mod review_verdict;

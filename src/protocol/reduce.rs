@@ -16,7 +16,7 @@ impl Event {
     pub fn apply(&self, st: &mut State) {
         match self {
             Event::BaselineMeasured(e) => baseline_measured(st, e),
-            Event::Rebased(e) => rebased(st, &e.to),
+            Event::Rebased(e) => rebased(st, e.to.as_str()),
             Event::ConfigChanged(e) => config_changed(st, e),
             Event::RoundStarted(e) => round_started(st, e),
             Event::Iteration(e) => iteration(st, e),
@@ -87,8 +87,8 @@ fn round_started(st: &mut State, e: &event::RoundStarted) {
     let best_metric = st.best.metric;
     for (id, r) in st.researchers.iter_mut() {
         if let Some(head) = e.heads.get(id) {
-            r.head = head.clone();
-            r.round_start = head.clone();
+            r.head = head.to_string();
+            r.round_start = head.to_string();
         }
         r.best_metric = best_metric;
         r.round_start_metric = best_metric;
@@ -119,7 +119,7 @@ fn iteration(st: &mut State, e: &event::Iteration) {
         .then(|| reasons::reason_text(verdict.as_str(), e.reason.as_deref()));
     if verdict == Verdict::Kept {
         if let Some(commit) = &e.commit {
-            r.head = commit.clone();
+            r.head = commit.to_string();
         }
         r.best_metric = e.metric_value;
         r.consecutive_fails = 0;
@@ -160,7 +160,7 @@ fn transfer_pick(st: &mut State, e: &event::TransferPick) {
     st.transfer_done.push(e.researcher.clone());
     if e.result == PickResult::Merged {
         if let Some(commit) = &e.commit {
-            st.best.commit = commit.clone();
+            st.best.commit = commit.to_string();
             st.best.metric = e.metric;
             st.best.researcher = Some(e.researcher.clone());
             st.best.round = st.round;
@@ -201,10 +201,14 @@ pub fn continued(st: &State) -> State {
 mod tests {
     use super::*;
     use crate::model::event::*;
-    use crate::model::{FinalStatus, Tokens};
+    use crate::model::{CommitId, FinalStatus, Tokens};
 
     const BASE: &str = "0000000000000000000000000000000000000000";
     const NEW: &str = "1111111111111111111111111111111111111111";
+
+    fn id(hex: &str) -> CommitId {
+        CommitId::try_from(hex).unwrap()
+    }
 
     /// A conference in round 1 with researchers A and B at `BASE`, best 10.
     fn state() -> State {
@@ -236,7 +240,7 @@ mod tests {
             metric_value: metric,
             delta: None,
             status: verdict,
-            commit: Some(NEW.into()),
+            commit: Some(id(NEW)),
             tree: NEW.into(),
             description: "d".into(),
             reason: reason.map(str::to_string),
@@ -349,8 +353,8 @@ mod tests {
             Event::TransferPick(TransferPick {
                 round: 1,
                 researcher: "B".into(),
-                finding: NEW.into(),
-                commit: commit.map(str::to_string),
+                finding: id(NEW),
+                commit: commit.map(id),
                 result,
                 metric: Some(8.0),
                 conflicts: vec![],
@@ -383,14 +387,14 @@ mod tests {
             st.researcher_mut("A").stuck_level = level;
             st.researcher_mut("A").round_finished = Some("stuck".into());
             let heads = [("A", NEW), ("B", NEW)]
-                .map(|(id, h)| (id.to_string(), h.to_string()))
+                .map(|(r, h)| (r.to_string(), id(h)))
                 .into();
             Event::RoundStarted(RoundStarted {
                 round: 2,
                 researcher_states: vec![],
                 endgame: false,
                 best_metric: Some(10.0),
-                best_commit: BASE.into(),
+                best_commit: id(BASE),
                 heads,
             })
             .apply(&mut st);
@@ -448,7 +452,7 @@ mod tests {
             round: 1,
             best_metric: Some(10.0),
             best_researcher: None,
-            best_commit: BASE.into(),
+            best_commit: id(BASE),
             converged: false,
             shared_knowledge_added: vec!["k".into()],
             streaks,

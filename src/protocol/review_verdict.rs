@@ -78,13 +78,13 @@ mod tests {
         );
     }
 
-    /// The verdict from the interleaved readings (`engine::noise::judge`), pinned at each of its
+    /// The verdict from the interleaved readings (`protocol::noise::judge`), pinned at each of its
     /// thresholds: the minimum delta, the noise margin, one lost pair of three or more, and the
     /// researcher's disagreeing reading as the only noise.
     #[test]
     fn the_review_verdict_at_its_thresholds() {
-        use crate::engine::noise::{judge, noise_margin, Evidence};
         use crate::model::ReviewVerdict::{self, Challenged, Overturned, Validated};
+        use crate::protocol::noise::{judge, noise_margin, Evidence};
         let judged = |dir, start: &[f64], runs: &[f64], claimed: Option<f64>, min_delta| {
             let j = judge(&Evidence {
                 direction: dir,

@@ -2,10 +2,13 @@
 //! remote's atomic compare-and-swap on refs is the only coordination.
 //!
 //! - [`push`]: one atomic push of several refs, each guarded by the value the remote must hold;
+//! - [`publish`]: the event log, one chain the remote serialises: a refused push is fetched,
+//!   this machine's events replayed over the remote's by the reducer, and pushed again;
 //! - [`lease`]: which machine runs a researcher or the chair's phases, claimed create-only,
 //!   renewed and taken over by compare-and-swap, expired by the taker's own clock.
 //!
 //! Everything goes through the user's own `git`, as `push` and `fetch` do.
 
 pub mod lease;
+pub mod publish;
 pub mod push;

@@ -92,54 +92,14 @@ impl EventLog {
         summary: &str,
         changes: &[StateChange],
     ) -> Result<Oid> {
-        let base_tree = match self.state_tree(repo)? {
-            Some(t) => repo.find_tree(t)?,
-            None => repo.find_tree(repo.treebuilder(None)?.write()?)?,
-        };
-        let mut update = TreeUpdateBuilder::new();
-        for change in changes {
-            match change {
-                StateChange::Put(path, bytes) => {
-                    let blob = repo.blob(bytes)?;
-                    update.upsert(path.as_str(), blob, FileMode::Blob);
-                }
-                StateChange::AppendLine(path, line) => {
-                    let mut bytes = match base_tree.get_path(std::path::Path::new(path)) {
-                        Ok(entry) => repo.find_blob(entry.id())?.content().to_vec(),
-                        Err(_) => Vec::new(),
-                    };
-                    bytes.extend_from_slice(line.as_bytes());
-                    bytes.push(b'\n');
-                    update.upsert(path.as_str(), repo.blob(&bytes)?, FileMode::Blob);
-                }
-                StateChange::Remove(path) => {
-                    update.remove(path.as_str());
-                }
-            }
-        }
-        let tree_id = update.create_updated(repo, &base_tree)?;
-        let tree = repo.find_tree(tree_id)?;
-        let summary_line: String = summary.replace('\n', " ");
-        let message = format!(
-            "{}: {}\n\n{}\n",
-            event.event,
-            summary_line,
-            serde_json::to_string(event)?
-        );
-        let sig = signature(repo);
-        let parents: Vec<git2::Commit> = match self.tip {
-            Some(tip) => vec![repo.find_commit(tip)?],
-            None => vec![],
-        };
-        let parent_refs: Vec<&git2::Commit> = parents.iter().collect();
-        let commit = repo.commit(None, &sig, &sig, &message, &tree, &parent_refs)?;
+        let commit = write_commit(repo, self.tip, event, summary, changes)?;
         crate::failpoint::hit("event.before-ref");
         cas_update(
             repo,
             &self.refs.events(),
             commit,
             self.tip,
-            &message_first_line(&message),
+            &subject(event, summary),
         )?;
         crate::failpoint::hit(&format!("event.{}", event.event));
         self.tip = Some(commit);
@@ -180,8 +140,57 @@ impl EventLog {
     }
 }
 
-fn message_first_line(message: &str) -> String {
-    message.lines().next().unwrap_or("").to_string()
+/// The first line of an event commit's message (also its reflog message).
+fn subject(event: &EventLine, summary: &str) -> String {
+    format!("{}: {}", event.event, summary.replace('\n', " "))
+}
+
+/// Writes the commit of `event` on top of `parent` (None: the first event), its state tree
+/// being the parent's with `changes`; moves no ref.
+pub fn write_commit(
+    repo: &Repository,
+    parent: Option<Oid>,
+    event: &EventLine,
+    summary: &str,
+    changes: &[StateChange],
+) -> Result<Oid> {
+    let base_tree = match parent {
+        Some(p) => repo.find_commit(p)?.tree()?,
+        None => repo.find_tree(repo.treebuilder(None)?.write()?)?,
+    };
+    let mut update = TreeUpdateBuilder::new();
+    for change in changes {
+        match change {
+            StateChange::Put(path, bytes) => {
+                update.upsert(path.as_str(), repo.blob(bytes)?, FileMode::Blob);
+            }
+            StateChange::AppendLine(path, line) => {
+                let mut bytes = match base_tree.get_path(std::path::Path::new(path)) {
+                    Ok(entry) => repo.find_blob(entry.id())?.content().to_vec(),
+                    Err(_) => Vec::new(),
+                };
+                bytes.extend_from_slice(line.as_bytes());
+                bytes.push(b'\n');
+                update.upsert(path.as_str(), repo.blob(&bytes)?, FileMode::Blob);
+            }
+            StateChange::Remove(path) => {
+                update.remove(path.as_str());
+            }
+        }
+    }
+    let tree = repo.find_tree(update.create_updated(repo, &base_tree)?)?;
+    let message = format!(
+        "{}\n\n{}\n",
+        subject(event, summary),
+        serde_json::to_string(event)?
+    );
+    let sig = signature(repo);
+    let parents: Vec<git2::Commit> = match parent {
+        Some(p) => vec![repo.find_commit(p)?],
+        None => vec![],
+    };
+    let parent_refs: Vec<&git2::Commit> = parents.iter().collect();
+    Ok(repo.commit(None, &sig, &sig, &message, &tree, &parent_refs)?)
 }
 
 /// Parses an event commit's message back into the event.

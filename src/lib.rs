@@ -26,6 +26,7 @@ pub mod model;
 pub mod os;
 pub mod protocol;
 pub mod remote;
+pub mod render;
 pub mod report_plot;
 pub mod store;
 pub mod trust;

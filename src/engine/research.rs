@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use git2::{Oid, Repository, Signature};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::agent::{self, AgentCall, AgentOutcome};
@@ -33,29 +33,7 @@ pub use crate::protocol::keep::STUCK_LEVELS;
 /// Agent crashes in a row after which a researcher is marked failed for the round.
 const CRASHES_TO_FAIL: u32 = 3;
 
-/// One attempt, as the state's attempts files and the results table have it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct AttemptRecord {
-    pub round: u32,
-    pub researcher: String,
-    pub iteration: u32,
-    pub commit: String,
-    pub tree: String,
-    pub metric: Option<f64>,
-    pub delta: Option<f64>,
-    pub verdict: String,
-    pub description: String,
-    #[serde(default)]
-    pub reason: Option<String>,
-    pub timestamp: String,
-    #[serde(default)]
-    pub sub_metrics: std::collections::BTreeMap<String, f64>,
-    /// What the agent reported using for this attempt.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tokens: Option<super::budget::Tokens>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost_usd: Option<f64>,
-}
+pub use crate::model::AttemptRecord;
 
 /// Reads a JSON-lines file of the state tree.
 pub fn read_jsonl<T: for<'de> Deserialize<'de>>(conf: &Conference, path: &str) -> Result<Vec<T>> {

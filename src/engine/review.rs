@@ -188,85 +188,15 @@ async fn interleave(
 /// Phase 2: builds and records the poster session of the current round.
 pub async fn poster_session(conf: &Conference) -> Result<()> {
     let st = conf.state();
-    let repo = conf.open_repo()?;
     let attempts = round_attempts(conf, st.round)?;
-    let mut md = String::new();
-    let _ = writeln!(md, "# Poster Session — Round {}\n", st.round);
-    let _ = writeln!(
-        md,
-        "Conference: {} · metric: {}\n",
-        conf.config.title,
-        evaluate::metric_name(&conf.config)
-    );
-    let mut summary_parts = Vec::new();
-    let dir = conf
-        .direction()
-        .unwrap_or(crate::config::Direction::Maximize);
-    for (id, r) in &st.researchers {
-        let _ = writeln!(md, "## Researcher {id}\n");
-        let change = match (r.round_start_metric, r.best_metric) {
-            (Some(s), Some(b)) => format!("{}{}", change_text(dir, s, b), pct(dir.gain(b, s), s)),
-            _ => "-".into(),
-        };
-        let _ = writeln!(
-            md,
-            "- **Round best:** {} (from the round start: {change})",
-            fmt(r.best_metric)
-        );
-        let c = &r.round_counts;
-        let _ = writeln!(
-            md,
-            "- **Attempts:** {} — kept {}, reverted {}, crashed {}, timeout {}, rejected {}, no change {}",
-            c.total(), c.kept, c.reverted, c.crashed, c.timeout, c.rejected, c.no_change
-        );
-        let _ = writeln!(
-            md,
-            "- **Finished:** {}",
-            r.round_finished.as_deref().unwrap_or("-")
-        );
-        let _ = writeln!(md, "- **Stuck level:** {}", r.stuck_level);
-        let kept: Vec<_> = attempts
-            .iter()
-            .filter(|a| a.researcher == *id && a.verdict == Verdict::Kept)
-            .collect();
-        if kept.is_empty() {
-            let _ = writeln!(md, "- **Top findings:** none kept this round\n");
-        } else {
-            let _ = writeln!(md, "- **Top findings:**");
-            let mut ranked = kept.clone();
-            if let Some(dir) = conf.direction() {
-                ranked.sort_by(|a, b| {
-                    let ga = dir.gain(a.metric.unwrap_or(f64::NAN), 0.0);
-                    let gb = dir.gain(b.metric.unwrap_or(f64::NAN), 0.0);
-                    gb.partial_cmp(&ga).unwrap_or(std::cmp::Ordering::Equal)
-                });
-            }
-            for a in ranked.iter().take(3) {
-                let stat = Oid::from_str(&a.commit)
-                    .ok()
-                    .and_then(|c| repo.find_commit(c).ok())
-                    .and_then(|c| {
-                        let parent = c.parent(0).ok()?;
-                        snapshot::diff_stat(&repo, parent.tree_id(), c.tree_id()).ok()
-                    })
-                    .map(|(f, i, d)| format!("{f} files, +{i} −{d}"))
-                    .unwrap_or_default();
-                let _ = writeln!(
-                    md,
-                    "  - `{}` {} — {} ({}) — {stat}",
-                    &a.commit[..10.min(a.commit.len())],
-                    a.description,
-                    fmt(a.metric),
-                    a.delta
-                        .map(|d| gain_text(dir.gain(d, 0.0)))
-                        .unwrap_or_else(|| "-".into())
-                );
-            }
-            md.push('\n');
-        }
-        summary_parts.push(format!("{id}: {} ({} kept)", fmt(r.best_metric), c.kept));
-    }
-    let summary = summary_parts.join(", ");
+    let (md, summary) = crate::render::poster::render(&crate::render::poster::Poster {
+        title: &conf.config.title,
+        metric: &evaluate::metric_name(&conf.config),
+        direction: conf.direction(),
+        state: &st,
+        attempts: &attempts,
+        diff_stats: &kept_diff_stats(conf, &attempts)?,
+    });
     let md =
         super::prose::with_prose(conf, conf.config.agent.chair.as_ref(), "session chair", md).await;
     conf.record(
@@ -278,6 +208,25 @@ pub async fn poster_session(conf: &Conference) -> Result<()> {
         &format!("round {}: {summary}", st.round),
         vec![StateChange::Put(files::poster(st.round), md.into_bytes())],
     )
+}
+
+/// `N files, +I −D` of every kept attempt's commit (against its parent), by commit id.
+fn kept_diff_stats(
+    conf: &Conference,
+    attempts: &[super::research::AttemptRecord],
+) -> Result<std::collections::BTreeMap<String, String>> {
+    let repo = conf.open_repo()?;
+    let stat = |commit: &str| {
+        let c = repo.find_commit(Oid::from_str(commit).ok()?).ok()?;
+        let parent = c.parent(0).ok()?;
+        let (f, i, d) = snapshot::diff_stat(&repo, parent.tree_id(), c.tree_id()).ok()?;
+        Some(format!("{f} files, +{i} −{d}"))
+    };
+    Ok(attempts
+        .iter()
+        .filter(|a| a.verdict == Verdict::Kept)
+        .filter_map(|a| Some((a.commit.clone(), stat(&a.commit)?)))
+        .collect())
 }
 
 /// Phase 3: re-evaluates each round-best in a clean checkout, interleaved with the round start,
@@ -761,35 +710,8 @@ fn join(v: &[f64]) -> String {
         .join(", ")
 }
 
-/// A change of the metric with its direction spelled out (gain positive = better):
-/// `1.128311 → 1.150005 (gain -0.021694, worse)` under minimize.
-pub fn change_text(dir: crate::config::Direction, from: f64, to: f64) -> String {
-    format!("{from:.6} → {to:.6} ({})", gain_text(dir.gain(to, from)))
-}
-
-/// A gain (positive = better whatever the direction) with its meaning.
-pub fn gain_text(gain: f64) -> String {
-    let word = if gain > 0.0 {
-        "better"
-    } else if gain < 0.0 {
-        "worse"
-    } else {
-        "unchanged"
-    };
-    format!("gain {gain:+.6}, {word}")
-}
-
-pub fn fmt(v: Option<f64>) -> String {
-    v.map(|v| format!("{v:.6}")).unwrap_or_else(|| "-".into())
-}
-
-fn pct(delta: f64, base: f64) -> String {
-    if base.abs() > f64::EPSILON {
-        format!(" ({:+.2}%)", 100.0 * delta / base.abs())
-    } else {
-        String::new()
-    }
-}
+/// How numbers, gains and changes are written (`render::format`); engine code keeps its old path.
+pub use crate::render::format::{change_text, fmt, gain_text};
 
 #[cfg(test)]
 mod tests {

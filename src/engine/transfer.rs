@@ -7,11 +7,8 @@
 //! finding's other files still come along. Each pick is its own event, so a resumed transfer goes
 //! on with the next pick instead of repeating one.
 
-use std::fmt::Write;
-
 use anyhow::Result;
 use git2::{Oid, Repository};
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::evaluate::EvalResult;
@@ -27,18 +24,7 @@ use crate::model::{EvalStatus, FinalStatus, PickResult, Verdict};
 use crate::protocol::round as round_rules;
 use crate::store::StateChange;
 
-/// What became of one validated finding in knowledge transfer (`round-N/transfer.jsonl`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct PickRecord {
-    pub researcher: String,
-    pub finding: String,
-    /// merged | dropped
-    pub result: String,
-    pub reason: String,
-    /// Files whose changes clashed with best's; best kept them (the seed's conflict rule).
-    pub conflicts: Vec<String>,
-    pub metric: Option<f64>,
-}
+pub use crate::model::PickRecord;
 
 fn picks_path(round: u32) -> String {
     format!("{}/transfer.jsonl", files::round_dir(round))
@@ -277,7 +263,7 @@ fn complete_round(conf: &Conference, findings: &[Finding]) -> Result<()> {
     let picks = read_picks(conf, round);
     let knowledge = shared_knowledge(round, findings, &picks);
     let config_text = updated_config(conf, &st, findings, &knowledge)?;
-    let transfer_md = transfer_markdown(&st, &picks, &knowledge);
+    let transfer_md = crate::render::transfer::render(&st, &picks, &knowledge);
     let mut event = events::RoundCompleted {
         round,
         best_metric: st.best.metric,
@@ -404,45 +390,4 @@ fn streaks_after(
     };
     let all_stalled = super::stop::every_researcher_stalled(st);
     round_rules::streaks_after(before, progressed, all_stalled, all_high)
-}
-
-/// The round's knowledge transfer page: best after the round, each pick, the knowledge added.
-fn transfer_markdown(
-    st: &super::state::State,
-    picks: &[PickRecord],
-    knowledge: &[String],
-) -> String {
-    let mut md = String::new();
-    let _ = writeln!(md, "# Knowledge Transfer — Round {}\n", st.round);
-    let _ = writeln!(
-        md,
-        "Best after the round: {} (`{}`)\n",
-        fmt(st.best.metric),
-        &st.best.commit[..10]
-    );
-    if picks.is_empty() {
-        let _ = writeln!(md, "No validated finding to transfer this round.");
-    }
-    for p in picks {
-        let conflicts = if p.conflicts.is_empty() {
-            String::new()
-        } else {
-            format!(
-                " (conflicting files kept from best, which has the larger gain: {})",
-                p.conflicts.join(", ")
-            )
-        };
-        let _ = writeln!(
-            md,
-            "- Researcher {}: **{}** — {}{conflicts}",
-            p.researcher, p.result, p.reason
-        );
-    }
-    if !knowledge.is_empty() {
-        let _ = writeln!(md, "\n## Shared knowledge added\n");
-    }
-    for k in knowledge {
-        let _ = writeln!(md, "- {k}");
-    }
-    md
 }

@@ -11,11 +11,13 @@
 mod commit_id;
 pub mod event;
 pub mod reasons;
+mod records;
 pub mod state;
 mod usage;
 mod words;
 
 pub use commit_id::{CommitId, NotACommitId};
 pub use event::{Event, EventLine, Note};
+pub use records::{AttemptRecord, PickRecord};
 pub use usage::{Spend, Tokens, Usage};
 pub use words::{EvalStatus, FinalStatus, PickResult, ReviewVerdict, RunStatus, Verdict};

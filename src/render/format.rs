@@ -1,0 +1,35 @@
+//! How metrics, gains and changes are written in every page and line users read.
+
+use crate::config::Direction;
+
+/// A metric with six decimals; `-` when there is none.
+pub fn fmt(v: Option<f64>) -> String {
+    v.map(|v| format!("{v:.6}")).unwrap_or_else(|| "-".into())
+}
+
+/// A change of the metric with its direction spelled out (gain positive = better):
+/// `1.128311 → 1.150005 (gain -0.021694, worse)` under minimize.
+pub fn change_text(dir: Direction, from: f64, to: f64) -> String {
+    format!("{from:.6} → {to:.6} ({})", gain_text(dir.gain(to, from)))
+}
+
+/// A gain (positive = better whatever the direction) with its meaning.
+pub fn gain_text(gain: f64) -> String {
+    let word = if gain > 0.0 {
+        "better"
+    } else if gain < 0.0 {
+        "worse"
+    } else {
+        "unchanged"
+    };
+    format!("gain {gain:+.6}, {word}")
+}
+
+/// A change as a percentage of `base` (nothing when the base is zero).
+pub fn pct(delta: f64, base: f64) -> String {
+    if base.abs() > f64::EPSILON {
+        format!(" ({:+.2}%)", 100.0 * delta / base.abs())
+    } else {
+        String::new()
+    }
+}

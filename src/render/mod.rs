@@ -1,0 +1,12 @@
+//! The texts users read, rendered from model data alone: no I/O, no `Conference`. The engine
+//! gathers what a page shows (the state, the attempts, what git says of a commit) and records
+//! what these functions return; the snapshot tests (`tests/e2e/snapshots_of_texts.rs`) pin the
+//! result.
+//!
+//! - `format`: how numbers, gains and changes are written everywhere;
+//! - `poster`: a round's poster session page;
+//! - `transfer`: a round's knowledge transfer page.
+
+pub mod format;
+pub mod poster;
+pub mod transfer;

@@ -1,0 +1,101 @@
+//! A round's poster session page: each researcher's round best, its attempts by verdict, why it
+//! finished, and its top kept findings.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use super::format::{change_text, fmt, gain_text, pct};
+use crate::config::Direction;
+use crate::model::state::{ResearcherState, State};
+use crate::model::{AttemptRecord, Verdict};
+
+/// What the poster of a round shows.
+pub struct Poster<'a> {
+    pub title: &'a str,
+    pub metric: &'a str,
+    pub direction: Option<Direction>,
+    pub state: &'a State,
+    /// The round's attempts.
+    pub attempts: &'a [AttemptRecord],
+    /// `N files, +I −D` of kept attempts' commits, by commit id.
+    pub diff_stats: &'a BTreeMap<String, String>,
+}
+
+/// The page (markdown) and its one-line summary for the event.
+pub fn render(p: &Poster) -> (String, String) {
+    let st = p.state;
+    let mut md = String::new();
+    let _ = writeln!(md, "# Poster Session — Round {}\n", st.round);
+    let _ = writeln!(md, "Conference: {} · metric: {}\n", p.title, p.metric);
+    let mut summary = Vec::new();
+    for (id, r) in &st.researchers {
+        researcher_section(&mut md, p, id, r);
+        let kept = r.round_counts.kept;
+        summary.push(format!("{id}: {} ({kept} kept)", fmt(r.best_metric)));
+    }
+    (md, summary.join(", "))
+}
+
+fn researcher_section(md: &mut String, p: &Poster, id: &str, r: &ResearcherState) {
+    let dir = p.direction.unwrap_or(Direction::Maximize);
+    let _ = writeln!(md, "## Researcher {id}\n");
+    let change = match (r.round_start_metric, r.best_metric) {
+        (Some(s), Some(b)) => format!("{}{}", change_text(dir, s, b), pct(dir.gain(b, s), s)),
+        _ => "-".into(),
+    };
+    let _ = writeln!(
+        md,
+        "- **Round best:** {} (from the round start: {change})",
+        fmt(r.best_metric)
+    );
+    let c = &r.round_counts;
+    let _ = writeln!(
+        md,
+        "- **Attempts:** {} — kept {}, reverted {}, crashed {}, timeout {}, rejected {}, no change {}",
+        c.total(), c.kept, c.reverted, c.crashed, c.timeout, c.rejected, c.no_change
+    );
+    let _ = writeln!(
+        md,
+        "- **Finished:** {}",
+        r.round_finished.as_deref().unwrap_or("-")
+    );
+    let _ = writeln!(md, "- **Stuck level:** {}", r.stuck_level);
+    top_findings(md, p, id);
+}
+
+/// The researcher's three best kept attempts of the round (in the order kept when the
+/// conference has no direction).
+fn top_findings(md: &mut String, p: &Poster, id: &str) {
+    let dir = p.direction.unwrap_or(Direction::Maximize);
+    let mut kept: Vec<_> = p
+        .attempts
+        .iter()
+        .filter(|a| a.researcher == id && a.verdict == Verdict::Kept)
+        .collect();
+    if kept.is_empty() {
+        let _ = writeln!(md, "- **Top findings:** none kept this round\n");
+        return;
+    }
+    let _ = writeln!(md, "- **Top findings:**");
+    if let Some(dir) = p.direction {
+        kept.sort_by(|a, b| {
+            let ga = dir.gain(a.metric.unwrap_or(f64::NAN), 0.0);
+            let gb = dir.gain(b.metric.unwrap_or(f64::NAN), 0.0);
+            gb.partial_cmp(&ga).unwrap_or(std::cmp::Ordering::Equal)
+        });
+    }
+    for a in kept.iter().take(3) {
+        let stat = p.diff_stats.get(&a.commit).map_or("", String::as_str);
+        let _ = writeln!(
+            md,
+            "  - `{}` {} — {} ({}) — {stat}",
+            &a.commit[..10.min(a.commit.len())],
+            a.description,
+            fmt(a.metric),
+            a.delta
+                .map(|d| gain_text(dir.gain(d, 0.0)))
+                .unwrap_or_else(|| "-".into())
+        );
+    }
+    md.push('\n');
+}

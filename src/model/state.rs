@@ -215,6 +215,30 @@ pub mod files {
     }
 }
 
+/// A conference in round 1, researching, with researchers A and B at the all-zero commit and a
+/// best of 10: the state the unit tests of the reducer and of publishing start from.
+#[cfg(test)]
+pub(crate) fn sample() -> State {
+    let base = "0".repeat(40);
+    let researcher = serde_json::json!({
+        "head": base, "best_metric": 10.0, "round_start": base, "round_start_metric": 10.0,
+        "round_iterations": 0, "round_finished": null,
+        "counts": Counts::default(), "round_counts": Counts::default(),
+        "consecutive_fails": 0, "stuck_level": 0, "attempts": 0, "last_verdict": null
+    });
+    serde_json::from_value(serde_json::json!({
+        "name": "c", "status": "running", "phase": "research", "round": 1,
+        "baseline_commit": base, "baseline_metric": 10.0,
+        "best": {"commit": base, "metric": 10.0, "researcher": null, "round": 0},
+        "researchers": {"A": researcher.clone(), "B": researcher},
+        "total_iterations": 0, "started_at": "", "updated_at": "", "started_unix": 0,
+        "events": 1, "last_event": "round.started", "round_bests": [], "plateau_rounds": 0,
+        "high_score_rounds": 0, "final_status": null, "stop_reason": null,
+        "shared_knowledge": [], "eval_settings": "s", "transfer_done": []
+    }))
+    .unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -210,26 +210,8 @@ mod tests {
         CommitId::try_from(hex).unwrap()
     }
 
-    /// A conference in round 1 with researchers A and B at `BASE`, best 10.
     fn state() -> State {
-        let researcher = serde_json::json!({
-            "head": BASE, "best_metric": 10.0, "round_start": BASE, "round_start_metric": 10.0,
-            "round_iterations": 0, "round_finished": null,
-            "counts": crate::model::state::Counts::default(),
-            "round_counts": crate::model::state::Counts::default(),
-            "consecutive_fails": 0, "stuck_level": 0, "attempts": 0, "last_verdict": null
-        });
-        serde_json::from_value(serde_json::json!({
-            "name": "c", "status": "running", "phase": "research", "round": 1,
-            "baseline_commit": BASE, "baseline_metric": 10.0,
-            "best": {"commit": BASE, "metric": 10.0, "researcher": null, "round": 0},
-            "researchers": {"A": researcher.clone(), "B": researcher},
-            "total_iterations": 0, "started_at": "", "updated_at": "", "started_unix": 0,
-            "events": 3, "last_event": "round.started", "round_bests": [], "plateau_rounds": 0,
-            "high_score_rounds": 0, "final_status": null, "stop_reason": null,
-            "shared_knowledge": [], "eval_settings": "s", "transfer_done": []
-        }))
-        .unwrap()
+        crate::model::state::sample()
     }
 
     fn iteration(verdict: Verdict, metric: Option<f64>, reason: Option<&str>) -> Event {

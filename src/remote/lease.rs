@@ -163,21 +163,7 @@ impl Expiry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::process::Command;
-
-    fn git(dir: &Path, args: &[&str]) {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    use crate::remote::testing::git;
 
     /// A bare remote and `n` clones of it, each with a commit.
     fn machines(n: usize) -> (tempfile::TempDir, Vec<std::path::PathBuf>) {

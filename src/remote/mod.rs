@@ -12,3 +12,25 @@
 pub mod lease;
 pub mod publish;
 pub mod push;
+
+/// What the tests of several machines share.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::path::Path;
+
+    /// Runs git in `dir`, which must succeed; its output.
+    pub fn git(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}

@@ -187,46 +187,10 @@ mod tests {
     use super::*;
     use crate::model::event::{self as events, names};
     use crate::model::{EventLine, Verdict};
+    use crate::remote::testing::git;
     use crate::store::EventLog;
-    use std::process::Command;
-
-    fn git(dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
 
     const BASE: &str = "0000000000000000000000000000000000000000";
-
-    fn first_state() -> Vec<u8> {
-        let researcher = serde_json::json!({
-            "head": BASE, "best_metric": 10.0, "round_start": BASE, "round_start_metric": 10.0,
-            "round_iterations": 0, "round_finished": null,
-            "counts": crate::model::state::Counts::default(),
-            "round_counts": crate::model::state::Counts::default(),
-            "consecutive_fails": 0, "stuck_level": 0, "attempts": 0, "last_verdict": null
-        });
-        serde_json::to_vec_pretty(&serde_json::json!({
-            "name": "c", "status": "running", "phase": "research", "round": 1,
-            "baseline_commit": BASE, "baseline_metric": 10.0,
-            "best": {"commit": BASE, "metric": 10.0, "researcher": null, "round": 0},
-            "researchers": {"A": researcher.clone(), "B": researcher},
-            "total_iterations": 0, "started_at": "", "updated_at": "", "started_unix": 0,
-            "events": 1, "last_event": names::ROUND_STARTED, "round_bests": [],
-            "plateau_rounds": 0, "high_score_rounds": 0, "final_status": null,
-            "stop_reason": null, "shared_knowledge": [], "eval_settings": "s", "transfer_done": []
-        }))
-        .unwrap()
-    }
 
     /// Records `event` as the recorder does: the reducer on the tip's state, the attempt's line
     /// appended to the round's attempts file.
@@ -286,7 +250,8 @@ mod tests {
             timestamp: "t1".into(),
             payload: serde_json::json!({}),
         };
-        let changes = [StateChange::Put(files::STATE.into(), first_state())];
+        let first_state = serde_json::to_vec_pretty(&crate::model::state::sample()).unwrap();
+        let changes = [StateChange::Put(files::STATE.into(), first_state)];
         let tip = write_commit(&repo, None, &first, "round 1", &changes).unwrap();
         repo.reference("refs/conference/c/events", tip, false, "test")
             .unwrap();

@@ -17,6 +17,8 @@
 use std::sync::OnceLock;
 
 use anyhow::{anyhow, Result};
+use plotters::coord::types::RangedCoordf64;
+use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 
@@ -184,16 +186,49 @@ pub fn render_png(data: &PlotData) -> Result<Vec<u8>> {
     encode_png_rgb(w, h, &buf)
 }
 
+/// The chart's coordinate system: f64 on both axes, drawn into an RGB buffer.
+type Chart<'a, 'b> =
+    ChartContext<'a, BitMapBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// Draws the whole chart into `buf`: frame and mesh, round boundaries, target, each
+/// researcher's readings, the best line, "no data" when there is none, and the legend.
 fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<()> {
     let points = all_points(data);
-    let mut best_points = points.clone();
-    best_points.extend(
-        data.round_bests
-            .iter()
-            .filter(|(x, y)| plottable(x) && plottable(y)),
-    );
+    let (x_lo, x_hi) = x_range(data);
+    let (y_lo, y_hi) = y_range(data, &points);
+    let y_span = y_hi - y_lo;
 
-    // x range: every attempt (crashed ones too) and round boundaries.
+    let root = BitMapBackend::with_buffer(buf, size).into_drawing_area();
+    root.fill(&WHITE).map_err(plot_err)?;
+    let root = root.margin(20, 20, 20, 30);
+    let mut chart = ChartBuilder::on(&root)
+        .x_label_area_size(60)
+        .y_label_area_size(100)
+        .build_cartesian_2d(x_lo..x_hi, y_lo..y_hi)
+        .map_err(plot_err)?;
+    draw_mesh(&mut chart, data, (x_lo, x_hi), y_span)?;
+    // Round boundaries first, so everything else is drawn over them.
+    draw_round_boundaries(&mut chart, data, (y_lo, y_hi))?;
+    if let Some(t) = data.target.filter(plottable) {
+        draw_target(&mut chart, t, (x_lo, x_hi), y_span)?;
+    }
+    for (i, s) in data.series.iter().enumerate() {
+        draw_readings(&mut chart, i, s)?;
+    }
+    let has_best_line = draw_best_line(&mut chart, data, x_lo)?;
+    if points.is_empty() {
+        draw_no_data(&root, &chart)?;
+    }
+    let has_legend = !data.series.is_empty() || has_best_line || data.target.is_some();
+    if has_legend {
+        draw_legend(&mut chart, data.minimize)?;
+    }
+    root.present().map_err(plot_err)?;
+    Ok(())
+}
+
+/// The padded x range: every attempt (crashed ones too) and round boundaries.
+fn x_range(data: &PlotData) -> (f64, f64) {
     let xs = data
         .series
         .iter()
@@ -208,8 +243,17 @@ fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<()> {
     } else {
         (1.0, 1.0)
     };
-    let (x_lo, x_hi) = padded(x_lo, x_hi, 2.0);
+    padded(x_lo, x_hi, 2.0)
+}
 
+/// The padded y range: the readings `points`, the round bests, the target and the baseline.
+fn y_range(data: &PlotData, points: &[(f64, f64)]) -> (f64, f64) {
+    let mut best_points = points.to_vec();
+    best_points.extend(
+        data.round_bests
+            .iter()
+            .filter(|(x, y)| plottable(x) && plottable(y)),
+    );
     let ys = best_points
         .iter()
         .map(|p| p.1)
@@ -219,28 +263,26 @@ fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<()> {
     let (y_lo, y_hi) = ys.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), y| {
         (lo.min(y), hi.max(y))
     });
-    let (y_lo, y_hi) = if y_lo.is_finite() {
+    if y_lo.is_finite() {
         padded(y_lo, y_hi, 1e-3)
     } else {
         (0.0, 1.0)
-    };
-    let y_span = y_hi - y_lo;
+    }
+}
 
-    let root = BitMapBackend::with_buffer(buf, size).into_drawing_area();
-    root.fill(&WHITE).map_err(plot_err)?;
-    let root = root.margin(20, 20, 20, 30);
-
+/// Axes, grid lines, tick labels and axis descriptions.
+fn draw_mesh(
+    chart: &mut Chart,
+    data: &PlotData,
+    (x_lo, x_hi): (f64, f64),
+    y_span: f64,
+) -> Result<()> {
     let x_ticks = ((x_hi - x_lo).round() as usize + 1).clamp(2, 12);
     let y_label = if data.metric.trim().is_empty() {
         "metric"
     } else {
         data.metric.as_str()
     };
-    let mut chart = ChartBuilder::on(&root)
-        .x_label_area_size(60)
-        .y_label_area_size(100)
-        .build_cartesian_2d(x_lo..x_hi, y_lo..y_hi)
-        .map_err(plot_err)?;
     chart
         .configure_mesh()
         .light_line_style(WHITE)
@@ -256,8 +298,15 @@ fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<()> {
         .axis_desc_style((FONT, 22))
         .draw()
         .map_err(plot_err)?;
+    Ok(())
+}
 
-    // Round boundaries first, so everything else is drawn over them.
+/// A light vertical line at each round boundary, across the y range.
+fn draw_round_boundaries(
+    chart: &mut Chart,
+    data: &PlotData,
+    (y_lo, y_hi): (f64, f64),
+) -> Result<()> {
     for &bx in data.round_boundaries.iter().filter(|x| plottable(x)) {
         chart
             .draw_series(LineSeries::new(
@@ -266,61 +315,78 @@ fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<()> {
             ))
             .map_err(plot_err)?;
     }
+    Ok(())
+}
 
-    if let Some(t) = data.target.filter(plottable) {
-        chart
-            .draw_series(DashedLineSeries::new(
-                [(x_lo, t), (x_hi, t)],
-                10,
-                6,
-                TARGET_COLOR.stroke_width(2),
-            ))
-            .map_err(plot_err)?
-            .label(format!("target ({})", fmt_y(&t, y_span)))
-            .legend(|(x, y)| {
-                EmptyElement::at((x, y))
-                    + PathElement::new([(0, 0), (8, 0)], TARGET_COLOR.stroke_width(2))
-                    + PathElement::new([(13, 0), (20, 0)], TARGET_COLOR.stroke_width(2))
-            });
-    }
+/// The target `t` as a dashed horizontal line across the x range, with its legend entry.
+fn draw_target<'a, 'b: 'a>(
+    chart: &mut Chart<'a, 'b>,
+    t: f64,
+    (x_lo, x_hi): (f64, f64),
+    y_span: f64,
+) -> Result<()> {
+    chart
+        .draw_series(DashedLineSeries::new(
+            [(x_lo, t), (x_hi, t)],
+            10,
+            6,
+            TARGET_COLOR.stroke_width(2),
+        ))
+        .map_err(plot_err)?
+        .label(format!("target ({})", fmt_y(&t, y_span)))
+        .legend(|(x, y)| {
+            EmptyElement::at((x, y))
+                + PathElement::new([(0, 0), (8, 0)], TARGET_COLOR.stroke_width(2))
+                + PathElement::new([(13, 0), (20, 0)], TARGET_COLOR.stroke_width(2))
+        });
+    Ok(())
+}
 
-    for (i, s) in data.series.iter().enumerate() {
-        let color = SERIES_COLORS[i % SERIES_COLORS.len()];
-        // Contiguous runs of successful attempts; crashes leave gaps.
-        let mut runs: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
-        for &(x, y) in &s.points {
-            match y {
-                Some(y) if plottable(&x) && plottable(&y) => runs.last_mut().unwrap().push((x, y)),
-                _ if runs.last().is_some_and(|r| !r.is_empty()) => runs.push(Vec::new()),
-                _ => {}
-            }
+/// Researcher `i`'s readings: hollow markers, joined by lines where no crash interrupts them.
+fn draw_readings<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>, i: usize, s: &PlotSeries) -> Result<()> {
+    let color = SERIES_COLORS[i % SERIES_COLORS.len()];
+    // Contiguous runs of successful attempts; crashes leave gaps.
+    let mut runs: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
+    for &(x, y) in &s.points {
+        match y {
+            Some(y) if plottable(&x) && plottable(&y) => runs.last_mut().unwrap().push((x, y)),
+            _ if runs.last().is_some_and(|r| !r.is_empty()) => runs.push(Vec::new()),
+            _ => {}
         }
-        for run in runs.iter().filter(|r| r.len() > 1) {
-            chart
-                .draw_series(LineSeries::new(run.iter().copied(), color.stroke_width(2)))
-                .map_err(plot_err)?;
-        }
-        let label = if s.label.trim().is_empty() {
-            format!("series {}", i + 1)
-        } else {
-            s.label.clone()
-        };
-        chart
-            .draw_series(
-                runs.iter()
-                    .flatten()
-                    .map(|&p| Circle::new(p, 5, color.stroke_width(2))),
-            )
-            .map_err(plot_err)?
-            .label(format!("{label} (readings, unvalidated)"))
-            .legend(move |(x, y)| {
-                EmptyElement::at((x, y))
-                    + PathElement::new([(0, 0), (20, 0)], color.stroke_width(3))
-                    + Circle::new((10, 0), 5, WHITE.filled())
-                    + Circle::new((10, 0), 5, color.stroke_width(2))
-            });
     }
+    for run in runs.iter().filter(|r| r.len() > 1) {
+        chart
+            .draw_series(LineSeries::new(run.iter().copied(), color.stroke_width(2)))
+            .map_err(plot_err)?;
+    }
+    let label = if s.label.trim().is_empty() {
+        format!("series {}", i + 1)
+    } else {
+        s.label.clone()
+    };
+    chart
+        .draw_series(
+            runs.iter()
+                .flatten()
+                .map(|&p| Circle::new(p, 5, color.stroke_width(2))),
+        )
+        .map_err(plot_err)?
+        .label(format!("{label} (readings, unvalidated)"))
+        .legend(move |(x, y)| {
+            EmptyElement::at((x, y))
+                + PathElement::new([(0, 0), (20, 0)], color.stroke_width(3))
+                + Circle::new((10, 0), 5, WHITE.filled())
+                + Circle::new((10, 0), 5, color.stroke_width(2))
+        });
+    Ok(())
+}
 
+/// The best branch's step line up to the last attempt or round end; false when there is none.
+fn draw_best_line<'a, 'b: 'a>(
+    chart: &mut Chart<'a, 'b>,
+    data: &PlotData,
+    x_lo: f64,
+) -> Result<bool> {
     let x_end = data
         .series
         .iter()
@@ -329,51 +395,48 @@ fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<()> {
         .filter(plottable)
         .fold(f64::NEG_INFINITY, f64::max);
     let steps = best_line(data, x_lo.max(1.0f64.min(x_end)), x_end);
-    if !steps.is_empty() {
-        chart
-            .draw_series(LineSeries::new(
-                steps.clone(),
-                ENVELOPE_COLOR.stroke_width(3),
-            ))
-            .map_err(plot_err)?
-            .label("best branch (validated)")
-            .legend(|(x, y)| {
-                PathElement::new([(x, y), (x + 20, y)], ENVELOPE_COLOR.stroke_width(3))
-            });
+    if steps.is_empty() {
+        return Ok(false);
     }
+    chart
+        .draw_series(LineSeries::new(steps, ENVELOPE_COLOR.stroke_width(3)))
+        .map_err(plot_err)?
+        .label("best branch (validated)")
+        .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], ENVELOPE_COLOR.stroke_width(3)));
+    Ok(true)
+}
 
-    if points.is_empty() {
-        let (px, py) = chart.plotting_area().get_pixel_range();
-        let centre = ((px.start + px.end) / 2, (py.start + py.end) / 2);
-        let style = TextStyle::from((FONT, 28).into_font())
-            .color(&RGBColor(0x77, 0x77, 0x77))
-            .pos(plotters::style::text_anchor::Pos::new(
-                plotters::style::text_anchor::HPos::Center,
-                plotters::style::text_anchor::VPos::Center,
-            ));
-        root.draw_text("no data", &style, centre)
-            .map_err(plot_err)?;
-    }
+/// "no data", grey, centred on the plotting area.
+fn draw_no_data(root: &DrawingArea<BitMapBackend, Shift>, chart: &Chart) -> Result<()> {
+    let (px, py) = chart.plotting_area().get_pixel_range();
+    let centre = ((px.start + px.end) / 2, (py.start + py.end) / 2);
+    let style = TextStyle::from((FONT, 28).into_font())
+        .color(&RGBColor(0x77, 0x77, 0x77))
+        .pos(plotters::style::text_anchor::Pos::new(
+            plotters::style::text_anchor::HPos::Center,
+            plotters::style::text_anchor::VPos::Center,
+        ));
+    root.draw_text("no data", &style, centre)
+        .map_err(plot_err)?;
+    Ok(())
+}
 
-    let has_legend = !data.series.is_empty() || !steps.is_empty() || data.target.is_some();
-    if has_legend {
-        chart
-            .configure_series_labels()
-            .position(if data.minimize {
-                SeriesLabelPosition::UpperRight
-            } else {
-                SeriesLabelPosition::LowerRight
-            })
-            .margin(15)
-            .legend_area_size(30)
-            .label_font((FONT, 18))
-            .background_style(WHITE.mix(0.9))
-            .border_style(RGBColor(0x99, 0x99, 0x99))
-            .draw()
-            .map_err(plot_err)?;
-    }
-
-    root.present().map_err(plot_err)?;
+/// The legend, in the corner the best line moves away from.
+fn draw_legend<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>, minimize: bool) -> Result<()> {
+    chart
+        .configure_series_labels()
+        .position(if minimize {
+            SeriesLabelPosition::UpperRight
+        } else {
+            SeriesLabelPosition::LowerRight
+        })
+        .margin(15)
+        .legend_area_size(30)
+        .label_font((FONT, 18))
+        .background_style(WHITE.mix(0.9))
+        .border_style(RGBColor(0x99, 0x99, 0x99))
+        .draw()
+        .map_err(plot_err)?;
     Ok(())
 }
 

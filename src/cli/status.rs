@@ -5,6 +5,7 @@ use anyhow::Result;
 use clap::{Args, ValueEnum};
 
 use crate::engine::review::fmt;
+use crate::engine::state::State;
 use crate::engine::Conference;
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -23,6 +24,7 @@ pub struct StatusArgs {
     pub format: Format,
 }
 
+/// Prints where the conference stands, as text or as JSON.
 pub fn run(args: StatusArgs) -> Result<i32> {
     let repo = super::discover()?;
     let name = super::resolve_name(&repo, args.name)?;
@@ -31,18 +33,41 @@ pub fn run(args: StatusArgs) -> Result<i32> {
     let runner = crate::lock::runner(&conf.run_dir);
     let shown = crate::lock::shown_status(&st.status, runner.as_deref());
     if args.format == Format::Json {
-        let mut value = serde_json::to_value(&st)?;
-        if let Some(map) = value.as_object_mut() {
-            map.insert("runner_pid".into(), serde_json::json!(runner));
-            map.insert("shown_status".into(), serde_json::json!(shown));
-            map.insert(
-                "trusted".into(),
-                serde_json::json!(crate::trust::is_trusted(&repo, &name, &conf.config)),
-            );
-        }
-        crate::outln!("{}", serde_json::to_string_pretty(&value)?);
+        print_json(&repo, &name, &conf, &st, runner, &shown)?;
         return Ok(0);
     }
+    print_summary(&name, &conf, &st, &shown);
+    print_researchers(&st);
+    print_last_reasons(&st);
+    print_commands(&repo, &name, &conf.config);
+    Ok(0)
+}
+
+/// The state as JSON, with the runner's pid, the status shown and whether this clone trusts
+/// the commands.
+fn print_json(
+    repo: &git2::Repository,
+    name: &str,
+    conf: &Conference,
+    st: &State,
+    runner: Option<String>,
+    shown: &str,
+) -> Result<()> {
+    let mut value = serde_json::to_value(st)?;
+    if let Some(map) = value.as_object_mut() {
+        map.insert("runner_pid".into(), serde_json::json!(runner));
+        map.insert("shown_status".into(), serde_json::json!(shown));
+        map.insert(
+            "trusted".into(),
+            serde_json::json!(crate::trust::is_trusted(repo, name, &conf.config)),
+        );
+    }
+    crate::outln!("{}", serde_json::to_string_pretty(&value)?);
+    Ok(())
+}
+
+/// Title, status, stop reason, warning, round, baseline, best, iterations, budgets, events.
+fn print_summary(name: &str, conf: &Conference, st: &State, shown: &str) {
     let metric = crate::engine::evaluate::metric_name(&conf.config);
     crate::outln!("Conference: {} ({})", conf.config.title, name);
     crate::outln!(
@@ -89,7 +114,7 @@ pub fn run(args: StatusArgs) -> Result<i32> {
             .map(|m| format!(" of {m}"))
             .unwrap_or_default()
     );
-    for line in crate::engine::budget::status_lines(&conf.config, &st) {
+    for line in crate::engine::budget::status_lines(&conf.config, st) {
         crate::outln!("{line}");
     }
     crate::outln!(
@@ -98,6 +123,10 @@ pub fn run(args: StatusArgs) -> Result<i32> {
         st.last_event,
         st.updated_at
     );
+}
+
+/// One row per researcher: attempts by verdict, stuck level, best and where its round is.
+fn print_researchers(st: &State) {
     crate::outln!();
     crate::outln!(
         "{:<11} {:>8} {:>5} {:>9} {:>8} {:>8} {:>9} {:>6} {:>14}  round",
@@ -130,6 +159,10 @@ pub fn run(args: StatusArgs) -> Result<i32> {
                 .unwrap_or_else(|| format!("iteration {}", r.round_iterations))
         );
     }
+}
+
+/// Each researcher's last verdict with its reason, when there is one.
+fn print_last_reasons(st: &State) {
     let reasons: Vec<_> = st
         .researchers
         .iter()
@@ -145,8 +178,6 @@ pub fn run(args: StatusArgs) -> Result<i32> {
             );
         }
     }
-    print_commands(&repo, &name, &conf.config);
-    Ok(0)
 }
 
 /// The commands the conference runs, and whether this clone approved them (`crate::trust`).

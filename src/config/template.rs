@@ -67,50 +67,95 @@ const DEVILS_ADVOCATE_FOCUS: &str =
 
 /// Write a complete, commented conference.md for `a`.
 pub fn render(a: &InitAnswers) -> String {
-    let title = one_line(&a.title);
-    let metric = one_line(&a.metric);
-    let count = a.count.max(1);
-    let (direction, better, compare) = match a.direction {
-        Direction::Maximize => ("maximize", "Raise", ">="),
-        Direction::Minimize => ("minimize", "Lower", "<="),
-    };
-    let target = a.target.map_or("none".to_string(), |t| t.to_string());
-    let pause = if a.unattended {
-        None
-    } else {
-        a.pause_every.filter(|&n| n > 0)
-    };
-    let pause = pause.map_or("never".to_string(), |n| n.to_string());
-    let strategy = match a.strategy {
-        Strategy::Assigned => "assigned",
-        Strategy::Free => "free",
-    };
-    let total =
-        count as u64 * u64::from(a.iterations_per_round.max(1)) * u64::from(a.max_rounds.max(1));
-    let total = total.min(u64::from(u32::MAX));
-    let success = match a.target {
-        Some(t) => format!("{metric} {compare} {t}"),
-        None => format!("the best {metric} reached within the budgets"),
-    };
-    let eval_command = one_line(&a.eval_command);
-    let script = eval_command
-        .split_whitespace()
-        .next()
-        .and_then(|first| first.strip_prefix("./"))
-        .unwrap_or("");
-    let frozen = a.frozen.as_deref().map(one_line);
-    let frozen = frozen.as_deref().unwrap_or(script);
-
+    let v = Values::of(a);
     let mut s = String::new();
-    let w = &mut s;
-    line(w, &format!("# Conference: {title}"));
+    write_goal_and_metric(&mut s, &v);
+    write_researchers_and_gate(&mut s, a, &v);
+    write_search_space(&mut s, a, &v);
+    write_guard_noise_constraints(&mut s, &v);
+    write_evaluation_agent_environment(&mut s, a, &v);
+    write_maintained_sections(&mut s);
+    s
+}
+
+/// The answers as the file writes them, several of them in more than one section.
+struct Values {
+    title: String,
+    metric: String,
+    /// At least 1.
+    count: usize,
+    direction: &'static str,
+    /// "Raise" or "Lower", for the goal.
+    better: &'static str,
+    target: String,
+    /// "never" or N (never when unattended).
+    pause: String,
+    strategy: &'static str,
+    /// Researchers × iterations per round × max rounds (capped at u32::MAX).
+    total: u64,
+    success: String,
+    eval_command: String,
+    frozen: String,
+}
+
+impl Values {
+    fn of(a: &InitAnswers) -> Values {
+        let metric = one_line(&a.metric);
+        let count = a.count.max(1);
+        let (direction, better, compare) = match a.direction {
+            Direction::Maximize => ("maximize", "Raise", ">="),
+            Direction::Minimize => ("minimize", "Lower", "<="),
+        };
+        let pause = if a.unattended {
+            None
+        } else {
+            a.pause_every.filter(|&n| n > 0)
+        };
+        let total = count as u64
+            * u64::from(a.iterations_per_round.max(1))
+            * u64::from(a.max_rounds.max(1));
+        let success = match a.target {
+            Some(t) => format!("{metric} {compare} {t}"),
+            None => format!("the best {metric} reached within the budgets"),
+        };
+        let eval_command = one_line(&a.eval_command);
+        let script = eval_command
+            .split_whitespace()
+            .next()
+            .and_then(|first| first.strip_prefix("./"))
+            .unwrap_or("");
+        let frozen = a.frozen.as_deref().map(one_line);
+        let frozen = frozen.as_deref().unwrap_or(script).to_string();
+        Values {
+            title: one_line(&a.title),
+            count,
+            direction,
+            better,
+            target: a.target.map_or("none".to_string(), |t| t.to_string()),
+            pause: pause.map_or("never".to_string(), |n| n.to_string()),
+            strategy: match a.strategy {
+                Strategy::Assigned => "assigned",
+                Strategy::Free => "free",
+            },
+            total: total.min(u64::from(u32::MAX)),
+            success,
+            eval_command,
+            frozen,
+            metric,
+        }
+    }
+}
+
+/// The title, how to edit the file, and Goal, Mode, Success Metric and Success Criteria.
+fn write_goal_and_metric(w: &mut String, v: &Values) {
+    line(w, &format!("# Conference: {}", v.title));
     comment(w, "Written by `git conference init`. Edit freely: `git conference start` validates this file and names the line of any problem. Text inside these comments is ignored. Settings are `- **Key:** value` (or plain `- key: value`); a value is the whole rest of its line.");
     section(
         w,
         "Goal",
         "What to achieve, specific and measurable. Researchers read this first.",
     );
-    line(w, &format!("{better} {metric}."));
+    line(w, &format!("{} {}.", v.better, v.metric));
     section(
         w,
         "Mode",
@@ -118,21 +163,25 @@ pub fn render(a: &InitAnswers) -> String {
     );
     line(w, "metric");
     section(w, "Success Metric", "Metric mode: the metric's name, the value that ends the conference when reached (or none), and which way is better.");
-    setting(w, "Metric", &metric);
-    setting(w, "Target", &target);
-    setting(w, "Direction", direction);
+    setting(w, "Metric", &v.metric);
+    setting(w, "Target", &v.target);
+    setting(w, "Direction", v.direction);
     section(
         w,
         "Success Criteria",
         "Qualitative mode: what \"good\" looks like, in prose.",
     );
     line(w, "(qualitative mode only: what \"good\" means, in prose)");
+}
+
+/// Researchers, and the Pre-Flight Gate that repeats their values with the other answers.
+fn write_researchers_and_gate(w: &mut String, a: &InitAnswers, v: &Values) {
     section(
         w,
         "Researchers",
         "Researchers are named A, B, C, ... Each works in its own git worktree.",
     );
-    setting(w, "Count", &count.to_string());
+    setting(w, "Count", &v.count.to_string());
     setting(
         w,
         "Iterations per round",
@@ -140,15 +189,15 @@ pub fn render(a: &InitAnswers) -> String {
     );
     setting(w, "Max rounds", &a.max_rounds.to_string());
     section(w, "Pre-Flight Gate", "The answers to the pre-flight questions. Values repeated from other sections must agree with them. `Final confirmation: pending` stops `start`.");
-    setting(w, "Researcher count", &count.to_string());
+    setting(w, "Researcher count", &v.count.to_string());
     setting(
         w,
         "Iterations per round",
         &a.iterations_per_round.to_string(),
     );
     setting(w, "Max rounds", &a.max_rounds.to_string());
-    setting(w, "Max total iterations", &total.to_string());
-    setting(w, "Success definition", &success);
+    setting(w, "Max total iterations", &v.total.to_string());
+    setting(w, "Success definition", &v.success);
     setting(
         w,
         "Critic / Devil's Advocate",
@@ -159,9 +208,13 @@ pub fn render(a: &InitAnswers) -> String {
         },
     );
     setting(w, "Unattended", if a.unattended { "yes" } else { "no" });
-    setting(w, "Pause every", &pause);
-    setting(w, "Partitioning", strategy);
+    setting(w, "Pause every", &v.pause);
+    setting(w, "Partitioning", v.strategy);
     setting(w, "Final confirmation", "confirmed");
+}
+
+/// Search Space (allowed and forbidden changes) and its partitioning, with each focus.
+fn write_search_space(w: &mut String, a: &InitAnswers, v: &Values) {
     section(w, "Search Space", "Paths or rules, one bullet each. Candidates touching a forbidden (or frozen) path are rejected before evaluation.");
     line(w, "**Allowed changes:**");
     if a.allowed.is_empty() {
@@ -174,8 +227,9 @@ pub fn render(a: &InitAnswers) -> String {
     line(w, "**Forbidden changes:**");
     comment(w, "e.g. - tests/**");
     section(w, "Search Space Partitioning", "assigned: each researcher explores its own focus below; free: all explore the whole space.");
-    line(w, &format!("**Strategy:** {strategy}"));
+    line(w, &format!("**Strategy:** {}", v.strategy));
     if a.strategy == Strategy::Assigned {
+        let count = v.count;
         for i in 0..count {
             let focus = if a.devils_advocate && count >= 2 && i == count - 1 {
                 DEVILS_ADVOCATE_FOCUS
@@ -187,6 +241,10 @@ pub fn render(a: &InitAnswers) -> String {
             line(w, focus);
         }
     }
+}
+
+/// Guard, Noise Handling and Constraints (the budgets).
+fn write_guard_noise_constraints(w: &mut String, v: &Values) {
     section(
         w,
         "Guard",
@@ -196,18 +254,22 @@ pub fn render(a: &InitAnswers) -> String {
     setting(w, "Noise runs", "1");
     setting(w, "Min consensus delta", "0.1%");
     section(w, "Constraints", "Budgets: whichever is reached first stops the conference. Durations: 30s, 45m, 2h, 1h30m; none for no limit. Pause every: never, or N to stop after every N rounds until `git conference resume`. Stall rounds: consecutive rounds without progress (every researcher stuck, or the best not moving) that end the conference; never for a loop that only budgets and the target stop. Token budget (2M tokens) and Cost budget ($20) count what the agents report (presets and builtin:openai report it): no agent run starts once either is reached.");
-    setting(w, "Max total iterations", &total.to_string());
+    setting(w, "Max total iterations", &v.total.to_string());
     setting(w, "Time budget", "none");
     setting(w, "Token budget", "none");
     setting(w, "Cost budget", "none");
     setting(w, "Researcher timeout", "none");
-    setting(w, "Pause every", &pause);
+    setting(w, "Pause every", &v.pause);
     setting(w, "Stall rounds", "2");
+}
+
+/// Evaluation, Agent and Environment: the commands and what they run in.
+fn write_evaluation_agent_environment(w: &mut String, a: &InitAnswers, v: &Values) {
     section(w, "Evaluation", "command prints the metric and runs in the researcher's worktree; timeout is per experiment; repeats is runs per candidate (their mean counts); frozen lists the evaluation harness (paths or globs, comma-separated), which no candidate may change; committed files the commands name are frozen too unless Allowed changes lists them (`python3 train.py` with train.py allowed: train.py may change); frozen: none freezes nothing. metric from: name (the output must print `<metric>: <number>` or a JSON key; otherwise the run is a crash) or last number (take the last number printed when the metric is not named). Optional: holdout (a command run only in peer review), judge (qualitative mode: prints `score: <0-10>`).");
-    setting(w, "Command", &eval_command);
+    setting(w, "Command", &v.eval_command);
     setting(w, "Timeout", "15m");
     setting(w, "Repeats", "1");
-    setting(w, "Frozen", frozen);
+    setting(w, "Frozen", &v.frozen);
     setting(w, "Metric from", "name");
     section(w, "Agent", "command runs in the researcher's worktree with the prompt in $CONFERENCE_PROMPT_FILE; it edits files and exits (never commits). builtin:tune needs no AI service. builtin:openai asks any OpenAI-compatible chat API (hosted, vLLM, Ollama, llama.cpp, LM Studio) with `- model:`, `- base url:` (e.g. http://127.0.0.1:11434/v1) and `- api key env:` (the variable holding the key, never the key); OPENAI_MODEL, OPENAI_BASE_URL and OPENAI_API_KEY serve when those are unset. A preset (claude, codex, aider, gemini, opencode) runs that CLI headless with edits allowed in the worktree only; with a preset, optional model (opencode: provider/model), max turns (claude only) and extra args. seed makes built-in researchers deterministic. Optional: chair, reviewer, synthesizer commands for prose.");
     setting(w, "Command", &one_line(&a.agent_command));
@@ -217,6 +279,10 @@ pub fn render(a: &InitAnswers) -> String {
     setting(w, "Shared", "none");
     setting(w, "Devices", "none");
     setting(w, "Max parallel evaluations", "none");
+}
+
+/// The prose sections the user or the conference fills in, ending with the log table's header.
+fn write_maintained_sections(w: &mut String) {
     section(
         w,
         "Current Approach",
@@ -243,7 +309,6 @@ pub fn render(a: &InitAnswers) -> String {
     );
     line(w, super::edit::LOG_HEADER);
     line(w, super::edit::LOG_SEPARATOR);
-    s
 }
 
 fn one_line(s: &str) -> String {

@@ -50,6 +50,17 @@ struct Validator<'a> {
     errors: Vec<ConfigError>,
 }
 
+/// The Constraints section's values, as the config holds them.
+struct Budgets {
+    max_total_iterations: Option<u32>,
+    time_budget: Option<Duration>,
+    token_budget: Option<u64>,
+    cost_budget: Option<f64>,
+    researcher_timeout: Option<Duration>,
+    pause_every: Option<u32>,
+    stall_rounds: Option<u32>,
+}
+
 /// Where a value was found: its setting line and section, for messages naming both lines.
 type Found<T> = Option<(T, &'static str, usize)>;
 
@@ -136,6 +147,8 @@ impl<'a> Validator<'a> {
         }
     }
 
+    /// Checks every section, recording each problem; the config unless a required value is
+    /// missing or invalid.
     fn config(&mut self) -> Option<Config> {
         let title = self.title();
         let goal = self.goal();
@@ -143,6 +156,65 @@ impl<'a> Validator<'a> {
         let metric = self.metric(mode);
         let criteria = self.criteria(mode);
         let count = self.count();
+        let (iterations_per_round, max_rounds) = self.round_sizes();
+        let (devils_advocate, final_confirmation) = self.gate_answers();
+        let strategy = self
+            .agreed(
+                (S::Partitioning, "Strategy"),
+                "Partitioning",
+                "must be assigned or free",
+                strategy,
+            )
+            .unwrap_or(Strategy::Free);
+        let focus = self.focus(count, strategy);
+        let (allowed, forbidden) = (
+            self.list(S::SearchSpace, "Allowed changes"),
+            self.list(S::SearchSpace, "Forbidden changes"),
+        );
+        let (noise_runs, min_consensus_delta) = self.noise_handling();
+        let budgets = self.budgets();
+        let evaluation = self.evaluation(mode);
+        let agent = self.agent();
+        let guard = self.items(S::Guard);
+        let shared_knowledge = self.items(S::SharedKnowledge);
+        let environment = super::environment::read(self.doc, &mut self.errors);
+        Some(Config {
+            title: title?,
+            goal: goal?,
+            mode: mode?,
+            metric,
+            criteria,
+            count: count?,
+            iterations_per_round: iterations_per_round?,
+            max_rounds: max_rounds?,
+            devils_advocate,
+            final_confirmation,
+            allowed,
+            forbidden,
+            strategy,
+            focus,
+            guard,
+            noise_runs,
+            min_consensus_delta,
+            max_total_iterations: budgets.max_total_iterations,
+            time_budget: budgets.time_budget,
+            token_budget: budgets.token_budget,
+            cost_budget: budgets.cost_budget,
+            researcher_timeout: budgets.researcher_timeout,
+            pause_every: budgets.pause_every,
+            stall_rounds: budgets.stall_rounds,
+            evaluation: evaluation?,
+            agent: agent?,
+            success_definition: self.optional(S::PreFlightGate, "Success definition"),
+            current_approach: self.text(S::CurrentApproach),
+            shared_knowledge,
+            context: self.text(S::Context),
+            environment,
+        })
+    }
+
+    /// Iterations per round and max rounds, each agreed with the gate and required in one of them.
+    fn round_sizes(&mut self) -> (Option<u32>, Option<u32>) {
         let iterations_per_round = self.agreed(
             (S::Researchers, "Iterations per round"),
             "Iterations per round",
@@ -167,6 +239,12 @@ impl<'a> Validator<'a> {
         {
             self.missing(S::Researchers, "Max rounds", "");
         }
+        (iterations_per_round, max_rounds)
+    }
+
+    /// The Pre-Flight Gate's own answers: devil's advocate and final confirmation (Unattended
+    /// is only checked).
+    fn gate_answers(&mut self) -> (DevilsAdvocate, Option<String>) {
         let devils_advocate = self
             .value(
                 S::PreFlightGate,
@@ -180,19 +258,11 @@ impl<'a> Validator<'a> {
             .get(S::PreFlightGate, "Final confirmation")
             .map(|s| s.value.clone())
             .filter(|v| !v.is_empty());
-        let strategy = self
-            .agreed(
-                (S::Partitioning, "Strategy"),
-                "Partitioning",
-                "must be assigned or free",
-                strategy,
-            )
-            .unwrap_or(Strategy::Free);
-        let focus = self.focus(count, strategy);
-        let (allowed, forbidden) = (
-            self.list(S::SearchSpace, "Allowed changes"),
-            self.list(S::SearchSpace, "Forbidden changes"),
-        );
+        (devils_advocate, final_confirmation)
+    }
+
+    /// Noise Handling: noise runs (default 1) and the min consensus delta.
+    fn noise_handling(&mut self) -> (u32, Option<Tolerance>) {
         let noise_runs = self
             .value(
                 S::NoiseHandling,
@@ -209,6 +279,11 @@ impl<'a> Validator<'a> {
                 tolerance,
             )
             .and_then(|(v, _, _)| v);
+        (noise_runs, min_consensus_delta)
+    }
+
+    /// Constraints: the budgets, the pause and the stall rule.
+    fn budgets(&mut self) -> Budgets {
         let max_total_iterations = self.agreed(
             (S::Constraints, "Max total iterations"),
             "Max total iterations",
@@ -263,29 +338,7 @@ impl<'a> Validator<'a> {
                 self::pause_every,
             )
             .map_or(Some(super::DEFAULT_STALL_ROUNDS), |(v, _, _)| v);
-        let evaluation = self.evaluation(mode);
-        let agent = self.agent();
-        let guard = self.items(S::Guard);
-        let shared_knowledge = self.items(S::SharedKnowledge);
-        let environment = super::environment::read(self.doc, &mut self.errors);
-        Some(Config {
-            title: title?,
-            goal: goal?,
-            mode: mode?,
-            metric,
-            criteria,
-            count: count?,
-            iterations_per_round: iterations_per_round?,
-            max_rounds: max_rounds?,
-            devils_advocate,
-            final_confirmation,
-            allowed,
-            forbidden,
-            strategy,
-            focus,
-            guard,
-            noise_runs,
-            min_consensus_delta,
+        Budgets {
             max_total_iterations,
             time_budget,
             token_budget,
@@ -293,14 +346,7 @@ impl<'a> Validator<'a> {
             researcher_timeout,
             pause_every,
             stall_rounds,
-            evaluation: evaluation?,
-            agent: agent?,
-            success_definition: self.optional(S::PreFlightGate, "Success definition"),
-            current_approach: self.text(S::CurrentApproach),
-            shared_knowledge,
-            context: self.text(S::Context),
-            environment,
-        })
+        }
     }
 
     fn title(&mut self) -> Option<String> {

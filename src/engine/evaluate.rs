@@ -3,6 +3,7 @@
 //! A result is cached in the conference state by tree id and evaluation settings, so the same tree
 //! is never evaluated twice with the same settings (not by two researchers, not after a resume).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -72,6 +73,12 @@ pub struct EvalRequest<'a> {
     pub scheduler: &'a super::schedule::Scheduler,
 }
 
+/// A run that gave no usable metric: its status (crashed, timeout, interrupted) and why.
+type RunFailure = (&'static str, String);
+
+/// A run's metric and the sub-metrics it printed.
+type RunMetric = (f64, BTreeMap<String, f64>);
+
 /// Runs the evaluation `runs` times, on one slot of the scheduler (waiting for it first); stops
 /// at the first run that fails.
 pub async fn evaluate(req: EvalRequest<'_>) -> Result<EvalResult> {
@@ -84,23 +91,10 @@ pub async fn evaluate(req: EvalRequest<'_>) -> Result<EvalResult> {
     for run in 0..req.runs.max(1) {
         let stdout = req.log_prefix.with_extension(format!("{run}.out"));
         let stderr = req.log_prefix.with_extension(format!("{run}.err"));
-        // A caller that runs one reading at a time (the review's interleaved runs) says which
-        // reading this is; the runs of this call count on from there.
-        let first = base_env
-            .iter()
-            .find(|(k, _)| k == "CONFERENCE_EVAL_RUN")
-            .and_then(|(_, v)| v.parse::<u32>().ok())
-            .unwrap_or(0);
-        let mut env: Vec<(String, String)> = base_env
-            .iter()
-            .filter(|(k, _)| k != "CONFERENCE_EVAL_RUN")
-            .cloned()
-            .collect();
-        env.push(("CONFERENCE_EVAL_RUN".into(), (first + run).to_string()));
         let finished = process::run(Spec {
             command: req.command,
             cwd: req.cwd,
-            env,
+            env: run_env(&base_env, run),
             timeout: Some(req.timeout),
             stdout: stdout.clone(),
             stderr: stderr.clone(),
@@ -108,70 +102,104 @@ pub async fn evaluate(req: EvalRequest<'_>) -> Result<EvalResult> {
         })
         .await?;
         seconds += finished.elapsed.as_secs_f64();
-        let failure = |status: &str, reason: String| EvalResult {
-            metric: None,
-            runs: runs.clone(),
-            sub_metrics: Default::default(),
-            status: status.to_string(),
-            reason: Some(reason),
-            seconds,
+        let reading = match run_failure(&finished.outcome, &stderr, req.timeout) {
+            Some(failure) => Err(failure),
+            None => read_metric(&req, &stdout, &stderr),
         };
-        match finished.outcome {
-            Outcome::TimedOut => {
-                return Ok(failure(
-                    EvalStatus::Timeout.as_str(),
-                    format!("evaluation timed out after {:?}", req.timeout),
-                ))
-            }
-            Outcome::Cancelled => {
-                return Ok(failure(
-                    EvalStatus::Interrupted.as_str(),
-                    "interrupted".into(),
-                ))
-            }
-            ref o if !o.success() => {
-                let tail = tail(&process::read_output(&stderr), 3);
-                return Ok(failure(
-                    EvalStatus::Crashed.as_str(),
-                    format!("evaluation {}{tail}", o.describe()),
-                ));
-            }
-            _ => {}
-        }
-        let out = process::read_output(&stdout);
-        let mut m = metric::parse_with(&out, req.metric, req.last_number);
-        if m.reading == Reading::Missing {
-            m = metric::parse_with(&process::read_output(&stderr), req.metric, req.last_number);
-        }
-        match m.reading {
-            Reading::Value(v) => {
+        match reading {
+            Ok((v, subs)) => {
                 runs.push(v);
-                sub_metrics = m.sub_metrics;
+                sub_metrics = subs;
             }
-            Reading::NotFinite(text) => {
-                return Ok(failure(
-                    EvalStatus::Crashed.as_str(),
-                    format!("metric {} is {text}", req.metric),
-                ))
-            }
-            Reading::Unreadable(line) => {
-                return Ok(failure(
-                    EvalStatus::Crashed.as_str(),
-                    format!(
-                        "metric `{0}` printed in a form that cannot be read: `{line}` (print \
-                         `{0}: <number>`, `{0}=<number>` or a JSON object with a `{0}` key)",
-                        req.metric
-                    ),
-                ))
-            }
-            Reading::Missing => {
-                return Ok(failure(
-                    EvalStatus::Crashed.as_str(),
-                    missing_metric(req.metric, &out),
-                ))
+            Err((status, reason)) => {
+                return Ok(EvalResult {
+                    metric: None,
+                    runs,
+                    sub_metrics: Default::default(),
+                    status: status.to_string(),
+                    reason: Some(reason),
+                    seconds,
+                })
             }
         }
     }
+    Ok(mean_result(runs, sub_metrics, seconds, req.metric))
+}
+
+/// The environment of run `run`: `base_env` with `CONFERENCE_EVAL_RUN` counted on from the
+/// reading `base_env` names (a caller that runs one reading at a time, as the review's
+/// interleaved runs do, says which reading this is), else from 0.
+fn run_env(base_env: &[(String, String)], run: u32) -> Vec<(String, String)> {
+    let first = base_env
+        .iter()
+        .find(|(k, _)| k == "CONFERENCE_EVAL_RUN")
+        .and_then(|(_, v)| v.parse::<u32>().ok())
+        .unwrap_or(0);
+    let mut env: Vec<(String, String)> = base_env
+        .iter()
+        .filter(|(k, _)| k != "CONFERENCE_EVAL_RUN")
+        .cloned()
+        .collect();
+    env.push(("CONFERENCE_EVAL_RUN".into(), (first + run).to_string()));
+    env
+}
+
+/// The status and reason of a run that did not exit 0 (the end of its stderr for a crash);
+/// None when it did.
+fn run_failure(outcome: &Outcome, stderr: &Path, timeout: Duration) -> Option<RunFailure> {
+    match outcome {
+        Outcome::TimedOut => Some((
+            EvalStatus::Timeout.as_str(),
+            format!("evaluation timed out after {timeout:?}"),
+        )),
+        Outcome::Cancelled => Some((EvalStatus::Interrupted.as_str(), "interrupted".into())),
+        o if !o.success() => {
+            let tail = tail(&process::read_output(stderr), 3);
+            Some((
+                EvalStatus::Crashed.as_str(),
+                format!("evaluation {}{tail}", o.describe()),
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// The metric a successful run printed (on stdout, else on stderr) with its sub-metrics, or
+/// the crash status and why it cannot be read.
+fn read_metric(
+    req: &EvalRequest,
+    stdout: &Path,
+    stderr: &Path,
+) -> std::result::Result<RunMetric, RunFailure> {
+    let out = process::read_output(stdout);
+    let mut m = metric::parse_with(&out, req.metric, req.last_number);
+    if m.reading == Reading::Missing {
+        m = metric::parse_with(&process::read_output(stderr), req.metric, req.last_number);
+    }
+    let crashed = EvalStatus::Crashed.as_str();
+    match m.reading {
+        Reading::Value(v) => Ok((v, m.sub_metrics)),
+        Reading::NotFinite(text) => Err((crashed, format!("metric {} is {text}", req.metric))),
+        Reading::Unreadable(line) => Err((
+            crashed,
+            format!(
+                "metric `{0}` printed in a form that cannot be read: `{line}` (print \
+                 `{0}: <number>`, `{0}=<number>` or a JSON object with a `{0}` key)",
+                req.metric
+            ),
+        )),
+        Reading::Missing => Err((crashed, missing_metric(req.metric, &out))),
+    }
+}
+
+/// The result of runs that all read the metric: their mean, or a crash when the mean is not
+/// a finite number.
+fn mean_result(
+    runs: Vec<f64>,
+    sub_metrics: BTreeMap<String, f64>,
+    seconds: f64,
+    metric: &str,
+) -> EvalResult {
     let mean = runs.iter().sum::<f64>() / runs.len() as f64;
     if !mean.is_finite() {
         // Two readings of -1.7e308 sum to -inf: never a metric (JSON cannot even store it).
@@ -180,26 +208,26 @@ pub async fn evaluate(req: EvalRequest<'_>) -> Result<EvalResult> {
             "the mean of the {} runs of metric {} is not a finite number (readings {}): print \
              values that can be added up",
             runs.len(),
-            req.metric,
+            metric,
             readings.join(", ")
         );
-        return Ok(EvalResult {
+        return EvalResult {
             metric: None,
             runs,
             sub_metrics: Default::default(),
             status: "crashed".into(),
             reason: Some(reason),
             seconds,
-        });
+        };
     }
-    Ok(EvalResult {
+    EvalResult {
         metric: Some(mean),
         runs,
         sub_metrics,
         status: EvalStatus::Ok.into(),
         reason: None,
         seconds,
-    })
+    }
 }
 
 /// Why a run whose output does not name the metric is a crash: the metric, the end of what the

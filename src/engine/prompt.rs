@@ -60,9 +60,30 @@ fn newest_knowledge(knowledge: &[String]) -> String {
     s
 }
 
+/// The whole prompt: the task, its background and focus, the search space, what is known,
+/// the advice that applies, and how to work.
 pub fn render(p: &PromptContext) -> String {
-    let c = p.config;
     let mut s = String::new();
+    write_task(&mut s, p);
+    write_background(&mut s, p.config);
+    write_focus(&mut s, p);
+    write_search_space(&mut s, p);
+    write_knowledge(&mut s, p);
+    write_signals(&mut s, p);
+    let _ = writeln!(
+        s,
+        "## How to work\nEdit files in the current directory (your git worktree) and exit. Do not \
+         commit. Write a one-line description of your change to `.conference/note.md` (also \
+         named by $CONFERENCE_NOTE_FILE; that folder is never part of your change). The \
+         evaluation command is `{}`; the conference measures, keeps or reverts your change.",
+        p.config.evaluation.command
+    );
+    s
+}
+
+/// Who the researcher is, the goal, the metric (or criteria) and the current best.
+fn write_task(s: &mut String, p: &PromptContext) {
+    let c = p.config;
     let _ = writeln!(s, "# Conference: {}\n", c.title);
     let _ = writeln!(
         s,
@@ -93,12 +114,21 @@ pub fn render(p: &PromptContext) -> String {
         fmt(p.best_metric),
         fmt(p.conference_best)
     );
+}
+
+/// The user's current approach and context, when filled in.
+fn write_background(s: &mut String, c: &Config) {
     if let Some(approach) = filled(&c.current_approach) {
         let _ = writeln!(s, "## Current approach\n{approach}\n");
     }
     if let Some(context) = filled(&c.context) {
         let _ = writeln!(s, "## Context & references\n{context}\n");
     }
+}
+
+/// The researcher's focus (its own under assigned partitioning) and the devil's advocate role.
+fn write_focus(s: &mut String, p: &PromptContext) {
+    let c = p.config;
     if c.strategy == Strategy::Assigned {
         if let Some(focus) = c.focus.get(p.researcher) {
             let _ = writeln!(s, "## Your focus\n{focus}\n");
@@ -117,6 +147,11 @@ pub fn render(p: &PromptContext) -> String {
              consensus you are challenging.\n"
         );
     }
+}
+
+/// Allowed changes, the forbidden, frozen and shared paths verbatim, and the guard.
+fn write_search_space(s: &mut String, p: &PromptContext) {
+    let c = p.config;
     if !c.allowed.is_empty() {
         let _ = writeln!(s, "## Allowed changes");
         for a in &c.allowed {
@@ -148,6 +183,10 @@ pub fn render(p: &PromptContext) -> String {
         }
         s.push('\n');
     }
+}
+
+/// The shared knowledge (newest first within its budget) and the briefing on the past.
+fn write_knowledge(s: &mut String, p: &PromptContext) {
     let _ = writeln!(s, "## Shared knowledge (validated findings)");
     if p.shared_knowledge.is_empty() {
         let _ = writeln!(s, "(none yet)");
@@ -155,6 +194,10 @@ pub fn render(p: &PromptContext) -> String {
     s.push_str(&newest_knowledge(p.shared_knowledge));
     s.push('\n');
     s.push_str(&briefing::render(p.briefing));
+}
+
+/// Respawn, stuck-level and endgame advice, when they apply.
+fn write_signals(s: &mut String, p: &PromptContext) {
     if p.respawned {
         let _ = writeln!(
             s,
@@ -182,15 +225,6 @@ pub fn render(p: &PromptContext) -> String {
              that combine well with the shared knowledge.\n"
         );
     }
-    let _ = writeln!(
-        s,
-        "## How to work\nEdit files in the current directory (your git worktree) and exit. Do not \
-         commit. Write a one-line description of your change to `.conference/note.md` (also \
-         named by $CONFERENCE_NOTE_FILE; that folder is never part of your change). The \
-         evaluation command is `{}`; the conference measures, keeps or reverts your change.",
-        c.evaluation.command
-    );
-    s
 }
 
 #[cfg(test)]

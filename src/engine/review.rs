@@ -544,6 +544,34 @@ fn render_review(
     start_runs: &[f64],
 ) -> String {
     let mut md = String::new();
+    write_review_header(&mut md, conf, round, findings, start_runs);
+    let dir = conf
+        .direction()
+        .unwrap_or(crate::config::Direction::Maximize);
+    for f in findings {
+        write_finding_review(&mut md, f, dir);
+    }
+    write_conflict_resolution(&mut md, order, conflicts);
+    write_verdict_summary(&mut md, findings);
+    write_transfer_recommendations(&mut md, order);
+    if conf.config.mode == crate::config::Mode::Qualitative {
+        let _ = writeln!(md, "## Qualitative Scores\n");
+        for f in findings {
+            let _ = writeln!(md, "- {}: {}", f.researcher, fmt(f.reproduced));
+        }
+    }
+    md
+}
+
+/// The review's title, the round start's re-measurement, and a word when there is nothing to
+/// review or the evaluation proved noisy.
+fn write_review_header(
+    md: &mut String,
+    conf: &Conference,
+    round: u32,
+    findings: &[Finding],
+    start_runs: &[f64],
+) {
     let _ = writeln!(md, "# Peer Review — Round {round}\n");
     if let Some(m) = noise::median(start_runs) {
         let _ = writeln!(
@@ -567,62 +595,65 @@ fn render_review(
             .unwrap_or_default();
         let _ = writeln!(md, "**Warning:** {first}{}\n", chars.as_str());
     }
-    let dir = conf
-        .direction()
-        .unwrap_or(crate::config::Direction::Maximize);
-    for f in findings {
-        let _ = writeln!(
-            md,
-            "### Researcher {} — {}\n",
-            f.researcher,
-            short(&f.description)
-        );
-        let _ = writeln!(
-            md,
-            "- **Claim:** the researcher read {} ({}) with `{}` changing {}",
-            fmt(f.claimed),
-            gain_text(f.gain_claimed),
-            &f.commit[..10],
-            if f.files.is_empty() {
-                "nothing".to_string()
-            } else {
-                f.files.join(", ")
-            }
-        );
-        let evidence = match (f.start_metric, f.reproduced) {
-            (Some(s), Some(r)) => format!(
-                "round start {s:.6} (runs: {}) against the finding {r:.6} (runs: {}), interleaved in a clean checkout: {}; tolerance {:.6}",
-                join(&f.start_runs),
-                join(&f.runs),
-                change_text(dir, s, r),
-                f.tolerance
-            ),
-            _ if !f.runs.is_empty() => format!("runs before the failure: {}", join(&f.runs)),
-            _ => "not re-run".to_string(),
-        };
-        let _ = writeln!(
-            md,
-            "- **Evidence:** {evidence}{}{}",
-            f.noise_sd
-                .map(|sd| format!("; noise of one reading {sd:.6}"))
-                .unwrap_or_default(),
-            f.holdout
-                .map(|(v, s)| format!("; hold-out {}", change_text(dir, s, v)))
-                .unwrap_or_default()
-        );
-        let _ = writeln!(md, "- **Verdict:** {}", f.verdict);
-        let _ = writeln!(md, "- **Reasoning:** {}", f.reasoning);
-        let action = match ReviewVerdict::parse(&f.verdict) {
-            Some(ReviewVerdict::Validated) => {
-                "Cherry-pick onto best; keep it only if the combined best improves."
-            }
-            Some(ReviewVerdict::Challenged) => {
-                "Not merged. Re-test with more runs before relying on it."
-            }
-            _ => "Not merged.",
-        };
-        let _ = writeln!(md, "- **Action:** {action}\n");
-    }
+}
+
+/// One finding's review: claim, evidence, verdict, reasoning and the action it leads to.
+fn write_finding_review(md: &mut String, f: &Finding, dir: crate::config::Direction) {
+    let _ = writeln!(
+        md,
+        "### Researcher {} — {}\n",
+        f.researcher,
+        short(&f.description)
+    );
+    let _ = writeln!(
+        md,
+        "- **Claim:** the researcher read {} ({}) with `{}` changing {}",
+        fmt(f.claimed),
+        gain_text(f.gain_claimed),
+        &f.commit[..10],
+        if f.files.is_empty() {
+            "nothing".to_string()
+        } else {
+            f.files.join(", ")
+        }
+    );
+    let evidence = match (f.start_metric, f.reproduced) {
+        (Some(s), Some(r)) => format!(
+            "round start {s:.6} (runs: {}) against the finding {r:.6} (runs: {}), interleaved in a clean checkout: {}; tolerance {:.6}",
+            join(&f.start_runs),
+            join(&f.runs),
+            change_text(dir, s, r),
+            f.tolerance
+        ),
+        _ if !f.runs.is_empty() => format!("runs before the failure: {}", join(&f.runs)),
+        _ => "not re-run".to_string(),
+    };
+    let _ = writeln!(
+        md,
+        "- **Evidence:** {evidence}{}{}",
+        f.noise_sd
+            .map(|sd| format!("; noise of one reading {sd:.6}"))
+            .unwrap_or_default(),
+        f.holdout
+            .map(|(v, s)| format!("; hold-out {}", change_text(dir, s, v)))
+            .unwrap_or_default()
+    );
+    let _ = writeln!(md, "- **Verdict:** {}", f.verdict);
+    let _ = writeln!(md, "- **Reasoning:** {}", f.reasoning);
+    let action = match ReviewVerdict::parse(&f.verdict) {
+        Some(ReviewVerdict::Validated) => {
+            "Cherry-pick onto best; keep it only if the combined best improves."
+        }
+        Some(ReviewVerdict::Challenged) => {
+            "Not merged. Re-test with more runs before relying on it."
+        }
+        _ => "Not merged.",
+    };
+    let _ = writeln!(md, "- **Action:** {action}\n");
+}
+
+/// Which validated findings clash on the same lines of a file, and who keeps each file.
+fn write_conflict_resolution(md: &mut String, order: &[Finding], conflicts: &[Conflict]) {
     let _ = writeln!(md, "## Conflict Resolution\n");
     if order.len() < 2 {
         let _ = writeln!(
@@ -654,6 +685,10 @@ fn render_review(
         }
         md.push('\n');
     }
+}
+
+/// One row per finding: claimed, reproduced, verdict.
+fn write_verdict_summary(md: &mut String, findings: &[Finding]) {
     let _ = writeln!(md, "## Round Verdict Summary\n");
     let _ = writeln!(md, "| Researcher | Claimed | Reproduced | Verdict |");
     let _ = writeln!(md, "|---|---|---|---|");
@@ -668,6 +703,10 @@ fn render_review(
         );
     }
     md.push('\n');
+}
+
+/// The validated findings in the order knowledge transfer will pick them.
+fn write_transfer_recommendations(md: &mut String, order: &[Finding]) {
     let _ = writeln!(md, "## Knowledge Transfer Recommendations\n");
     if order.is_empty() {
         let _ = writeln!(md, "Nothing to transfer this round.\n");
@@ -683,13 +722,6 @@ fn render_review(
         );
     }
     md.push('\n');
-    if conf.config.mode == crate::config::Mode::Qualitative {
-        let _ = writeln!(md, "## Qualitative Scores\n");
-        for f in findings {
-            let _ = writeln!(md, "- {}: {}", f.researcher, fmt(f.reproduced));
-        }
-    }
-    md
 }
 
 fn short(s: &str) -> String {

@@ -6,11 +6,12 @@
 use std::fmt::Write;
 
 use anyhow::Result;
-use git2::Oid;
+use git2::{Oid, Repository};
 
 use super::research::{round_attempts, AttemptRecord};
 use super::review::{fmt, gain_text, Finding};
 use super::state::{files, State};
+use super::transfer::PickRecord;
 use super::Conference;
 use crate::git::snapshot;
 use crate::model::{FinalStatus, PickResult, ReviewVerdict, Verdict};
@@ -192,19 +193,70 @@ pub fn plot(conf: &Conference, st: &State, attempts: &[AttemptRecord]) -> Result
 pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
     let repo = conf.open_repo()?;
     let attempts = all_attempts(conf, st)?;
-    let findings: Vec<(u32, Finding)> = (1..=st.round)
+    let findings = all_findings(conf, st);
+    let report = final_report_md(conf, st, &repo, &attempts, &findings)?;
+    let synthesis = synthesis_md(conf, st, &attempts, &findings);
+    let png = plot(conf, st, &attempts)?;
+    Ok(vec![
+        (files::SYNTHESIS.to_string(), synthesis.into_bytes()),
+        (files::FINAL_REPORT.to_string(), report.into_bytes()),
+        (files::PLOT.to_string(), png),
+    ])
+}
+
+/// Every round's findings, each with its round.
+fn all_findings(conf: &Conference, st: &State) -> Vec<(u32, Finding)> {
+    (1..=st.round)
         .flat_map(|r| read_findings(conf, r).into_iter().map(move |f| (r, f)))
-        .collect();
-    let status = st.final_status.clone().unwrap_or_else(|| "running".into());
-    let metric = super::evaluate::metric_name(&conf.config);
+        .collect()
+}
+
+/// The status both documents name: the final status, or `running` before the end.
+fn status_word(st: &State) -> String {
+    st.final_status.clone().unwrap_or_else(|| "running".into())
+}
+
+/// final_report.md: summary, rounds, trajectory, reviewed findings with their diffs, best vs
+/// baseline, failure reasons, per-researcher counts and the budget.
+fn final_report_md(
+    conf: &Conference,
+    st: &State,
+    repo: &Repository,
+    attempts: &[AttemptRecord],
+    findings: &[(u32, Finding)],
+) -> Result<String> {
     let baseline = Oid::from_str(&st.baseline_commit)?;
     let best = Oid::from_str(&st.best.commit)?;
     let base_tree = repo.find_commit(baseline)?.tree_id();
     let best_tree = repo.find_commit(best)?.tree_id();
 
     let mut report = String::new();
+    write_summary(&mut report, conf, st);
+    write_rounds_table(&mut report, st, findings);
+    write_trajectory(&mut report, st);
+    write_reviewed_findings(&mut report, repo, findings)?;
+    write_best_vs_baseline(&mut report, repo, base_tree, best_tree)?;
+    let _ = writeln!(report, "## Why attempts failed\n");
+    let _ = writeln!(report, "{}", super::reasons::markdown(attempts));
+    write_researchers_table(&mut report, st);
+    let _ = write!(
+        report,
+        "{}",
+        super::budget::report_section(&conf.config, st)
+    );
+    let _ = writeln!(
+        report,
+        "\nApply the best branch to your branch with `git conference apply {}`.",
+        conf.name
+    );
+    Ok(report)
+}
+
+/// The report's title and its list of status, goal, metric, baseline, best, size and noise.
+fn write_summary(report: &mut String, conf: &Conference, st: &State) {
+    let metric = super::evaluate::metric_name(&conf.config);
     let _ = writeln!(report, "# Final Report — {}\n", conf.config.title);
-    let _ = writeln!(report, "- **Status:** {status}");
+    let _ = writeln!(report, "- **Status:** {}", status_word(st));
     let _ = writeln!(
         report,
         "- **Reason:** {}",
@@ -249,7 +301,10 @@ pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
         st.round, st.total_iterations
     );
     let _ = writeln!(report, "- **Noise:** {}\n", noise_sentence(conf, st));
+}
 
+/// One row per round: the best after it and how many of its findings got each verdict.
+fn write_rounds_table(report: &mut String, st: &State, findings: &[(u32, Finding)]) {
     let _ = writeln!(report, "## Rounds\n");
     let _ = writeln!(
         report,
@@ -272,6 +327,10 @@ pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
             n(ReviewVerdict::Overturned)
         );
     }
+}
+
+/// The baseline, then the best after each round, and the plot.
+fn write_trajectory(report: &mut String, st: &State) {
     let _ = writeln!(report, "\n## Metric trajectory\n");
     let trajectory: Vec<String> = std::iter::once(fmt(st.baseline_metric))
         .chain(st.round_bests.iter().map(|m| fmt(*m)))
@@ -282,7 +341,14 @@ pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
         trajectory.join(" → ")
     );
     let _ = writeln!(report, "![progress](conference_progress.png)\n");
+}
 
+/// The validated findings, then the challenged and overturned ones, each with its diff.
+fn write_reviewed_findings(
+    report: &mut String,
+    repo: &Repository,
+    findings: &[(u32, Finding)],
+) -> Result<()> {
     for (title, verdicts) in [
         ("Validated findings", &[ReviewVerdict::Validated][..]),
         (
@@ -297,39 +363,58 @@ pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
             .filter(|(_, f)| verdicts.iter().any(|v| f.verdict == *v))
         {
             any = true;
-            let _ = writeln!(
-                report,
-                "### Round {round}, Researcher {} — {}\n\n{} · claimed {} · reproduced {} against the round start {} ({})\n\n{}\n",
-                f.researcher,
-                f.description.lines().next().unwrap_or(""),
-                f.verdict,
-                fmt(f.claimed),
-                fmt(f.reproduced),
-                fmt(f.start_metric),
-                gain_text(f.gain_reproduced),
-                f.reasoning
-            );
-            if let (Ok(a), Ok(b)) = (Oid::from_str(&f.round_start), Oid::from_str(&f.commit)) {
-                if let (Ok(a), Ok(b)) = (repo.find_commit(a), repo.find_commit(b)) {
-                    let diff = snapshot::diff_text(&repo, a.tree_id(), b.tree_id())?;
-                    let _ = writeln!(report, "```diff\n{}```\n", truncate(&diff, 4000));
-                }
-            }
+            write_finding(report, repo, *round, f)?;
         }
         if !any {
             let _ = writeln!(report, "None.\n");
         }
     }
+    Ok(())
+}
+
+/// One finding: its verdict, claimed and reproduced metrics, reasoning and diff from the round start.
+fn write_finding(report: &mut String, repo: &Repository, round: u32, f: &Finding) -> Result<()> {
+    let _ = writeln!(
+        report,
+        "### Round {round}, Researcher {} — {}\n\n{} · claimed {} · reproduced {} against the round start {} ({})\n\n{}\n",
+        f.researcher,
+        f.description.lines().next().unwrap_or(""),
+        f.verdict,
+        fmt(f.claimed),
+        fmt(f.reproduced),
+        fmt(f.start_metric),
+        gain_text(f.gain_reproduced),
+        f.reasoning
+    );
+    if let (Ok(a), Ok(b)) = (Oid::from_str(&f.round_start), Oid::from_str(&f.commit)) {
+        if let (Ok(a), Ok(b)) = (repo.find_commit(a), repo.find_commit(b)) {
+            let diff = snapshot::diff_text(repo, a.tree_id(), b.tree_id())?;
+            let _ = writeln!(report, "```diff\n{}```\n", truncate(&diff, 4000));
+        }
+    }
+    Ok(())
+}
+
+/// The diff stat and diff from the baseline's tree to the best's.
+fn write_best_vs_baseline(
+    report: &mut String,
+    repo: &Repository,
+    base_tree: Oid,
+    best_tree: Oid,
+) -> Result<()> {
     let _ = writeln!(report, "## Best vs baseline\n");
-    let (files_changed, ins, del) = snapshot::diff_stat(&repo, base_tree, best_tree)?;
+    let (files_changed, ins, del) = snapshot::diff_stat(repo, base_tree, best_tree)?;
     let _ = writeln!(report, "{files_changed} files changed, +{ins} −{del}\n");
     let _ = writeln!(
         report,
         "```diff\n{}```\n",
-        truncate(&snapshot::diff_text(&repo, base_tree, best_tree)?, 8000)
+        truncate(&snapshot::diff_text(repo, base_tree, best_tree)?, 8000)
     );
-    let _ = writeln!(report, "## Why attempts failed\n");
-    let _ = writeln!(report, "{}", super::reasons::markdown(&attempts));
+    Ok(())
+}
+
+/// One row per researcher: attempts by verdict and its best.
+fn write_researchers_table(report: &mut String, st: &State) {
     let _ = writeln!(report, "## Researchers\n");
     let _ = writeln!(report, "| Researcher | Attempts | Kept | Reverted | Crashed | Timeout | Rejected | No change | Best |");
     let _ = writeln!(report, "|---|---|---|---|---|---|---|---|---|");
@@ -348,48 +433,69 @@ pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
             fmt(r.best_metric)
         );
     }
-    let _ = write!(
-        report,
-        "{}",
-        super::budget::report_section(&conf.config, st)
-    );
-    let _ = writeln!(
-        report,
-        "\nApply the best branch to your branch with `git conference apply {}`.",
-        conf.name
-    );
+}
 
+/// synthesis.md: what worked, what was validated but not combined, what did not hold up, why
+/// attempts failed and the open questions.
+fn synthesis_md(
+    conf: &Conference,
+    st: &State,
+    attempts: &[AttemptRecord],
+    findings: &[(u32, Finding)],
+) -> String {
+    let metric = super::evaluate::metric_name(&conf.config);
     let mut synthesis = String::new();
     let _ = writeln!(synthesis, "# Synthesis — {}\n", conf.config.title);
     let _ = writeln!(
         synthesis,
-        "The conference ran {} round(s) and {} iterations and ended **{status}** ({}). Best {metric}: {} (baseline {}).\n",
+        "The conference ran {} round(s) and {} iterations and ended **{}** ({}). Best {metric}: {} (baseline {}).\n",
         st.round,
         st.total_iterations,
+        status_word(st),
         st.stop_reason.as_deref().unwrap_or("-"),
         fmt(st.best.metric),
         fmt(st.baseline_metric)
     );
-    let picks: Vec<(u32, super::transfer::PickRecord)> = (1..=st.round)
+    let picks: Vec<(u32, PickRecord)> = (1..=st.round)
         .flat_map(|r| {
             super::transfer::read_picks(conf, r)
                 .into_iter()
                 .map(move |p| (r, p))
         })
         .collect();
-    let described = |round: u32, id: &str| {
-        findings
-            .iter()
-            .find(|(r, f)| *r == round && f.researcher == id)
-            .map(|(_, f)| {
-                format!(
-                    "{} ({})",
-                    f.description.lines().next().unwrap_or(""),
-                    gain_text(f.gain_reproduced)
-                )
-            })
-            .unwrap_or_default()
-    };
+    write_what_worked(&mut synthesis, &picks, findings);
+    write_not_combined(&mut synthesis, &picks, findings);
+    write_what_did_not_hold_up(&mut synthesis, findings);
+    let _ = writeln!(synthesis, "\n## Why attempts failed\n");
+    let _ = write!(synthesis, "{}", super::reasons::markdown(attempts));
+    let _ = writeln!(synthesis, "\n## Open questions\n");
+    for q in open_questions(conf, st, findings) {
+        let _ = writeln!(synthesis, "- {q}");
+    }
+    synthesis
+}
+
+/// The first line and reproduced gain of a round's finding by `id` (empty when it has none).
+fn described(findings: &[(u32, Finding)], round: u32, id: &str) -> String {
+    findings
+        .iter()
+        .find(|(r, f)| *r == round && f.researcher == id)
+        .map(|(_, f)| {
+            format!(
+                "{} ({})",
+                f.description.lines().next().unwrap_or(""),
+                gain_text(f.gain_reproduced)
+            )
+        })
+        .unwrap_or_default()
+}
+
+/// The findings knowledge transfer merged into best, with the files best kept from earlier.
+fn write_what_worked(
+    synthesis: &mut String,
+    picks: &[(u32, PickRecord)],
+    findings: &[(u32, Finding)],
+) {
     let _ = writeln!(
         synthesis,
         "## What worked (validated and combined on best)\n"
@@ -406,7 +512,7 @@ pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
             synthesis,
             "- Round {round}, Researcher {}: {}{}",
             p.researcher,
-            described(*round, &p.researcher),
+            described(findings, *round, &p.researcher),
             if p.conflicts.is_empty() {
                 String::new()
             } else {
@@ -417,6 +523,14 @@ pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
             }
         );
     }
+}
+
+/// The validated findings knowledge transfer dropped, with the reason (nothing when none).
+fn write_not_combined(
+    synthesis: &mut String,
+    picks: &[(u32, PickRecord)],
+    findings: &[(u32, Finding)],
+) {
     let left_out: Vec<_> = picks
         .iter()
         .filter(|(_, p)| p.result != PickResult::Merged)
@@ -428,11 +542,15 @@ pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
                 synthesis,
                 "- Round {round}, Researcher {}: {} — {}",
                 p.researcher,
-                described(*round, &p.researcher),
+                described(findings, *round, &p.researcher),
                 p.reason
             );
         }
     }
+}
+
+/// The findings peer review did not validate, or why there are none.
+fn write_what_did_not_hold_up(synthesis: &mut String, findings: &[(u32, Finding)]) {
     let _ = writeln!(synthesis, "\n## What did not hold up\n");
     let failed: Vec<_> = findings
         .iter()
@@ -460,18 +578,6 @@ pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
             f.reasoning
         );
     }
-    let _ = writeln!(synthesis, "\n## Why attempts failed\n");
-    let _ = write!(synthesis, "{}", super::reasons::markdown(&attempts));
-    let _ = writeln!(synthesis, "\n## Open questions\n");
-    for q in open_questions(conf, st, &findings) {
-        let _ = writeln!(synthesis, "- {q}");
-    }
-    let png = plot(conf, st, &attempts)?;
-    Ok(vec![
-        (files::SYNTHESIS.to_string(), synthesis.into_bytes()),
-        (files::FINAL_REPORT.to_string(), report.into_bytes()),
-        (files::PLOT.to_string(), png),
-    ])
 }
 
 /// What the data says about the evaluation's noise, in one sentence.

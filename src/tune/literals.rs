@@ -455,35 +455,23 @@ fn scan(path: &str, text: &str, marked: bool) -> (Vec<Literal>, Vec<String>) {
     let syn = syntax(path, text);
     let mut found = Vec::new();
     let mut problems = Vec::new();
-    // YAML block list under a key: (key, indent of the key, next item index).
-    let mut yaml_list: Option<(String, usize, usize)> = None;
+    let mut yaml_list = YamlList::default();
     for (n, (off, line)) in lines(text).enumerate() {
         let marker = line_marker(line, syn);
         let code_end = comment_start(line, syn).unwrap_or(line.len());
         let code = &line[..code_end];
         let mut values = assignment(code, syn);
         if syn.yaml {
-            let indent = code.len() - code.trim_start().len();
-            let t = code.trim();
-            if let Some(item) = t.strip_prefix("- ").or((t == "-").then_some("")) {
-                if let Some((key, key_indent, index)) = &mut yaml_list {
-                    if indent >= *key_indent && values.is_empty() {
-                        let from = code.len() - item.len();
-                        if let Some(raw) = whole_number(code.as_bytes(), from, code.len(), syn) {
-                            values.push((raw, format!("{key}[{index}]")));
-                        }
-                        *index += 1;
-                    }
-                }
-            } else if let Some(key) = t
-                .strip_suffix(':')
-                .filter(|k| !k.contains(['#', ' ']) || k.starts_with('"'))
-            {
-                yaml_list = Some((key.trim_matches(['"', '\'']).to_string(), indent, 0));
-            } else if !t.is_empty() {
-                yaml_list = None;
-            }
+            yaml_list.read(code, syn, &mut values);
         }
+        let at = |raw: Raw, name: Option<String>, marker: Option<Marker>| Found {
+            start: off + raw.start,
+            end: off + raw.end,
+            line: n + 1,
+            name,
+            marker,
+            float_suffix: raw.float_suffix,
+        };
         if let Some(m) = &marker {
             if let Some(e) = &m.error {
                 problems.push(format!("{path}:{}: {e}", n + 1));
@@ -494,14 +482,7 @@ fn scan(path: &str, text: &str, marked: bool) -> (Vec<Literal>, Vec<String>) {
                     .find(|(r, _)| r.start == raw.start)
                     .map(|(_, k)| k.clone())
                     .or_else(|| key_before(&line[..raw.start]));
-                found.push(Found {
-                    start: off + raw.start,
-                    end: off + raw.end,
-                    line: n + 1,
-                    name,
-                    marker: Some(m.clone()),
-                    float_suffix: raw.float_suffix,
-                });
+                found.push(at(raw, name, Some(m.clone())));
             }
         } else if !marked {
             for (raw, name) in values {
@@ -509,17 +490,52 @@ fn scan(path: &str, text: &str, marked: bool) -> (Vec<Literal>, Vec<String>) {
                 if denied_name(base.rsplit('.').next().unwrap_or(base)) {
                     continue;
                 }
-                found.push(Found {
-                    start: off + raw.start,
-                    end: off + raw.end,
-                    line: n + 1,
-                    name: Some(name),
-                    marker: None,
-                    float_suffix: raw.float_suffix,
-                });
+                found.push(at(raw, Some(name), None));
             }
         }
     }
+    let lits = literals(path, text, found, &mut problems);
+    (lits, problems)
+}
+
+/// A YAML block list under a key (`key:` then `- 1` lines), followed line by line.
+#[derive(Default)]
+struct YamlList {
+    /// The key, the indent of its line and the next item's index.
+    open: Option<(String, usize, usize)>,
+}
+
+impl YamlList {
+    /// Follows one line's `code`: an item of the open list that has no value of its own yet
+    /// adds its whole number to `values`, named `key[index]`.
+    fn read(&mut self, code: &str, syn: Syntax, values: &mut Vec<(Raw, String)>) {
+        let indent = code.len() - code.trim_start().len();
+        let t = code.trim();
+        if let Some(item) = t.strip_prefix("- ").or((t == "-").then_some("")) {
+            if let Some((key, key_indent, index)) = &mut self.open {
+                if indent >= *key_indent && values.is_empty() {
+                    let from = code.len() - item.len();
+                    if let Some(raw) = whole_number(code.as_bytes(), from, code.len(), syn) {
+                        values.push((raw, format!("{key}[{index}]")));
+                    }
+                    *index += 1;
+                }
+            }
+        } else if let Some(key) = t
+            .strip_suffix(':')
+            .filter(|k| !k.contains(['#', ' ']) || k.starts_with('"'))
+        {
+            self.open = Some((key.trim_matches(['"', '\'']).to_string(), indent, 0));
+        } else if !t.is_empty() {
+            self.open = None;
+        }
+    }
+}
+
+/// The literals `found` in `text` that parse as finite numbers, with their keys (`path:name`
+/// for the first use of a name, else `path#ordinal`); a value outside its marker's bounds adds
+/// a problem.
+fn literals(path: &str, text: &str, found: Vec<Found>, problems: &mut Vec<String>) -> Vec<Literal> {
     let mut seen = BTreeSet::new();
     let mut lits = Vec::new();
     for (ordinal, f) in found.into_iter().enumerate() {
@@ -565,7 +581,7 @@ fn scan(path: &str, text: &str, marked: bool) -> (Vec<Literal>, Vec<String>) {
         }
         lits.push(lit);
     }
-    (lits, problems)
+    lits
 }
 
 fn trim_float(v: f64) -> String {

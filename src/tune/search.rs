@@ -393,89 +393,22 @@ impl<'a> Search<'a> {
             return None;
         }
         let dims: Vec<Dim> = lits.iter().map(Dim::new).collect();
-        let n = dims.len();
-        // Literals are already in key order per file; partition by sorted key order.
-        let mut by_key: Vec<usize> = (0..n).collect();
-        by_key.sort_by(|&a, &b| lits[a].key.cmp(&lits[b].key));
-        let r = req.researchers.max(1);
-        let active: Vec<usize> = if req.assigned && r > 1 {
-            let mut a: Vec<usize> = if n >= r {
-                (0..n)
-                    .filter(|i| i % r == req.researcher % r)
-                    .map(|i| by_key[i])
-                    .collect()
-            } else {
-                vec![by_key[req.researcher % n]]
-            };
-            a.sort_unstable();
-            a
-        } else {
-            (0..n).collect()
-        };
-        let active: Vec<usize> = active
-            .into_iter()
-            .filter(|&i| dims[i].zhi > dims[i].zlo)
-            .collect();
+        let active = active_literals(req, &lits, &dims);
         if active.is_empty() {
             return None;
         }
         let cur: Vec<f64> = lits.iter().map(|l| l.value).collect();
-        let key_of = |vals: &[f64]| -> String {
-            lits.iter()
-                .zip(vals)
-                .map(|(l, &v)| canon(l, v))
-                .collect::<Vec<_>>()
-                .join("|")
+        let view = View {
+            lits: &lits,
+            dims: &dims,
+            active: &active,
+            cur: &cur,
         };
-        let rest_of = |vals: &[f64]| -> String {
-            (0..n)
-                .filter(|i| !active.contains(i))
-                .map(|i| canon(&lits[i], vals[i]))
-                .collect::<Vec<_>>()
-                .join("|")
-        };
-        let values = |params: &BTreeMap<String, f64>| -> Vec<f64> {
-            lits.iter()
-                .zip(&cur)
-                .map(|(l, &c)| params.get(&l.key).copied().unwrap_or(c))
-                .collect()
-        };
-        let cur_rest = rest_of(&cur);
         let mut seen = BTreeSet::new();
-        let mut points = Vec::new();
-        for t in req.history {
-            let vals = values(&t.params);
-            let rest = rest_of(&vals);
-            let y = match t.metric {
-                Some(m) if m.is_finite() => {
-                    if req.minimize {
-                        m
-                    } else {
-                        -m
-                    }
-                }
-                _ => f64::INFINITY,
-            };
-            let duplicate = !seen.insert(key_of(&vals));
-            points.push(Point {
-                z: active.iter().map(|&i| dims[i].z_of(vals[i])).collect(),
-                vals,
-                y,
-                in_slice: rest == cur_rest,
-                rest,
-                duplicate,
-            });
-        }
-        seen.insert(key_of(&cur));
-        let mut pending = Vec::new();
-        for p in req.avoid {
-            let vals = values(p);
-            seen.insert(key_of(&vals));
-            if rest_of(&vals) == cur_rest {
-                pending.push(active.iter().map(|&i| dims[i].z_of(vals[i])).collect());
-            }
-        }
-        let zc: Vec<f64> = active.iter().map(|&i| dims[i].z_of(cur[i])).collect();
+        let points = view.points(req, &mut seen);
+        seen.insert(point_key(&lits, &cur));
+        let pending = view.pending(req.avoid, &mut seen);
+        let zc = view.z(&cur);
         let rng = Rng(mix(&[
             req.seed,
             req.researcher as u64,
@@ -749,22 +682,10 @@ impl<'a> Search<'a> {
     /// measured, over the whole box or (`half`) within the trust region around the centre.
     /// Only when every active literal has bounds.
     fn surrogate(&mut self, half: Option<f64>, acq: Acq) -> Option<Proposal> {
-        let nd = self.active.len();
         let model = self.fit_model()?;
-        let mut gp = model.gp;
+        let head = self.head_target(&model);
         let target = model.best;
-        // The value to beat for a kept attempt: this researcher's own best (its files).
-        let head = self
-            .points
-            .iter()
-            .filter(|p| p.in_slice && p.vals == self.cur)
-            .map(|p| p.y)
-            .fold(f64::INFINITY, f64::min);
-        let head = if head.is_finite() {
-            ((head - model.lo + model.delta).ln() - model.mean) / model.sd
-        } else {
-            target
-        };
+        let mut gp = model.gp;
         let score = |gp: &Gp, z: &[f64]| {
             let (m, s) = gp.predict(z);
             match acq {
@@ -774,121 +695,102 @@ impl<'a> Search<'a> {
                 Acq::AnyGain => probability_below(m, s, head),
             }
         };
-        // The trust region is wider along the dimensions the model finds smoother (TuRBO).
-        let widths: Vec<f64> = match half {
-            Some(h) => {
-                let ls = gp.length_scales();
-                let geo = (ls.iter().map(|l| l.ln()).sum::<f64>() / nd as f64).exp();
-                ls.iter()
-                    .map(|l| (h * l / geo).clamp(h / 4.0, 4.0 * h))
-                    .collect()
-            }
-            None => vec![1.0; nd],
-        };
-        let (lower, upper): (Vec<f64>, Vec<f64>) = match half {
-            Some(_) => (
-                self.zc
-                    .iter()
-                    .zip(&widths)
-                    .map(|(c, w)| (c - w).max(0.0))
-                    .collect(),
-                self.zc
-                    .iter()
-                    .zip(&widths)
-                    .map(|(c, w)| (c + w).min(1.0))
-                    .collect(),
-            ),
-            None => (vec![0.0; nd], vec![1.0; nd]),
-        };
-        let clamp = |z: Vec<f64>| -> Vec<f64> {
-            z.into_iter()
-                .enumerate()
-                .map(|(k, v)| v.clamp(lower[k], upper[k]))
-                .collect()
-        };
+        let area = self.search_box(&gp, half);
         // Points other researchers are measuring right now count as measured at the model's
         // prediction (kriging believer), so this proposal goes elsewhere.
         for z in self.pending.clone() {
             gp = gp.believing(&z)?;
         }
         let mut rng = Rng(mix(&[self.req.seed, 0x6A, self.points.len() as u64]));
-        let centres: Vec<Vec<f64>> = match half {
-            Some(_) => vec![self.zc.clone()],
-            None => {
-                let mut by_y: Vec<usize> = (0..self.points.len())
-                    .filter(|&i| self.points[i].y.is_finite() && self.points[i].in_slice)
-                    .collect();
-                by_y.sort_by(|&a, &b| self.points[a].y.total_cmp(&self.points[b].y));
-                by_y.iter()
-                    .take(3)
-                    .map(|&i| self.points[i].z.clone())
-                    .collect()
-            }
-        };
         let span = half.unwrap_or(0.5);
-        {
-            let mut cands: Vec<Vec<f64>> = (0..200 + 100 * nd)
-                .map(|_| {
-                    (0..nd)
-                        .map(|k| lower[k] + rng.unit() * (upper[k] - lower[k]))
-                        .collect()
-                })
-                .collect();
-            for c in &centres {
-                for scale in [0.02, 0.08, 0.3] {
-                    for _ in 0..20 {
-                        cands.push(clamp(
-                            c.iter()
-                                .zip(&widths)
-                                .map(|(&v, w)| v + w.min(span) * scale * rng.normal())
-                                .collect(),
-                        ));
-                    }
-                }
-            }
-            let mut scored: Vec<(f64, Vec<f64>)> =
-                cands.into_iter().map(|z| (score(&gp, &z), z)).collect();
-            if scored.is_empty() {
-                return None;
-            }
-            scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-            scored.truncate(3);
-            // Polish the best candidates with a compass search on the acquisition.
-            for (val, z) in scored.iter_mut() {
-                let mut step = 0.1 * span;
-                while step > 4e-3 * span {
-                    let mut moved = false;
-                    for k in 0..nd {
-                        for dir in [1.0, -1.0] {
-                            let mut t = z.clone();
-                            t[k] = (t[k] + dir * step).clamp(lower[k], upper[k]);
-                            let v = score(&gp, &t);
-                            if v > *val {
-                                *val = v;
-                                *z = t;
-                                moved = true;
-                            }
-                        }
-                    }
-                    if !moved {
-                        step /= 2.0;
-                    }
-                }
-            }
-            scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-            let design = half.is_none();
-            let how = if acq == Acq::AnyGain {
-                "likely gain"
-            } else {
-                "model"
-            };
-            for (_, z) in scored {
-                if let Some(p) = self.build_with(&z, how, design) {
-                    return Some(p);
-                }
+        let cands = area.candidates(&mut rng, &self.surrogate_centres(half), span);
+        let mut scored: Vec<(f64, Vec<f64>)> =
+            cands.into_iter().map(|z| (score(&gp, &z), z)).collect();
+        if scored.is_empty() {
+            return None;
+        }
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+        scored.truncate(3);
+        area.polish(&mut scored, |z| score(&gp, z), span);
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let design = half.is_none();
+        let how = if acq == Acq::AnyGain {
+            "likely gain"
+        } else {
+            "model"
+        };
+        for (_, z) in scored {
+            if let Some(p) = self.build_with(&z, how, design) {
+                return Some(p);
             }
         }
         None
+    }
+
+    /// The value to beat for a kept attempt, as a model target: this researcher's own best
+    /// (its files), else the model's best.
+    fn head_target(&self, model: &Model) -> f64 {
+        let head = self
+            .points
+            .iter()
+            .filter(|p| p.in_slice && p.vals == self.cur)
+            .map(|p| p.y)
+            .fold(f64::INFINITY, f64::min);
+        if head.is_finite() {
+            ((head - model.lo + model.delta).ln() - model.mean) / model.sd
+        } else {
+            model.best
+        }
+    }
+
+    /// Where the surrogate looks: the unit box, or (`half`) the trust region around the centre,
+    /// wider along the dimensions the model finds smoother (TuRBO).
+    fn search_box(&self, gp: &Gp, half: Option<f64>) -> SearchBox {
+        let nd = self.active.len();
+        let Some(h) = half else {
+            return SearchBox {
+                widths: vec![1.0; nd],
+                lower: vec![0.0; nd],
+                upper: vec![1.0; nd],
+            };
+        };
+        let ls = gp.length_scales();
+        let geo = (ls.iter().map(|l| l.ln()).sum::<f64>() / nd as f64).exp();
+        let widths: Vec<f64> = ls
+            .iter()
+            .map(|l| (h * l / geo).clamp(h / 4.0, 4.0 * h))
+            .collect();
+        SearchBox {
+            lower: self
+                .zc
+                .iter()
+                .zip(&widths)
+                .map(|(c, w)| (c - w).max(0.0))
+                .collect(),
+            upper: self
+                .zc
+                .iter()
+                .zip(&widths)
+                .map(|(c, w)| (c + w).min(1.0))
+                .collect(),
+            widths,
+        }
+    }
+
+    /// Where the surrogate samples densely: the centre (trust region), or the three best
+    /// points of this researcher's slice (whole box).
+    fn surrogate_centres(&self, half: Option<f64>) -> Vec<Vec<f64>> {
+        if half.is_some() {
+            return vec![self.zc.clone()];
+        }
+        let mut by_y: Vec<usize> = (0..self.points.len())
+            .filter(|&i| self.points[i].y.is_finite() && self.points[i].in_slice)
+            .collect();
+        by_y.sort_by(|&a, &b| self.points[a].y.total_cmp(&self.points[b].y));
+        by_y.iter()
+            .take(3)
+            .map(|&i| self.points[i].z.clone())
+            .collect()
     }
 
     /// How many regions the budget can afford a local search in (about `LOCAL_COST`
@@ -1033,16 +935,10 @@ impl<'a> Search<'a> {
         }
     }
 
+    /// The proposal move `m` makes, unless it yields no new point.
     fn try_move(&mut self, m: Move) -> Option<Proposal> {
-        let n = self.active.len();
         match m {
-            Move::Extrapolate(f) => {
-                let (from, to) = self.last_move.clone()?;
-                let d: Vec<f64> = to.iter().zip(&from).map(|(a, b)| (a - b) * f).collect();
-                let d = cap(&d, 2.0 * self.sigma);
-                let z: Vec<f64> = self.zc.iter().zip(&d).map(|(a, b)| a + b).collect();
-                self.build(&z, "extrapolate")
-            }
+            Move::Extrapolate(f) => self.extrapolate(f),
             Move::Surrogate => {
                 let half = (TRUST_WIDTH * self.sigma).min(0.5);
                 let acq = if self.role == Role::DevilsAdvocate {
@@ -1053,35 +949,7 @@ impl<'a> Search<'a> {
                 self.surrogate(Some(half), acq)
             }
             Move::AnyGain => self.surrogate(None, Acq::AnyGain),
-            Move::Descent => {
-                let gp = self.fit_model()?.gp;
-                let h = 1e-4;
-                let g: Vec<f64> = (0..n)
-                    .map(|k| {
-                        let mut a = self.zc.clone();
-                        let mut b = self.zc.clone();
-                        a[k] += h;
-                        b[k] -= h;
-                        (gp.predict(&a).0 - gp.predict(&b).0) / (2.0 * h)
-                    })
-                    .collect();
-                let gn = norm(&g);
-                if gn <= 0.0 || !gn.is_finite() {
-                    return None;
-                }
-                for f in [0.3, 0.1, 0.03] {
-                    let z: Vec<f64> = self
-                        .zc
-                        .iter()
-                        .zip(&g)
-                        .map(|(c, gi)| c - f * self.sigma * gi / gn)
-                        .collect();
-                    if let Some(p) = self.build(&z, "descent") {
-                        return Some(p);
-                    }
-                }
-                None
-            }
+            Move::Descent => self.descent(),
             Move::Model => {
                 let s = self.model_step()?;
                 for f in [1.0, 0.5, 0.25] {
@@ -1092,37 +960,8 @@ impl<'a> Search<'a> {
                 }
                 None
             }
-            Move::Poll => {
-                let rot =
-                    (mix(&[self.req.seed, self.req.researcher as u64, 0x90]) % n as u64) as usize;
-                let flip = mix(&[self.req.seed, self.req.researcher as u64, 0xF1]) & 1 == 1;
-                for j in 0..2 * n {
-                    let t = self.evaluated + j;
-                    let d = (t / 2 + rot) % n;
-                    let plus = t.is_multiple_of(2) ^ flip;
-                    let mut z = self.zc.clone();
-                    z[d] += if plus { self.sigma } else { -self.sigma };
-                    if let Some(p) = self.build(&z, "step") {
-                        return Some(p);
-                    }
-                }
-                None
-            }
-            Move::Gauss => {
-                let mut scale = self.sigma;
-                for _ in 0..40 {
-                    let z: Vec<f64> = self
-                        .zc
-                        .iter()
-                        .map(|&c| c + scale * self.rng.normal() / (n as f64).sqrt())
-                        .collect();
-                    if let Some(p) = self.build(&z, "random step") {
-                        return Some(p);
-                    }
-                    scale = (scale * 1.3).min(1.0);
-                }
-                None
-            }
+            Move::Poll => self.poll(),
+            Move::Gauss => self.gauss(),
             Move::Random => {
                 for _ in 0..200 {
                     let z = self.random_z();
@@ -1132,44 +971,129 @@ impl<'a> Search<'a> {
                 }
                 None
             }
-            Move::Bold => {
-                let len = (3.0 * self.sigma).max(0.3);
-                let mut dir: Vec<f64> = (0..n).map(|_| 0.7 * self.rng.normal()).collect();
-                if let Some((from, to)) = &self.last_move {
-                    // Contrarian: against the direction that last worked.
-                    let d: Vec<f64> = to.iter().zip(from).map(|(a, b)| b - a).collect();
-                    let norm = norm(&d);
-                    if norm > 0.0 {
-                        for (x, di) in dir.iter_mut().zip(&d) {
-                            *x += di / norm;
-                        }
-                    }
-                }
-                let norm = norm(&dir).max(1e-12);
-                let z: Vec<f64> = self
-                    .zc
-                    .iter()
-                    .zip(&dir)
-                    .map(|(c, d)| c + len * d / norm)
-                    .collect();
-                self.build(&z, "bold jump")
-            }
-            Move::Explore => {
-                let mut best: Option<(f64, Vec<f64>)> = None;
-                for _ in 0..32 {
-                    let z = self.random_z();
-                    let dmin = self
-                        .points
-                        .iter()
-                        .map(|p| dist(&p.z, &z))
-                        .fold(dist(&self.zc, &z), f64::min);
-                    if best.as_ref().is_none_or(|(b, _)| dmin > *b) {
-                        best = Some((dmin, z));
-                    }
-                }
-                self.build(&best?.1, "explore")
+            Move::Bold => self.bold(),
+            Move::Explore => self.explore(),
+        }
+    }
+
+    /// The last improving move again from the centre, `f` times as long (capped at two steps).
+    fn extrapolate(&mut self, f: f64) -> Option<Proposal> {
+        let (from, to) = self.last_move.clone()?;
+        let d: Vec<f64> = to.iter().zip(&from).map(|(a, b)| (a - b) * f).collect();
+        let d = cap(&d, 2.0 * self.sigma);
+        let z: Vec<f64> = self.zc.iter().zip(&d).map(|(a, b)| a + b).collect();
+        self.build(&z, "extrapolate")
+    }
+
+    /// A short step down the GP model's slope at the centre (shorter ones if that is taken).
+    fn descent(&mut self) -> Option<Proposal> {
+        let n = self.active.len();
+        let gp = self.fit_model()?.gp;
+        let h = 1e-4;
+        let g: Vec<f64> = (0..n)
+            .map(|k| {
+                let mut a = self.zc.clone();
+                let mut b = self.zc.clone();
+                a[k] += h;
+                b[k] -= h;
+                (gp.predict(&a).0 - gp.predict(&b).0) / (2.0 * h)
+            })
+            .collect();
+        let gn = norm(&g);
+        if gn <= 0.0 || !gn.is_finite() {
+            return None;
+        }
+        for f in [0.3, 0.1, 0.03] {
+            let z: Vec<f64> = self
+                .zc
+                .iter()
+                .zip(&g)
+                .map(|(c, gi)| c - f * self.sigma * gi / gn)
+                .collect();
+            if let Some(p) = self.build(&z, "descent") {
+                return Some(p);
             }
         }
+        None
+    }
+
+    /// A coordinate poll: one step along one axis, cycling through axes and directions.
+    fn poll(&mut self) -> Option<Proposal> {
+        let n = self.active.len();
+        let rot = (mix(&[self.req.seed, self.req.researcher as u64, 0x90]) % n as u64) as usize;
+        let flip = mix(&[self.req.seed, self.req.researcher as u64, 0xF1]) & 1 == 1;
+        for j in 0..2 * n {
+            let t = self.evaluated + j;
+            let d = (t / 2 + rot) % n;
+            let plus = t.is_multiple_of(2) ^ flip;
+            let mut z = self.zc.clone();
+            z[d] += if plus { self.sigma } else { -self.sigma };
+            if let Some(p) = self.build(&z, "step") {
+                return Some(p);
+            }
+        }
+        None
+    }
+
+    /// A random Gaussian step from the centre, growing until one is new.
+    fn gauss(&mut self) -> Option<Proposal> {
+        let n = self.active.len();
+        let mut scale = self.sigma;
+        for _ in 0..40 {
+            let z: Vec<f64> = self
+                .zc
+                .iter()
+                .map(|&c| c + scale * self.rng.normal() / (n as f64).sqrt())
+                .collect();
+            if let Some(p) = self.build(&z, "random step") {
+                return Some(p);
+            }
+            scale = (scale * 1.3).min(1.0);
+        }
+        None
+    }
+
+    /// The devil's advocate's long jump: a random direction, leaning against the last move
+    /// that worked.
+    fn bold(&mut self) -> Option<Proposal> {
+        let n = self.active.len();
+        let len = (3.0 * self.sigma).max(0.3);
+        let mut dir: Vec<f64> = (0..n).map(|_| 0.7 * self.rng.normal()).collect();
+        if let Some((from, to)) = &self.last_move {
+            // Contrarian: against the direction that last worked.
+            let d: Vec<f64> = to.iter().zip(from).map(|(a, b)| b - a).collect();
+            let norm = norm(&d);
+            if norm > 0.0 {
+                for (x, di) in dir.iter_mut().zip(&d) {
+                    *x += di / norm;
+                }
+            }
+        }
+        let norm = norm(&dir).max(1e-12);
+        let z: Vec<f64> = self
+            .zc
+            .iter()
+            .zip(&dir)
+            .map(|(c, d)| c + len * d / norm)
+            .collect();
+        self.build(&z, "bold jump")
+    }
+
+    /// The random point, of 32, farthest from every measured point and the centre.
+    fn explore(&mut self) -> Option<Proposal> {
+        let mut best: Option<(f64, Vec<f64>)> = None;
+        for _ in 0..32 {
+            let z = self.random_z();
+            let dmin = self
+                .points
+                .iter()
+                .map(|p| dist(&p.z, &z))
+                .fold(dist(&self.zc, &z), f64::min);
+            if best.as_ref().is_none_or(|(b, _)| dmin > *b) {
+                best = Some((dmin, z));
+            }
+        }
+        self.build(&best?.1, "explore")
     }
 
     fn random_z(&mut self) -> Vec<f64> {
@@ -1189,99 +1113,16 @@ impl<'a> Search<'a> {
     }
 
     /// The trust-region minimiser of a model fitted to the nearest evaluated points, as a move in z.
-    #[allow(clippy::needless_range_loop)] // matrix code reads best with indices
     fn model_step(&self) -> Option<Vec<f64>> {
         let n = self.active.len();
-        let mut pts: Vec<(f64, &Point)> = self
-            .points
-            .iter()
-            .filter(|p| p.y.is_finite() && p.in_slice && !p.duplicate)
-            .map(|p| (dist(&p.z, &self.zc), p))
-            .filter(|(d, _)| *d <= 5.0 * self.sigma)
-            .collect();
-        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let full = 1 + n + n * (n + 1) / 2;
-        let diag = 1 + 2 * n;
-        let lin = 1 + n;
-        let count = pts.len();
-        let (kind, p) = if count > full + 1 {
-            (2, full)
-        } else if count > diag + 1 {
-            (1, diag)
-        } else if count > lin && n <= 2 {
-            // A plane through a few points is a fair guide in 1-2 dimensions only; in more, the
-            // coordinate polls explore better until a curved model can be fitted.
-            (0, lin)
-        } else {
-            return None;
-        };
-        let m = count.min(p + n + 3);
+        let pts = self.nearest_points();
+        let kind = ModelKind::for_points(pts.len(), n)?;
+        let m = pts.len().min(kind.terms(n) + n + 3);
         let pts = &pts[..m];
         let rho = pts.last()?.0.max(1e-12);
-        let y0 = pts[0].1.y;
-        let feats = |u: &[f64]| -> Vec<f64> {
-            let mut f = vec![1.0];
-            f.extend_from_slice(u);
-            match kind {
-                2 => {
-                    for i in 0..n {
-                        for j in i..n {
-                            f.push(u[i] * u[j]);
-                        }
-                    }
-                }
-                1 => f.extend(u.iter().map(|x| x * x)),
-                _ => {}
-            }
-            f
-        };
-        let mut ata = vec![vec![0.0; p]; p];
-        let mut aty = vec![0.0; p];
-        let ys: Vec<f64> = pts.iter().map(|(_, q)| q.y - y0).collect();
-        let yscale = ys.iter().fold(0.0f64, |a, &b| a.max(b.abs())).max(1e-300);
-        for ((_, q), y) in pts.iter().zip(&ys) {
-            let u: Vec<f64> =
-                q.z.iter()
-                    .zip(&self.zc)
-                    .map(|(a, b)| (a - b) / rho)
-                    .collect();
-            let f = feats(&u);
-            for i in 0..p {
-                aty[i] += f[i] * y / yscale;
-                for j in 0..p {
-                    ata[i][j] += f[i] * f[j];
-                }
-            }
-        }
-        let tr: f64 = (0..p).map(|i| ata[i][i]).sum::<f64>() / p as f64;
-        for (i, row) in ata.iter_mut().enumerate() {
-            row[i] += 1e-9 * tr;
-        }
-        let c = solve(ata, aty)?;
+        let c = self.fit_local_model(pts, kind, rho)?;
         let g: Vec<f64> = c[1..=n].to_vec();
-        let mut h = vec![vec![0.0; n]; n];
-        match kind {
-            2 => {
-                let mut k = 1 + n;
-                for i in 0..n {
-                    for j in i..n {
-                        if i == j {
-                            h[i][i] = 2.0 * c[k];
-                        } else {
-                            h[i][j] = c[k];
-                            h[j][i] = c[k];
-                        }
-                        k += 1;
-                    }
-                }
-            }
-            1 => {
-                for i in 0..n {
-                    h[i][i] = 2.0 * c[1 + n + i];
-                }
-            }
-            _ => {}
-        }
+        let h = kind.hessian(&c, n);
         let delta = (1.5 * self.sigma / rho).max(1e-12);
         let s = trust_region(&g, &h, delta)?;
         let pred: f64 = s.iter().zip(&g).map(|(a, b)| a * b).sum::<f64>()
@@ -1295,6 +1136,56 @@ impl<'a> Search<'a> {
         Some(s.iter().map(|x| x * rho).collect())
     }
 
+    /// The measured points of this researcher's slice within five steps of the centre, nearest
+    /// first, with their distance.
+    fn nearest_points(&self) -> Vec<(f64, &Point)> {
+        let mut pts: Vec<(f64, &Point)> = self
+            .points
+            .iter()
+            .filter(|p| p.y.is_finite() && p.in_slice && !p.duplicate)
+            .map(|p| (dist(&p.z, &self.zc), p))
+            .filter(|(d, _)| *d <= 5.0 * self.sigma)
+            .collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        pts
+    }
+
+    /// Least-squares coefficients of `kind` over `pts`, in coordinates around the centre scaled
+    /// by `rho`, targets relative to the nearest point's.
+    #[allow(clippy::needless_range_loop)] // matrix code reads best with indices
+    fn fit_local_model(
+        &self,
+        pts: &[(f64, &Point)],
+        kind: ModelKind,
+        rho: f64,
+    ) -> Option<Vec<f64>> {
+        let p = kind.terms(self.active.len());
+        let y0 = pts[0].1.y;
+        let mut ata = vec![vec![0.0; p]; p];
+        let mut aty = vec![0.0; p];
+        let ys: Vec<f64> = pts.iter().map(|(_, q)| q.y - y0).collect();
+        let yscale = ys.iter().fold(0.0f64, |a, &b| a.max(b.abs())).max(1e-300);
+        for ((_, q), y) in pts.iter().zip(&ys) {
+            let u: Vec<f64> =
+                q.z.iter()
+                    .zip(&self.zc)
+                    .map(|(a, b)| (a - b) / rho)
+                    .collect();
+            let f = kind.features(&u);
+            for i in 0..p {
+                aty[i] += f[i] * y / yscale;
+                for j in 0..p {
+                    ata[i][j] += f[i] * f[j];
+                }
+            }
+        }
+        let tr: f64 = (0..p).map(|i| ata[i][i]).sum::<f64>() / p as f64;
+        for (i, row) in ata.iter_mut().enumerate() {
+            row[i] += 1e-9 * tr;
+        }
+        solve(ata, aty)
+    }
+
     /// The proposal for active coordinates `z` around the centre, unless it is a point already
     /// evaluated.
     fn build(&mut self, z: &[f64], how: &str) -> Option<Proposal> {
@@ -1303,6 +1194,51 @@ impl<'a> Search<'a> {
 
     /// `design`: round to the design's resolution instead of one matching the step.
     fn build_with(&mut self, z: &[f64], how: &str, design: bool) -> Option<Proposal> {
+        let vals = self.values_at(z, design);
+        let changed: Vec<usize> = (0..self.lits.len())
+            .filter(|&i| canon(&self.lits[i], vals[i]) != canon(&self.lits[i], self.cur[i]))
+            .collect();
+        if changed.is_empty() {
+            return None;
+        }
+        let key = point_key(&self.lits, &vals);
+        if self.seen.contains(&key) {
+            return None;
+        }
+        let files = self.rewritten(&changed, &vals);
+        let merged: Vec<(String, String)> = self
+            .req
+            .files
+            .iter()
+            .map(|(p, t)| {
+                (
+                    p.clone(),
+                    files.get(p).cloned().unwrap_or_else(|| t.clone()),
+                )
+            })
+            .collect();
+        let params = extract_params(&merged);
+        // The rewrite must leave the set of literals intact, or the history would stop matching.
+        if params.len() != self.lits.len() || self.lits.iter().any(|l| !params.contains_key(&l.key))
+        {
+            self.seen.insert(key);
+            return None;
+        }
+        let written: Vec<f64> = self.lits.iter().map(|l| params[&l.key]).collect();
+        if !self.seen.insert(point_key(&self.lits, &written)) {
+            return None;
+        }
+        self.seen.insert(key);
+        Some(Proposal {
+            files: files.into_iter().collect(),
+            description: self.describe(&changed, &vals, &params, how),
+            params,
+        })
+    }
+
+    /// Every literal's value at active coordinates `z`: the centre's, with each moved literal
+    /// rounded; a move too small to show takes the smallest visible step instead.
+    fn values_at(&self, z: &[f64], design: bool) -> Vec<f64> {
         let mut vals = self.base.clone();
         let mut moved = Vec::new();
         for (k, &i) in self.active.iter().enumerate() {
@@ -1335,25 +1271,14 @@ impl<'a> Search<'a> {
                 );
             }
         }
-        let changed: Vec<usize> = (0..self.lits.len())
-            .filter(|&i| canon(&self.lits[i], vals[i]) != canon(&self.lits[i], self.cur[i]))
-            .collect();
-        if changed.is_empty() {
-            return None;
-        }
-        let key: String = self
-            .lits
-            .iter()
-            .zip(&vals)
-            .map(|(l, &v)| canon(l, v))
-            .collect::<Vec<_>>()
-            .join("|");
-        if self.seen.contains(&key) {
-            return None;
-        }
+        vals
+    }
+
+    /// The new text of each file the `changed` literals are in, rewritten with `vals`, by path.
+    fn rewritten(&self, changed: &[usize], vals: &[f64]) -> BTreeMap<String, String> {
         // Rewrite each touched file, literals from the end so byte offsets stay valid.
         let mut files: BTreeMap<String, String> = BTreeMap::new();
-        let mut order = changed.clone();
+        let mut order = changed.to_vec();
         order.sort_by(|&a, &b| {
             (&self.lits[a].path, self.lits[b].start).cmp(&(&self.lits[b].path, self.lits[a].start))
         });
@@ -1369,34 +1294,17 @@ impl<'a> Search<'a> {
             });
             *text = rewrite(text, lit, vals[i]);
         }
-        let merged: Vec<(String, String)> = self
-            .req
-            .files
-            .iter()
-            .map(|(p, t)| {
-                (
-                    p.clone(),
-                    files.get(p).cloned().unwrap_or_else(|| t.clone()),
-                )
-            })
-            .collect();
-        let params = extract_params(&merged);
-        // The rewrite must leave the set of literals intact, or the history would stop matching.
-        if params.len() != self.lits.len() || self.lits.iter().any(|l| !params.contains_key(&l.key))
-        {
-            self.seen.insert(key);
-            return None;
-        }
-        let new_key: String = self
-            .lits
-            .iter()
-            .map(|l| canon(l, params[&l.key]))
-            .collect::<Vec<_>>()
-            .join("|");
-        if !self.seen.insert(new_key) {
-            return None;
-        }
-        self.seen.insert(key);
+        files
+    }
+
+    /// The proposal's one line: `tune key: before -> after, … (how [step])`.
+    fn describe(
+        &self,
+        changed: &[usize],
+        vals: &[f64],
+        params: &BTreeMap<String, f64>,
+        how: &str,
+    ) -> String {
         let parts: Vec<String> = changed
             .iter()
             .map(|&i| {
@@ -1412,11 +1320,286 @@ impl<'a> Search<'a> {
         } else {
             how.to_string()
         };
-        Some(Proposal {
-            files: files.into_iter().collect(),
-            description: format!("tune {} ({detail})", parts.join(", ")),
-            params,
-        })
+        format!("tune {} ({detail})", parts.join(", "))
+    }
+}
+
+/// The literals this researcher tunes (indices into `lits`, in order): all of them, or under
+/// `assigned` partitioning its round-robin share by key order; never one that cannot move.
+fn active_literals(req: &Request, lits: &[Literal], dims: &[Dim]) -> Vec<usize> {
+    let n = dims.len();
+    // Literals are already in key order per file; partition by sorted key order.
+    let mut by_key: Vec<usize> = (0..n).collect();
+    by_key.sort_by(|&a, &b| lits[a].key.cmp(&lits[b].key));
+    let r = req.researchers.max(1);
+    let active: Vec<usize> = if req.assigned && r > 1 {
+        let mut a: Vec<usize> = if n >= r {
+            (0..n)
+                .filter(|i| i % r == req.researcher % r)
+                .map(|i| by_key[i])
+                .collect()
+        } else {
+            vec![by_key[req.researcher % n]]
+        };
+        a.sort_unstable();
+        a
+    } else {
+        (0..n).collect()
+    };
+    active
+        .into_iter()
+        .filter(|&i| dims[i].zhi > dims[i].zlo)
+        .collect()
+}
+
+/// A point's identity: every literal's value as written, joined.
+fn point_key(lits: &[Literal], vals: &[f64]) -> String {
+    lits.iter()
+        .zip(vals)
+        .map(|(l, &v)| canon(l, v))
+        .collect::<Vec<_>>()
+        .join("|")
+}
+
+/// Measured and pending points as this researcher sees them: through its current literals,
+/// the ones it tunes in z.
+struct View<'v> {
+    lits: &'v [Literal],
+    dims: &'v [Dim],
+    active: &'v [usize],
+    /// Every literal's current value.
+    cur: &'v [f64],
+}
+
+impl View<'_> {
+    /// Every literal's value in `params`, the current one where `params` has none.
+    fn values(&self, params: &BTreeMap<String, f64>) -> Vec<f64> {
+        self.lits
+            .iter()
+            .zip(self.cur)
+            .map(|(l, &c)| params.get(&l.key).copied().unwrap_or(c))
+            .collect()
+    }
+
+    /// The literals this researcher does not tune, as written.
+    fn rest(&self, vals: &[f64]) -> String {
+        (0..self.lits.len())
+            .filter(|i| !self.active.contains(i))
+            .map(|i| canon(&self.lits[i], vals[i]))
+            .collect::<Vec<_>>()
+            .join("|")
+    }
+
+    /// The tuned literals' normalised coordinates.
+    fn z(&self, vals: &[f64]) -> Vec<f64> {
+        self.active
+            .iter()
+            .map(|&i| self.dims[i].z_of(vals[i]))
+            .collect()
+    }
+
+    /// The history's points, in order, each marked a duplicate when `seen` already holds it.
+    fn points(&self, req: &Request, seen: &mut BTreeSet<String>) -> Vec<Point> {
+        let cur_rest = self.rest(self.cur);
+        let mut points = Vec::new();
+        for t in req.history {
+            let vals = self.values(&t.params);
+            let rest = self.rest(&vals);
+            let y = match t.metric {
+                Some(m) if m.is_finite() => {
+                    if req.minimize {
+                        m
+                    } else {
+                        -m
+                    }
+                }
+                _ => f64::INFINITY,
+            };
+            let duplicate = !seen.insert(point_key(self.lits, &vals));
+            points.push(Point {
+                z: self.z(&vals),
+                vals,
+                y,
+                in_slice: rest == cur_rest,
+                rest,
+                duplicate,
+            });
+        }
+        points
+    }
+
+    /// The points being measured (`avoid`), added to `seen`; those in this researcher's slice
+    /// in z.
+    fn pending(
+        &self,
+        avoid: &[BTreeMap<String, f64>],
+        seen: &mut BTreeSet<String>,
+    ) -> Vec<Vec<f64>> {
+        let cur_rest = self.rest(self.cur);
+        let mut pending = Vec::new();
+        for p in avoid {
+            let vals = self.values(p);
+            seen.insert(point_key(self.lits, &vals));
+            if self.rest(&vals) == cur_rest {
+                pending.push(self.z(&vals));
+            }
+        }
+        pending
+    }
+}
+
+/// The box the surrogate searches, in z: per-dimension bounds and the half-widths that scale
+/// its samples around the centres.
+struct SearchBox {
+    widths: Vec<f64>,
+    lower: Vec<f64>,
+    upper: Vec<f64>,
+}
+
+impl SearchBox {
+    fn clamp(&self, z: Vec<f64>) -> Vec<f64> {
+        z.into_iter()
+            .enumerate()
+            .map(|(k, v)| v.clamp(self.lower[k], self.upper[k]))
+            .collect()
+    }
+
+    /// Uniform samples of the box, then Gaussian samples at three scales around each centre.
+    fn candidates(&self, rng: &mut Rng, centres: &[Vec<f64>], span: f64) -> Vec<Vec<f64>> {
+        let nd = self.lower.len();
+        let mut cands: Vec<Vec<f64>> = (0..200 + 100 * nd)
+            .map(|_| {
+                (0..nd)
+                    .map(|k| self.lower[k] + rng.unit() * (self.upper[k] - self.lower[k]))
+                    .collect()
+            })
+            .collect();
+        for c in centres {
+            for scale in [0.02, 0.08, 0.3] {
+                for _ in 0..20 {
+                    cands.push(
+                        self.clamp(
+                            c.iter()
+                                .zip(&self.widths)
+                                .map(|(&v, w)| v + w.min(span) * scale * rng.normal())
+                                .collect(),
+                        ),
+                    );
+                }
+            }
+        }
+        cands
+    }
+
+    /// Improves each scored candidate by a compass search on `score`, within the box.
+    fn polish(&self, scored: &mut [(f64, Vec<f64>)], score: impl Fn(&[f64]) -> f64, span: f64) {
+        let nd = self.lower.len();
+        for (val, z) in scored.iter_mut() {
+            let mut step = 0.1 * span;
+            while step > 4e-3 * span {
+                let mut moved = false;
+                for k in 0..nd {
+                    for dir in [1.0, -1.0] {
+                        let mut t = z.clone();
+                        t[k] = (t[k] + dir * step).clamp(self.lower[k], self.upper[k]);
+                        let v = score(&t);
+                        if v > *val {
+                            *val = v;
+                            *z = t;
+                            moved = true;
+                        }
+                    }
+                }
+                if !moved {
+                    step /= 2.0;
+                }
+            }
+        }
+    }
+}
+
+/// The shape of the local model `model_step` fits: the richest the nearby points support.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ModelKind {
+    /// A plane.
+    Linear,
+    /// A plane plus a square term per dimension.
+    Separable,
+    /// A full quadratic.
+    Quadratic,
+}
+
+impl ModelKind {
+    /// The model `count` points support in `n` dimensions, if any.
+    fn for_points(count: usize, n: usize) -> Option<ModelKind> {
+        if count > ModelKind::Quadratic.terms(n) + 1 {
+            Some(ModelKind::Quadratic)
+        } else if count > ModelKind::Separable.terms(n) + 1 {
+            Some(ModelKind::Separable)
+        } else if count > ModelKind::Linear.terms(n) && n <= 2 {
+            // A plane through a few points is a fair guide in 1-2 dimensions only; in more, the
+            // coordinate polls explore better until a curved model can be fitted.
+            Some(ModelKind::Linear)
+        } else {
+            None
+        }
+    }
+
+    /// Number of coefficients in `n` dimensions.
+    fn terms(self, n: usize) -> usize {
+        match self {
+            ModelKind::Linear => 1 + n,
+            ModelKind::Separable => 1 + 2 * n,
+            ModelKind::Quadratic => 1 + n + n * (n + 1) / 2,
+        }
+    }
+
+    /// The model's features at `u`: 1, the coordinates, then the square or product terms.
+    fn features(self, u: &[f64]) -> Vec<f64> {
+        let n = u.len();
+        let mut f = vec![1.0];
+        f.extend_from_slice(u);
+        match self {
+            ModelKind::Quadratic => {
+                for i in 0..n {
+                    for j in i..n {
+                        f.push(u[i] * u[j]);
+                    }
+                }
+            }
+            ModelKind::Separable => f.extend(u.iter().map(|x| x * x)),
+            ModelKind::Linear => {}
+        }
+        f
+    }
+
+    /// The Hessian the fitted coefficients `c` describe.
+    #[allow(clippy::needless_range_loop)] // matrix code reads best with indices
+    fn hessian(self, c: &[f64], n: usize) -> Vec<Vec<f64>> {
+        let mut h = vec![vec![0.0; n]; n];
+        match self {
+            ModelKind::Quadratic => {
+                let mut k = 1 + n;
+                for i in 0..n {
+                    for j in i..n {
+                        if i == j {
+                            h[i][i] = 2.0 * c[k];
+                        } else {
+                            h[i][j] = c[k];
+                            h[j][i] = c[k];
+                        }
+                        k += 1;
+                    }
+                }
+            }
+            ModelKind::Separable => {
+                for i in 0..n {
+                    h[i][i] = 2.0 * c[1 + n + i];
+                }
+            }
+            ModelKind::Linear => {}
+        }
+        h
     }
 }
 

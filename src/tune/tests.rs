@@ -667,14 +667,20 @@ struct Shape {
 /// then other findings' changed parameters where best still has the round start's (kept only
 /// if the combination measures better). Returns (best metric, attempts).
 fn simulate(fx: &Fixture, start_seed: u64, seed: u64, shape: Shape) -> (f64, usize) {
-    let mut noise = seed ^ 0xABCD ^ start_seed.rotate_left(17);
+    let mut sim = Sim {
+        fx,
+        shape,
+        seed,
+        noise: seed ^ 0xABCD ^ start_seed.rotate_left(17),
+        log: Vec::new(),
+        fails: vec![0u32; shape.researchers],
+        attempts: 0,
+    };
     let start = start_text(fx.text, start_seed);
     let mut best_files = files(&[("params.sh", &start)]);
     let mut best_params = extract_params(&best_files);
-    let mut best = (fx.f)(&best_params, &mut noise);
-    let r_count = shape.researchers;
-    // (round, iteration, researcher, trial)
-    let mut log: Vec<(u64, u64, usize, Trial)> = vec![(
+    let mut best = (fx.f)(&best_params, &mut sim.noise);
+    sim.log.push((
         0,
         0,
         0,
@@ -682,83 +688,145 @@ fn simulate(fx: &Fixture, start_seed: u64, seed: u64, shape: Shape) -> (f64, usi
             params: best_params.clone(),
             metric: Some(best),
         },
-    )];
-    let total = shape.researchers as u64 * shape.iters * shape.rounds;
-    let mut attempts = 0;
-    // The engine's stuck rules: consecutive non-improving attempts per researcher; 7 end its
-    // round, and a round after which every researcher has 5 or more stops the conference.
-    let mut fails = vec![0u32; r_count];
+    ));
     let mut best_moved = false;
     for round in 1..=shape.rounds {
-        for f in fails.iter_mut() {
+        for f in sim.fails.iter_mut() {
             if *f >= 7 || best_moved {
                 *f = 0;
             }
         }
         let round_start = (best, best_params.clone());
-        let mut heads: Vec<Head> = vec![(best, best_params.clone(), best_files.clone()); r_count];
+        let mut heads: Vec<Head> =
+            vec![(best, best_params.clone(), best_files.clone()); shape.researchers];
         for it in 1..=shape.iters {
             // What every researcher knows at this iteration (the engine counts from the records).
-            let streaks = fails.clone();
-            for r in 0..r_count {
-                if fails[r] >= 7 {
-                    continue;
+            let streaks = sim.fails.clone();
+            for (r, head) in heads.iter_mut().enumerate() {
+                if sim.fails[r] < 7 {
+                    sim.attempt((round, it, r), head, &round_start, &streaks);
                 }
-                // Lock-step: every attempt of earlier iterations, by anyone.
-                let mut hist: Vec<Trial> = log
-                    .iter()
-                    .filter(|e| e.0 < round)
-                    .map(|e| e.3.clone())
-                    .collect();
-                hist.push(Trial {
-                    params: round_start.1.clone(),
-                    metric: Some(round_start.0),
-                });
-                hist.extend(
-                    log.iter()
-                        .filter(|e| e.0 == round && e.1 < it)
-                        .map(|e| e.3.clone()),
-                );
-                // Researchers of the same iteration run at the same time: blind to each other.
-                let avoid: Vec<BTreeMap<String, f64>> = Vec::new();
-                let done = (round - 1) * shape.iters + it - 1;
-                let rq = Request {
-                    files: &heads[r].2,
-                    history: &hist,
-                    avoid: &avoid,
-                    minimize: true,
-                    seed,
-                    researcher: r,
-                    researchers: r_count,
-                    assigned: shape.assigned,
-                    advocate: shape.devils_advocate.then_some(r_count - 1),
-                    streaks: &streaks,
-                    budget_left: Some(shape.iters * shape.rounds - done),
-                    budget_total: Some(total),
-                };
-                let Some(p) = propose(&rq) else { continue };
-                attempts += 1;
-                let m = (fx.f)(&p.params, &mut noise);
-                if log.iter().any(|e| e.3.params == p.params) {
-                    COLLISIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                }
-                fails[r] = if m < heads[r].0 { 0 } else { fails[r] + 1 };
-                if m < heads[r].0 {
-                    heads[r].0 = m;
-                    heads[r].1 = p.params.clone();
-                    apply(&mut heads[r].2, &p);
-                }
-                log.push((
-                    round,
-                    it,
-                    r,
-                    Trial {
-                        params: p.params,
-                        metric: Some(m),
-                    },
-                ));
             }
         }
+        (best, best_params) = sim.transfer(heads, &round_start, (best, best_params));
+        let mut text = start.clone();
+        for lit in find_literals("params.sh", &start).iter().rev() {
+            text = rewrite(&text, lit, best_params[&lit.key]);
+        }
+        best_files = files(&[("params.sh", &text)]);
+        // Round order for later rounds' histories: by iteration, then researcher.
+        sim.log.sort_by_key(|e| (e.0, e.1, e.2));
+        best_moved = best < round_start.0;
+        if sim.fails.iter().all(|&f| f >= 5) {
+            break;
+        }
+    }
+    (best, sim.attempts)
+}
+
+/// A simulated conference under way.
+struct Sim<'f> {
+    fx: &'f Fixture,
+    shape: Shape,
+    seed: u64,
+    /// The objective's noise state.
+    noise: u64,
+    /// Every measurement: (round, iteration, researcher, trial); the baseline is (0, 0, 0).
+    log: Vec<(u64, u64, usize, Trial)>,
+    /// The engine's stuck rules: consecutive non-improving attempts per researcher; 7 end its
+    /// round, and a round after which every researcher has 5 or more stops the conference.
+    fails: Vec<u32>,
+    attempts: usize,
+}
+
+impl Sim<'_> {
+    /// What a researcher knows at iteration `it` of `round` (lock-step): every attempt of
+    /// earlier rounds, the round start, then this round's attempts of earlier iterations.
+    fn history(
+        &self,
+        round: u64,
+        it: u64,
+        round_start: &(f64, BTreeMap<String, f64>),
+    ) -> Vec<Trial> {
+        let mut hist: Vec<Trial> = self
+            .log
+            .iter()
+            .filter(|e| e.0 < round)
+            .map(|e| e.3.clone())
+            .collect();
+        hist.push(Trial {
+            params: round_start.1.clone(),
+            metric: Some(round_start.0),
+        });
+        hist.extend(
+            self.log
+                .iter()
+                .filter(|e| e.0 == round && e.1 < it)
+                .map(|e| e.3.clone()),
+        );
+        hist
+    }
+
+    /// Researcher `r`'s attempt at iteration `it` of `round`: propose, measure, keep it in
+    /// `head` if it improves, record it.
+    fn attempt(
+        &mut self,
+        (round, it, r): (u64, u64, usize),
+        head: &mut Head,
+        round_start: &(f64, BTreeMap<String, f64>),
+        streaks: &[u32],
+    ) {
+        let shape = self.shape;
+        let hist = self.history(round, it, round_start);
+        // Researchers of the same iteration run at the same time: blind to each other.
+        let avoid: Vec<BTreeMap<String, f64>> = Vec::new();
+        let done = (round - 1) * shape.iters + it - 1;
+        let rq = Request {
+            files: &head.2,
+            history: &hist,
+            avoid: &avoid,
+            minimize: true,
+            seed: self.seed,
+            researcher: r,
+            researchers: shape.researchers,
+            assigned: shape.assigned,
+            advocate: shape.devils_advocate.then_some(shape.researchers - 1),
+            streaks,
+            budget_left: Some(shape.iters * shape.rounds - done),
+            budget_total: Some(shape.researchers as u64 * shape.iters * shape.rounds),
+        };
+        let Some(p) = propose(&rq) else { return };
+        self.attempts += 1;
+        let m = (self.fx.f)(&p.params, &mut self.noise);
+        if self.log.iter().any(|e| e.3.params == p.params) {
+            COLLISIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        self.fails[r] = if m < head.0 { 0 } else { self.fails[r] + 1 };
+        if m < head.0 {
+            head.0 = m;
+            head.1 = p.params.clone();
+            apply(&mut head.2, &p);
+        }
+        self.log.push((
+            round,
+            it,
+            r,
+            Trial {
+                params: p.params,
+                metric: Some(m),
+            },
+        ));
+    }
+
+    /// Knowledge transfer after a round: the best finding becomes best, then each other
+    /// finding's changed parameters join where best still has the round start's, kept if the
+    /// combination measures better. Returns the new (best, parameters).
+    fn transfer(
+        &mut self,
+        heads: Vec<Head>,
+        round_start: &(f64, BTreeMap<String, f64>),
+        (mut best, mut best_params): (f64, BTreeMap<String, f64>),
+    ) -> (f64, BTreeMap<String, f64>) {
         let mut findings: Vec<_> = heads.into_iter().filter(|h| h.0 < round_start.0).collect();
         findings.sort_by(|a, b| a.0.total_cmp(&b.0));
         for (k, (m, p, _)) in findings.iter().enumerate() {
@@ -773,25 +841,14 @@ fn simulate(fx: &Fixture, start_seed: u64, seed: u64, shape: Shape) -> (f64, usi
                 }
             }
             if combined != best_params {
-                let cm = (fx.f)(&combined, &mut noise);
+                let cm = (self.fx.f)(&combined, &mut self.noise);
                 if cm < best {
                     (best, best_params) = (cm, combined);
                 }
             }
         }
-        let mut text = start.clone();
-        for lit in find_literals("params.sh", &start).iter().rev() {
-            text = rewrite(&text, lit, best_params[&lit.key]);
-        }
-        best_files = files(&[("params.sh", &text)]);
-        // Round order for later rounds' histories: by iteration, then researcher.
-        log.sort_by_key(|e| (e.0, e.1, e.2));
-        best_moved = best < round_start.0;
-        if fails.iter().all(|&f| f >= 5) {
-            break;
-        }
+        (best, best_params)
     }
-    (best, attempts)
 }
 
 /// Attempts that repeated a point already measured (simulations only).

@@ -4,6 +4,7 @@
 
 mod agents;
 mod cli_docs;
+mod code_layout;
 mod common;
 mod conference;
 mod demo;

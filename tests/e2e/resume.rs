@@ -1365,7 +1365,16 @@ fn concurrent_resumes_against_a_stale_lock_exactly_one_proceeds() {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
-        assert_eq!(children.len(), 1, "trial {trial}: no resume proceeded");
+        assert_eq!(
+            children.len(),
+            1,
+            "trial {trial}: no resume proceeded:\n{}",
+            refused
+                .iter()
+                .map(|leg| leg.to_string())
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
         let winner = children.pop().unwrap();
         for leg in &refused {
             assert_ne!(leg.ending, Ending::Code(0), "trial {trial}: {leg}");

@@ -119,7 +119,7 @@ impl Recorder {
         if between_iterations {
             self.iterations_unflushed += 1;
         }
-        self.pending_notes.extend(note_lines(event));
+        self.pending_notes.extend(notes_of_line(&line));
         self.notify(&line);
         if batch_due {
             self.flush_notes()?;
@@ -189,16 +189,8 @@ impl Recorder {
     }
 }
 
-/// The note lines a typed event implies: (snapshot commit, JSON line).
-fn note_lines(event: &Event) -> Vec<(Oid, String)> {
-    event
-        .notes()
-        .iter()
-        .filter_map(|n| Some((n.commit()?, n.0.to_string())))
-        .collect()
-}
-
-/// The note lines a stored event implies, for events of any release (its payload's `notes`).
+/// The note lines an event implies (its payload's `notes`): (snapshot commit, JSON line). One
+/// reading for the events recorded now and for those of any earlier release replayed on resume.
 pub fn notes_of_line(line: &EventLine) -> Vec<(Oid, String)> {
     let Some(notes) = line.payload.get("notes").and_then(|n| n.as_array()) else {
         return vec![];

@@ -414,13 +414,9 @@ impl<'a> Session<'a> {
         head_tree: Oid,
     ) -> Result<Option<Next>> {
         use super::integrity::WorktreeDamage;
-        let with_damage = |why: String, damage: &Option<String>| match damage {
-            Some(d) => format!("{why}; {d}"),
-            None => why,
-        };
         match super::integrity::worktree_damage(&self.wt, &self.wt_path) {
             Some(WorktreeDamage::Lost(why)) => {
-                let why = with_damage(why, &ran.damage);
+                let why = with_damage(why, ran.damage.as_deref());
                 self.watch = None;
                 let attempt = Attempt {
                     id: self.id,
@@ -438,10 +434,7 @@ impl<'a> Session<'a> {
                 Ok(Some(Next::Continue))
             }
             Some(WorktreeDamage::Relinked(why)) => {
-                ran.damage = Some(match ran.damage.take() {
-                    Some(d) => format!("{why}; {d}"),
-                    None => why,
-                });
+                ran.damage = Some(with_damage(why, ran.damage.as_deref()));
                 Ok(None)
             }
             None => Ok(None),
@@ -677,11 +670,16 @@ fn agent_result(
             )),
         ),
     };
-    let failure = failure.map(|(kind, why)| match damage {
-        Some(d) => (kind, format!("{why}; {d}")),
-        None => (kind, why),
-    });
+    let failure = failure.map(|(kind, why)| (kind, with_damage(why, damage.as_deref())));
     Ok((description, failure))
+}
+
+/// `why`, followed by what the agent broke in git when it did.
+fn with_damage(why: String, damage: Option<&str>) -> String {
+    match damage {
+        Some(d) => format!("{why}; {d}"),
+        None => why,
+    }
 }
 
 /// An agent removed its worktree: it is made again from the researcher's branch (and set up),

@@ -35,11 +35,6 @@ pub struct EventLine {
 pub struct Note(pub Value);
 
 impl Note {
-    /// The snapshot the note is on.
-    pub fn commit(&self) -> Option<git2::Oid> {
-        git2::Oid::from_str(self.0.get("commit")?.as_str()?).ok()
-    }
-
     /// The note with an attempt's usage (`tokens`, and `cost_usd` when reported), as the
     /// iteration event's payload has it too.
     pub fn with_usage(mut self, usage: Option<Usage>) -> Note {
@@ -404,20 +399,6 @@ impl Event {
             event: self.name().to_string(),
             timestamp,
             payload: self.payload(),
-        }
-    }
-
-    /// The notes this event implies (written in batches after it; its payload carries them, so
-    /// a kill before the batch loses none).
-    pub fn notes(&self) -> &[Note] {
-        match self {
-            Event::BaselineMeasured(p) => &p.notes,
-            Event::Iteration(p) => &p.notes,
-            Event::AttemptInterrupted(p) => &p.notes,
-            Event::BranchSetAside(p) => &p.notes,
-            Event::PeerReview(p) => &p.notes,
-            Event::TransferPick(p) => &p.notes,
-            _ => &[],
         }
     }
 

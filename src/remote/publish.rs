@@ -168,7 +168,10 @@ fn files_changed(repo: &Repository, commit: &git2::Commit, onto: Oid) -> Result<
             continue;
         }
         let after = repo.find_blob(delta.new_file().id())?.content().to_vec();
-        let before = read_path(repo, old.id(), &path)?.unwrap_or_default();
+        let before = match delta.old_file().id() {
+            id if id.is_zero() => Vec::new(),
+            id => repo.find_blob(id)?.content().to_vec(),
+        };
         let bytes = match after.strip_prefix(before.as_slice()) {
             Some(added) if path.ends_with(".jsonl") => {
                 let mut theirs = read_path(repo, onto, &path)?.unwrap_or_default();

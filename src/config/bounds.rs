@@ -49,6 +49,7 @@ const DURATIONS: &[(S, &str)] = &[
     (S::Agent, "timeout"),
     (S::Constraints, "Time budget"),
     (S::Constraints, "Researcher timeout"),
+    (S::Constraints, "Lease"),
 ];
 
 /// Every count above its maximum, every duration longer than [`MAX_DURATION`], every line with

@@ -173,6 +173,10 @@ pub struct Config {
     /// target end it (seed 002's never-stop loop).
     #[serde(default = "default_stall_rounds")]
     pub stall_rounds: Option<u32>,
+    /// Constraints `**Lease:**`: on several machines, how long a machine may stay silent before
+    /// another takes over its researchers (None: [`DEFAULT_LEASE`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<Duration>,
     pub evaluation: Evaluation,
     pub agent: Agent,
     /// Pre-Flight Gate `**Success definition:**` (what "done" means, in the user's words).
@@ -190,6 +194,10 @@ pub struct Config {
 
 /// `**Stall rounds:**` when conference.md does not say: the seed's 2 rounds.
 pub const DEFAULT_STALL_ROUNDS: u32 = 2;
+
+/// How long a machine of a conference on several machines may stay silent before another takes
+/// its researchers over, when conference.md says nothing (`- **Lease:** 30s`).
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
 fn default_stall_rounds() -> Option<u32> {
     Some(DEFAULT_STALL_ROUNDS)
@@ -273,6 +281,11 @@ impl Agent {
 }
 
 impl Config {
+    /// The lease of a machine on several machines (`- **Lease:**`, else [`DEFAULT_LEASE`]).
+    pub fn lease(&self) -> Duration {
+        self.lease.unwrap_or(DEFAULT_LEASE)
+    }
+
     /// The command line researchers run (see [`Agent::command_line`]).
     pub fn agent_command(&self) -> String {
         self.agent.command_line(self.cost_budget.is_some())

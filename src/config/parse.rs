@@ -291,6 +291,11 @@ pub static SECTIONS: &[SectionSpec] = &[
                 "- **Pause every:** never   (or a number of rounds: 2)",
             ),
             key(
+                "Lease",
+                &["lease time", "machine lease"],
+                "- **Lease:** 30s   (several machines: how long a silent machine keeps its researchers)",
+            ),
+            key(
                 "Stall rounds",
                 &["stall", "stalled rounds", "stall after"],
                 "- **Stall rounds:** 2   (or: never)",

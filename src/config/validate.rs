@@ -59,6 +59,7 @@ struct Budgets {
     researcher_timeout: Option<Duration>,
     pause_every: Option<u32>,
     stall_rounds: Option<u32>,
+    lease: Option<Duration>,
 }
 
 /// Where a value was found: its setting line and section, for messages naming both lines.
@@ -203,6 +204,7 @@ impl<'a> Validator<'a> {
             researcher_timeout: budgets.researcher_timeout,
             pause_every: budgets.pause_every,
             stall_rounds: budgets.stall_rounds,
+            lease: budgets.lease,
             evaluation: evaluation?,
             agent: agent?,
             success_definition: self.optional(S::PreFlightGate, "Success definition"),
@@ -338,6 +340,14 @@ impl<'a> Validator<'a> {
                 self::pause_every,
             )
             .map_or(Some(super::DEFAULT_STALL_ROUNDS), |(v, _, _)| v);
+        let lease = self
+            .value(
+                S::Constraints,
+                "Lease",
+                "must be a duration of at least 1s (30s, 2m)",
+                |v| positive_duration(v).filter(|d| d.as_secs() >= 1),
+            )
+            .map(|(v, _, _)| v);
         Budgets {
             max_total_iterations,
             time_budget,
@@ -346,6 +356,7 @@ impl<'a> Validator<'a> {
             researcher_timeout,
             pause_every,
             stall_rounds,
+            lease,
         }
     }
 
@@ -1069,6 +1080,7 @@ Make it fast.
             researcher_timeout: Some(Duration::from_secs(45 * 60)),
             pause_every: None,
             stall_rounds: Some(2),
+            lease: None,
             evaluation: Evaluation {
                 command: s("./bench.sh"),
                 timeout: Duration::from_secs(300),

@@ -26,6 +26,14 @@ pub fn checked(mut state: State, name: &str) -> Result<State, String> {
             state.researchers.len()
         ));
     }
+    for machine in state.machines.keys() {
+        if !crate::remote::link::valid_machine_name(machine) {
+            return Err(format!(
+                "machine `{}` (machine names are letters, digits, - and _)",
+                machine.escape_debug()
+            ));
+        }
+    }
     full_id("baseline_commit", &state.baseline_commit)?;
     full_id("best.commit", &state.best.commit)?;
     for (id, r) in &state.researchers {

@@ -333,6 +333,10 @@ pub struct Completed {
     pub best_commit: CommitId,
 }
 
+/// The slot of the round's shared phases (start, baseline, poster, review, transfer, synthesis)
+/// when a conference runs on several machines: one machine holds it at a time.
+pub const CHAIR: &str = "chair";
+
 impl Event {
     /// The stored name (`researcher.iteration`, …).
     pub fn name(&self) -> &'static str {
@@ -419,6 +423,19 @@ impl Event {
                 | Event::SetupFailed(_)
                 | Event::AttemptInterrupted(_)
         )
+    }
+
+    /// Which part of a conference on several machines records this event: its researcher's ID
+    /// for the research phase's events, [`CHAIR`] for the round's shared phases.
+    pub fn slot(&self) -> &str {
+        match self {
+            Event::Iteration(e) => &e.researcher,
+            Event::Stuck(e) => &e.researcher,
+            Event::Finished(e) => &e.researcher,
+            Event::SetupFailed(e) => &e.researcher,
+            Event::AttemptInterrupted(e) => &e.researcher,
+            _ => CHAIR,
+        }
     }
 
     /// Events before which every pending note is written: resume replays notes only back to

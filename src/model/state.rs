@@ -161,9 +161,48 @@ pub struct State {
     /// not part of the time budget.
     #[serde(default)]
     pub stopped_seconds: u64,
+    /// On several machines: what each machine recorded (empty on one machine).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub machines: BTreeMap<String, MachineRecord>,
+}
+
+/// What one machine of a conference on several machines recorded.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct MachineRecord {
+    /// Researchers it ran iterations of.
+    pub researchers: std::collections::BTreeSet<String>,
+    pub iterations: u32,
+    /// Events of the chair's phases (baseline, round starts, poster, review, transfer).
+    pub chair_events: u32,
+    /// When it last recorded an event (its own clock).
+    pub last_event: String,
+    /// What its agents reported spending.
+    pub spend: super::Spend,
 }
 
 impl State {
+    /// Counts `event`, recorded at `timestamp`, for `machine`.
+    pub fn count_for_machine(
+        &mut self,
+        machine: &str,
+        event: &crate::model::Event,
+        timestamp: &str,
+    ) {
+        let record = self.machines.entry(machine.to_string()).or_default();
+        record.last_event = timestamp.to_string();
+        match event {
+            crate::model::Event::Iteration(e) => {
+                record.iterations += 1;
+                record.researchers.insert(e.researcher.clone());
+                if let Some(usage) = e.usage() {
+                    record.spend.add(&usage);
+                }
+            }
+            e if e.slot() == crate::model::event::CHAIR => record.chair_events += 1,
+            _ => {}
+        }
+    }
+
     pub fn researcher(&self, id: &str) -> &ResearcherState {
         &self.researchers[id]
     }

@@ -119,7 +119,7 @@ const HOLDER: &str = "Conference-Lease-Holder:";
 const BEAT: &str = "Conference-Lease-Beat:";
 
 /// A parentless commit naming `machine` as the holder of `slot` at heartbeat `beat`.
-fn heartbeat(repo: &Repository, slot: &str, machine: &str, beat: u64) -> Result<Oid> {
+pub fn heartbeat(repo: &Repository, slot: &str, machine: &str, beat: u64) -> Result<Oid> {
     let tree = repo.find_tree(repo.treebuilder(None)?.write()?)?;
     let sig = crate::store::signature(repo);
     let message = format!("lease {slot}\n\n{HOLDER} {machine}\n{BEAT} {beat}\n");
@@ -134,6 +134,39 @@ pub fn holder(repo: &Repository, value: Oid) -> Option<String> {
         .lines()
         .find_map(|l| l.strip_prefix(HOLDER))
         .map(|h| h.trim().to_string())
+}
+
+/// A lease as this clone last saw it.
+pub struct Seen {
+    pub slot: String,
+    pub holder: String,
+    /// Seconds since its heartbeat was written, by the holder's clock against this one's.
+    pub age_seconds: i64,
+}
+
+/// The leases of a conference in this clone's refs (`refs/conference/<name>/leases/*`: what the
+/// last fetch or the last step of a machine taking part saw on the remote).
+pub fn seen(repo: &Repository, refs: &ConferenceRefs) -> Vec<Seen> {
+    let Ok(found) = repo.references_glob(&refs.lease("*")) else {
+        return vec![];
+    };
+    let now = crate::clock::now_unix() as i64;
+    found
+        .flatten()
+        .filter_map(|r| {
+            let value = r.target()?;
+            let written = repo.find_commit(value).ok()?.committer().when().seconds();
+            let holder = holder(repo, value)?;
+            if !super::link::valid_machine_name(&holder) {
+                return None;
+            }
+            Some(Seen {
+                slot: slot_of(r.name()?).to_string(),
+                holder,
+                age_seconds: (now - written).max(0),
+            })
+        })
+        .collect()
 }
 
 /// Tells when a lease held by another machine has expired: its value has not changed for longer

@@ -10,6 +10,7 @@
 //! Everything goes through the user's own `git`, as `push` and `fetch` do.
 
 pub mod lease;
+pub mod link;
 pub mod publish;
 pub mod push;
 

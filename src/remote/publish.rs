@@ -37,7 +37,7 @@ pub fn publish(repo: &Repository, dir: &Path, remote: &str, refs: &ConferenceRef
         let theirs = fetch_tip(repo, dir, remote, refs)?;
         let tip = match theirs {
             Some(theirs) if !repo.graph_descendant_of(local, theirs)? && local != theirs => {
-                let replayed = replay_onto(repo, local, theirs)?;
+                let replayed = replay_onto(repo, local, theirs, |_| true)?;
                 crate::store::cas::update(
                     repo,
                     &events,
@@ -100,9 +100,14 @@ pub fn tracking_ref(remote: &str, refs: &ConferenceRefs) -> String {
     format!("refs/remotes/{remote}/conference/{}/events", refs.name)
 }
 
-/// Replays the local events after the last one both chains share onto `onto`, oldest first;
-/// returns the new tip.
-pub fn replay_onto(repo: &Repository, local: Oid, onto: Oid) -> Result<Oid> {
+/// Replays the local events after the last one both chains share onto `onto`, oldest first,
+/// those `keep` accepts (the others are dropped); returns the new tip.
+pub fn replay_onto(
+    repo: &Repository,
+    local: Oid,
+    onto: Oid,
+    keep: impl Fn(&Event) -> bool,
+) -> Result<Oid> {
     let base = repo
         .merge_base(local, onto)
         .map_err(|_| anyhow!("the local event log and the remote's share no history"))?;
@@ -114,18 +119,27 @@ pub fn replay_onto(repo: &Repository, local: Oid, onto: Oid) -> Result<Oid> {
     }
     let mut tip = onto;
     for commit in mine.into_iter().rev() {
-        tip = replay_one(repo, commit, tip)?;
+        tip = replay_one(repo, commit, tip, &keep)?;
     }
     Ok(tip)
 }
 
 /// The event of `commit` recorded again on top of `parent`: its state applied by the reducer to
 /// the parent's state, the files it changed changed again there.
-fn replay_one(repo: &Repository, commit: Oid, parent: Oid) -> Result<Oid> {
+/// (Or `parent` itself when `keep` drops the event.)
+fn replay_one(
+    repo: &Repository,
+    commit: Oid,
+    parent: Oid,
+    keep: &impl Fn(&Event) -> bool,
+) -> Result<Oid> {
     let c = repo.find_commit(commit)?;
     let logged = parse_event_commit(commit, c.message().unwrap_or(""))?;
     let event = Event::parse(&logged.event)
         .ok_or_else(|| anyhow!("event {commit} ({}) cannot be read", logged.event.event))?;
+    if !keep(&event) {
+        return Ok(parent);
+    }
     if !event.may_interleave() {
         bail!(
             "a {} event cannot be published over another machine's events: the chair's phases run on one machine at a time",
@@ -137,6 +151,9 @@ fn replay_one(repo: &Repository, commit: Oid, parent: Oid) -> Result<Oid> {
         &read_path(repo, parent_tree, files::STATE)?.context("the remote's state.json")?,
     )?;
     event.apply(&mut state);
+    if let Some(machine) = logged.event.payload.get("machine").and_then(|m| m.as_str()) {
+        state.count_for_machine(machine, &event, &logged.event.timestamp);
+    }
     state.events += 1;
     state.last_event = event.name().to_string();
     state.updated_at = logged.event.timestamp.clone();

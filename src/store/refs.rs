@@ -6,6 +6,9 @@
 /// Notes on snapshot commits: one JSON object per line, shared by all conferences of a repository.
 pub const NOTES_REF: &str = "refs/notes/conference";
 
+/// Where each machine of a conference on several machines publishes its notes, by conference.
+pub const MACHINE_NOTES_PREFIX: &str = "refs/notes/conference-machines/";
+
 /// The ref names of one conference.
 #[derive(Debug, Clone)]
 pub struct ConferenceRefs {
@@ -52,6 +55,18 @@ impl ConferenceRefs {
     /// conference runs on several machines: a lease commit naming the machine and its heartbeat.
     pub fn lease(&self, slot: &str) -> String {
         format!("refs/conference/{}/leases/{slot}", self.name)
+    }
+
+    /// On a shared remote: the chain keeping reachable every attempt one machine made (each
+    /// machine writes only its own, so machines never contend on it).
+    pub fn machine_attempts(&self, machine: &str) -> String {
+        format!("refs/conference/{}/machines/{machine}/attempts", self.name)
+    }
+
+    /// On a shared remote: the notes one machine wrote; readers merge every machine's with
+    /// `cat_sort_uniq`.
+    pub fn machine_notes(&self, machine: &str) -> String {
+        format!("{MACHINE_NOTES_PREFIX}{}/{machine}", self.name)
     }
 
     /// Refspecs that push the whole conference. Every ref of a conference only moves forward

@@ -1,0 +1,583 @@
+//! This machine's link to a conference that runs on several machines: which slots (researchers,
+//! and the chair's phases) it holds, and the three moves it makes against the shared remote.
+//!
+//! - **publish** — after every recorded event, one atomic push: the event log (compare-and-swap
+//!   from the remote's tip, this machine's new events replayed over other machines' when it
+//!   moved), a renewed heartbeat for every lease held (so a machine whose lease was taken over
+//!   publishes nothing more for it), the conference branches as the new state says, and this
+//!   machine's own attempts chain and notes. The remote never holds an event whose attempt,
+//!   branch or note is missing.
+//! - **sync** — between steps: fetch the conference's namespaces (the event log, the leases and
+//!   the branches: a few refs, whatever the number of attempts) and move the local copies
+//!   forward to the remote's.
+//! - **claim** — take free slots (create-only), adopt this machine's own leases left by a
+//!   killed run, and take over leases whose value stayed the same for longer than the lease plus
+//!   a grace period, as this machine's monotonic clock measures it.
+//!
+//! A lease found taken at a publication drops this machine's unpublished events of that slot:
+//! the new holder continues from the researcher's last published state, so nothing is counted
+//! twice.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use git2::{Oid, Repository};
+
+use super::lease::{self, Expiry, Held, Leases};
+use super::publish;
+use super::push::{push, Expect, Pushed, Update};
+use crate::model::event::CHAIR;
+use crate::model::state::{files, State};
+use crate::store::events::read_path;
+use crate::store::{ConferenceRefs, NOTES_REF};
+
+/// How many times a refused publication is retried after a fetch.
+const TRIES: u32 = 20;
+
+/// What this machine runs, as asked on the command line.
+#[derive(Debug, Clone, Default)]
+pub struct Wanted {
+    /// Researchers it claims when free (None: any).
+    pub researchers: Option<BTreeSet<String>>,
+    /// At most this many researchers at once, takeovers included (None: no limit).
+    pub slots: Option<usize>,
+}
+
+/// This machine's part in one conference on one shared remote.
+pub struct Link {
+    pub remote: String,
+    pub machine: String,
+    dir: PathBuf,
+    refs: ConferenceRefs,
+    lease: Duration,
+    wanted: Wanted,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    held: BTreeMap<String, Held>,
+    /// Slots taken over by another machine since the last [`Link::take_lost`].
+    lost: BTreeSet<String>,
+    expiry: BTreeMap<String, Expiry>,
+    /// This machine's own refs on the remote (attempts, notes) as it pushed them last.
+    pushed: BTreeMap<String, Oid>,
+    last_push: Option<Instant>,
+}
+
+/// The remote's conference refs, as one fetch just brought them.
+struct View {
+    events: Oid,
+    leases: BTreeMap<String, Oid>,
+    heads: BTreeMap<String, Oid>,
+}
+
+impl Link {
+    /// A link from `repo` for conference `refs`. Git runs at the top of its working tree, where
+    /// a remote given as a relative path means what it says.
+    pub fn new(
+        repo: &Repository,
+        remote: &str,
+        machine: &str,
+        refs: ConferenceRefs,
+        lease: Duration,
+        wanted: Wanted,
+    ) -> Result<Link> {
+        let link = Link {
+            remote: remote.to_string(),
+            machine: machine.to_string(),
+            dir: repo.workdir().unwrap_or(repo.commondir()).to_path_buf(),
+            refs,
+            lease,
+            wanted,
+            inner: Mutex::new(Inner::default()),
+        };
+        let own = [
+            link.refs.machine_attempts(machine),
+            link.refs.machine_notes(machine),
+        ];
+        let listed = crate::git::git_remote(&link.dir, &["ls-remote", remote, &own[0], &own[1]])?;
+        let mut inner = link.inner.lock().unwrap();
+        for line in listed.lines() {
+            if let Some((id, name)) = line.split_once('\t') {
+                inner.pushed.insert(name.to_string(), Oid::from_str(id)?);
+            }
+        }
+        drop(inner);
+        Ok(link)
+    }
+
+    /// How long another machine waits, after this one fell silent, before taking its slots.
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// Whether this machine holds `slot` (a researcher's ID, or [`CHAIR`]).
+    pub fn holds(&self, slot: &str) -> bool {
+        self.inner.lock().unwrap().held.contains_key(slot)
+    }
+
+    /// The slots this machine holds.
+    pub fn held(&self) -> Vec<String> {
+        self.inner.lock().unwrap().held.keys().cloned().collect()
+    }
+
+    /// Slots another machine took over since the last call (to say so once).
+    pub fn take_lost(&self) -> Vec<String> {
+        std::mem::take(&mut self.inner.lock().unwrap().lost)
+            .into_iter()
+            .collect()
+    }
+
+    /// Publishes a new conference: its event log, branches, attempts and notes, create-only (a
+    /// remote that has a conference of this name already refuses it).
+    pub fn publish_new(&self, repo: &Repository) -> Result<()> {
+        let tip = repo.refname_to_id(&self.refs.events())?;
+        let state = state_at(repo, tip)?;
+        let mut updates = vec![Update {
+            name: self.refs.events(),
+            new: Some(tip),
+            expect: Expect::Absent,
+        }];
+        for (name, value) in branches_of(&self.refs, &state, None)? {
+            updates.push(Update {
+                name,
+                new: Some(value),
+                expect: Expect::Absent,
+            });
+        }
+        let mut inner = self.inner.lock().unwrap();
+        updates.extend(self.own_refs(repo, &inner)?);
+        match push(&self.dir, &self.remote, &updates)? {
+            Pushed::Accepted => {
+                self.pushed(&mut inner, &updates);
+                Ok(())
+            }
+            Pushed::Rejected(_) => bail!(
+                "{} already has a conference named `{}`: take part with `git conference join {} {}`, or start this one under another name",
+                self.remote,
+                self.refs.name,
+                self.remote,
+                self.refs.name
+            ),
+        }
+    }
+
+    /// Publishes every local event the remote does not have (see the module's doc). Returns
+    /// the event log's tip after it, which the local events ref then points at.
+    pub fn publish(&self, repo: &Repository) -> Result<Oid> {
+        for attempt in 0..TRIES {
+            // Held across the fetch: a heartbeat renewing a lease in between would make the
+            // view's value look like another machine's.
+            let mut inner = self.inner.lock().unwrap();
+            let view = self.fetch(repo)?;
+            self.drop_lost(&mut inner, &view);
+            let tip = self.rebase_local(repo, &inner, view.events)?;
+            let state = state_at(repo, tip)?;
+            let mut updates = vec![Update {
+                name: self.refs.events(),
+                new: Some(tip),
+                expect: Expect::At(view.events),
+            }];
+            let renewed = self.renewals(repo, &inner)?;
+            updates.extend(renewed.iter().map(|(_, update, _)| update.clone()));
+            updates.extend(self.branch_updates(&state, &view, &inner)?);
+            updates.extend(self.own_refs(repo, &inner)?);
+            if tip == view.events {
+                updates.remove(0);
+            }
+            match push(&self.dir, &self.remote, &updates)? {
+                Pushed::Accepted => {
+                    self.pushed(&mut inner, &updates);
+                    for (slot, _, held) in renewed {
+                        inner.held.insert(slot, held);
+                    }
+                    return Ok(tip);
+                }
+                Pushed::Rejected(_) => {
+                    drop(inner);
+                    std::thread::sleep(Duration::from_millis(10 << attempt.min(5)));
+                }
+            }
+        }
+        bail!(
+            "{}: {} kept moving for {TRIES} tries; this machine publishes again with its next event",
+            self.refs.events(),
+            self.remote
+        )
+    }
+
+    /// Brings the local event log and branches up to the remote's when it moved on (another
+    /// machine published); publishes first when this machine has events the remote lacks.
+    /// Returns the new tip when the local log moved.
+    pub fn sync(&self, repo: &Repository) -> Result<Option<Oid>> {
+        let local = repo.refname_to_id(&self.refs.events())?;
+        let mut inner = self.inner.lock().unwrap();
+        let view = self.fetch(repo)?;
+        self.drop_lost(&mut inner, &view);
+        drop(inner);
+        if view.events == local {
+            return Ok(None);
+        }
+        if !repo.graph_descendant_of(view.events, local)? {
+            let tip = self.publish(repo)?;
+            return Ok((tip != local).then_some(tip));
+        }
+        crate::store::cas::update(
+            repo,
+            &self.refs.events(),
+            view.events,
+            Some(local),
+            "git conference: the shared remote's events",
+        )?;
+        self.follow_branches(repo, view.events)?;
+        Ok(Some(view.events))
+    }
+
+    /// Renews every lease this machine holds when nothing was published for a third of the
+    /// lease; a lease found taken over is dropped (and reported by [`Link::take_lost`]).
+    pub fn heartbeat(&self, repo: &Repository) -> Result<()> {
+        let mut inner = self.inner.lock().unwrap();
+        let due = inner
+            .last_push
+            .is_none_or(|at| at.elapsed() >= self.lease / 3);
+        if !due || inner.held.is_empty() {
+            return Ok(());
+        }
+        let renewed = self.renewals(repo, &inner)?;
+        let updates: Vec<Update> = renewed.iter().map(|(_, u, _)| u.clone()).collect();
+        match push(&self.dir, &self.remote, &updates)? {
+            Pushed::Accepted => {
+                inner.last_push = Some(Instant::now());
+                for (slot, _, held) in renewed {
+                    inner.held.insert(slot, held);
+                }
+            }
+            Pushed::Rejected(_) => {
+                let view = self.fetch(repo)?;
+                self.drop_lost(&mut inner, &view);
+            }
+        }
+        Ok(())
+    }
+
+    /// Claims what this machine may run among `researchers` and the chair: free slots it wants,
+    /// its own leases a killed run of it left, and leases expired elsewhere. Returns the slots
+    /// newly held, with the machine each was taken from (None: it was free).
+    pub fn claim(
+        &self,
+        repo: &Repository,
+        researchers: &[String],
+    ) -> Result<Vec<(String, Option<String>)>> {
+        let mut inner = self.inner.lock().unwrap();
+        let view = self.fetch(repo)?;
+        self.drop_lost(&mut inner, &view);
+        let leases = Leases {
+            repo,
+            dir: &self.dir,
+            remote: &self.remote,
+            refs: self.refs.clone(),
+            machine: &self.machine,
+        };
+        let mut taken = Vec::new();
+        let slots = std::iter::once(CHAIR.to_string()).chain(researchers.iter().cloned());
+        for slot in slots {
+            if inner.held.contains_key(&slot) || !self.has_room(&inner, &slot) {
+                continue;
+            }
+            let got = match view.leases.get(&slot) {
+                None if self.wants(&slot) => leases.claim(&slot)?.map(|h| (h, None)),
+                None => None,
+                Some(&value) => {
+                    let holder = lease::holder(repo, value);
+                    let expired = inner.expiry.entry(slot.clone()).or_default().check(
+                        value,
+                        self.lease,
+                        self.lease / 2,
+                    );
+                    if holder.as_deref() == Some(self.machine.as_str()) || expired.is_some() {
+                        leases.take_over(&slot, value)?.map(|h| (h, holder))
+                    } else {
+                        None
+                    }
+                }
+            };
+            if let Some((held, from)) = got {
+                inner.held.insert(slot.clone(), held);
+                inner.expiry.remove(&slot);
+                taken.push((slot, from.filter(|m| *m != self.machine)));
+            }
+        }
+        Ok(taken)
+    }
+
+    /// Gives back every lease held, so other machines may claim them at once.
+    pub fn release_all(&self, repo: &Repository) {
+        let mut inner = self.inner.lock().unwrap();
+        let leases = Leases {
+            repo,
+            dir: &self.dir,
+            remote: &self.remote,
+            refs: self.refs.clone(),
+            machine: &self.machine,
+        };
+        for (_, held) in std::mem::take(&mut inner.held) {
+            let _ = leases.release(held);
+        }
+    }
+
+    fn wants(&self, slot: &str) -> bool {
+        slot == CHAIR
+            || self
+                .wanted
+                .researchers
+                .as_ref()
+                .is_none_or(|r| r.contains(slot))
+    }
+
+    fn has_room(&self, inner: &Inner, slot: &str) -> bool {
+        let researchers = inner.held.keys().filter(|s| *s != CHAIR).count();
+        slot == CHAIR || self.wanted.slots.is_none_or(|n| researchers < n)
+    }
+
+    /// Drops the leases the remote no longer holds for this machine.
+    fn drop_lost(&self, inner: &mut Inner, view: &View) {
+        let lost: Vec<String> = inner
+            .held
+            .iter()
+            .filter(|(slot, held)| view.leases.get(*slot) != Some(&held.value))
+            .map(|(slot, _)| slot.clone())
+            .collect();
+        for slot in lost {
+            inner.held.remove(&slot);
+            inner.lost.insert(slot);
+        }
+    }
+
+    /// The local event log made to continue the remote's `theirs`: as it is when it already
+    /// does, else this machine's new events replayed over it, without those of slots it lost.
+    fn rebase_local(&self, repo: &Repository, inner: &Inner, theirs: Oid) -> Result<Oid> {
+        let events = self.refs.events();
+        let local = repo.refname_to_id(&events)?;
+        let continues = local == theirs || repo.graph_descendant_of(local, theirs)?;
+        if continues && self.published_only_held(repo, inner, local, theirs)? {
+            return Ok(local);
+        }
+        let held: BTreeSet<String> = inner.held.keys().cloned().collect();
+        let tip = publish::replay_onto(repo, local, theirs, |event| held.contains(event.slot()))?;
+        crate::store::cas::update(
+            repo,
+            &events,
+            tip,
+            Some(local),
+            "git conference: replayed over the shared remote's events",
+        )?;
+        self.follow_branches(repo, tip)?;
+        Ok(tip)
+    }
+
+    /// Whether every event between `theirs` and `local` belongs to a slot this machine holds.
+    fn published_only_held(
+        &self,
+        repo: &Repository,
+        inner: &Inner,
+        local: Oid,
+        theirs: Oid,
+    ) -> Result<bool> {
+        let mut at = local;
+        while at != theirs {
+            let commit = repo.find_commit(at)?;
+            let logged =
+                crate::store::events::parse_event_commit(at, commit.message().unwrap_or(""))?;
+            if let Some(event) = crate::model::event::Event::parse(&logged.event) {
+                if !inner.held.contains_key(event.slot()) {
+                    return Ok(false);
+                }
+            }
+            at = commit.parent_id(0)?;
+        }
+        Ok(true)
+    }
+
+    /// A new heartbeat for every lease held: (slot, the push's update, the lease once accepted).
+    fn renewals(&self, repo: &Repository, inner: &Inner) -> Result<Vec<(String, Update, Held)>> {
+        inner
+            .held
+            .iter()
+            .map(|(slot, held)| {
+                let beat = held.beat + 1;
+                let value = lease::heartbeat(repo, slot, &self.machine, beat)?;
+                let update = Update {
+                    name: held.refname.clone(),
+                    new: Some(value),
+                    expect: Expect::At(held.value),
+                };
+                let renewed = Held {
+                    value,
+                    beat,
+                    ..held.clone()
+                };
+                Ok((slot.clone(), update, renewed))
+            })
+            .collect()
+    }
+
+    /// The branches `state` moves on the remote: the researchers' this machine holds, and all
+    /// of them with best when it holds the chair (which starts rounds and merges findings).
+    fn branch_updates(&self, state: &State, view: &View, inner: &Inner) -> Result<Vec<Update>> {
+        let chair = inner.held.contains_key(CHAIR);
+        let held = |id: &str| chair || inner.held.contains_key(id);
+        Ok(branches_of(&self.refs, state, Some(&held))?
+            .into_iter()
+            .filter_map(|(name, value)| {
+                let short = name.strip_prefix("refs/heads/")?;
+                let theirs = view.heads.get(short).copied();
+                (theirs != Some(value)).then(|| Update {
+                    name,
+                    new: Some(value),
+                    expect: theirs.map_or(Expect::Absent, Expect::At),
+                })
+            })
+            .collect())
+    }
+
+    /// This machine's attempts chain and notes, where they moved since pushed last.
+    fn own_refs(&self, repo: &Repository, inner: &Inner) -> Result<Vec<Update>> {
+        let pairs = [
+            (
+                self.refs.attempts(),
+                self.refs.machine_attempts(&self.machine),
+            ),
+            (
+                NOTES_REF.to_string(),
+                self.refs.machine_notes(&self.machine),
+            ),
+        ];
+        let mut updates = Vec::new();
+        for (local, remote) in pairs {
+            let Ok(value) = repo.refname_to_id(&local) else {
+                continue;
+            };
+            let last = inner.pushed.get(&remote).copied();
+            if last != Some(value) {
+                updates.push(Update {
+                    name: remote,
+                    new: Some(value),
+                    expect: last.map_or(Expect::Absent, Expect::At),
+                });
+            }
+        }
+        Ok(updates)
+    }
+
+    fn pushed(&self, inner: &mut Inner, updates: &[Update]) {
+        inner.last_push = Some(Instant::now());
+        for u in updates {
+            if let Some(new) = u.new {
+                inner.pushed.insert(u.name.clone(), new);
+            }
+        }
+    }
+
+    /// Moves the local conference branches to where the state at `tip` says.
+    fn follow_branches(&self, repo: &Repository, tip: Oid) -> Result<()> {
+        let state = state_at(repo, tip)?;
+        for (name, value) in branches_of(&self.refs, &state, None)? {
+            if repo.refname_to_id(&name).ok() != Some(value) && repo.find_commit(value).is_ok() {
+                repo.reference(
+                    &name,
+                    value,
+                    true,
+                    "git conference: the shared remote's state",
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Fetches the remote's event log, leases and branches of this conference (a few refs,
+    /// whatever the number of attempts) into this machine's view of them. Callers hold the
+    /// lock on `inner`: one fetch at a time, and no lease renewed meanwhile.
+    fn fetch(&self, repo: &Repository) -> Result<View> {
+        let name = &self.refs.name;
+        let seen = publish::tracking_ref(&self.remote, &self.refs);
+        let base = seen.trim_end_matches("/events").to_string();
+        let specs = [
+            format!("+{}:{seen}", self.refs.events()),
+            format!("+refs/conference/{name}/leases/*:refs/conference/{name}/leases/*"),
+            format!("+refs/heads/conference/{name}/*:{base}/heads/*"),
+        ];
+        let mut argv = vec![
+            "fetch",
+            "-q",
+            "--prune",
+            "--no-tags",
+            "--no-write-fetch-head",
+        ];
+        argv.push(&self.remote);
+        argv.extend(specs.iter().map(String::as_str));
+        crate::git::git_remote(&self.dir, &argv)
+            .with_context(|| format!("cannot reach {}", self.remote))?;
+        let events = repo.refname_to_id(&seen)?;
+        let leases = refs_under(repo, &format!("refs/conference/{name}/leases/"))?;
+        let heads = refs_under(repo, &format!("{base}/heads/"))?
+            .into_iter()
+            .map(|(branch, oid)| (format!("conference/{name}/{branch}"), oid))
+            .collect();
+        Ok(View {
+            events,
+            leases,
+            heads,
+        })
+    }
+}
+
+/// Whether `name` may name a machine (in ref names, events and the state).
+pub fn valid_machine_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// Every ref under `prefix`: (the rest of its name, its target).
+fn refs_under(repo: &Repository, prefix: &str) -> Result<BTreeMap<String, Oid>> {
+    let mut out = BTreeMap::new();
+    for r in repo.references_glob(&format!("{prefix}*"))? {
+        let r = r?;
+        if let (Some(name), Some(target)) = (r.name(), r.target()) {
+            out.insert(name[prefix.len()..].to_string(), target);
+        }
+    }
+    Ok(out)
+}
+
+/// The state stored at event commit `tip`.
+fn state_at(repo: &Repository, tip: Oid) -> Result<State> {
+    let tree = repo.find_commit(tip)?.tree_id();
+    let bytes = read_path(repo, tree, files::STATE)?.context("an event without state.json")?;
+    Ok(serde_json::from_slice(&bytes)?)
+}
+
+/// The conference branches `state` places (full ref name, commit): each researcher's head (those
+/// `only` accepts, when given) and best.
+fn branches_of(
+    refs: &ConferenceRefs,
+    state: &State,
+    only: Option<&dyn Fn(&str) -> bool>,
+) -> Result<Vec<(String, Oid)>> {
+    let mut out = Vec::new();
+    for (id, r) in &state.researchers {
+        if only.is_none_or(|f| f(id)) && !r.head.is_empty() {
+            out.push((refs.researcher(id), Oid::from_str(&r.head)?));
+        }
+    }
+    if only.is_none_or(|f| f(CHAIR)) && !state.best.commit.is_empty() {
+        out.push((refs.best(), Oid::from_str(&state.best.commit)?));
+    }
+    Ok(out)
+}

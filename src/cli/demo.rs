@@ -147,6 +147,8 @@ pub fn run(args: DemoArgs, quiet: bool) -> Result<i32> {
             config: "conference.md".into(),
             base: None,
             yes: true,
+            remote: None,
+            machine: Default::default(),
         },
         quiet,
     )?;

@@ -7,6 +7,7 @@ mod clean_refs;
 mod demo;
 mod effective;
 mod init;
+mod join;
 mod list;
 mod log;
 mod man;
@@ -54,6 +55,7 @@ pub enum Command {
     Clean(clean::CleanArgs),
     Push(remote::PushArgs),
     Fetch(remote::FetchArgs),
+    Join(join::JoinArgs),
     List(list::ListArgs),
     Trust(trust::TrustArgs),
     Demo(demo::DemoArgs),
@@ -89,6 +91,7 @@ pub fn main() -> i32 {
         Command::Clean(a) => clean::run(a),
         Command::Push(a) => remote::push(a),
         Command::Fetch(a) => remote::fetch(a),
+        Command::Join(a) => join::join(a, quiet),
         Command::List(a) => list::run(a),
         Command::Trust(a) => trust::run(a),
         Command::Demo(a) => demo::run(a, quiet),

@@ -14,6 +14,7 @@ use git2::{Oid, Repository};
 
 use crate::git::{git, git_remote, worktree};
 use crate::lock::RunLock;
+use crate::store::refs::MACHINE_NOTES_PREFIX;
 use crate::store::{ConferenceRefs, NOTES_REF};
 
 /// Push a conference's refs and the conference notes to a remote.
@@ -129,9 +130,15 @@ pub fn fetch(args: FetchArgs) -> Result<i32> {
         repo.find_reference(&name)?.delete()?;
     }
     let remote_notes = format!("refs/notes/conference-remotes/{}", remote_key(remote));
+    // Notes each machine of a conference on several machines published, merged below too.
+    let machines_notes = format!("{remote_notes}-machines/");
+    for name in ref_names(&repo, &format!("{machines_notes}*"))? {
+        repo.find_reference(&name)?.delete()?;
+    }
     let specs = [
         format!("+refs/conference/{pattern}:{ns}/conference/{pattern}"),
         format!("+refs/heads/conference/{pattern}:{ns}/heads/conference/{pattern}"),
+        format!("+{MACHINE_NOTES_PREFIX}{pattern}:{machines_notes}{pattern}"),
         format!("+{NOTES_REF}:{remote_notes}"),
     ];
     let mut argv = vec!["fetch", "--quiet", remote];
@@ -139,9 +146,9 @@ pub fn fetch(args: FetchArgs) -> Result<i32> {
     // From the user's directory, so that a remote given as a relative path means what it says.
     let here = Path::new(".");
     if git_remote(here, &argv).is_err() {
-        // The remote may have no notes yet: fetch the refs alone.
+        // The remote may have no notes of its own: fetch the rest alone.
         let mut argv = vec!["fetch", "--quiet", remote];
-        argv.extend(specs[..2].iter().map(String::as_str));
+        argv.extend(specs[..3].iter().map(String::as_str));
         git_remote(here, &argv)?;
         let _ = git(&dir, &["update-ref", "-d", &remote_notes]);
     }
@@ -180,6 +187,9 @@ pub fn fetch(args: FetchArgs) -> Result<i32> {
         }
     }
     merge_notes(&repo, &dir, &remote_notes)?;
+    for machine_notes in ref_names(&repo, &format!("{machines_notes}*"))? {
+        merge_notes(&repo, &dir, &machine_notes)?;
+    }
     drop(locks);
     if !refused.is_empty() {
         anyhow::bail!(

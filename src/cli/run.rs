@@ -34,6 +34,14 @@ pub struct StartArgs {
     /// Do not ask: accept `Final confirmation: pending` and answer questions with their defaults.
     #[arg(long, short)]
     pub yes: bool,
+    /// Run the conference on several machines through this shared remote (a remote's name, a
+    /// path or a URL; it must accept atomic pushes): publish it there, run the researchers
+    /// this machine claims and the chair's phases; other machines take part with `git
+    /// conference join REMOTE NAME`.
+    #[arg(long)]
+    pub remote: Option<String>,
+    #[command(flatten)]
+    pub machine: super::join::MachineArgs,
 }
 
 /// Continue an interrupted or paused conference exactly where its event log says.
@@ -107,9 +115,35 @@ fn start_conference(args: StartArgs, quiet: bool) -> Result<i32> {
              nothing of `{name}` was kept."
         )));
     }
+    if let Some(remote) = &args.remote {
+        if let Err(e) = share(&repo, &conf, remote, &args.machine) {
+            drop(conf);
+            super::clean::undo_start(&repo, &name, lock)?;
+            return Err(e);
+        }
+    }
     let result = run_engine(conf);
     drop(lock);
     result
+}
+
+/// Publishes a conference just started to `remote` and runs it through it (see `cli::join`).
+fn share(
+    repo: &git2::Repository,
+    conf: &Conference,
+    remote: &str,
+    machine: &super::join::MachineArgs,
+) -> Result<()> {
+    let link = super::join::link(repo, conf, remote, machine)?;
+    conf.flush_notes()?;
+    link.publish_new(repo)
+        .map_err(|e| usage(format!("{e:#}; nothing of `{}` was kept", conf.name)))?;
+    conf.ui.info(&format!(
+        "{} published `{}` to {remote}; other machines take part with `git conference join {remote} {}`",
+        link.machine, conf.name, conf.name
+    ));
+    conf.share(link);
+    Ok(())
 }
 
 /// Reads and validates conference.md; settles what it leaves to the start (the final
@@ -245,7 +279,7 @@ fn announce_start(conf: &Conference, ui: &Ui, base: git2::Oid) {
 /// pipe fail instead of killing the process (SIGPIPE ignored, as Rust programs start, but made
 /// sure of), Ctrl-C asks for a graceful stop, and the process groups a killed runner left
 /// running are stopped before anything touches the worktrees.
-fn take_over(run_dir: &std::path::Path, name: &str) -> Result<RunLock> {
+pub(super) fn take_over(run_dir: &std::path::Path, name: &str) -> Result<RunLock> {
     crate::os::ignore_sigpipe();
     crate::exec::process::handle_early_interrupts();
     let lock = RunLock::acquire(run_dir, name)?;
@@ -262,7 +296,7 @@ fn take_over(run_dir: &std::path::Path, name: &str) -> Result<RunLock> {
 /// user's conference.md when it changes the stored config, else `stored`) must be approved here.
 /// A local edit to a conference this clone trusts is the user's own word: its commands are
 /// printed and approved. Anything else untrusted is exit 2 naming every command.
-fn gate(
+pub(super) fn gate(
     repo: &git2::Repository,
     name: &str,
     stored: &Config,
@@ -317,7 +351,7 @@ static RUNNING: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 /// A failure after a Ctrl-C is the press's doing (a git child spawned at that instant caught it
 /// too): everything that finished is recorded and `resume` finishes the rest, so it is the
 /// graceful stop the press asked for, not an error.
-fn interrupted_or(result: Result<i32>) -> Result<i32> {
+pub(super) fn interrupted_or(result: Result<i32>) -> Result<i32> {
     match (result, RUNNING.get()) {
         (Err(e), Some(name)) if crate::exec::process::cancelled() => {
             crate::errln!("git-conference: {e:#}");
@@ -495,7 +529,7 @@ fn rebase_target(repo: &git2::Repository, conf: &Conference, rev: &str) -> Resul
     Ok(commit.id())
 }
 
-fn run_engine(conf: Conference) -> Result<i32> {
+pub(super) fn run_engine(conf: Conference) -> Result<i32> {
     let conf = Arc::new(conf);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

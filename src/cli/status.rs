@@ -38,6 +38,7 @@ pub fn run(args: StatusArgs) -> Result<i32> {
     }
     print_summary(&name, &conf, &st, &shown);
     print_researchers(&st);
+    print_machines(&repo, &conf, &st);
     print_last_reasons(&st);
     print_commands(&repo, &name, &conf.config);
     Ok(0)
@@ -157,6 +158,59 @@ fn print_researchers(st: &State) {
                 .as_deref()
                 .map(|f| format!("finished ({f})"))
                 .unwrap_or_else(|| format!("iteration {}", r.round_iterations))
+        );
+    }
+}
+
+/// On several machines: one row per machine — the researchers it ran, its iterations and
+/// chair events, its spend, its last event — and the leases as this clone last saw them
+/// (`refs/conference/<name>/leases/*`, brought by `fetch` or by taking part).
+fn print_machines(repo: &git2::Repository, conf: &Conference, st: &State) {
+    let leases = crate::remote::lease::seen(repo, &conf.refs);
+    if st.machines.is_empty() && leases.is_empty() {
+        return;
+    }
+    crate::outln!();
+    crate::outln!(
+        "{:<20} {:<12} {:>10} {:>6} {:>10}  {:<21} lease",
+        "machine",
+        "researchers",
+        "iterations",
+        "chair",
+        "spend",
+        "last event"
+    );
+    let mut names: std::collections::BTreeSet<&String> = st.machines.keys().collect();
+    names.extend(leases.iter().map(|l| &l.holder));
+    for name in names {
+        let record = st.machines.get(name).cloned().unwrap_or_default();
+        let held: Vec<String> = leases
+            .iter()
+            .filter(|l| &l.holder == name)
+            .map(|l| format!("{} (heartbeat {}s ago)", l.slot, l.age_seconds))
+            .collect();
+        crate::outln!(
+            "{:<20} {:<12} {:>10} {:>6} {:>10}  {:<21} {}",
+            name,
+            record
+                .researchers
+                .iter()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(","),
+            record.iterations,
+            record.chair_events,
+            format!("${:.2}", record.spend.cost_usd),
+            if record.last_event.is_empty() {
+                "-"
+            } else {
+                &record.last_event
+            },
+            if held.is_empty() {
+                "none".to_string()
+            } else {
+                held.join(", ")
+            }
         );
     }
 }

@@ -19,42 +19,53 @@ use crate::model::{EvalStatus, FinalStatus};
 use crate::store::StateChange;
 
 pub async fn drive(conf: Arc<Conference>) -> Result<RunOutcome> {
+    if conf.link().is_some() {
+        return super::shared::drive(conf).await;
+    }
     loop {
         if process::cancelled() {
             return Ok(RunOutcome::Interrupted);
         }
-        let st = conf.state();
-        match st.phase {
-            Phase::Between => {
-                if st.baseline_metric.is_none() && st.round == 0 {
-                    measure_baseline(&conf).await?;
-                    continue;
-                }
-                if st.round > 0 {
-                    if let Some(decision) = stop::check(&conf, &st) {
-                        begin_synthesis(&conf, &decision)?;
-                        continue;
-                    }
-                    if stop::should_pause(&conf, &st) && st.paused_at_round != st.round {
-                        pause(&conf)?;
-                        return Ok(RunOutcome::Paused);
-                    }
-                }
-                start_round(&conf)?;
-            }
-            Phase::Research => research::run_phase(&conf).await?,
-            Phase::Poster => review::poster_session(&conf).await?,
-            Phase::Review => review::peer_review(&conf).await?,
-            Phase::Transfer => transfer::run_phase(&conf).await?,
-            Phase::Synthesis => write_synthesis(&conf).await?,
-            Phase::Done => {
-                return Ok(RunOutcome::Completed(
-                    st.final_status
-                        .unwrap_or_else(|| FinalStatus::Converged.into()),
-                ))
-            }
+        if let Some(outcome) = step(&conf).await? {
+            return Ok(outcome);
         }
     }
+}
+
+/// The next step of the recorded phase; the run's outcome when it ends there.
+pub(super) async fn step(conf: &Arc<Conference>) -> Result<Option<RunOutcome>> {
+    let st = conf.state();
+    match st.phase {
+        Phase::Between => {
+            if st.baseline_metric.is_none() && st.round == 0 {
+                measure_baseline(conf).await?;
+                return Ok(None);
+            }
+            if st.round > 0 {
+                if let Some(decision) = stop::check(conf, &st) {
+                    begin_synthesis(conf, &decision)?;
+                    return Ok(None);
+                }
+                if stop::should_pause(conf, &st) && st.paused_at_round != st.round {
+                    pause(conf)?;
+                    return Ok(Some(RunOutcome::Paused));
+                }
+            }
+            start_round(conf)?;
+        }
+        Phase::Research => research::run_phase(conf).await?,
+        Phase::Poster => review::poster_session(conf).await?,
+        Phase::Review => review::peer_review(conf).await?,
+        Phase::Transfer => transfer::run_phase(conf).await?,
+        Phase::Synthesis => write_synthesis(conf).await?,
+        Phase::Done => {
+            return Ok(Some(RunOutcome::Completed(
+                st.final_status
+                    .unwrap_or_else(|| FinalStatus::Converged.into()),
+            )))
+        }
+    }
+    Ok(None)
 }
 
 async fn measure_baseline(conf: &Conference) -> Result<()> {

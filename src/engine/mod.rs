@@ -29,6 +29,7 @@ pub mod recorder;
 pub mod research;
 pub mod review;
 pub mod schedule;
+pub mod shared;
 /// The state is model data (`model::state`); engine code keeps its old path.
 pub use crate::model::state;
 pub mod stop;
@@ -48,6 +49,7 @@ use crate::config::Config;
 use crate::git::{snapshot, worktree};
 use crate::hooks::Hooks;
 use crate::model::event::{self as events, Event};
+use crate::remote::link::Link;
 use crate::store::{self, notes, ConferenceRefs, EventLog, StateChange};
 use crate::ui::Ui;
 pub use recorder::Recorder;
@@ -237,6 +239,38 @@ impl Conference {
             .lock()
             .unwrap()
             .record(&event, summary, produced)
+    }
+
+    /// Runs this conference with other machines through `link` (see `engine::shared`).
+    pub fn share(&self, link: Arc<Link>) {
+        self.recorder.lock().unwrap().link = Some(link);
+    }
+
+    /// The shared remote this run coordinates through (None: it runs on this machine alone).
+    pub fn link(&self) -> Option<Arc<Link>> {
+        self.recorder.lock().unwrap().link.clone()
+    }
+
+    /// Whether this run runs researcher `id`: always on one machine; on several, while this
+    /// machine holds its lease.
+    pub fn runs_here(&self, id: &str) -> bool {
+        self.link().is_none_or(|link| link.holds(id))
+    }
+
+    /// Takes the events other machines published (the shared remote's log moved on): the local
+    /// log, branches and state follow it. True when they moved.
+    pub fn sync_shared(&self) -> Result<bool> {
+        let mut rec = self.recorder.lock().unwrap();
+        let Some(link) = rec.link.clone() else {
+            return Ok(false);
+        };
+        match link.sync(&rec.repo)? {
+            Some(_) => {
+                rec.reload()?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
     }
 
     /// Reads a file of the current state tree.
@@ -806,5 +840,6 @@ fn initial_state(name: &str, config: &Config, base: Oid, now: &str) -> State {
         spend: Default::default(),
         round_spend: vec![],
         stopped_seconds: 0,
+        machines: Default::default(),
     }
 }

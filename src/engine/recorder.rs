@@ -11,13 +11,16 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
 use git2::{Oid, Repository};
 
 use super::integrity;
 use crate::hooks::Hooks;
 use crate::model::state::files;
 use crate::model::{Event, EventLine};
+use crate::remote::link::Link;
 use crate::store::{notes, EventLog, StateChange};
 
 /// Pending notes are written at least this often while researchers iterate…
@@ -62,6 +65,8 @@ pub struct Recorder {
     /// a run `Conference::evaluations` serves them; after a kill `reconcile` rebuilds them from
     /// the iteration events, which carry each result.
     pub(super) pending_cache: BTreeMap<String, Vec<u8>>,
+    /// On several machines: the shared remote every event is published to, as it is recorded.
+    pub link: Option<Arc<Link>>,
 }
 
 impl Recorder {
@@ -81,6 +86,7 @@ impl Recorder {
             iterations_unflushed: 0,
             events_unmarked: 0,
             pending_cache: Default::default(),
+            link: None,
         }
     }
 
@@ -95,11 +101,16 @@ impl Recorder {
         let mut next = self.state.clone();
         event.apply(&mut next);
         let between_iterations = event.is_between_iterations();
+        // On several machines every event goes out at once, with its notes and cache entries.
         let batch_due = !between_iterations
+            || self.link.is_some()
             || self.notes_flushed.elapsed() >= NOTES_MAX_DELAY
             || self.iterations_unflushed + 1 >= NOTES_MAX_EVENTS;
         let mut changes = self.hold_back_cache_entries(produced, batch_due);
         let timestamp = super::now_iso();
+        if let Some(link) = &self.link {
+            next.count_for_machine(&link.machine, event, &timestamp);
+        }
         next.events += 1;
         next.last_event = event.name().to_string();
         next.updated_at = timestamp.clone();
@@ -107,13 +118,18 @@ impl Recorder {
             files::STATE.into(),
             serde_json::to_vec_pretty(&next)?,
         ));
-        let line = event.line(timestamp);
+        let mut line = event.line(timestamp);
+        let mut summary = summary.to_string();
+        if let Some(link) = &self.link {
+            line.payload["machine"] = link.machine.clone().into();
+            summary = format!("{summary} [{}]", link.machine);
+        }
         if event.is_note_checkpoint() {
             self.flush_notes()?;
         }
         // An agent may have moved the log's ref (`git update-ref`): this run is its only writer.
         integrity::events_ref_in_place(&self.repo, &self.log.refs().events(), self.log.tip());
-        self.log.append(&self.repo, &line, summary, &changes)?;
+        self.log.append(&self.repo, &line, &summary, &changes)?;
         self.state = next;
         self.events_unmarked += 1;
         if between_iterations {
@@ -124,6 +140,40 @@ impl Recorder {
         if batch_due {
             self.flush_notes()?;
         }
+        self.publish();
+        Ok(())
+    }
+
+    /// On several machines, publishes what was just recorded. A remote out of reach is not this
+    /// run's failure: the next event publishes everything since (or another machine takes this
+    /// one's researchers over once its lease expires).
+    fn publish(&mut self) {
+        let Some(link) = self.link.clone() else {
+            return;
+        };
+        match link.publish(&self.repo) {
+            Ok(tip) if Some(tip) != self.log.tip() => {
+                if let Err(e) = self.reload() {
+                    crate::errln!("git-conference: {e:#}");
+                }
+            }
+            Ok(_) => {}
+            Err(e) => crate::errln!(
+                "git-conference: not published to {} yet: {e:#}",
+                link.remote
+            ),
+        }
+    }
+
+    /// Reads the event log and state again from the events ref (which publishing or syncing
+    /// with the shared remote moved over other machines' events).
+    pub fn reload(&mut self) -> Result<()> {
+        self.log = EventLog::open(&self.repo, self.log.refs().clone())?;
+        let bytes = self
+            .log
+            .read(&self.repo, files::STATE)?
+            .context("the shared event log has no state.json")?;
+        self.state = serde_json::from_slice(&bytes)?;
         Ok(())
     }
 

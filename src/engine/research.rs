@@ -75,7 +75,7 @@ pub async fn run_phase(conf: &std::sync::Arc<Conference>) -> Result<()> {
     let pending: Vec<String> = st
         .researchers
         .iter()
-        .filter(|(_, r)| r.round_finished.is_none())
+        .filter(|(id, r)| r.round_finished.is_none() && conf.runs_here(id))
         .map(|(id, _)| id.clone())
         .collect();
     let mut tasks = tokio::task::JoinSet::new();
@@ -113,6 +113,12 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
     };
     loop {
         if process::cancelled() {
+            return Ok(());
+        }
+        if !conf.runs_here(id) {
+            conf.ui.info(&format!(
+                "researcher {id}: another machine took it over (this one was silent for longer than its lease); stopped here"
+            ));
             return Ok(());
         }
         match session.iterate().await? {

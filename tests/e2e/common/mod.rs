@@ -576,3 +576,49 @@ impl ConfigBuilder {
         s
     }
 }
+
+/// A `git daemon` on loopback serving `base`, ended when dropped.
+pub struct Daemon(pub std::process::Child, pub u16);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub fn daemon(repo: &TestRepo, base: &Path) -> Daemon {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    // git-daemon itself, not `git daemon`: git runs the daemon as its child, and killing git
+    // would leave the daemon serving after the test.
+    let exec_path = repo.git(&["--exec-path"]);
+    let program = Path::new(exec_path.trim()).join("git-daemon");
+    let child = repo
+        .command(program.to_str().unwrap())
+        .args([
+            "--export-all",
+            "--enable=receive-pack",
+            "--reuseaddr",
+            "--listen=127.0.0.1",
+        ])
+        .arg(format!("--port={port}"))
+        .arg(format!("--base-path={}", base.display()))
+        .arg(base)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Owned at once, so that it is ended (and waited for) whatever happens next.
+    let d = Daemon(child, port);
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return d;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("git daemon did not listen on {port}");
+}

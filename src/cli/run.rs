@@ -376,6 +376,12 @@ fn resume_conference(args: ResumeArgs, quiet: bool) -> Result<i32> {
     }
     let mut conf = Conference::open(repo.path(), &name, ui.clone()).context("cannot resume")?;
     let st = conf.state();
+    if !st.machines.is_empty() && st.phase != Phase::Done {
+        return Err(usage(format!(
+            "conference `{name}` runs on several machines ({}): take part again with `git conference join <remote> {name}` (the remote it was started with), which continues from what every machine published",
+            st.machines.keys().cloned().collect::<Vec<_>>().join(", ")
+        )));
+    }
     let new_base = match &args.base {
         Some(rev) => Some(rebase_target(&repo, &conf, rev)?),
         None => None,

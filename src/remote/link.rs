@@ -275,13 +275,7 @@ impl Link {
         let mut inner = self.inner.lock().unwrap();
         let view = self.fetch(repo)?;
         self.drop_lost(&mut inner, &view);
-        let leases = Leases {
-            repo,
-            dir: &self.dir,
-            remote: &self.remote,
-            refs: self.refs.clone(),
-            machine: &self.machine,
-        };
+        let leases = self.leases(repo);
         let mut taken = Vec::new();
         let slots = std::iter::once(CHAIR.to_string()).chain(researchers.iter().cloned());
         for slot in slots {
@@ -317,15 +311,19 @@ impl Link {
     /// Gives back every lease held, so other machines may claim them at once.
     pub fn release_all(&self, repo: &Repository) {
         let mut inner = self.inner.lock().unwrap();
-        let leases = Leases {
+        let leases = self.leases(repo);
+        for (_, held) in std::mem::take(&mut inner.held) {
+            let _ = leases.release(held);
+        }
+    }
+
+    fn leases<'a>(&'a self, repo: &'a Repository) -> Leases<'a> {
+        Leases {
             repo,
             dir: &self.dir,
             remote: &self.remote,
             refs: self.refs.clone(),
             machine: &self.machine,
-        };
-        for (_, held) in std::mem::take(&mut inner.held) {
-            let _ = leases.release(held);
         }
     }
 

@@ -174,6 +174,24 @@ impl Cluster {
         }
     }
 
+    /// Kills machine `m`'s whole process group (`kill -9`), and waits until its runner is gone.
+    fn kill_machine(&self, m: usize, child: &mut Child) {
+        let lock = self.machines[m].join(format!(".git/conference/{NAME}/lock"));
+        let runner = std::fs::read_to_string(&lock).unwrap_or_default();
+        let runner = runner.split_whitespace().next().unwrap_or("0").to_string();
+        let group = format!("-{}", child.id());
+        let killed = std::process::Command::new("kill")
+            .args(["-9", "--", &group])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let _ = child.wait();
+        // The runner (git's child) is gone once the system has reaped it.
+        self.wait_for("the killed runner's end", || {
+            !std::path::Path::new(&format!("/proc/{runner}")).exists()
+        });
+    }
+
     /// Waits for machine `m`'s process to exit 0.
     fn finishes(&self, m: usize, mut child: Child) {
         let start = Instant::now();
@@ -193,6 +211,21 @@ impl Cluster {
             m + 1,
             self.log(m)
         );
+    }
+
+    /// Checks that the remote's best tree is the one the same conference reaches on one
+    /// machine, with each of its 12 iterations recorded once; the remote's events and those
+    /// iterations.
+    fn reached_the_one_machine_best(&self, config: &str) -> (Vec<serde_json::Value>, Runs) {
+        assert_eq!(self.best_tree(), single_machine_best_tree(config));
+        let events = self.remote_events();
+        let runs = iterations(&events);
+        assert_eq!(
+            runs.len(),
+            12,
+            "3 researchers × 2 iterations × 2 rounds: {runs:?}"
+        );
+        (events, runs)
     }
 
     /// The tree of the remote's best branch.
@@ -218,9 +251,12 @@ fn machine_of(event: &serde_json::Value) -> &str {
     event["payload"]["machine"].as_str().unwrap_or("")
 }
 
-/// (researcher, round, iteration) of every iteration event; no attempt is recorded twice.
-fn iterations(events: &[serde_json::Value]) -> Vec<(String, u64, u64, String)> {
-    let found: Vec<(String, u64, u64, String)> = events
+/// (researcher, round, iteration, machine) of every iteration event.
+type Runs = Vec<(String, u64, u64, String)>;
+
+/// Every iteration event's run; no attempt is recorded twice.
+fn iterations(events: &[serde_json::Value]) -> Runs {
+    let found: Runs = events
         .iter()
         .filter(|e| e["event"] == "researcher.iteration")
         .map(|e| {
@@ -256,10 +292,7 @@ fn three_machines_reach_the_best_of_one_machine_and_the_events_say_who_ran_what(
     c.finishes(1, m2);
     c.finishes(2, m3);
 
-    assert_eq!(c.best_tree(), single_machine_best_tree(&config));
-    let events = c.remote_events();
-    let runs = iterations(&events);
-    assert_eq!(runs.len(), 12, "3 researchers × 2 iterations × 2 rounds");
+    let (events, runs) = c.reached_the_one_machine_best(&config);
     for (researcher, _, _, machine) in &runs {
         let expected = match researcher.as_str() {
             "A" => "m1",
@@ -339,20 +372,7 @@ fn kill_after_first_iteration(c: &Cluster, m: usize, child: &mut Child, research
                 .any(|s| s.starts_with(&format!("researcher.iteration: {researcher} r1 i1")))
         },
     );
-    let lock = c.machines[m].join(format!(".git/conference/{NAME}/lock"));
-    let runner = std::fs::read_to_string(&lock).unwrap();
-    let runner = runner.split_whitespace().next().unwrap().to_string();
-    let group = format!("-{}", child.id());
-    let killed = std::process::Command::new("kill")
-        .args(["-9", "--", &group])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let _ = child.wait();
-    // The runner (git's child) is gone once the system has reaped it.
-    c.wait_for("the killed runner's end", || {
-        !std::path::Path::new(&format!("/proc/{runner}")).exists()
-    });
+    c.kill_machine(m, child);
     assert!(c.log(m).contains("runs researcher"), "{}", c.log(m));
 }
 
@@ -383,10 +403,7 @@ fn a_killed_machine_is_taken_over_and_a_restarted_one_runs_nothing_twice() {
     c.finishes(0, m1);
     c.finishes(1, m2);
 
-    assert_eq!(c.best_tree(), single_machine_best_tree(&config));
-    let events = c.remote_events();
-    let runs = iterations(&events);
-    assert_eq!(runs.len(), 12, "every iteration once: {runs:?}");
+    let (_, runs) = c.reached_the_one_machine_best(&config);
     let c_elsewhere = runs
         .iter()
         .filter(|(r, _, _, m)| r == "C" && m != "m3")
@@ -471,6 +488,14 @@ fn join_runs_nothing_this_clone_does_not_trust_and_refuses_unknown_researchers()
         &["for-each-ref", "refs/conference/", "refs/heads/conference/"],
     );
     assert_eq!(left, "", "nothing of the refused start is kept");
-    let _ = m1.kill();
-    let _ = m1.wait();
+    // Killed mid-round, machine 1 takes part again with `join`, not `resume` (which would run
+    // the conference here alone).
+    c.kill_machine(0, &mut m1);
+    let resume = c.repo.conference(&["resume", NAME]);
+    assert_eq!(resume.code, 2, "{}", resume.stderr);
+    assert!(
+        resume.stderr.contains("git conference join"),
+        "{}",
+        resume.stderr
+    );
 }

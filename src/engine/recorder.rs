@@ -108,12 +108,8 @@ impl Recorder {
             || self.iterations_unflushed + 1 >= NOTES_MAX_EVENTS;
         let mut changes = self.hold_back_cache_entries(produced, batch_due);
         let timestamp = super::now_iso();
-        if let Some(link) = &self.link {
-            next.count_for_machine(&link.machine, event, &timestamp);
-        }
-        next.events += 1;
-        next.last_event = event.name().to_string();
-        next.updated_at = timestamp.clone();
+        let machine = self.link.as_ref().map(|link| link.machine.as_str());
+        next.count_event(event, &timestamp, machine);
         changes.push(StateChange::Put(
             files::STATE.into(),
             serde_json::to_vec_pretty(&next)?,
@@ -173,7 +169,14 @@ impl Recorder {
             .log
             .read(&self.repo, files::STATE)?
             .context("the shared event log has no state.json")?;
-        self.state = serde_json::from_slice(&bytes)?;
+        let state = serde_json::from_slice(&bytes)?;
+        // Other machines wrote it: input like any other, checked as `Conference::open` does.
+        self.state = super::stored::checked(state, &self.state.name).map_err(|why| {
+            anyhow::anyhow!(
+                "the shared remote's state of `{}` is not valid: {why}",
+                self.state.name
+            )
+        })?;
         Ok(())
     }
 

@@ -415,14 +415,7 @@ impl Event {
     /// changes only its researcher's part of the state (and appends to JSON-lines files), so
     /// two machines' events of this kind apply in either order.
     pub fn may_interleave(&self) -> bool {
-        matches!(
-            self,
-            Event::Iteration(_)
-                | Event::Stuck(_)
-                | Event::Finished(_)
-                | Event::SetupFailed(_)
-                | Event::AttemptInterrupted(_)
-        )
+        self.slot() != CHAIR
     }
 
     /// Which part of a conference on several machines records this event: its researcher's ID

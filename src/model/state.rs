@@ -181,13 +181,25 @@ pub struct MachineRecord {
 }
 
 impl State {
-    /// Counts `event`, recorded at `timestamp`, for `machine`.
-    pub fn count_for_machine(
+    /// The bookkeeping of every event recorded, once the reducer applied it: one more event, its
+    /// name and time, and (on several machines) what the machine that recorded it did. The same
+    /// whether the event is recorded here or replayed over another machine's.
+    pub fn count_event(
         &mut self,
-        machine: &str,
         event: &crate::model::Event,
         timestamp: &str,
+        machine: Option<&str>,
     ) {
+        if let Some(machine) = machine {
+            self.count_for_machine(machine, event, timestamp);
+        }
+        self.events += 1;
+        self.last_event = event.name().to_string();
+        self.updated_at = timestamp.to_string();
+    }
+
+    /// Counts `event`, recorded at `timestamp`, for `machine`.
+    fn count_for_machine(&mut self, machine: &str, event: &crate::model::Event, timestamp: &str) {
         let record = self.machines.entry(machine.to_string()).or_default();
         record.last_event = timestamp.to_string();
         match event {

@@ -267,14 +267,17 @@ impl Link {
     /// Claims what this machine may run among `researchers` and the chair: free slots it wants,
     /// its own leases a killed run of it left, and leases expired elsewhere. Returns the slots
     /// newly held, with the machine each was taken from (None: it was free).
+    ///
+    /// Reads the leases as the last [`Link::sync`] fetched them, without a round trip of its
+    /// own: every claim is a compare-and-swap push, so a lease that moved since only makes that
+    /// claim fail, and a later pass sees it.
     pub fn claim(
         &self,
         repo: &Repository,
         researchers: &[String],
     ) -> Result<Vec<(String, Option<String>)>> {
         let mut inner = self.inner.lock().unwrap();
-        let view = self.fetch(repo)?;
-        self.drop_lost(&mut inner, &view);
+        let view = self.view(repo)?;
         let leases = self.leases(repo);
         let mut taken = Vec::new();
         let slots = std::iter::once(CHAIR.to_string()).chain(researchers.iter().cloned());
@@ -519,6 +522,14 @@ impl Link {
         argv.extend(specs.iter().map(String::as_str));
         crate::git::git_remote(&self.dir, &argv)
             .with_context(|| format!("cannot reach {}", self.remote))?;
+        self.view(repo)
+    }
+
+    /// The remote's refs as the last fetch brought them.
+    fn view(&self, repo: &Repository) -> Result<View> {
+        let name = &self.refs.name;
+        let seen = publish::tracking_ref(&self.remote, &self.refs);
+        let base = seen.trim_end_matches("/events");
         let events = repo.refname_to_id(&seen)?;
         let leases = refs_under(repo, &format!("refs/conference/{name}/leases/"))?;
         let heads = refs_under(repo, &format!("{base}/heads/"))?

@@ -151,12 +151,8 @@ fn replay_one(
         &read_path(repo, parent_tree, files::STATE)?.context("the remote's state.json")?,
     )?;
     event.apply(&mut state);
-    if let Some(machine) = logged.event.payload.get("machine").and_then(|m| m.as_str()) {
-        state.count_for_machine(machine, &event, &logged.event.timestamp);
-    }
-    state.events += 1;
-    state.last_event = event.name().to_string();
-    state.updated_at = logged.event.timestamp.clone();
+    let machine = logged.event.payload.get("machine").and_then(|m| m.as_str());
+    state.count_event(&event, &logged.event.timestamp, machine);
     let mut changes = files_changed(repo, &c, parent_tree)?;
     changes.push(StateChange::Put(
         files::STATE.into(),

@@ -121,19 +121,22 @@ impl Cluster {
             .conference_in(dir, &["fetch", &self.url, "--name", NAME])
             .ok();
         self.repo.conference_in(dir, &["trust", NAME, "--yes"]).ok();
+        self.spawn_join(m, researcher)
+    }
+
+    /// `git conference join` on machine `m` (named `m<m+1>`), claiming `researcher`.
+    fn spawn_join(&self, m: usize, researcher: &str) -> Child {
         let machine = format!("m{}", m + 1);
-        self.spawn(
-            m,
-            &[
-                "join",
-                &self.url,
-                NAME,
-                "--researchers",
-                researcher,
-                "--machine",
-                &machine,
-            ],
-        )
+        let args = [
+            "join",
+            &self.url,
+            NAME,
+            "--researchers",
+            researcher,
+            "--machine",
+            &machine,
+        ];
+        self.spawn(m, &args)
     }
 
     /// The remote's events, oldest first, as a fresh clone reads them (`log --format jsonl`).
@@ -388,18 +391,7 @@ fn a_killed_machine_is_taken_over_and_a_restarted_one_runs_nothing_twice() {
     // Machine 2 dies and comes back at once: it takes its own lease back and goes on from what
     // it published.
     kill_after_first_iteration(&c, 1, &mut m2, "B");
-    let m2 = c.spawn(
-        1,
-        &[
-            "join",
-            &c.url,
-            NAME,
-            "--machine",
-            "m2",
-            "--researchers",
-            "B",
-        ],
-    );
+    let m2 = c.spawn_join(1, "B");
     c.finishes(0, m1);
     c.finishes(1, m2);
 

@@ -706,6 +706,12 @@ fn split_setting(line: &str) -> Option<RawSetting<'_>> {
     })
 }
 
+/// A plain `key: value` bullet rather than a path: a key of words (no `/` or `.`, which paths
+/// have) and a value after the colon.
+fn looks_like_setting(raw: &RawSetting) -> bool {
+    !raw.value.is_empty() && !raw.key.contains(['/', '.'])
+}
+
 /// Remove one pair of enclosing backticks: `` `./eval.sh` `` → `./eval.sh`.
 pub(crate) fn unquote(value: &str) -> &str {
     let v = value.trim();
@@ -902,9 +908,14 @@ impl Reader {
             .is_some_and(|s| !s.subsections.is_empty());
         let raw = split_setting(content);
         let known = raw.as_ref().and_then(|r| find_key(spec, r.key));
-        // Under a list key, bullets are items unless they name one of this section's keys.
+        // Under a list key, bullets are items unless they name one of this section's keys, or
+        // are a `key: value` setting under a list of paths (`- prune: on` below `- frozen:` is
+        // an unknown key, not a path; Search Space items may be prose such as `- Model: …`).
         if let (Some(list), Some(item), None) = (self.open_list, bullet(content), known) {
-            if !raw.as_ref().is_some_and(|r| r.bold) {
+            let setting = raw.as_ref().is_some_and(|r| {
+                r.bold || (spec.kind != SectionKind::SearchSpace && looks_like_setting(r))
+            });
+            if !setting {
                 if let Some(setting) = self
                     .doc
                     .sections

@@ -13,6 +13,7 @@ mod harden;
 mod machines;
 mod misbehaving_agents;
 mod ml;
+mod newcomer;
 mod noise;
 mod openai;
 mod orphans;

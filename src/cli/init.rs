@@ -13,7 +13,8 @@ use crate::error::usage;
 
 /// Write conference.md: asks the pre-flight questions on a terminal (count, devil's advocate,
 /// unattended or pause every N rounds, partitioning, the evaluation command, the metric and its
-/// direction, the agent); use flags or --yes in scripts.
+/// direction, the agent, what researchers may change and what is frozen); use flags or --yes in
+/// scripts.
 #[derive(Args, Debug)]
 pub struct InitArgs {
     /// Conference title (default: the repository folder's name).
@@ -218,6 +219,89 @@ fn ask_measurement(args: &InitArgs, a: &mut InitAnswers, interactive: bool) -> R
     Ok(())
 }
 
+/// The committed-or-present files the evaluation command names, split by role: the script it
+/// runs directly (`./eval.sh`: the harness, frozen by default) and the files it hands to a
+/// program (`python3 train.py`: in the autoresearch layout the file researchers edit, allowed
+/// by default). The user's answer decides either way.
+fn named_files(command: &str, top: &std::path::Path) -> (Vec<String>, Vec<String>) {
+    let exists = |p: &str| top.join(p).exists();
+    let direct = command
+        .split_whitespace()
+        .next()
+        .filter(|first| first.starts_with("./"))
+        .map(|first| first.trim_start_matches("./").to_string());
+    crate::config::paths::command_files(command, &exists)
+        .into_iter()
+        .partition(|f| direct.as_deref() == Some(f.as_str()))
+}
+
+/// A comma-separated list of paths; `none` (or nothing) is the empty list.
+fn parse_paths(s: &str) -> Result<Vec<String>> {
+    let items: Vec<String> = s
+        .split(',')
+        .map(|p| p.trim().to_string())
+        .filter(|p| !p.is_empty())
+        .collect();
+    if items.len() == 1 && items[0].eq_ignore_ascii_case("none") {
+        return Ok(Vec::new());
+    }
+    Ok(items)
+}
+
+/// What researchers may change (Allowed changes) and the harness they may not (Evaluation
+/// `frozen`): asked on a terminal, offering the files the evaluation command names, because
+/// with Allowed changes empty a file the command names is frozen and everything else open.
+fn ask_search_space(
+    args: &InitArgs,
+    a: &mut InitAnswers,
+    interactive: bool,
+    top: &std::path::Path,
+) -> Result<()> {
+    let (harness, mut handed) = named_files(&a.eval_command, top);
+    let given_frozen = parse_paths(args.frozen.as_deref().unwrap_or(""))?;
+    handed.retain(|f| !given_frozen.contains(f));
+    let or_none = |v: &[String]| {
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            v.join(", ")
+        }
+    };
+    if args.allowed.is_empty() {
+        a.allowed = if interactive {
+            ask_valid(
+                "Which files may the researchers change (Allowed changes)? Paths or globs, comma-separated (e.g. train.py, src/**); none = every file that is not frozen",
+                &or_none(&handed),
+                parse_paths,
+            )?
+        } else {
+            handed
+        };
+    }
+    if args.frozen.is_none() {
+        let allowed = a.allowed.clone();
+        let frozen = if interactive {
+            ask_valid(
+                "Which files are the evaluation harness, that no candidate may change (frozen)? Comma-separated (e.g. prepare.py, data/**); none = only the files the evaluation command names that are not allowed",
+                &or_none(&harness),
+                |answer| {
+                    let paths = parse_paths(answer)?;
+                    match paths.iter().find(|p| allowed.contains(p)) {
+                        Some(p) => Err(usage(format!(
+                            "`{p}` is in Allowed changes too: a file is either changed or frozen"
+                        ))),
+                        None => Ok(paths),
+                    }
+                },
+            )?
+        } else {
+            harness
+        };
+        a.frozen = (!frozen.is_empty()).then(|| frozen.join(", "));
+    }
+    Ok(())
+}
+
 pub fn run(args: InitArgs) -> Result<i32> {
     let repo = super::discover()?;
     let top = super::workdir(&repo)?;
@@ -290,6 +374,7 @@ pub fn run(args: InitArgs) -> Result<i32> {
         None => Strategy::Free,
     };
     ask_measurement(&args, &mut a, interactive)?;
+    ask_search_space(&args, &mut a, interactive, &top)?;
     if args.target.is_some() {
         a.target = args.target;
     }

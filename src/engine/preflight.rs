@@ -64,6 +64,8 @@ pub fn check(
     }
     errors.extend(crate::engine::workspace::preflight(repo, cfg, base)?);
     let tree = repo.find_commit(base)?.tree()?;
+    let exists = |p: &str| tree.get_path(Path::new(p)).is_ok();
+    errors.extend(frozen_by_inference(cfg, text, &exists));
     for site in sites(cfg) {
         if let Some((message, hint)) = check_program(&site, &tree, short, run_dir) {
             errors.push(ConfigError {
@@ -101,6 +103,54 @@ pub fn check(
         }
     }
     Ok(errors)
+}
+
+/// The first night's trap, stopped before the night: in an unattended run with Allowed changes
+/// empty, a file the evaluation command names (`python3 train.py` names train.py) is frozen by
+/// inference while every other file is open, so every edit to the file the researchers were
+/// meant to improve is rejected until the budget is spent. The user says which it is: allowed,
+/// or frozen on purpose. A run that pauses (`Pause every`) only gets `start`'s warning.
+fn frozen_by_inference(
+    cfg: &Config,
+    text: &str,
+    exists: &dyn Fn(&str) -> bool,
+) -> Option<ConfigError> {
+    let ev = &cfg.evaluation;
+    if cfg.pause_every.is_some() || ev.frozen_none {
+        return None;
+    }
+    if crate::config::paths::Guard::new(cfg, exists)
+        .allowed
+        .is_some()
+    {
+        return None;
+    }
+    let explicit = PathRules::new(&ev.frozen);
+    let inferred: Vec<String> = crate::config::paths::command_files(&ev.command, exists)
+        .into_iter()
+        .filter(|f| !explicit.matches(f))
+        .collect();
+    let first = inferred.first()?;
+    let files = inferred.join(", ");
+    let (it, is) = if inferred.len() == 1 {
+        ("it", "is")
+    } else {
+        ("them", "are")
+    };
+    Some(ConfigError {
+        line: config::setting_line(text, SectionKind::Evaluation, "command", None),
+        message: format!(
+            "`{}` names {files}, so {files} {is} frozen (no researcher may change {it}) while \
+             Allowed changes is empty (researchers may change every other file): an unattended \
+             run would reject every edit to {files}",
+            ev.command
+        ),
+        hint: format!(
+            "say which: if researchers should edit {it}, list {it} under ## Search Space → \
+             **Allowed changes:** (`- {first}`); if {it} {is} the harness, confirm with \
+             `- frozen: {files}` under ## Evaluation"
+        ),
+    })
 }
 
 fn sites(cfg: &Config) -> Vec<Site<'_>> {

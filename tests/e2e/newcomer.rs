@@ -8,6 +8,11 @@
 use crate::common;
 
 use common::TestRepo;
+use serde_json::Value;
+
+fn iterations(repo: &TestRepo, name: &str) -> Vec<Value> {
+    repo.events_named(name, "researcher.iteration")
+}
 
 /// The line number (1-based) of the first line of `text` containing `needle`.
 fn line_of(text: &str, needle: &str) -> usize {
@@ -53,6 +58,166 @@ fn an_unknown_evaluation_key_is_named_as_one() {
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(
         run.stderr.contains("`train.py` is both frozen"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// Runs `git conference ARGS` with a terminal as its standard input, output and error (as a
+/// user's shell runs it: questions, progress lines and results all on the screen), typing
+/// `answers`; returns its exit code and the screen (what it printed, and the echoed answers).
+fn on_a_terminal(repo: &TestRepo, args: &[&str], answers: &[u8]) -> (Option<i32>, String) {
+    use std::io::{Read, Write};
+    use std::os::fd::FromRawFd;
+    let (mut master, slave) = {
+        let (mut m, mut s) = (0, 0);
+        // SAFETY: openpty writes two descriptors, owned by the values made from them.
+        unsafe {
+            assert_eq!(
+                libc::openpty(
+                    &mut m,
+                    &mut s,
+                    std::ptr::null_mut(),
+                    std::ptr::null(),
+                    std::ptr::null()
+                ),
+                0
+            );
+            (
+                std::fs::File::from_raw_fd(m),
+                std::os::fd::OwnedFd::from_raw_fd(s),
+            )
+        }
+    };
+    let mut child = {
+        let mut command = repo.command("git");
+        command
+            .arg("conference")
+            .args(args)
+            .env("TERM", "xterm")
+            .stdin(std::process::Stdio::from(slave.try_clone().unwrap()))
+            .stdout(std::process::Stdio::from(slave.try_clone().unwrap()))
+            .stderr(std::process::Stdio::from(slave));
+        command.spawn().unwrap()
+        // The command, and with it this process's copies of the terminal's end, is dropped here,
+        // so reading the screen ends when the child exits.
+    };
+    master.write_all(answers).unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut screen = Vec::new();
+        // The read ends with an error (EIO) once the child closed the terminal.
+        let _ = master.read_to_end(&mut screen);
+        String::from_utf8_lossy(&screen).into_owned()
+    });
+    let status = child.wait().unwrap();
+    (status.code(), reader.join().unwrap())
+}
+
+/// The karpathy walkthrough on a real terminal: in the autoresearch layout (train.py the agent
+/// edits, `python3 train.py` prints val_bpb, prepare.py the harness) the interactive `init`
+/// answered with the walkthrough's evaluation command and metric and Enter for everything else
+/// (three researchers, builtin:tune, Allowed changes: the train.py the evaluation names), then
+/// `start`, keeps an improving train.py edit: best is better than the baseline, and differs
+/// from it in train.py only.
+#[test]
+fn the_walkthrough_on_a_terminal_with_the_default_answers_improves_train_py() {
+    let repo = TestRepo::from_fixture("autoresearch");
+    repo.git(&["rm", "-q", "conference.md", "agent.sh"]);
+    repo.commit_all("the project, before git-conference");
+    // Count, devil's advocate, unattended, partitioning: Enter; the evaluation command and the
+    // metric: typed; direction, agent, Allowed changes, Frozen: Enter.
+    let (code, screen) = on_a_terminal(
+        &repo,
+        &["init"],
+        b"\n\n\n\npython3 train.py\nval_bpb\n\n\n\n\n",
+    );
+    assert_eq!(code, Some(0), "{screen}");
+    assert!(
+        screen.contains("Which files may the researchers change (Allowed changes)?")
+            && screen.contains("none = every file that is not frozen [train.py]"),
+        "{screen}"
+    );
+    let text = repo.read("conference.md");
+    assert!(
+        text.contains("**Allowed changes:**\n- train.py\n"),
+        "{text}"
+    );
+    assert!(text.contains("- **Command:** builtin:tune"), "{text}");
+    let (code, screen) = on_a_terminal(&repo, &["start"], b"");
+    assert_eq!(code, Some(0), "{screen}");
+    assert!(screen.contains("rules: allowed: train.py"), "{screen}");
+    let name = "repo";
+    let baseline = repo.events_named(name, "baseline.measured")[0]["payload"]["metric_value"]
+        .as_f64()
+        .unwrap();
+    let best = repo.status_json(name)["best"]["metric"].as_f64().unwrap();
+    assert!(
+        best < baseline,
+        "best {best}, baseline {baseline}\n{screen}"
+    );
+    let changed = repo.git(&[
+        "diff",
+        "--name-only",
+        "HEAD",
+        &format!("conference/{name}/best"),
+    ]);
+    assert_eq!(changed, "train.py\n", "{screen}");
+    let kept = iterations(&repo, name)
+        .into_iter()
+        .filter(|e| e["payload"]["status"] == "kept")
+        .count();
+    assert!(kept >= 1, "{screen}");
+}
+
+/// `start` does not begin an unattended night in which the file the evaluation names
+/// (`python3 train.py` → train.py) is frozen by inference while Allowed changes is empty: exit
+/// 2 with the line and both ways out, nothing created; either way out then starts.
+#[test]
+fn start_refuses_a_night_on_a_train_py_frozen_by_inference() {
+    let repo = TestRepo::from_fixture("autoresearch");
+    let walkthrough = repo.read("conference.md");
+    let open = walkthrough.replace("**Allowed changes:**\n- train.py\n", "");
+    let run = repo.start("frozen", &open);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    let line = line_of(&open, "- command: python3 train.py");
+    assert!(
+        run.stderr.contains(&format!(
+            "conference.md:{line}: `python3 train.py` names train.py, so train.py is frozen (no researcher may change it) while Allowed changes is empty"
+        )),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("(`- train.py`)")
+            && run
+                .stderr
+                .contains("confirm with `- frozen: train.py` under ## Evaluation"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        repo.git(&["for-each-ref", "refs/conference/", "refs/heads/conference/"]),
+        "",
+        "nothing was created"
+    );
+    // Way out 1: frozen on purpose. The run starts, and an edit to train.py is rejected.
+    let confirmed = open.replace("- frozen: prepare.py", "- frozen: prepare.py, train.py");
+    repo.start("confirmed", &confirmed).ok();
+    assert_eq!(
+        iterations(&repo, "confirmed")[0]["payload"]["reason"],
+        "changes frozen path train.py (Frozen: train.py)"
+    );
+    // Way out 2: allowed. The same edit is kept.
+    repo.start("allowed", &walkthrough).ok();
+    assert_eq!(iterations(&repo, "allowed")[0]["payload"]["status"], "kept");
+    // A run that pauses is watched: it starts, with the warning.
+    let paused = open.replace(
+        "- **Max total iterations:** 10",
+        "- **Max total iterations:** 10\n- **Pause every:** 1",
+    );
+    let run = repo.start("paused", &paused);
+    assert!(
+        run.stderr.contains("warning: Allowed changes is empty"),
         "{}",
         run.stderr
     );

@@ -132,10 +132,16 @@ fn the_iteration_budget_is_a_hard_cap_shared_out_in_letter_order() {
 #[test]
 fn files_the_evaluation_command_names_are_frozen_without_being_listed() {
     let repo = lines(Some("tamper"));
+    // params.txt allowed: with nothing allowed, `start` would refuse the run (eval.sh frozen by
+    // inference alone); the rejection below is still the inferred freeze.
     let config = ConfigBuilder::new("Tamper", "./agent.sh")
         .frozen("README.md")
         .iterations(2)
-        .build();
+        .build()
+        .replace(
+            "## Search Space Partitioning",
+            "## Search Space\n**Allowed changes:**\n- params.txt\n\n## Search Space Partitioning",
+        );
     repo.start("tamper", &config).ok();
     for e in iterations(&repo, "tamper") {
         assert_eq!(payload_str(&e, "status"), "rejected", "{e}");

@@ -1800,10 +1800,11 @@ fn apply_refuses_a_conflict_and_never_leaves_a_merge_half_done() {
 fn init_on_a_terminal_asks_again_after_an_invalid_answer() {
     let repo = TestRepo::from_fixture("loop");
     // count, devil's advocate, unattended, strategy: each wrong once, then right; then the
-    // metric, its direction and the agent: the defaults.
+    // metric, its direction and the agent: the defaults; Frozen: value.txt, which is not taken
+    // while Allowed changes (--allowed) has it too, then the default (eval.sh).
     let out = repo.conference_on_a_terminal(
-        &["init", "--eval", "./eval.sh"],
-        b"zero\n0\n2\nmaybe\nyes\nsometimes\nno\nx\n2\nboth\nassigned\n\n\n\n",
+        &["init", "--eval", "./eval.sh", "--allowed", "value.txt"],
+        b"zero\n0\n2\nmaybe\nyes\nsometimes\nno\nx\n2\nboth\nassigned\n\n\n\nvalue.txt\n\n",
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
@@ -1814,15 +1815,17 @@ fn init_on_a_terminal_asks_again_after_an_invalid_answer() {
         "`sometimes`: answer yes or no",
         "`x` is not a whole number of rounds",
         "strategy `both`",
+        "`value.txt` is in Allowed changes too",
     ] {
         assert!(stderr.contains(reason), "no `{reason}` in\n{stderr}");
     }
-    assert_eq!(stderr.matches("try again").count(), 6, "{stderr}");
+    assert_eq!(stderr.matches("try again").count(), 7, "{stderr}");
     let text = repo.read("conference.md");
     for setting in [
         "- **Count:** 2",
         "**Strategy:** assigned",
         "- **Pause every:** 2",
+        "- **Frozen:** eval.sh",
     ] {
         assert!(text.contains(setting), "{setting} missing:\n{text}");
     }

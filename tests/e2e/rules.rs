@@ -172,15 +172,20 @@ fn frozen_and_allowed_is_an_error_and_frozen_none_is_valid() {
 }
 
 /// A harness file the evaluation command names is frozen by inference, and the rejection says
-/// where the rule came from.
+/// where the rule came from. (With Allowed changes empty an unattended run is refused instead:
+/// `newcomer::start_refuses_a_night_on_a_train_py_frozen_by_inference`; a run that pauses gets
+/// the warning.)
 #[test]
 fn a_file_the_evaluation_names_is_frozen_with_its_provenance() {
     let repo = TestRepo::from_fixture("loop");
     let config = ConfigBuilder::new("Inferred", "./agents/seq.sh frozen")
         .iterations(1)
         .frozen("agents/**")
+        .rounds(2)
+        .constraint("- **Pause every:** 1")
         .build();
-    let run = repo.start("inferred", &config).ok();
+    let run = repo.start("inferred", &config);
+    assert_eq!(run.code, 3, "paused after its round: {}", run.stderr);
     assert!(
         run.stderr.contains(
             "rules: frozen: agents/** (Frozen), eval.sh (named by the evaluation command)"
@@ -714,10 +719,11 @@ fn init_on_a_terminal_asks_for_the_measurement_and_the_agent() {
     let repo = TestRepo::from_fixture("autoresearch");
     std::fs::remove_file(repo.dir.join("conference.md")).unwrap();
     // count 1 (no devil's advocate or strategy question), unattended, then the new questions:
-    // evaluation, metric, direction (Enter: the suggested default), agent.
+    // evaluation, metric, direction (Enter: the suggested default), agent, Allowed changes and
+    // Frozen (Enter: the train.py the evaluation names is allowed, nothing more is frozen).
     let out = repo.conference_on_a_terminal(
         &["init", "Autoresearch"],
-        b"1\nyes\npython3 train.py\nval_bpb\n\nclaude\n",
+        b"1\nyes\npython3 train.py\nval_bpb\n\nclaude\n\n\n",
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
@@ -735,6 +741,7 @@ fn init_on_a_terminal_asks_for_the_measurement_and_the_agent() {
         "- **Metric:** val_bpb",
         "- **Direction:** minimize",
         "- **Command:** claude",
+        "**Allowed changes:**\n- train.py\n",
     ] {
         assert!(text.contains(setting), "{setting} missing:\n{text}");
     }

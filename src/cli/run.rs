@@ -122,9 +122,21 @@ fn start_conference(args: StartArgs, quiet: bool) -> Result<i32> {
             return Err(e);
         }
     }
-    let result = run_engine(conf);
+    let result = with_advice(run_engine(conf), &args.config);
     drop(lock);
     result
+}
+
+/// A failed baseline's way on, worded for `config`, the file this run read (see
+/// `driver::BaselineFailed`); other results as they are.
+fn with_advice(result: Result<i32>, config: &std::path::Path) -> Result<i32> {
+    match result {
+        Err(e) => match e.downcast_ref::<crate::engine::driver::BaselineFailed>() {
+            Some(failed) => Err(anyhow::anyhow!(failed.advice(config))),
+            None => Err(e),
+        },
+        ok => ok,
+    }
 }
 
 /// Publishes a conference just started to `remote` and runs it through it (see `cli::join`).
@@ -439,7 +451,10 @@ fn resume_conference(args: ResumeArgs, quiet: bool) -> Result<i32> {
         vec![],
     )?;
     ui.info(&format!("resuming `{name}` at: {point}"));
-    run_engine(conf)
+    let config = args
+        .config
+        .unwrap_or_else(|| PathBuf::from("conference.md"));
+    with_advice(run_engine(conf), &config)
 }
 
 /// What `resume` says of a conference that is complete, and how to continue it.

@@ -68,6 +68,34 @@ pub(super) async fn step(conf: &Arc<Conference>) -> Result<Option<RunOutcome>> {
     Ok(None)
 }
 
+/// The evaluation failed on the baseline, so nothing can be compared with it. The way on
+/// depends on the file the run read its settings from, which the CLI knows: it words the
+/// advice with [`BaselineFailed::advice`].
+#[derive(Debug, thiserror::Error)]
+#[error("the evaluation fails on the baseline: {reason} (logs in {})", logs.display())]
+pub struct BaselineFailed {
+    pub reason: String,
+    pub logs: std::path::PathBuf,
+    pub name: String,
+}
+
+impl BaselineFailed {
+    /// The two ways on, each a command that works as printed: `config` is the file `resume`
+    /// must read (named with `--config` unless it is the default conference.md).
+    pub fn advice(&self, config: &std::path::Path) -> String {
+        let name = &self.name;
+        let flag = if config == std::path::Path::new("conference.md") {
+            String::new()
+        } else {
+            format!(" --config {}", config.display())
+        };
+        format!(
+            "{self}. To go on: fix the harness, commit it, then `git conference resume {name} --base HEAD{flag}` (the baseline moves to your fix); or change `## Evaluation` in {} (e.g. a longer timeout) and `git conference resume {name}{flag}`",
+            config.display()
+        )
+    }
+}
+
 async fn measure_baseline(conf: &Conference) -> Result<()> {
     let st = conf.state();
     conf.ui.info(&format!(
@@ -103,12 +131,12 @@ async fn measure_baseline(conf: &Conference) -> Result<()> {
         result.metric = super::noise::median(&result.runs);
     }
     let Some(value) = result.metric else {
-        bail!(
-            "the evaluation fails on the baseline: {} (logs in {}). To go on: fix the harness, commit it, then `git conference resume {2} --base HEAD` (the baseline moves to your fix); or change `## Evaluation` in conference.md (e.g. a longer timeout) and `git conference resume {2}`",
-            result.reason.unwrap_or_default(),
-            conf.run_dir.join("logs").display(),
-            conf.name
-        );
+        return Err(BaselineFailed {
+            reason: result.reason.unwrap_or_default(),
+            logs: conf.run_dir.join("logs"),
+            name: conf.name.clone(),
+        }
+        .into());
     };
     let repo = conf.open_repo()?;
     let tree = repo

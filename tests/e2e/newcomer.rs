@@ -222,3 +222,83 @@ fn start_refuses_a_night_on_a_train_py_frozen_by_inference() {
         run.stderr
     );
 }
+
+/// The commands between backquotes in the line of `text` that says how to go on, as printed.
+fn printed_commands(text: &str) -> Vec<Vec<String>> {
+    let advice = text
+        .lines()
+        .find(|l| l.contains("To go on:"))
+        .unwrap_or_else(|| panic!("no advice in {text}"));
+    advice
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|c| c.starts_with("git conference "))
+        .map(|c| c.split_whitespace().skip(2).map(str::to_string).collect())
+        .collect()
+}
+
+/// The advice a failed baseline prints works when followed literally, also for a conference
+/// started with `--config FILE`: both commands it prints name that file. Changing the timeout
+/// in that file and running the second command measures the baseline; in another conference,
+/// committing the fixed harness and running the first does.
+#[test]
+fn the_failed_baseline_advice_works_as_printed_with_another_config_file() {
+    let repo = TestRepo::from_fixture("autoresearch");
+    let walkthrough = repo.read("conference.md");
+    repo.git(&["rm", "-q", "conference.md"]);
+    repo.commit_all("settings elsewhere");
+    let slow = walkthrough.replace("- timeout: 1m", "- timeout: 1ms");
+    repo.write("mine.md", &slow);
+    let run = repo.conference(&["start", "--config", "mine.md"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("change `## Evaluation` in mine.md"),
+        "{}",
+        run.stderr
+    );
+    let commands = printed_commands(&run.stderr);
+    assert_eq!(
+        commands,
+        [
+            vec![
+                "resume",
+                "autoresearch",
+                "--base",
+                "HEAD",
+                "--config",
+                "mine.md"
+            ],
+            vec!["resume", "autoresearch", "--config", "mine.md"]
+        ],
+        "{}",
+        run.stderr
+    );
+    // Way 2: change `## Evaluation` in the file it names, run the command as printed.
+    repo.write("mine.md", &walkthrough);
+    let args: Vec<&str> = commands[1].iter().map(String::as_str).collect();
+    repo.conference(&args).ok();
+    let baseline = repo.events_named("autoresearch", "baseline.measured");
+    assert_eq!(baseline.len(), 1);
+
+    // Way 1: a harness that fails, fixed and committed, then the first command as printed.
+    let repo = TestRepo::from_fixture("autoresearch");
+    repo.git(&["rm", "-q", "conference.md"]);
+    let prepare = repo.read("prepare.py");
+    repo.write(
+        "prepare.py",
+        &prepare.replace("return 1.0 + mse", "return 1.0 + mse + undefined_name"),
+    );
+    repo.commit_all("a broken harness");
+    repo.write("mine.md", &walkthrough);
+    let run = repo.conference(&["start", "--config", "mine.md"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    repo.write("prepare.py", &prepare);
+    repo.commit_all("fix the harness");
+    let fixed = repo.git(&["rev-parse", "HEAD"]);
+    let commands = printed_commands(&run.stderr);
+    let args: Vec<&str> = commands[0].iter().map(String::as_str).collect();
+    repo.conference(&args).ok();
+    let baseline = repo.events_named("autoresearch", "baseline.measured");
+    assert_eq!(baseline[0]["payload"]["commit"], fixed.trim());
+}

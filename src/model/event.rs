@@ -19,6 +19,11 @@ use serde_json::Value;
 
 use super::{CommitId, FinalStatus, PickResult, Tokens, Usage, Verdict};
 
+/// Fields the recorder adds to every payload, whatever the event: the machine that recorded it
+/// (on several machines) and the seconds its process ran since its previous event (the time
+/// budget's running time). Optional on read; no typed event has them.
+pub const RECORDER_FIELDS: [&str; 2] = ["machine", "running_s"];
+
 /// One event as the seed's JSON line has it (the stored form of every [`Event`]).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct EventLine {

@@ -21,6 +21,7 @@ mod protocol;
 mod research_loop;
 mod resume;
 mod rules;
+mod running_time;
 mod snapshots_of_texts;
 mod trust;
 mod truth;

@@ -38,3 +38,31 @@ fn a_reproduced_gain_below_min_consensus_delta_is_challenged_by_that_setting() {
         "{reviewed:?}"
     );
 }
+
+/// The worktree named `best` holds the best once a round is over, not the baseline it measured
+/// first.
+#[test]
+fn the_best_worktree_holds_the_best_after_each_round() {
+    let repo = TestRepo::from_fixture("loop");
+    let config = ConfigBuilder::new("Best", "./agents/seq.sh improve")
+        .iterations(2)
+        .rounds(2)
+        .constraint("- **Pause every:** 1")
+        .build();
+    let run = repo.start(NAME, &config);
+    assert_eq!(
+        run.code, 3,
+        "paused after round 1: {}{}",
+        run.stdout, run.stderr
+    );
+    let held = || std::fs::read_to_string(repo.worktree(NAME, "best").join("value.txt")).unwrap();
+    let best = || {
+        repo.show(&format!("conference/{NAME}/best"), "value.txt")
+            .unwrap()
+    };
+    assert_eq!(best().trim(), "8");
+    assert_eq!(held(), best(), "after round 1");
+    repo.conference(&["resume", NAME]).ok();
+    assert_eq!(best().trim(), "6");
+    assert_eq!(held(), best(), "at the end");
+}

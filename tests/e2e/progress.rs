@@ -66,3 +66,56 @@ fn the_best_worktree_holds_the_best_after_each_round() {
     assert_eq!(best().trim(), "6");
     assert_eq!(held(), best(), "at the end");
 }
+
+/// Peer review and knowledge transfer say what they measure when they begin and how long they
+/// took, on stderr and in the event log (`log --follow` shows them as they happen).
+#[test]
+fn review_and_transfer_say_what_they_measure_and_how_long_they_took() {
+    let repo = TestRepo::from_fixture("complement");
+    let config = ConfigBuilder::new("Phases", "./agent.sh")
+        .count(2)
+        .iterations(1)
+        .rounds(1)
+        .build();
+    let run = repo.start(NAME, &config).ok();
+    for line in [
+        "peer review, round 1: re-measuring 2 finding(s) (A, B) against the round start ",
+        "knowledge transfer, round 1: merging 2 validated finding(s) (A, B) onto the best one by one",
+    ] {
+        assert!(run.stderr.contains(line), "{line}\n{}", run.stderr);
+    }
+    // `what` followed by a duration (`0.4s`).
+    let took = |text: &str, what: &str| {
+        text.lines().any(|l| {
+            l.split(what).nth(1).is_some_and(|rest| {
+                rest.starts_with(|c: char| c.is_ascii_digit())
+                    && rest
+                        .split_whitespace()
+                        .next()
+                        .is_some_and(|d| d.contains('s'))
+            })
+        })
+    };
+    assert!(took(&run.stderr, "overturned in "), "{}", run.stderr);
+    assert!(
+        took(&run.stderr, "knowledge transfer took "),
+        "{}",
+        run.stderr
+    );
+    let log = repo.conference(&["log", NAME, "--follow"]).ok();
+    let phases: Vec<&str> = log
+        .stdout
+        .lines()
+        .filter(|l| l.contains("round.phase_started"))
+        .collect();
+    assert_eq!(phases.len(), 2, "{}", log.stdout);
+    assert!(
+        phases[0].contains("round 1 peer review: re-measuring"),
+        "{phases:?}"
+    );
+    assert!(
+        phases[1].contains("round 1 knowledge transfer: merging"),
+        "{phases:?}"
+    );
+    assert!(took(&log.stdout, "overturned in "), "{}", log.stdout);
+}

@@ -294,19 +294,7 @@ pub async fn peer_review(conf: &Conference) -> Result<()> {
     let mut start_runs = Vec::new();
     let began = std::time::Instant::now();
     if !to_read.is_empty() {
-        let who: Vec<&str> = to_read.iter().map(|(id, _)| id.as_str()).collect();
-        phase_started(
-            conf,
-            st.round,
-            "peer_review",
-            &format!(
-                "re-measuring {} finding(s) ({}) against the round start {}, {} interleaved run(s) each",
-                who.len(),
-                who.join(", "),
-                &round_start[..10],
-                review_runs(conf)
-            ),
-        )?;
+        announce_review(conf, st.round, &round_start, &to_read)?;
         let Some((start, readings)) = interleave(conf, &round_start, &to_read).await? else {
             return Ok(());
         };
@@ -333,6 +321,28 @@ pub async fn peer_review(conf: &Conference) -> Result<()> {
         }
     }
     record_review(conf, findings, &start_runs, began).await
+}
+
+/// `round.phase_started` of the peer review: which findings it re-measures, against what.
+fn announce_review(
+    conf: &Conference,
+    round: u32,
+    round_start: &str,
+    to_read: &[(String, String)],
+) -> Result<()> {
+    let who: Vec<&str> = to_read.iter().map(|(id, _)| id.as_str()).collect();
+    phase_started(
+        conf,
+        round,
+        "peer_review",
+        &format!(
+            "re-measuring {} finding(s) ({}) against the round start {}, {} interleaved run(s) each",
+            who.len(),
+            who.join(", "),
+            &round_start[..10],
+            review_runs(conf)
+        ),
+    )
 }
 
 /// Records that a measuring phase of the round begins (`round.phase_started`) and says so on

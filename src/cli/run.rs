@@ -424,7 +424,7 @@ fn resume_conference(args: ResumeArgs, quiet: bool) -> Result<i32> {
         conf = Conference::open(repo.path(), &name, ui.clone())?;
     }
     if continuing {
-        if let Some(stop) = crate::engine::reconfigure::would_stop(&conf, idle) {
+        if let Some(stop) = crate::engine::reconfigure::would_stop(&conf) {
             return Err(usage(format!(
                 "conference `{name}` would stop again at once: {} ({}). Raise that budget in conference.md and run `git conference resume {name}` again.",
                 stop.why, stop.token

@@ -37,6 +37,7 @@ pub fn run(args: StatusArgs) -> Result<i32> {
         return Ok(0);
     }
     print_summary(&name, &conf, &st, &shown);
+    print_running(&conf, &st, runner.is_some());
     print_researchers(&st);
     print_machines(&repo, &conf, &st);
     print_last_reasons(&st);
@@ -124,6 +125,25 @@ fn print_summary(name: &str, conf: &Conference, st: &State, shown: &str) {
         st.last_event,
         st.updated_at
     );
+}
+
+/// The running time, what is left of each budget and when the run would end. While this
+/// machine runs the conference (one machine), the time since its last event counts too.
+fn print_running(conf: &Conference, st: &State, running_here: bool) {
+    let live = if running_here && st.machines.is_empty() {
+        time::OffsetDateTime::parse(
+            &st.updated_at,
+            &time::format_description::well_known::Rfc3339,
+        )
+        .map(|t| crate::clock::now_unix().saturating_sub(t.unix_timestamp().max(0) as u64))
+        .unwrap_or(0) as f64
+    } else {
+        0.0
+    };
+    for line in crate::engine::budget::running_lines(&conf.config, st, st.running_seconds() + live)
+    {
+        crate::outln!("{line}");
+    }
 }
 
 /// One row per researcher: attempts by verdict, stuck level, best and where its round is.

@@ -148,6 +148,105 @@ pub fn status_lines(config: &Config, st: &State) -> Vec<String> {
     lines
 }
 
+/// One budget as `status` shows it: its name, what is left of it as words, and the running
+/// seconds it would last at the pace so far (None: no pace yet).
+struct Left {
+    name: &'static str,
+    text: String,
+    lasts: Option<f64>,
+}
+
+/// Each budget that is set, with what is left of it after `running` seconds of running time.
+fn budgets_left(config: &Config, st: &State, running: f64) -> Vec<Left> {
+    use crate::render::format::seconds_text;
+    // How long `left` more units last, at the pace `done` units took `running` seconds.
+    let pace = |done: f64, left: f64| (done > 0.0).then(|| left * running / done);
+    let mut out = Vec::new();
+    if let Some(max) = config.time_budget {
+        let left = (max.as_secs_f64() - running).max(0.0);
+        out.push(Left {
+            name: "Time budget",
+            text: format!(
+                "time {} of {}",
+                seconds_text(left),
+                crate::config::duration::format_duration(max)
+            ),
+            lasts: Some(left),
+        });
+    }
+    if let Some(max) = config.max_total_iterations {
+        let left = (max as u64).saturating_sub(st.total_iterations);
+        out.push(Left {
+            name: "Max total iterations",
+            text: format!("iterations {left} of {max}"),
+            lasts: pace(st.total_iterations as f64, left as f64),
+        });
+    }
+    let rounds_done = st.round_bests.len() as f64;
+    let rounds_left = config
+        .max_rounds
+        .saturating_sub(st.round_bests.len() as u32);
+    out.push(Left {
+        name: "Max rounds",
+        text: format!("rounds {rounds_left} of {}", config.max_rounds),
+        lasts: pace(rounds_done, rounds_left as f64),
+    });
+    if let Some(max) = config.token_budget {
+        let used = st.spend.tokens();
+        out.push(Left {
+            name: "Token budget",
+            text: format!(
+                "tokens {} of {}",
+                count(max.saturating_sub(used)),
+                count(max)
+            ),
+            lasts: pace(used as f64, max.saturating_sub(used) as f64),
+        });
+    }
+    if let Some(max) = config.cost_budget {
+        let left = (max - st.spend.cost_usd).max(0.0);
+        out.push(Left {
+            name: "Cost budget",
+            text: format!("cost {} of {}", usd(left), usd(max)),
+            lasts: pace(st.spend.cost_usd, left),
+        });
+    }
+    out
+}
+
+/// `status` lines on time: the conference's running time (pauses and stops never count), and
+/// while it is not done, what is left of each budget and when the first of them would end it
+/// at the pace so far.
+pub fn running_lines(config: &Config, st: &State, running: f64) -> Vec<String> {
+    use crate::render::format::seconds_text;
+    let mut lines = vec![format!(
+        "Running:    {} of running time (pauses and stops not counted)",
+        seconds_text(running)
+    )];
+    if st.phase == crate::model::state::Phase::Done {
+        return lines;
+    }
+    let left = budgets_left(config, st, running);
+    lines.push(format!(
+        "Left:       {}",
+        left.iter()
+            .map(|l| l.text.as_str())
+            .collect::<Vec<_>>()
+            .join(" · ")
+    ));
+    let first = left
+        .iter()
+        .filter_map(|l| l.lasts.map(|s| (s, l.name)))
+        .min_by(|a, b| a.0.total_cmp(&b.0));
+    if let Some((seconds, name)) = first {
+        lines.push(format!(
+            "Ends:       in about {} of running time ({name}, at the pace so far)",
+            seconds_text(seconds)
+        ));
+    }
+    lines
+}
+
 /// The report's `## Agent spend` section (empty when no agent reported usage): the total with
 /// the budgets, then a table per researcher and per round.
 pub fn report_section(config: &Config, st: &State) -> String {

@@ -42,6 +42,7 @@ pub(super) async fn step(conf: &Arc<Conference>) -> Result<Option<RunOutcome>> {
                 return Ok(None);
             }
             if st.round > 0 {
+                show_best(conf, &st)?;
                 if let Some(decision) = stop::check(conf, &st) {
                     begin_synthesis(conf, &decision)?;
                     return Ok(None);
@@ -94,6 +95,14 @@ impl BaselineFailed {
             config.display()
         )
     }
+}
+
+/// Puts the `best` worktree at the conference's best once a round is over: it measured the
+/// baseline and knowledge transfer's combinations, and between rounds and at the end it holds
+/// what its name says.
+fn show_best(conf: &Conference, st: &super::state::State) -> Result<()> {
+    conf.prepare_worktree("best", None, &st.best.commit)?;
+    Ok(())
 }
 
 async fn measure_baseline(conf: &Conference) -> Result<()> {

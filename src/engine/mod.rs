@@ -840,6 +840,7 @@ fn initial_state(name: &str, config: &Config, base: Oid, now: &str) -> State {
         spend: Default::default(),
         round_spend: vec![],
         stopped_seconds: 0,
+        recorded_running_seconds: Some(0.0),
         machines: Default::default(),
     }
 }

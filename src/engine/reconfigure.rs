@@ -88,12 +88,10 @@ pub fn rebase(conf: &Conference, base: Oid) -> Result<()> {
 
 use crate::protocol::reduce::continued;
 
-/// Why a continued conference would stop again at once under its current settings, if it would;
-/// `idle` is how long it has been stopped ([`stopped_for`]).
-pub fn would_stop(conf: &Conference, idle: u64) -> Option<stop::Stop> {
-    let mut next = continued(&conf.state());
-    next.stopped_seconds += idle;
-    stop::check(conf, &next)
+/// Why a continued conference would stop again at once under its current settings, if it would
+/// (the time it was stopped never counts: budgets count running time).
+pub fn would_stop(conf: &Conference) -> Option<stop::Stop> {
+    stop::check(conf, &continued(&conf.state()))
 }
 
 /// Seconds since the conference's last event: for a stopped conference, how long it has been
@@ -108,7 +106,7 @@ pub fn stopped_for(st: &super::state::State) -> u64 {
 }
 
 /// Records `conference.continued`: a stopped conference goes on with its current settings. The
-/// `idle` seconds it was stopped do not count against its time budget.
+/// `idle` seconds it was stopped are recorded (they never counted against its time budget).
 pub fn continue_stopped(conf: &Conference, idle: u64) -> Result<()> {
     let st = conf.state();
     conf.record(

@@ -76,6 +76,11 @@ impl Recorder {
         state: crate::model::state::State,
         hooks: Hooks,
     ) -> Recorder {
+        let mut state = state;
+        // A conference from a release that did not record its running time: derived once, from
+        // its events as they stand, before this run's time adds to it.
+        state.recorded_running_seconds = Some(state.running_seconds());
+        crate::clock::start_running();
         Recorder {
             repo,
             log,
@@ -109,12 +114,16 @@ impl Recorder {
         let mut changes = self.hold_back_cache_entries(produced, batch_due);
         let timestamp = super::now_iso();
         let machine = self.link.as_ref().map(|link| link.machine.as_str());
-        next.count_event(event, &timestamp, machine);
+        // The seconds this run spent since its previous event, by its own monotonic clock: what
+        // the time budget counts (never a difference of wall clocks).
+        let (running_s, measured_at) = crate::clock::running_segment();
+        next.count_event(event, &timestamp, machine, Some(running_s));
         changes.push(StateChange::Put(
             files::STATE.into(),
             serde_json::to_vec_pretty(&next)?,
         ));
         let mut line = event.line(timestamp);
+        line.payload["running_s"] = running_s.into();
         let mut summary = summary.to_string();
         if let Some(link) = &self.link {
             line.payload["machine"] = link.machine.clone().into();
@@ -126,6 +135,7 @@ impl Recorder {
         // An agent may have moved the log's ref (`git update-ref`): this run is its only writer.
         integrity::events_ref_in_place(&self.repo, &self.log.refs().events(), self.log.tip());
         self.log.append(&self.repo, &line, &summary, &changes)?;
+        crate::clock::end_running_segment(measured_at);
         self.state = next;
         self.events_unmarked += 1;
         if between_iterations {

@@ -292,7 +292,9 @@ pub async fn peer_review(conf: &Conference) -> Result<()> {
         .map(|f| (f.researcher.clone(), f.commit.clone()))
         .collect();
     let mut start_runs = Vec::new();
+    let began = std::time::Instant::now();
     if !to_read.is_empty() {
+        announce_review(conf, st.round, &round_start, &to_read)?;
         let Some((start, readings)) = interleave(conf, &round_start, &to_read).await? else {
             return Ok(());
         };
@@ -318,7 +320,52 @@ pub async fn peer_review(conf: &Conference) -> Result<()> {
             }
         }
     }
-    record_review(conf, findings, &start_runs).await
+    record_review(conf, findings, &start_runs, began).await
+}
+
+/// `round.phase_started` of the peer review: which findings it re-measures, against what.
+fn announce_review(
+    conf: &Conference,
+    round: u32,
+    round_start: &str,
+    to_read: &[(String, String)],
+) -> Result<()> {
+    let who: Vec<&str> = to_read.iter().map(|(id, _)| id.as_str()).collect();
+    phase_started(
+        conf,
+        round,
+        "peer_review",
+        &format!(
+            "re-measuring {} finding(s) ({}) against the round start {}, {} interleaved run(s) each",
+            who.len(),
+            who.join(", "),
+            &round_start[..10],
+            review_runs(conf)
+        ),
+    )
+}
+
+/// Records that a measuring phase of the round begins (`round.phase_started`) and says so on
+/// stderr: what it measures, so neither a terminal nor `log --follow` is silent while it runs.
+pub(super) fn phase_started(
+    conf: &Conference,
+    round: u32,
+    phase: &str,
+    measuring: &str,
+) -> Result<()> {
+    let label = phase.replace('_', " ");
+    conf.record(
+        Event::PhaseStarted(events::PhaseStarted {
+            round,
+            phase: phase.to_string(),
+            measuring: measuring.to_string(),
+        }),
+        &format!("round {round} {label}: {measuring}"),
+        vec![],
+    )?;
+    conf.ui
+        .info(&format!("{label}, round {round}: {measuring}"));
+    Ok(())
 }
 
 /// The verdict of one finding from its readings and the round start's.
@@ -457,6 +504,7 @@ async fn record_review(
     conf: &Conference,
     findings: Vec<Finding>,
     start_runs: &[f64],
+    began: std::time::Instant,
 ) -> Result<()> {
     let st = conf.state();
     let order = transfer_order(&findings);
@@ -476,11 +524,12 @@ async fn record_review(
         })
         .collect();
     let summary = format!(
-        "round {}: {} validated, {} challenged, {} overturned",
+        "round {}: {} validated, {} challenged, {} overturned in {}",
         st.round,
         count(ReviewVerdict::Validated),
         count(ReviewVerdict::Challenged),
-        count(ReviewVerdict::Overturned)
+        count(ReviewVerdict::Overturned),
+        crate::render::format::seconds_text(began.elapsed().as_secs_f64())
     );
     let findings_json = serde_json::to_vec_pretty(&findings)?;
     let start_json = serde_json::to_vec(&start_runs)?;

@@ -56,13 +56,19 @@ pub fn round_allotment(conf: &Conference, st: &State, id: &str) -> u32 {
     )
 }
 
+/// Seconds the conference has run: its recorded running time and this run's time since its
+/// last event, by this process's monotonic clock. Never a wall clock: a pause, a reboot or a
+/// machine whose clock is set ahead adds nothing.
+pub fn running_seconds(conf: &Conference, st: &State) -> f64 {
+    let link = conf.link();
+    let machine = link.as_ref().map(|l| l.machine.as_str());
+    st.running_seconds_with(machine, crate::clock::running_segment().0)
+}
+
 /// The time budget, when it is used up.
 pub fn time_budget_used(conf: &Conference, st: &State) -> Option<String> {
     let budget = conf.config.time_budget?;
-    let elapsed = super::now_unix()
-        .saturating_sub(st.started_unix)
-        .saturating_sub(st.stopped_seconds);
-    (elapsed >= budget.as_secs()).then(|| {
+    (running_seconds(conf, st) >= budget.as_secs_f64()).then(|| {
         format!(
             "time_budget ({}) used",
             crate::config::duration::format_duration(budget)

@@ -48,7 +48,26 @@ pub async fn run_phase(conf: &Conference) -> Result<()> {
         .map(|b| serde_json::from_slice(&b))
         .transpose()?
         .unwrap_or_default();
-    for f in review::transfer_order(&findings) {
+    let began = std::time::Instant::now();
+    let order = review::transfer_order(&findings);
+    let to_pick: Vec<&str> = order
+        .iter()
+        .filter(|f| !st.transfer_done.contains(&f.researcher))
+        .map(|f| f.researcher.as_str())
+        .collect();
+    if !to_pick.is_empty() {
+        review::phase_started(
+            conf,
+            st.round,
+            "knowledge_transfer",
+            &format!(
+                "merging {} validated finding(s) ({}) onto the best one by one, measuring each combination",
+                to_pick.len(),
+                to_pick.join(", ")
+            ),
+        )?;
+    }
+    for f in order {
         if crate::exec::process::cancelled() {
             return Ok(());
         }
@@ -60,7 +79,7 @@ pub async fn run_phase(conf: &Conference) -> Result<()> {
     if crate::exec::process::cancelled() {
         return Ok(());
     }
-    complete_round(conf, &findings)
+    complete_round(conf, &findings, began)
 }
 
 /// Three-way merge of the finding onto best; conflicted files keep best's version.
@@ -257,7 +276,11 @@ fn record_pick(
 }
 
 /// Records `round.completed`: shared knowledge, the conference log row, the plateau counter.
-fn complete_round(conf: &Conference, findings: &[Finding]) -> Result<()> {
+fn complete_round(
+    conf: &Conference,
+    findings: &[Finding],
+    began: std::time::Instant,
+) -> Result<()> {
     let st = conf.state();
     let round = st.round;
     let picks = read_picks(conf, round);
@@ -297,8 +320,9 @@ fn complete_round(conf: &Conference, findings: &[Finding]) -> Result<()> {
         ],
     )?;
     conf.ui.info(&format!(
-        "round {round} completed: best {}",
-        fmt(conf.state().best.metric)
+        "round {round} completed: best {} (knowledge transfer took {})",
+        fmt(conf.state().best.metric),
+        crate::render::format::seconds_text(began.elapsed().as_secs_f64())
     ));
     Ok(())
 }

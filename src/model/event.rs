@@ -19,6 +19,11 @@ use serde_json::Value;
 
 use super::{CommitId, FinalStatus, PickResult, Tokens, Usage, Verdict};
 
+/// Fields the recorder adds to every payload, whatever the event: the machine that recorded it
+/// (on several machines) and the seconds its process ran since its previous event (the time
+/// budget's running time). Optional on read; no typed event has them.
+pub const RECORDER_FIELDS: [&str; 2] = ["machine", "running_s"];
+
 /// One event as the seed's JSON line has it (the stored form of every [`Event`]).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct EventLine {
@@ -64,6 +69,7 @@ pub enum Event {
     Finished(Finished),
     PosterSession(PosterSession),
     PeerReview(PeerReview),
+    PhaseStarted(PhaseStarted),
     TransferPick(TransferPick),
     RoundCompleted(RoundCompleted),
     Paused(Paused),
@@ -88,6 +94,7 @@ pub mod names {
     pub const FINISHED: &str = "researcher.finished";
     pub const POSTER_SESSION: &str = "round.poster_session";
     pub const PEER_REVIEW: &str = "round.peer_review";
+    pub const PHASE_STARTED: &str = "round.phase_started";
     pub const TRANSFER_PICK: &str = "transfer.pick";
     pub const ROUND_COMPLETED: &str = "round.completed";
     pub const PAUSED: &str = "conference.paused";
@@ -290,6 +297,16 @@ pub struct RoundCompleted {
     pub streaks: Streaks,
 }
 
+/// A shared phase that measures (peer review, knowledge transfer) begins: what it measures, so
+/// a terminal and `log --follow` are not silent while it runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseStarted {
+    pub round: u32,
+    /// `peer_review` or `knowledge_transfer`.
+    pub phase: String,
+    pub measuring: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Paused {
     pub round: u32,
@@ -355,6 +372,7 @@ impl Event {
             Event::Finished(_) => FINISHED,
             Event::PosterSession(_) => POSTER_SESSION,
             Event::PeerReview(_) => PEER_REVIEW,
+            Event::PhaseStarted(_) => PHASE_STARTED,
             Event::TransferPick(_) => TRANSFER_PICK,
             Event::RoundCompleted(_) => ROUND_COMPLETED,
             Event::Paused(_) => PAUSED,
@@ -385,6 +403,7 @@ impl Event {
             Event::Finished(p) => serde_json::to_value(p),
             Event::PosterSession(p) => serde_json::to_value(p),
             Event::PeerReview(p) => serde_json::to_value(p),
+            Event::PhaseStarted(p) => serde_json::to_value(p),
             Event::TransferPick(p) => serde_json::to_value(p),
             Event::RoundCompleted(p) => serde_json::to_value(p),
             Event::Paused(p) => serde_json::to_value(p),
@@ -461,6 +480,7 @@ impl Event {
             FINISHED => Event::Finished(typed(line)?),
             POSTER_SESSION => Event::PosterSession(typed(line)?),
             PEER_REVIEW => Event::PeerReview(typed(line)?),
+            PHASE_STARTED => Event::PhaseStarted(typed(line)?),
             TRANSFER_PICK => Event::TransferPick(typed(line)?),
             ROUND_COMPLETED => Event::RoundCompleted(typed(line)?),
             PAUSED => Event::Paused(typed(line)?),

@@ -161,6 +161,15 @@ pub struct State {
     /// not part of the time budget.
     #[serde(default)]
     pub stopped_seconds: u64,
+    /// Seconds the conference has run, as recorded: the sum of the `running_s` its events carry
+    /// (on several machines, the longest any machine ran). None in a state written by a release
+    /// that did not record it (see [`State::running_seconds`]).
+    #[serde(
+        default,
+        rename = "running_seconds",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub recorded_running_seconds: Option<f64>,
     /// On several machines: what each machine recorded (empty on one machine).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub machines: BTreeMap<String, MachineRecord>,
@@ -178,6 +187,9 @@ pub struct MachineRecord {
     pub last_event: String,
     /// What its agents reported spending.
     pub spend: super::Spend,
+    /// Seconds it ran the conference, by its own monotonic clock (the `running_s` of its events).
+    #[serde(default)]
+    pub running_seconds: f64,
 }
 
 impl State {
@@ -189,13 +201,64 @@ impl State {
         event: &crate::model::Event,
         timestamp: &str,
         machine: Option<&str>,
+        running_s: Option<f64>,
     ) {
         if let Some(machine) = machine {
             self.count_for_machine(machine, event, timestamp);
         }
+        self.count_running(machine, running_s);
         self.events += 1;
         self.last_event = event.name().to_string();
         self.updated_at = timestamp.to_string();
+    }
+
+    /// Seconds the conference has run, as recorded. A state written by an earlier release did
+    /// not record it: then the span of its events less the time it was stopped between them
+    /// (as that release's time budget counted it, without the time since its last event).
+    pub fn running_seconds(&self) -> f64 {
+        self.recorded_running_seconds.unwrap_or_else(|| {
+            let at = |t: &str| {
+                time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339)
+                    .map(|t| t.unix_timestamp())
+                    .ok()
+            };
+            match (at(&self.started_at), at(&self.updated_at)) {
+                (Some(start), Some(last)) => (last - start)
+                    .max(0)
+                    .saturating_sub(self.stopped_seconds as i64)
+                    as f64,
+                _ => 0.0,
+            }
+        })
+    }
+
+    /// Seconds the conference has run with `live` more seconds of `machine` (this run's time
+    /// since its last event): machines run side by side, so on several machines the conference
+    /// has run as long as the machine that ran longest.
+    pub fn running_seconds_with(&self, machine: Option<&str>, live: f64) -> f64 {
+        let recorded = self.running_seconds();
+        match machine.and_then(|m| self.machines.get(m)) {
+            Some(record) => recorded.max(record.running_seconds + live),
+            None if machine.is_some() => recorded.max(live),
+            None => recorded + live,
+        }
+    }
+
+    /// Adds an event's `running_s` (the seconds its machine ran since its previous event).
+    fn count_running(&mut self, machine: Option<&str>, running_s: Option<f64>) {
+        let Some(seconds) = running_s.filter(|s| s.is_finite() && *s >= 0.0) else {
+            return;
+        };
+        let recorded = self.running_seconds();
+        let total = match machine {
+            Some(m) => {
+                let record = self.machines.entry(m.to_string()).or_default();
+                record.running_seconds += seconds;
+                recorded.max(record.running_seconds)
+            }
+            None => recorded + seconds,
+        };
+        self.recorded_running_seconds = Some(total);
     }
 
     /// Counts `event`, recorded at `timestamp`, for `machine`.
@@ -293,6 +356,40 @@ pub(crate) fn sample() -> State {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn paused_event() -> crate::model::Event {
+        crate::model::Event::Paused(crate::model::event::Paused {
+            round: 1,
+            pause_every: Some(1),
+        })
+    }
+
+    /// Running time adds the events' own durations, never a difference of two clocks; on
+    /// several machines it is the longest any machine ran; a state from an earlier release
+    /// starts from the span of its events less the time it was stopped.
+    #[test]
+    fn running_time_is_the_sum_of_each_machines_own_durations() {
+        let mut st = sample();
+        st.started_at = "2026-01-01T00:00:00Z".into();
+        st.updated_at = "2026-01-01T01:00:00Z".into();
+        st.stopped_seconds = 600;
+        assert_eq!(st.running_seconds(), 3000.0);
+        st.count_event(&paused_event(), "2026-01-02T09:00:00Z", None, Some(5.0));
+        assert_eq!(st.running_seconds(), 3005.0, "the night never counts");
+        assert_eq!(st.running_seconds_with(None, 2.0), 3007.0);
+
+        let mut shared = sample();
+        shared.recorded_running_seconds = Some(0.0);
+        let e = paused_event();
+        shared.count_event(&e, "2026-01-01T00:00:10Z", Some("m1"), Some(10.0));
+        shared.count_event(&e, "2026-01-01T09:00:00Z", Some("m2"), Some(4.0));
+        shared.count_event(&e, "2026-01-01T00:00:20Z", Some("m1"), Some(10.0));
+        shared.count_event(&e, "2026-01-01T00:00:30Z", Some("m2"), Some(-1.0));
+        assert_eq!(shared.running_seconds(), 20.0);
+        assert_eq!(shared.running_seconds_with(Some("m2"), 30.0), 34.0);
+        assert_eq!(shared.running_seconds_with(Some("m3"), 1.0), 20.0);
+        assert_eq!(shared.running_seconds_with(Some("m1"), 1.0), 21.0);
+    }
 
     /// Each verdict counts under the field named by its own stored word, and nowhere else.
     #[test]

@@ -129,6 +129,32 @@ fn wins(e: &Evidence) -> (usize, usize) {
     (won, pairs)
 }
 
+/// Why a gain of `gain` (not beyond `needed`) is challenged, naming what decided: Min consensus
+/// delta (a gain that reproduces but is too small to count), the noise the readings measured,
+/// or the disagreement of the researcher's and the review's readings.
+fn too_small(
+    e: &Evidence,
+    gain: f64,
+    needed: f64,
+    noise_sd: Option<f64>,
+    n: usize,
+    noisy: Option<f64>,
+) -> String {
+    let runs = e.runs.len();
+    let margin = noise_sd.map(|sd| noise_margin(sd, n));
+    let measured = match margin {
+        Some(m) => format!("the measured noise allows {m:.6}"),
+        None => "no noise was measured".into(),
+    };
+    if noisy == Some(needed) && needed > e.min_delta {
+        format!("Gain {gain:.6} (median of {runs} interleaved run(s)) is within the disagreement of the researcher's and the review's readings of the same snapshot ({needed:.6}); it may be noise.")
+    } else if margin.is_some_and(|m| m >= e.min_delta && m > 0.0) {
+        format!("Gain {gain:.6} (median of {runs} interleaved run(s)) is within the measured noise ({needed:.6}, above Min consensus delta {:.6}); it may be noise.", e.min_delta)
+    } else {
+        format!("Gain {gain:.6} (median of {runs} interleaved run(s)) does not exceed Min consensus delta ({:.6}), the smallest gain that counts ({measured}).", e.min_delta)
+    }
+}
+
 /// The verdict on a finding that ran (the caller handles crashes and frozen paths).
 pub fn judge(e: &Evidence) -> Judgement {
     let start = median(e.start_runs).unwrap_or(f64::NAN);
@@ -154,10 +180,7 @@ pub fn judge(e: &Evidence) -> Judgement {
             format!("No gain on re-run: median {reproduced:.6} against {start:.6} at the round start over {runs} interleaved run(s)."),
         )
     } else if gain <= needed {
-        (
-            "challenged",
-            format!("Gain {gain:.6} (median of {runs} interleaved run(s)) is within the noise tolerance {needed:.6}; it may be noise."),
-        )
+        ("challenged", too_small(e, gain, needed, noise_sd, n, noisy))
     } else if !consistent {
         (
             "challenged",
@@ -397,6 +420,47 @@ mod tests {
                 assert!(j.reasoning.contains("set Noise runs to"), "{what}: {j:?}");
             }
         }
+    }
+
+    /// A challenged gain names what decided: Min consensus delta, the measured noise, or the
+    /// disagreement of two readings of one snapshot.
+    #[test]
+    fn a_challenged_gain_names_the_setting_that_decided() {
+        let cases = [
+            (
+                ev(Maximize, &[1.0], &[1.005], Some(1.005), &[1.0]),
+                "does not exceed Min consensus delta (0.010000)",
+            ),
+            (
+                ev(Maximize, &[1.0, 1.0, 1.0], &[1.005, 1.005, 1.005], None, &[1.0, 1.0]),
+                "does not exceed Min consensus delta (0.010000), the smallest gain that counts (the measured noise allows 0.000000)",
+            ),
+            (
+                ev(
+                    Minimize,
+                    &[10.0, 10.1, 9.9, 10.0, 10.05],
+                    &[9.95, 10.0, 9.85, 9.95, 10.0],
+                    Some(9.0),
+                    &[10.0, 10.1, 9.9, 10.05, 9.95],
+                ),
+                "is within the measured noise",
+            ),
+            (
+                ev(Minimize, &[10.0], &[9.9], Some(7.0), &[10.0]),
+                "within the disagreement of the researcher's and the review's readings",
+            ),
+        ];
+        for (e, words) in cases {
+            let j = judge(&e);
+            assert_eq!(j.verdict, "challenged", "{j:?}");
+            assert!(j.reasoning.contains(words), "{words}: {}", j.reasoning);
+        }
+        let exact = judge(&ev(Maximize, &[1.0], &[1.005], Some(1.005), &[1.0]));
+        assert!(
+            !exact.reasoning.contains("may be noise"),
+            "{}",
+            exact.reasoning
+        );
     }
 
     #[test]

@@ -44,6 +44,7 @@ impl Event {
                 st.status = RunStatus::Completed.into();
             }
             Event::Started(_)
+            | Event::PhaseStarted(_)
             | Event::SetupFailed(_)
             | Event::Stuck(_)
             | Event::AttemptInterrupted(_)

@@ -152,7 +152,12 @@ fn replay_one(
     )?;
     event.apply(&mut state);
     let machine = logged.event.payload.get("machine").and_then(|m| m.as_str());
-    state.count_event(&event, &logged.event.timestamp, machine);
+    let running_s = logged
+        .event
+        .payload
+        .get("running_s")
+        .and_then(|s| s.as_f64());
+    state.count_event(&event, &logged.event.timestamp, machine, running_s);
     let mut changes = files_changed(repo, &c, parent_tree)?;
     changes.push(StateChange::Put(
         files::STATE.into(),

@@ -7,6 +7,21 @@ pub fn fmt(v: Option<f64>) -> String {
     v.map(|v| format!("{v:.6}")).unwrap_or_else(|| "-".into())
 }
 
+/// A duration users read: `12.3s` under a minute, `4m 12s`, `2h 05m`.
+pub fn seconds_text(seconds: f64) -> String {
+    let s = seconds.max(0.0);
+    if s < 60.0 {
+        return format!("{s:.1}s");
+    }
+    let whole = s.round() as u64;
+    let (h, m, sec) = (whole / 3600, whole / 60 % 60, whole % 60);
+    if h > 0 {
+        format!("{h}h {m:02}m")
+    } else {
+        format!("{m}m {sec:02}s")
+    }
+}
+
 /// A change of the metric with its direction spelled out (gain positive = better):
 /// `1.128311 → 1.150005 (gain -0.021694, worse)` under minimize.
 pub fn change_text(dir: Direction, from: f64, to: f64) -> String {

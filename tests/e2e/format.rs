@@ -243,7 +243,12 @@ fn todays_bytes_keep_the_recorded_shape(recorded: &TestRepo, count: usize, today
 fn every_event_is_a_typed_event_that_writes_the_same_payload(repo: &TestRepo) {
     let lines = repo.events(NAME);
     for line in &lines {
-        let stored: EventLine = serde_json::from_value(line.clone()).unwrap();
+        let mut stored: EventLine = serde_json::from_value(line.clone()).unwrap();
+        if let Some(payload) = stored.payload.as_object_mut() {
+            for field in git_conference::model::event::RECORDER_FIELDS {
+                payload.remove(field);
+            }
+        }
         let typed = Event::parse(&stored)
             .unwrap_or_else(|| panic!("{} does not read as a typed event: {line}", stored.event));
         assert_eq!(typed.name(), stored.event);

@@ -68,6 +68,11 @@ impl Cluster {
     /// `git conference <args>` on machine `m` (0-based), in the background, in a process group of
     /// its own (the machine's process tree, killed whole by `kill_machine`).
     fn spawn(&self, m: usize, args: &[&str]) -> Child {
+        self.spawn_env(m, args, &[])
+    }
+
+    /// [`Cluster::spawn`] with more environment variables.
+    fn spawn_env(&self, m: usize, args: &[&str], env: &[(&str, &str)]) -> Child {
         let log = std::fs::File::create(self.log_path(m)).unwrap();
         self.repo
             .command("git")
@@ -75,6 +80,7 @@ impl Cluster {
             .arg("conference")
             .args(args)
             .env("CONFERENCE_AGENT_DELAY", "0.3")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
@@ -116,16 +122,26 @@ impl Cluster {
 
     /// Machine `m` fetches the conference, trusts its commands and joins with `researcher`.
     fn join(&self, m: usize, researcher: &str) -> Child {
+        self.join_env(m, researcher, &[])
+    }
+
+    /// [`Cluster::join`], the machine's process with more environment variables.
+    fn join_env(&self, m: usize, researcher: &str, env: &[(&str, &str)]) -> Child {
         let dir = &self.machines[m];
         self.repo
             .conference_in(dir, &["fetch", &self.url, "--name", NAME])
             .ok();
         self.repo.conference_in(dir, &["trust", NAME, "--yes"]).ok();
-        self.spawn_join(m, researcher)
+        self.spawn_join_env(m, researcher, env)
     }
 
     /// `git conference join` on machine `m` (named `m<m+1>`), claiming `researcher`.
     fn spawn_join(&self, m: usize, researcher: &str) -> Child {
+        self.spawn_join_env(m, researcher, &[])
+    }
+
+    /// [`Cluster::spawn_join`] with more environment variables.
+    fn spawn_join_env(&self, m: usize, researcher: &str, env: &[(&str, &str)]) -> Child {
         let machine = format!("m{}", m + 1);
         let args = [
             "join",
@@ -136,7 +152,7 @@ impl Cluster {
             "--machine",
             &machine,
         ];
-        self.spawn(m, &args)
+        self.spawn_env(m, &args, env)
     }
 
     /// The remote's events, oldest first, as a fresh clone reads them (`log --format jsonl`).
@@ -489,5 +505,39 @@ fn join_runs_nothing_this_clone_does_not_trust_and_refuses_unknown_researchers()
         resume.stderr.contains("git conference join"),
         "{}",
         resume.stderr
+    );
+}
+
+#[test]
+fn a_machine_whose_clock_is_hours_ahead_runs_its_researcher_within_the_time_budget() {
+    // Budgets count the conference's recorded running time, never a difference between two
+    // machines' clocks (issue #28, cause 4): machine 2's clock is two hours ahead of the
+    // starter's, and the time budget is one hour.
+    let config = config("5s").replace("- **Lease:** 5s", "- **Lease:** 5s\n- **Time budget:** 1h");
+    assert!(config.contains("Time budget:** 1h"));
+    let c = cluster(&config);
+    let m1 = c.start();
+    let ahead = [("GIT_CONFERENCE_TEST_CLOCK_OFFSET", "7200")];
+    let m2 = c.join_env(1, "B", &ahead);
+    let m3 = c.join(2, "C");
+    c.finishes(0, m1);
+    c.finishes(1, m2);
+    c.finishes(2, m3);
+
+    let (events, runs) = c.reached_the_one_machine_best(&config);
+    let on_m2 = runs
+        .iter()
+        .filter(|(r, _, _, m)| r == "B" && m == "m2")
+        .count();
+    assert_eq!(on_m2, 4, "B ran all its iterations on machine 2: {runs:?}");
+    let stopped: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["event"] == "conference.budget_stop")
+        .collect();
+    assert!(
+        stopped
+            .iter()
+            .all(|e| e["payload"]["reason"] == "max_rounds"),
+        "{stopped:?}"
     );
 }

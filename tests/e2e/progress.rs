@@ -1,0 +1,121 @@
+//! What users see of a run's progress (issue #22 items 9–12): the review says which setting
+//! decided its verdict, the phases say what they measure and how long they took, every attempt
+//! says how long its agent and evaluation ran, and the plot tells kept from reverted readings.
+
+use crate::common::{ConfigBuilder, TestRepo};
+
+const NAME: &str = "seen";
+
+/// A gain that reproduces exactly but is below Min consensus delta is challenged for being too
+/// small, not called noise: the review names the setting that decided.
+#[test]
+fn a_reproduced_gain_below_min_consensus_delta_is_challenged_by_that_setting() {
+    let repo = TestRepo::from_fixture("loop");
+    let config = ConfigBuilder::new("Small", "./agents/seq.sh improve")
+        .iterations(1)
+        .rounds(1)
+        .build()
+        .replace(
+            "- **Noise runs:** 1\n",
+            "- **Noise runs:** 1\n- **Min consensus delta:** 2\n",
+        );
+    assert!(config.contains("Min consensus delta:** 2"));
+    repo.start(NAME, &config).ok();
+    let review = repo
+        .show(
+            &format!("refs/conference/{NAME}/events"),
+            "round-1/peer_review_round_1.md",
+        )
+        .expect("the round's peer review");
+    assert!(
+        review.contains("does not exceed Min consensus delta (2.000000)"),
+        "{review}"
+    );
+    assert!(!review.contains("may be noise"), "{review}");
+    let reviewed = repo.events_named(NAME, "round.peer_review");
+    assert!(
+        reviewed[0].to_string().contains("Min consensus delta"),
+        "{reviewed:?}"
+    );
+}
+
+/// The worktree named `best` holds the best once a round is over, not the baseline it measured
+/// first.
+#[test]
+fn the_best_worktree_holds_the_best_after_each_round() {
+    let repo = TestRepo::from_fixture("loop");
+    let config = ConfigBuilder::new("Best", "./agents/seq.sh improve")
+        .iterations(2)
+        .rounds(2)
+        .constraint("- **Pause every:** 1")
+        .build();
+    let run = repo.start(NAME, &config);
+    assert_eq!(
+        run.code, 3,
+        "paused after round 1: {}{}",
+        run.stdout, run.stderr
+    );
+    let held = || std::fs::read_to_string(repo.worktree(NAME, "best").join("value.txt")).unwrap();
+    let best = || {
+        repo.show(&format!("conference/{NAME}/best"), "value.txt")
+            .unwrap()
+    };
+    assert_eq!(best().trim(), "8");
+    assert_eq!(held(), best(), "after round 1");
+    repo.conference(&["resume", NAME]).ok();
+    assert_eq!(best().trim(), "6");
+    assert_eq!(held(), best(), "at the end");
+}
+
+/// Peer review and knowledge transfer say what they measure when they begin and how long they
+/// took, on stderr and in the event log (`log --follow` shows them as they happen).
+#[test]
+fn review_and_transfer_say_what_they_measure_and_how_long_they_took() {
+    let repo = TestRepo::from_fixture("complement");
+    let config = ConfigBuilder::new("Phases", "./agent.sh")
+        .count(2)
+        .iterations(1)
+        .rounds(1)
+        .build();
+    let run = repo.start(NAME, &config).ok();
+    for line in [
+        "peer review, round 1: re-measuring 2 finding(s) (A, B) against the round start ",
+        "knowledge transfer, round 1: merging 2 validated finding(s) (A, B) onto the best one by one",
+    ] {
+        assert!(run.stderr.contains(line), "{line}\n{}", run.stderr);
+    }
+    // `what` followed by a duration (`0.4s`).
+    let took = |text: &str, what: &str| {
+        text.lines().any(|l| {
+            l.split(what).nth(1).is_some_and(|rest| {
+                rest.starts_with(|c: char| c.is_ascii_digit())
+                    && rest
+                        .split_whitespace()
+                        .next()
+                        .is_some_and(|d| d.contains('s'))
+            })
+        })
+    };
+    assert!(took(&run.stderr, "overturned in "), "{}", run.stderr);
+    assert!(
+        took(&run.stderr, "knowledge transfer took "),
+        "{}",
+        run.stderr
+    );
+    let log = repo.conference(&["log", NAME, "--follow"]).ok();
+    let phases: Vec<&str> = log
+        .stdout
+        .lines()
+        .filter(|l| l.contains("round.phase_started"))
+        .collect();
+    assert_eq!(phases.len(), 2, "{}", log.stdout);
+    assert!(
+        phases[0].contains("round 1 peer review: re-measuring"),
+        "{phases:?}"
+    );
+    assert!(
+        phases[1].contains("round 1 knowledge transfer: merging"),
+        "{phases:?}"
+    );
+    assert!(took(&log.stdout, "overturned in "), "{}", log.stdout);
+}

@@ -16,6 +16,7 @@ mod ml;
 mod noise;
 mod openai;
 mod orphans;
+mod others_things;
 mod prompt;
 mod protocol;
 mod research_loop;

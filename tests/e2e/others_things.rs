@@ -5,7 +5,9 @@
 
 use crate::common;
 
+use std::os::unix::process::CommandExt;
 use std::path::Path;
+use std::time::Duration;
 
 use common::{ConfigBuilder, TestRepo};
 
@@ -85,4 +87,82 @@ fn a_copy_made_while_the_original_runs_leaves_it_alone() {
     assert!(!log.stdout.contains("signal"), "{}", log.stdout);
     assert_eq!(repo.status_json("copied")["status"], "completed");
     repo.git(&["fsck", "--no-progress"]);
+}
+
+/// `git conference fetch` killed (`kill -9`) at several instants, and the lock files a killed
+/// `git fetch` or `git conference fetch` leaves on the refs it was writing: the next fetch clears
+/// them (they hold no live writer) and takes the whole conference, its notes too.
+#[test]
+fn a_fetch_killed_half_way_leaves_nothing_that_stops_the_next() {
+    let origin = TestRepo::complement_conference("kf");
+    origin.bare_origin();
+    origin.conference(&["push", "origin"]).ok();
+    let remote = origin.tmp.path().join("remote.git");
+    let events = origin.git(&["rev-parse", "refs/conference/kf/events"]);
+    for delay_ms in [5, 20, 40, 80, 150] {
+        let clone = origin.tmp.path().join(format!("clone-{delay_ms}"));
+        origin.git(&[
+            "clone",
+            "-q",
+            remote.to_str().unwrap(),
+            clone.to_str().unwrap(),
+        ]);
+        let mut fetch = origin
+            .command(env!("CARGO_BIN_EXE_git-conference"))
+            .current_dir(&clone)
+            .args(["fetch", "origin"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let group = format!("-{}", fetch.id());
+        std::process::Command::new("kill")
+            .args(["-9", "--", &group])
+            .status()
+            .unwrap();
+        fetch.wait().unwrap();
+        // What a kill of git itself leaves: lock files on the refs being written.
+        for lock in [
+            "refs/conference-remotes/origin/conference/kf/events.lock",
+            "refs/conference-remotes/origin/heads/conference/kf/best.lock",
+            "refs/notes/conference-remotes/origin.lock",
+            "refs/conference/kf/attempts.lock",
+            "refs/heads/conference/kf/best.lock",
+            "packed-refs.lock",
+            "refs/notes/conference.lock",
+        ] {
+            let path = clone.join(".git").join(lock);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, "").unwrap();
+            let old = std::process::Command::new("touch")
+                .args(["-d", "1 minute ago"])
+                .arg(&path)
+                .status()
+                .unwrap();
+            assert!(old.success());
+        }
+        let again = origin.conference_in(&clone, &["fetch", "origin"]);
+        assert_eq!(
+            again.code, 0,
+            "after a kill at {delay_ms} ms: {}{}",
+            again.stdout, again.stderr
+        );
+        assert_eq!(
+            origin.git_in(&clone, &["rev-parse", "refs/conference/kf/events"]),
+            events
+        );
+        let note = origin.git_in(
+            &clone,
+            &[
+                "notes",
+                "--ref=conference",
+                "show",
+                "refs/heads/conference/kf/best",
+            ],
+        );
+        assert!(note.contains("\"verdict\""), "{note}");
+        origin.git_in(&clone, &["fsck", "--no-progress"]);
+    }
 }

@@ -88,6 +88,12 @@ impl RunLock {
     /// Takes the lock of the conference whose run folder is `dir`, or fails naming the live
     /// process that holds it.
     pub fn acquire(dir: &Path, name: &str) -> Result<RunLock> {
+        RunLock::acquire_for(dir, &format!("conference `{name}`"))
+    }
+
+    /// Takes the lock in folder `dir` held by whoever runs `what` (for the message naming the
+    /// live holder when it cannot be taken).
+    pub fn acquire_for(dir: &Path, what: &str) -> Result<RunLock> {
         std::fs::create_dir_all(dir)?;
         let path = dir.join("lock");
         for _ in 0..50 {
@@ -104,7 +110,7 @@ impl RunLock {
                 Ok(false) => {
                     let (pid, host, since) = holder(&path, file.metadata()?.ino());
                     bail!(
-                        "conference `{name}` is already running (process {pid} on {host}, since {since}); \
+                        "{what} is already running (process {pid} on {host}, since {since}); \
                          wait for it, or stop it with `kill -INT {pid}`"
                     );
                 }

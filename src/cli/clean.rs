@@ -25,8 +25,17 @@ pub fn run(args: CleanArgs) -> Result<i32> {
     let name = super::resolve_name_for(&repo, args.name, "clean")?;
     let run_dir = worktree::run_dir(&repo, &name);
     let lock = RunLock::acquire(&run_dir, &name)?;
-    let removed = remove_worktrees(&repo, &name)?;
+    if let Some(said) = worktree::make_worktrees_own(&repo, &name)? {
+        crate::errln!("warning: {said}");
+    }
+    let (removed, left) = remove_worktrees(&repo, &name)?;
     crate::outln!("Removed {removed} worktrees of `{name}`.");
+    for path in left {
+        crate::outln!(
+            "Left {}: not a worktree of this repository (its git link names another one, or none)",
+            path.display()
+        );
+    }
     if args.all {
         let removed = remove_the_rest(&repo, &name, lock)?;
         crate::outln!(
@@ -57,13 +66,20 @@ pub fn undo_start(repo: &Repository, name: &str, lock: RunLock) -> Result<()> {
     Ok(())
 }
 
-/// Removes the conference's worktrees, then their folders when nothing else is in them.
-fn remove_worktrees(repo: &Repository, name: &str) -> Result<usize> {
+/// Removes the conference's worktrees, then their folders when nothing else is in them. Only
+/// this repository's own: a folder whose git link names another repository (the original of a
+/// copy) is left, and returned.
+fn remove_worktrees(repo: &Repository, name: &str) -> Result<(usize, Vec<std::path::PathBuf>)> {
     let root = worktree::worktrees_root(repo, name);
-    let mut removed = 0;
+    let (mut removed, mut left) = (0, Vec::new());
     if let Ok(entries) = std::fs::read_dir(&root) {
         for entry in entries.flatten() {
-            worktree::remove(repo, &entry.path())?;
+            let path = entry.path();
+            if !worktree::belongs_here(repo, &path) {
+                left.push(path);
+                continue;
+            }
+            worktree::remove(repo, &path)?;
             removed += 1;
         }
     }
@@ -76,7 +92,7 @@ fn remove_worktrees(repo: &Repository, name: &str) -> Result<usize> {
             }
         }
     }
-    Ok(removed)
+    Ok((removed, left))
 }
 
 /// What `remove_the_rest` deleted, and the refs it kept.

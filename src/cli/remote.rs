@@ -14,6 +14,7 @@ use git2::{Oid, Repository};
 
 use crate::git::{git, git_remote, worktree};
 use crate::lock::RunLock;
+use crate::remote::ONLY_THE_REFSPECS;
 use crate::store::refs::MACHINE_NOTES_PREFIX;
 use crate::store::{ConferenceRefs, NOTES_REF};
 
@@ -125,13 +126,24 @@ pub fn fetch(args: FetchArgs) -> Result<i32> {
         Some(name) => format!("{name}/*"),
         None => "*".into(),
     };
+    let remote_notes = format!("refs/notes/conference-remotes/{}", remote_key(remote));
+    // Notes each machine of a conference on several machines published, merged below too.
+    let machines_notes = format!("{remote_notes}-machines/");
+    // One fetch at a time; what a killed one (or the `git fetch` it ran) left locked on the
+    // refs only a fetch writes is then stale, and cleared.
+    let _fetching = RunLock::acquire_for(
+        &dir.join("conference").join(".fetch"),
+        "`git conference fetch`",
+    )?;
+    crate::engine::clear_stale_locks_of(
+        &dir,
+        &[&ns, &remote_notes, &machines_notes, NOTES_MERGE_SCRATCH],
+    );
+    crate::engine::clear_shared_locks(&dir);
     // What the last fetch left there is replaced by what the remote has now.
     for name in ref_names(&repo, &format!("{ns}/*"))? {
         repo.find_reference(&name)?.delete()?;
     }
-    let remote_notes = format!("refs/notes/conference-remotes/{}", remote_key(remote));
-    // Notes each machine of a conference on several machines published, merged below too.
-    let machines_notes = format!("{remote_notes}-machines/");
     for name in ref_names(&repo, &format!("{machines_notes}*"))? {
         repo.find_reference(&name)?.delete()?;
     }
@@ -141,13 +153,17 @@ pub fn fetch(args: FetchArgs) -> Result<i32> {
         format!("+{MACHINE_NOTES_PREFIX}{pattern}:{machines_notes}{pattern}"),
         format!("+{NOTES_REF}:{remote_notes}"),
     ];
-    let mut argv = vec!["fetch", "--quiet", remote];
+    // Only into the refs named (`--refmap=`): the user's remote-tracking branches stay theirs.
+    let mut argv = vec!["fetch", "--quiet", ONLY_THE_REFSPECS, remote];
     argv.extend(specs.iter().map(String::as_str));
     // From the user's directory, so that a remote given as a relative path means what it says.
     let here = Path::new(".");
-    if git_remote(here, &argv).is_err() {
-        // The remote may have no notes of its own: fetch the rest alone.
-        let mut argv = vec!["fetch", "--quiet", remote];
+    if let Err(e) = git_remote(here, &argv) {
+        if !format!("{e:#}").contains("couldn't find remote ref") {
+            return Err(e);
+        }
+        // The remote has no notes of its own: fetch the rest alone.
+        let mut argv = vec!["fetch", "--quiet", ONLY_THE_REFSPECS, remote];
         argv.extend(specs[..3].iter().map(String::as_str));
         git_remote(here, &argv)?;
         let _ = git(&dir, &["update-ref", "-d", &remote_notes]);
@@ -175,6 +191,8 @@ pub fn fetch(args: FetchArgs) -> Result<i32> {
         locks.push(RunLock::acquire(&run_dir, name).map_err(|e| {
             anyhow::anyhow!("{e:#}; fetch again once it has stopped (nothing was changed)")
         })?);
+        // Its refs' lock files are a killed run's or a killed fetch's now.
+        crate::engine::clear_stale_ref_locks(&dir, name);
     }
     let mut refused = Vec::new();
     for name in &fetched {
@@ -335,11 +353,14 @@ fn update(repo: &Repository, name: &str, new: Oid, old: Option<Oid>) -> Result<(
 /// Merges the fetched notes into the local ones with `cat_sort_uniq` (a line recorded on either
 /// machine survives). The merge runs on a scratch notes ref, and the result replaces the local
 /// notes only if no runner wrote a note meanwhile (else it is merged again).
+/// Where `fetch` merges the fetched notes with the local ones before the notes ref moves.
+const NOTES_MERGE_SCRATCH: &str = "refs/notes/conference-fetch-merge";
+
 fn merge_notes(repo: &Repository, dir: &Path, remote_notes: &str) -> Result<()> {
     let Some(theirs) = target(repo, remote_notes) else {
         return Ok(());
     };
-    let scratch = "refs/notes/conference-fetch-merge";
+    let scratch = NOTES_MERGE_SCRATCH;
     for _ in 0..10 {
         let ours = target(repo, NOTES_REF);
         let merged = match ours {

@@ -549,9 +549,7 @@ impl Conference {
             }
         }
         clear_stale_ref_locks(repo.commondir(), &self.name);
-        for shared in ["refs/notes/conference.lock", "packed-refs.lock"] {
-            clear_shared_lock(&repo.commondir().join(shared));
-        }
+        clear_shared_locks(repo.commondir());
         Ok(())
     }
 
@@ -665,6 +663,26 @@ pub fn clear_stale_ref_locks(common_dir: &Path, name: &str) {
         format!("refs/heads/conference/{name}"),
     ] {
         remove_lock_files(&common_dir.join(prefix));
+    }
+}
+
+/// Removes the lock files a killed process left on the refs `names` (each a ref, or a folder of
+/// refs, under the common dir) that only the caller writes: call it only holding the lock that
+/// keeps every other writer of them out (a killed `git conference fetch`, or the `git fetch` it
+/// ran, leaves them on its tracking refs, and every later fetch would fail on them).
+pub fn clear_stale_locks_of(common_dir: &Path, names: &[&str]) {
+    for name in names {
+        let path = common_dir.join(name);
+        remove_lock_files(&path);
+        let _ = std::fs::remove_file(common_dir.join(format!("{name}.lock")));
+    }
+}
+
+/// The lock files every git process of the repository shares that a conference writes through:
+/// the notes ref and `packed-refs` (see [`clear_shared_lock`]).
+pub fn clear_shared_locks(common_dir: &Path) {
+    for shared in ["refs/notes/conference.lock", "packed-refs.lock"] {
+        clear_shared_lock(&common_dir.join(shared));
     }
 }
 

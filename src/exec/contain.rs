@@ -123,6 +123,30 @@ pub fn sweep_left_behind(run_dir: &Path) -> usize {
     kill_and_reap(&procs, &doomed, std::process::id() as i32)
 }
 
+/// Whether the process group `pgid`, recorded in the run folder `run_dir` as one a killed
+/// runner left, was started from this run folder: one of its processes carries a mark naming
+/// it, or naming a folder that no longer exists (the repository was moved since). The record
+/// alone proves nothing: a copy of the repository (`cp -r`) copies the records of the
+/// original's running groups, which the copy must never kill.
+pub fn group_started_from(pgid: i32, run_dir: &Path) -> bool {
+    let ours = run_dir
+        .canonicalize()
+        .unwrap_or_else(|_| run_dir.to_path_buf());
+    all_procs()
+        .values()
+        .filter(|p| p.pgid == pgid)
+        .filter_map(|p| {
+            p.mark
+                .as_deref()?
+                .split_once('@')
+                .map(|(_, f)| Path::new(f).to_path_buf())
+        })
+        .any(|folder| match folder.canonicalize() {
+            Ok(folder) => folder == ours,
+            Err(_) => !folder.exists(),
+        })
+}
+
 fn kill_and_reap(procs: &BTreeMap<i32, Proc>, doomed: &BTreeSet<i32>, me: i32) -> usize {
     let mut killed = 0;
     for pid in doomed {

@@ -143,7 +143,8 @@ pub fn track_groups_in(dir: &Path) {
 
 /// Kills the process groups that a killed runner left running (agents and evaluations still
 /// writing into worktrees), and what its runs started outside them (`setsid`, daemons). A group
-/// whose leader now has another start time is someone else's.
+/// whose leader now has another start time is someone else's, and so is one none of whose
+/// processes carries this run folder's mark (the records came with a copy of the repository).
 pub fn kill_orphaned_groups(dir: &Path) -> usize {
     let mut killed = super::contain::sweep_left_behind(dir);
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
@@ -162,7 +163,7 @@ pub fn kill_orphaned_groups(dir: &Path) -> usize {
             // The leader is gone; while its group lives, no new process can take its id.
             None => true,
         };
-        if pgid > 1 && same_leader {
+        if pgid > 1 && same_leader && super::contain::group_started_from(pgid, dir) {
             // A process group we started; ESRCH when it is already gone.
             if crate::os::kill_group(pgid) {
                 killed += 1;

@@ -210,6 +210,29 @@ fn registration_named_by(path: &Path) -> Option<PathBuf> {
     Some(PathBuf::from(text.trim().strip_prefix("gitdir:")?.trim()))
 }
 
+/// Whether the folder at `path` is a worktree of this repository, linked both ways: its `.git`
+/// file names a registration under this repository's `.git/worktrees`, and that registration's
+/// `gitdir` names the folder back (or the folder lost its `.git` file and a registration of
+/// this repository names it). A copy of a repository has registrations naming the original's
+/// folders, and those folders name the original: they are never the copy's to remove.
+pub fn belongs_here(repo: &Repository, path: &Path) -> bool {
+    let gitfile = path.join(".git");
+    let ours = repo.commondir().join("worktrees");
+    let names_back = |admin: &Path| {
+        let back = std::fs::read_to_string(admin.join("gitdir")).unwrap_or_default();
+        same_dir(Path::new(back.trim()), &gitfile)
+    };
+    match registration_named_by(path) {
+        Some(admin) => admin.parent().is_some_and(|p| same_dir(p, &ours)) && names_back(&admin),
+        None if std::fs::symlink_metadata(&gitfile).is_err() => std::fs::read_dir(&ours)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| names_back(&e.path())),
+        None => false,
+    }
+}
+
 /// A worktree folder that another repository still uses: its `.git` names a registration of
 /// that repository, and that registration names this folder back.
 fn used_by_another_repository(repo: &Repository, path: &Path) -> bool {

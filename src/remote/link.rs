@@ -517,6 +517,7 @@ impl Link {
             "--prune",
             "--no-tags",
             "--no-write-fetch-head",
+            super::ONLY_THE_REFSPECS,
         ];
         argv.push(&self.remote);
         argv.extend(specs.iter().map(String::as_str));

@@ -9,6 +9,12 @@
 //!
 //! Everything goes through the user's own `git`, as `push` and `fetch` do.
 
+/// Every fetch of the protocol names where each ref goes, and nothing else: without this, git
+/// also moves the user's remote-tracking branches (`refs/remotes/<remote>/…`) that the fetched
+/// refs match, where a `git fetch` the user runs at the same instant holds the lock, and one of
+/// the two fails.
+pub const ONLY_THE_REFSPECS: &str = "--refmap=";
+
 pub mod lease;
 pub mod link;
 pub mod publish;

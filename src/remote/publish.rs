@@ -74,7 +74,10 @@ fn fetch_tip(
 ) -> Result<Option<Oid>> {
     let tracking = tracking_ref(remote, refs);
     let refspec = format!("+{}:{tracking}", refs.events());
-    let fetched = crate::git::git_remote_output(dir, &["fetch", "-q", remote, &refspec])?;
+    let fetched = crate::git::git_remote_output(
+        dir,
+        &["fetch", "-q", super::ONLY_THE_REFSPECS, remote, &refspec],
+    )?;
     if !fetched.status.success() {
         let why = String::from_utf8_lossy(&fetched.stderr);
         if why.contains("couldn't find remote ref") {
@@ -97,7 +100,7 @@ pub fn tracking_ref(remote: &str, refs: &ConferenceRefs) -> String {
             }
         })
         .collect();
-    format!("refs/remotes/{remote}/conference/{}/events", refs.name)
+    format!("{}/events", refs.shared_remote_view(&remote))
 }
 
 /// Replays the local events after the last one both chains share onto `onto`, oldest first,

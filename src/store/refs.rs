@@ -9,6 +9,10 @@ pub const NOTES_REF: &str = "refs/notes/conference";
 /// Where each machine of a conference on several machines publishes its notes, by conference.
 pub const MACHINE_NOTES_PREFIX: &str = "refs/notes/conference-machines/";
 
+/// Where clones taking part in conferences on several machines keep each shared remote's refs
+/// (see [`ConferenceRefs::shared_remote_view`]).
+pub const SHARED_REMOTE_VIEWS: &str = "refs/conference-shared/";
+
 /// The ref names of one conference.
 #[derive(Debug, Clone)]
 pub struct ConferenceRefs {
@@ -67,6 +71,16 @@ impl ConferenceRefs {
     /// `cat_sort_uniq`.
     pub fn machine_notes(&self, machine: &str) -> String {
         format!("{MACHINE_NOTES_PREFIX}{}/{machine}", self.name)
+    }
+
+    /// On several machines: where this clone keeps the shared remote's event log as it last
+    /// saw it (`<view>/events`) and the remote's conference branches (`<view>/heads/<branch>`).
+    /// Not under `refs/remotes/`, where a user's `git fetch --prune` or `git remote prune`
+    /// would delete them mid-run, nor under `refs/conference/`, which `push` publishes: git's
+    /// own commands never prune `refs/conference-shared/`. `remote_key` is the remote's name,
+    /// or a ref-safe form of its URL.
+    pub fn shared_remote_view(&self, remote_key: &str) -> String {
+        format!("{SHARED_REMOTE_VIEWS}{remote_key}/{}", self.name)
     }
 
     /// Refspecs that push the whole conference. Every ref of a conference only moves forward

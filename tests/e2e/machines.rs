@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use crate::common::{daemon, ConfigBuilder, Daemon, TestRepo};
 
+mod user_prunes;
+
 const NAME: &str = "shared";
 
 fn config(lease: &str) -> String {

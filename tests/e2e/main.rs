@@ -17,6 +17,7 @@ mod newcomer;
 mod noise;
 mod openai;
 mod orphans;
+mod others_things;
 mod progress;
 mod prompt;
 mod protocol;

@@ -1,0 +1,168 @@
+//! A conference touches only what is its own: a copy of the repository never removes the
+//! original's worktrees nor kills its processes; a `git fetch --prune`, a `git gc --prune=now`
+//! or a branch the user makes while a conference runs changes nothing of it, and nothing of
+//! theirs is blamed on an agent; a `fetch` killed half-way leaves nothing that stops the next.
+
+use crate::common;
+
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::time::Duration;
+
+use common::{ConfigBuilder, TestRepo};
+
+/// A `cp -r` copy of a repository made while its conference runs (its agent mid-run): `clean`
+/// and `resume` in the copy leave the original's worktrees and its running agent alone (the
+/// copy says so, and makes worktrees of its own), and the original completes with nothing
+/// killed, its history whole.
+#[test]
+fn a_copy_made_while_the_original_runs_leaves_it_alone() {
+    let repo = TestRepo::from_fixture("loop");
+    let config = ConfigBuilder::new("Copied", "./agents/seq.sh wait-for-user")
+        .iterations(2)
+        .frozen("eval.sh, agents/**")
+        .build();
+    repo.write("conference.md", &config);
+    repo.commit_all("conference");
+    let runner = repo.start_until("copied", "agent-waiting");
+    let copy = repo.tmp.path().join("copy");
+    let cp = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(&repo.dir)
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(cp.success());
+    let original_wt = repo.worktree("copied", "researcher-A");
+    let value_before = std::fs::read_to_string(original_wt.join("value.txt")).unwrap();
+
+    let clean = repo.conference_in(&copy, &["clean", "copied"]);
+    assert_eq!(clean.code, 0, "{}{}", clean.stdout, clean.stderr);
+    assert!(
+        clean.stderr.contains("this repository is a copy"),
+        "{}",
+        clean.stderr
+    );
+    assert!(
+        clean.stdout.contains("Removed 0 worktrees"),
+        "{}",
+        clean.stdout
+    );
+    assert!(
+        original_wt.join(".git").is_file(),
+        "clean in the copy removed the original's worktree"
+    );
+    assert_eq!(
+        std::fs::read_to_string(original_wt.join("value.txt")).unwrap(),
+        value_before
+    );
+
+    // The copy's own agent goes on at once; the original's still waits.
+    std::fs::write(copy.join(".git/user-done"), "").unwrap();
+    let resumed = repo.conference_in(&copy, &["resume", "copied"]);
+    assert_eq!(resumed.code, 0, "{}{}", resumed.stdout, resumed.stderr);
+    assert!(
+        !resumed.stderr.contains("left running by a killed run"),
+        "{}",
+        resumed.stderr
+    );
+    for line in repo
+        .git_in(&copy, &["worktree", "list", "--porcelain"])
+        .lines()
+    {
+        if let Some(path) = line.strip_prefix("worktree ") {
+            assert!(
+                !Path::new(path).starts_with(repo.worktrees_root()),
+                "the copy uses the original's worktree {path}"
+            );
+        }
+    }
+    assert!(original_wt.join(".git").is_file());
+
+    std::fs::write(repo.git_dir().join("user-done"), "").unwrap();
+    let out = runner.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let log = repo.conference(&["log", "copied", "--format", "tsv"]).ok();
+    assert!(!log.stdout.contains("signal"), "{}", log.stdout);
+    assert_eq!(repo.status_json("copied")["status"], "completed");
+    repo.git(&["fsck", "--no-progress"]);
+}
+
+/// `git conference fetch` killed (`kill -9`) at several instants, and the lock files a killed
+/// `git fetch` or `git conference fetch` leaves on the refs it was writing: the next fetch clears
+/// them (they hold no live writer) and takes the whole conference, its notes too.
+#[test]
+fn a_fetch_killed_half_way_leaves_nothing_that_stops_the_next() {
+    let origin = TestRepo::complement_conference("kf");
+    origin.bare_origin();
+    origin.conference(&["push", "origin"]).ok();
+    let remote = origin.tmp.path().join("remote.git");
+    let events = origin.git(&["rev-parse", "refs/conference/kf/events"]);
+    for delay_ms in [5, 20, 40, 80, 150] {
+        let clone = origin.tmp.path().join(format!("clone-{delay_ms}"));
+        origin.git(&[
+            "clone",
+            "-q",
+            remote.to_str().unwrap(),
+            clone.to_str().unwrap(),
+        ]);
+        let mut fetch = origin
+            .command(env!("CARGO_BIN_EXE_git-conference"))
+            .current_dir(&clone)
+            .args(["fetch", "origin"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let group = format!("-{}", fetch.id());
+        std::process::Command::new("kill")
+            .args(["-9", "--", &group])
+            .status()
+            .unwrap();
+        fetch.wait().unwrap();
+        // What a kill of git itself leaves: lock files on the refs being written.
+        for lock in [
+            "refs/conference-remotes/origin/conference/kf/events.lock",
+            "refs/conference-remotes/origin/heads/conference/kf/best.lock",
+            "refs/notes/conference-remotes/origin.lock",
+            "refs/conference/kf/attempts.lock",
+            "refs/heads/conference/kf/best.lock",
+            "packed-refs.lock",
+            "refs/notes/conference.lock",
+        ] {
+            let path = clone.join(".git").join(lock);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, "").unwrap();
+            let old = std::process::Command::new("touch")
+                .args(["-d", "1 minute ago"])
+                .arg(&path)
+                .status()
+                .unwrap();
+            assert!(old.success());
+        }
+        let again = origin.conference_in(&clone, &["fetch", "origin"]);
+        assert_eq!(
+            again.code, 0,
+            "after a kill at {delay_ms} ms: {}{}",
+            again.stdout, again.stderr
+        );
+        assert_eq!(
+            origin.git_in(&clone, &["rev-parse", "refs/conference/kf/events"]),
+            events
+        );
+        let note = origin.git_in(
+            &clone,
+            &[
+                "notes",
+                "--ref=conference",
+                "show",
+                "refs/heads/conference/kf/best",
+            ],
+        );
+        assert!(note.contains("\"verdict\""), "{note}");
+        origin.git_in(&clone, &["fsck", "--no-progress"]);
+    }
+}

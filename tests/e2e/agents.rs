@@ -441,6 +441,163 @@ fn aider_researcher_keeps_rejects_and_records_failed_edits_and_usage() {
     assert!(endpoint.main_requests().len() >= 3);
 }
 
+/// Everything `start` printed.
+fn said(run: &common::Run) -> String {
+    format!("{}{}", run.stdout, run.stderr)
+}
+
+/// A command line of its own that runs Claude Code (not the preset) gets what the preset gets:
+/// its JSON is read for tokens and cost, and a Cost budget stops the conference.
+#[test]
+fn a_custom_claude_code_line_is_read_and_held_to_its_cost_budget() {
+    let Some(claude) = find_cli("GIT_CONFERENCE_TEST_CLAUDE", "claude") else {
+        return;
+    };
+    let repo = autoresearch(&claude, "claude");
+    // Each run makes 4 model calls at $0.0075: $0.03.
+    let endpoint = Endpoint::start(
+        repo.tmp.path(),
+        json!([
+            claude_edit("train.py", "lr = 0.1", "lr = 0.05", "lower lr", "Done."),
+            claude_edit(
+                "train.py",
+                "lr = 0.05",
+                "lr = 0.02",
+                "lower lr more",
+                "Done."
+            ),
+            claude_edit(
+                "train.py",
+                "lr = 0.02",
+                "lr = 0.01",
+                "lower lr again",
+                "Done."
+            ),
+        ]),
+    );
+    let line = r#"claude -p "$(cat "$CONFERENCE_PROMPT_FILE")" --permission-mode acceptEdits --output-format json"#;
+    let text = config("own", 5, 3, &[line], &["- **Cost budget:** $0.05"]);
+    let run = start(&repo, "own", &text, &claude_env(&endpoint));
+    assert_eq!(run.code, 0, "{}", said(&run));
+    assert!(
+        said(&run).contains("agent output: read as Claude Code's JSON when it is"),
+        "start says how the output is read:\n{}",
+        said(&run)
+    );
+    assert!(!said(&run).contains("reports no cost"), "{}", said(&run));
+    let its = iterations(&repo, "own");
+    assert_eq!(its.len(), 2, "no run starts once $0.05 is spent: {its:#?}");
+    for p in &its {
+        assert_eq!(p["status"], "kept", "{p}");
+        assert!(p["tokens"]["input"].as_u64().unwrap() >= 1000, "{p}");
+        assert!(p["cost_usd"].as_f64().unwrap() >= 0.03, "{p}");
+    }
+    let st = repo.status_json("own");
+    assert_eq!(st["final_status"], "budget_stop", "{st}");
+    let stop = repo.events_named("own", "conference.budget_stop");
+    assert_eq!(stop[0]["payload"]["reason"], "cost_budget", "{stop:?}");
+}
+
+/// A team's wrapper script around Claude Code: its output is Claude Code's JSON, so its usage
+/// is recorded as the preset's would be.
+#[test]
+fn a_wrapper_script_that_runs_claude_code_gets_its_usage() {
+    let Some(claude) = find_cli("GIT_CONFERENCE_TEST_CLAUDE", "claude") else {
+        return;
+    };
+    let repo = autoresearch(&claude, "claude");
+    let endpoint = Endpoint::start(
+        repo.tmp.path(),
+        json!([claude_edit(
+            "train.py",
+            "lr = 0.1",
+            "lr = 0.03",
+            "lower lr to 0.03",
+            "Done."
+        )]),
+    );
+    let wrapper = repo.tmp.path().join("our-agent");
+    std::fs::write(
+        &wrapper,
+        "#!/bin/sh\necho \"our-agent: starting in $PWD\" >&2\n\
+         exec claude -p --permission-mode acceptEdits --output-format json <\"$CONFERENCE_PROMPT_FILE\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let text = config("wrap", 1, 1, &[wrapper.to_str().unwrap()], &[]);
+    let run = start(&repo, "wrap", &text, &claude_env(&endpoint));
+    assert_eq!(run.code, 0, "{}", said(&run));
+    let its = iterations(&repo, "wrap");
+    assert_eq!(its[0]["status"], "kept", "{its:#?}");
+    assert_eq!(its[0]["description"], "lower lr to 0.03");
+    assert!(
+        its[0]["tokens"]["input"].as_u64().unwrap() >= 1000,
+        "{}",
+        its[0]
+    );
+    assert!(its[0]["cost_usd"].as_f64().unwrap() > 0.0, "{}", its[0]);
+    let note = &repo.notes(its[0]["commit"].as_str().unwrap())[0];
+    assert!(note["cost_usd"].as_f64().unwrap() > 0.0, "{note}");
+    let st = repo.status_json("wrap");
+    assert!(st["spend"]["cost_usd"].as_f64().unwrap() > 0.0, "{st}");
+}
+
+/// aider run by a command line of its own (not the preset, so none of the preset's flags that
+/// move or disable its files): the files aider keeps in its working folder (chat and input
+/// history, tags cache) are not the attempt, nor is the `.gitignore` edit it would make for
+/// them; the improving edit is kept, with aider's tokens and cost. Once as a user may write the
+/// line, once with `--no-gitignore` (aider's files then lie in the worktree unignored by git).
+#[test]
+fn a_custom_aider_line_keeps_an_improving_attempt() {
+    let Some(aider) = find_cli("GIT_CONFERENCE_TEST_AIDER", "aider") else {
+        return;
+    };
+    let repo = autoresearch(&aider, "aider");
+    for (name, flags) in [("aid", ""), ("noign", " --no-gitignore")] {
+        std::fs::create_dir_all(repo.tmp.path().join(name)).unwrap();
+        let endpoint = Endpoint::start(
+            &repo.tmp.path().join(name),
+            json!([aider_edit("train.py", "lr = 0.1", "lr = 0.02")]),
+        );
+        let line = format!(
+            "aider --message-file \"$CONFERENCE_PROMPT_FILE\" --yes-always --model \
+             openai/gpt-4o-mini --edit-format diff --no-check-update --no-analytics{flags}"
+        );
+        let text = config(name, 1, 1, &[&line], &[]);
+        let env = vec![
+            ("OPENAI_API_BASE", format!("{}/v1", endpoint.url())),
+            ("OPENAI_API_KEY", "sk-test".to_string()),
+            ("LITELLM_LOCAL_MODEL_COST_MAP", "True".to_string()),
+        ];
+        let run = start(&repo, name, &text, &env);
+        assert_eq!(run.code, 0, "{}", said(&run));
+        assert!(
+            said(&run)
+                .contains("agent output: read as aider's `Tokens:`/`Cost:` lines when it is one")
+                && said(&run).contains("aider's files (.aider*) are never part of an attempt"),
+            "{}",
+            said(&run)
+        );
+        let its = iterations(&repo, name);
+        assert_eq!(its[0]["status"], "kept", "{its:#?}\n{}", run.stderr);
+        let commit = its[0]["commit"].as_str().unwrap();
+        assert_eq!(files_of(&repo, commit), ["train.py"]);
+        assert!(
+            its[0]["tokens"]["input"].as_u64().unwrap() > 0,
+            "{}",
+            its[0]
+        );
+        assert!(its[0]["cost_usd"].as_f64().unwrap() > 0.0, "{}", its[0]);
+        let best = format!("conference/{name}/best");
+        assert!(repo.show(&best, "train.py").unwrap().contains("lr = 0.02"));
+        assert_eq!(repo.show(&best, ".gitignore"), None);
+    }
+}
+
 fn worktree_paths(repo: &TestRepo) -> Vec<String> {
     repo.git(&["worktree", "list", "--porcelain"])
         .lines()

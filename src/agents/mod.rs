@@ -81,23 +81,78 @@ pub fn no_change_reason(report: &AgentReport) -> String {
     }
 }
 
-/// Paths (gitignore patterns) an agent CLI leaves in its working directory that are its own
-/// bookkeeping, never part of an attempt: added as ignore rules to the worktree's handle.
-pub fn scratch_patterns(command: &str) -> &'static [&'static str] {
-    match Preset::from_command(command) {
-        Some((Preset::Aider, _)) => &["/.aider*"],
-        _ => &[],
-    }
+/// What every known CLI leaves in its working folder as its own state (see
+/// [`Preset::own_files`]): ignore rules of every handle on a researcher worktree, whatever the
+/// agent command, so a command line of its own that runs aider is not rejected for aider's files.
+pub fn own_files_of_every_cli() -> Vec<&'static str> {
+    preset::ALL
+        .into_iter()
+        .flat_map(|p| p.own_files().iter().copied())
+        .collect()
 }
 
-/// Adds the agent CLI's scratch patterns to the ignore rules of `wt` (a handle on a researcher
-/// worktree), so snapshots and reverts made through it leave those files alone.
-pub fn ignore_scratch(wt: &git2::Repository, command: &str) -> Result<(), git2::Error> {
-    let patterns = scratch_patterns(command);
-    if patterns.is_empty() {
-        return Ok(());
+/// Environment every agent run gets, whatever its command: aider (unless `--gitignore` is on
+/// its line) would otherwise add `.aider*` to the worktree's `.gitignore`, a change to a file the
+/// researcher did not mean to make.
+pub const RUN_ENV: &[(&str, &str)] = &[("AIDER_GITIGNORE", "false")];
+
+/// The CLIs whose report a run of `command` prints: its preset's; for a command line of its
+/// own, each known CLI it runs with the flag that makes it print its report. A wrapper script
+/// names none, although its output may still be one (read all the same, see
+/// [`usage::read`]).
+pub fn reporting_clis(command: &str) -> Vec<Preset> {
+    if let Some((preset, _)) = Preset::from_command(command) {
+        return vec![preset];
     }
-    wt.add_ignore_rule(&patterns.join("\n"))
+    Preset::named_in(command)
+        .into_iter()
+        .filter(|p| p.reports_on(command))
+        .collect()
+}
+
+/// What `start` says about a command line of its own (not a preset, not built in): how its
+/// output is read and which files are left out of every attempt, and a warning for a CLI it runs
+/// without the flag that makes it report.
+pub fn reading_of(command: &str) -> Option<(String, Vec<String>)> {
+    let command = command.trim();
+    if Preset::from_command(command).is_some() || command.starts_with("builtin:") {
+        return None;
+    }
+    let named = Preset::named_in(command);
+    let line = if named.is_empty() {
+        "agent output: read as the report of Claude Code, Codex, Gemini CLI, opencode or aider \
+         when it is one (a wrapper script's); those CLIs' own files are never part of an attempt"
+            .to_string()
+    } else {
+        let formats: Vec<&str> = named.iter().map(|p| p.report_format()).collect();
+        let owners: Vec<String> = named.iter().map(|p| format!("{}'s", p.product())).collect();
+        let paths: Vec<&str> = named
+            .iter()
+            .flat_map(|p| p.own_files().iter().map(|f| f.trim_start_matches('/')))
+            .collect();
+        let files = if paths.is_empty() {
+            "the files agent CLIs keep".to_string()
+        } else {
+            format!("{} files ({})", owners.join(" and "), paths.join(", "))
+        };
+        format!(
+            "agent output: read as {} when it is one (tokens, cost, refusals); {files} are never \
+             part of an attempt",
+            formats.join(" or ")
+        )
+    };
+    let warnings = named
+        .iter()
+        .filter(|p| !p.reports_on(command))
+        .filter_map(|p| {
+            Some(format!(
+                "the agent command runs {} without `{}`: it prints no tokens or cost to read",
+                p.product(),
+                p.report_flag()?
+            ))
+        })
+        .collect();
+    Some((line, warnings))
 }
 
 #[cfg(test)]
@@ -124,6 +179,40 @@ mod tests {
         assert_eq!(take_note(&files).as_deref(), Some("lowered lr"));
         assert!(!files.note.exists(), "the note is removed once read");
         assert_eq!(std::fs::read_to_string(&files.prompt).unwrap(), "do it");
+    }
+
+    /// What `start` says of a command line of its own, and what it says nothing of.
+    #[test]
+    fn how_a_command_line_of_its_own_is_read() {
+        let (line, warnings) = reading_of("claude -p \"$(cat x)\" --output-format json").unwrap();
+        assert!(
+            line.starts_with("agent output: read as Claude Code's JSON when it is one")
+                && line.contains("(.claude/settings.local.json, .claude/scheduled_tasks.lock)"),
+            "{line}"
+        );
+        assert!(warnings.is_empty());
+        let (_, warnings) = reading_of("claude -p \"$(cat x)\"").unwrap();
+        assert_eq!(
+            warnings,
+            [
+                "the agent command runs Claude Code without `--output-format json`: it prints no \
+              tokens or cost to read"
+            ]
+        );
+        let (line, _) = reading_of("./our-agent.sh").unwrap();
+        assert!(
+            line.contains("Claude Code, Codex, Gemini CLI, opencode or aider"),
+            "{line}"
+        );
+        for none in ["claude", "/opt/bin/aider", "builtin:tune", "builtin:openai"] {
+            assert_eq!(reading_of(none), None, "{none}");
+        }
+        assert_eq!(reporting_clis("codex exec --json -"), [Preset::Codex]);
+        assert!(reporting_clis("codex exec -").is_empty());
+        assert_eq!(reporting_clis("gemini"), [Preset::Gemini]);
+        // Every CLI's own files are ignored whatever the command.
+        let all = own_files_of_every_cli();
+        assert!(all.contains(&"/.aider*") && all.contains(&"/.opencode/node_modules/"));
     }
 }
 

@@ -107,6 +107,79 @@ impl Preset {
         matches!(self, Preset::Claude | Preset::Aider | Preset::Opencode)
     }
 
+    /// What this CLI leaves in its working folder as its own state, never part of an attempt
+    /// (gitignore patterns from the worktree's root). aider: chat and input history, tags cache
+    /// (`.aider.chat.history.md`, `.aider.input.history`, `.aider.tags.cache.v4/`); Claude Code:
+    /// its local settings and task lock; Gemini CLI before mid-2025: its shell history; opencode:
+    /// the plugin install and plans it writes under `.opencode/`. Codex keeps everything under
+    /// `~/.codex`. A tracked file is never hidden by these: a change to it still counts.
+    pub fn own_files(self) -> &'static [&'static str] {
+        match self {
+            Preset::Aider => &["/.aider*"],
+            Preset::Claude => &[
+                "/.claude/settings.local.json",
+                "/.claude/scheduled_tasks.lock",
+            ],
+            Preset::Codex => &[],
+            Preset::Gemini => &["/.gemini/shell_history"],
+            Preset::Opencode => &[
+                "/.opencode/node_modules/",
+                "/.opencode/package.json",
+                "/.opencode/package-lock.json",
+                "/.opencode/bun.lock",
+                "/.opencode/.gitignore",
+                "/.opencode/plans/",
+            ],
+        }
+    }
+
+    /// The machine-readable report the CLI prints, for messages.
+    pub fn report_format(self) -> &'static str {
+        match self {
+            Preset::Claude => "Claude Code's JSON",
+            Preset::Codex => "Codex's JSON events",
+            Preset::Aider => "aider's `Tokens:`/`Cost:` lines",
+            Preset::Gemini => "Gemini CLI's JSON",
+            Preset::Opencode => "opencode's JSON events",
+        }
+    }
+
+    /// The flag a command line needs for the CLI to print that report (aider always prints it).
+    pub fn report_flag(self) -> Option<&'static str> {
+        match self {
+            Preset::Claude | Preset::Gemini => Some("--output-format json"),
+            Preset::Codex => Some("--json"),
+            Preset::Opencode => Some("--format json"),
+            Preset::Aider => None,
+        }
+    }
+
+    /// Whether the command line `line` (one that runs this CLI) asks for its report.
+    pub fn reports_on(self, line: &str) -> bool {
+        match self {
+            Preset::Claude | Preset::Gemini => line.contains("--output-format"),
+            Preset::Codex => line.contains("--json"),
+            Preset::Opencode => line.contains("--format"),
+            Preset::Aider => true,
+        }
+    }
+
+    /// The known CLIs a command line of its own runs: each word (after shell punctuation) whose
+    /// file name is a CLI's (`claude -p …`, `/opt/bin/aider --message-file …`).
+    pub fn named_in(line: &str) -> Vec<Preset> {
+        let words = line.split(|c: char| c.is_whitespace() || ";|&()<>\"'`$".contains(c));
+        let mut named = Vec::new();
+        for word in words {
+            let file = word.rsplit('/').next().unwrap_or(word);
+            if let Some(p) = ALL.into_iter().find(|p| p.name() == file) {
+                if !named.contains(&p) {
+                    named.push(p);
+                }
+            }
+        }
+        named
+    }
+
     /// The command line this preset runs (`program` is what the user wrote: `claude` or a path).
     pub fn command_line(self, program: &str, o: &Options) -> String {
         let mut s = String::new();
@@ -331,6 +404,19 @@ mod tests {
             );
             assert!(readme.contains(&row), "README.md lacks the row {row}");
         }
+    }
+
+    #[test]
+    fn the_clis_a_command_line_runs() {
+        let line = r#"claude -p "$(cat "$CONFERENCE_PROMPT_FILE")" --output-format json"#;
+        assert_eq!(Preset::named_in(line), [Preset::Claude]);
+        assert!(Preset::Claude.reports_on(line));
+        assert!(!Preset::Claude.reports_on("claude -p hi"));
+        assert_eq!(
+            Preset::named_in("cd sub && /opt/bin/aider --message-file x; codex exec"),
+            [Preset::Aider, Preset::Codex]
+        );
+        assert!(Preset::named_in("./agent.sh --claude-like claudes").is_empty());
     }
 
     #[test]

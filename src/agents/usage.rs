@@ -42,6 +42,37 @@ pub fn parse(preset: Preset, stdout: &str, stderr: &str) -> AgentReport {
     report
 }
 
+/// The order in which the output of a command that is no preset is tried: the formats with the
+/// most particular markers first, aider's plain text last.
+const TRIED_IN_ORDER: [Preset; 5] = [
+    Preset::Claude,
+    Preset::Codex,
+    Preset::Opencode,
+    Preset::Gemini,
+    Preset::Aider,
+];
+
+/// Reads the output of any agent run: as its preset's when the command is one; else (a command
+/// line of its own that runs a known CLI, a wrapper script around one) as the first known CLI's
+/// report it is, one that yields tokens, a cost or a final message, with what that CLI says on
+/// stderr. An output that is no known report reads as nothing.
+pub fn read(preset: Option<Preset>, stdout: &str, stderr: &str) -> AgentReport {
+    if let Some(preset) = preset {
+        return parse(preset, stdout, stderr);
+    }
+    TRIED_IN_ORDER
+        .into_iter()
+        .find(|&p| {
+            let r = parse(p, stdout, "");
+            let counted = r
+                .usage
+                .is_some_and(|u| u.tokens() > 0 || u.cost_usd.is_some());
+            counted || r.message.is_some()
+        })
+        .map(|p| parse(p, stdout, stderr))
+        .unwrap_or_default()
+}
+
 /// The JSON values in `text`: one document (an array counts as its elements), or one per line
 /// (lines that are not JSON are skipped).
 fn json_values(text: &str) -> Vec<Value> {
@@ -819,6 +850,45 @@ mod tests {
             ),
         ] {
             assert_eq!(parse(preset, "", sample).problem, None);
+        }
+    }
+
+    /// The output of a command that is no preset is read as the CLI's whose report it is.
+    #[test]
+    fn any_output_is_read_as_the_cli_whose_report_it_is() {
+        for (preset, name) in [
+            (Preset::Claude, "claude-2.1-success.json"),
+            (Preset::Claude, "claude-2.1-verbose-events.json"),
+            (Preset::Claude, "claude-1.0.128-success.json"),
+            (Preset::Codex, "codex-0.169.0-success.jsonl"),
+            (Preset::Codex, "codex-legacy-token-count.jsonl"),
+            (Preset::Aider, "aider-0.86-success.txt"),
+            (Preset::Aider, "aider-0.86-no-match.txt"),
+            (Preset::Gemini, "gemini-0.61.0-success.json"),
+            (Preset::Opencode, "opencode-1.18.33-success.jsonl"),
+        ] {
+            let out = sample(name);
+            let read = read(None, &out, "");
+            assert_eq!(read, parse_out(preset, &out), "{name}");
+            assert!(read.usage.is_some() || read.message.is_some(), "{name}");
+        }
+        // What the CLI says on stderr comes with its reading.
+        let r = read(
+            None,
+            &sample("codex-0.169.0-refused.jsonl"),
+            &sample("codex-0.169.0-refused.stderr.txt"),
+        );
+        assert!(r.problem.unwrap().contains("patch rejected"));
+        // Without tokens or a final message an output is not taken for a report: a Gemini CLI
+        // error object alone could be any program's.
+        let error = sample("gemini-json-error.json");
+        assert_eq!(read(None, &error, ""), AgentReport::default());
+        // A script's own words are nobody's report.
+        for out in ["", "lowered lr\n", "Tokens: many\n", "{\"x\": 1}", "[1, 2]"] {
+            assert_eq!(
+                read(None, out, "error: unknown option '--x'"),
+                AgentReport::default()
+            );
         }
     }
 

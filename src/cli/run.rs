@@ -282,7 +282,12 @@ fn announce_start(conf: &Conference, ui: &Ui, base: git2::Oid) {
             conf.config.agent_command()
         ));
     }
-    for warning in crate::engine::budget::warnings(&conf.config) {
+    let reading = crate::agents::reading_of(&conf.config.agent.command);
+    if let Some((line, _)) = &reading {
+        ui.info(line);
+    }
+    let warnings = reading.into_iter().flat_map(|(_, w)| w);
+    for warning in warnings.chain(crate::engine::budget::warnings(&conf.config)) {
         crate::errln!("warning: {warning}");
     }
 }

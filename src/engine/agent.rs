@@ -36,7 +36,7 @@ pub enum AgentOutcome {
     },
 }
 
-/// How the creative step ended, and what the agent reported of its run: a preset's CLI output
+/// How the creative step ended, and what the agent reported of its run: a known CLI's output
 /// read back (usage with its cost, errors, refused edits), or builtin:openai's own token count.
 pub struct AgentRun {
     pub outcome: AgentOutcome,
@@ -73,8 +73,9 @@ pub struct AgentCall<'a> {
     pub attempts: u64,
 }
 
-/// Runs the agent once. A preset's CLI output is read into the run's report (usage, errors,
-/// refused edits); builtin:openai reports its tokens itself.
+/// Runs the agent once. Its output is read into the run's report (usage, errors, refused
+/// edits) when it is a known CLI's, whether the command is a preset or not; builtin:openai
+/// reports its tokens itself.
 pub async fn run(conf: &Conference, call: AgentCall<'_>) -> Result<AgentRun> {
     // The prompt and the note live in the worktree: agent CLIs write only below their
     // working directory. The folder is ignored by git, so it is never part of an attempt.
@@ -86,6 +87,11 @@ pub async fn run(conf: &Conference, call: AgentCall<'_>) -> Result<AgentRun> {
         return super::openai::run(conf, &call).await;
     }
     let mut env = call.env.clone();
+    env.extend(
+        agents::RUN_ENV
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+    );
     for (key, path) in [
         ("CONFERENCE_PROMPT_FILE", &files.prompt),
         ("CONFERENCE_NOTE_FILE", &files.note),
@@ -111,14 +117,11 @@ pub async fn run(conf: &Conference, call: AgentCall<'_>) -> Result<AgentRun> {
         stdin: None,
     })
     .await?;
-    let report = match conf.config.agent.preset() {
-        Some((preset, _)) => agents::usage::parse(
-            preset,
-            &process::read_output(&log.with_extension("out")),
-            &process::read_output(&log.with_extension("err")),
-        ),
-        None => AgentReport::default(),
-    };
+    let report = agents::usage::read(
+        conf.config.agent.preset().map(|(preset, _)| preset),
+        &process::read_output(&log.with_extension("out")),
+        &process::read_output(&log.with_extension("err")),
+    );
     let with_problem = |what: String| match &report.problem {
         Some(p) => format!("{what}: {p}"),
         None => what,

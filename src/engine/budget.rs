@@ -99,25 +99,32 @@ pub fn run_allowance_usd(conf: &Conference, st: &State) -> Option<f64> {
 pub fn warnings(config: &Config) -> Vec<String> {
     let command = config.agent.command.trim();
     let preset = config.agent.preset().map(|(p, _)| p);
-    let reports_tokens = preset.is_some() || command == "builtin:openai";
-    let reports_cost = preset.is_some_and(Preset::reports_cost);
+    let reporting = crate::agents::reporting_clis(command);
+    let reports_tokens = !reporting.is_empty() || command == "builtin:openai";
+    let reports_cost = reporting.iter().any(|p| p.reports_cost());
     let mut out = Vec::new();
     let who = match preset {
         Some(p) => p.product().to_string(),
         None => format!("`{command}`"),
     };
+    // A wrapper script may print a known CLI's report all the same: it is read when it does.
+    let unless = if preset.is_none() && reporting.is_empty() {
+        " unless its output is a known CLI's report"
+    } else {
+        ""
+    };
     if config.token_budget.is_some() && !reports_tokens {
         out.push(format!(
-            "Token budget is set, but the agent {who} reports no usage: it cannot be enforced \
-             (use a preset such as `claude`, or builtin:openai)"
+            "Token budget is set, but the agent {who} reports no usage{unless}: it cannot be \
+             enforced (use a preset such as `claude`, or builtin:openai)"
         ));
     }
     if config.cost_budget.is_some() && !reports_cost {
         out.push(format!(
-            "Cost budget is set, but the agent {who} reports no cost: it cannot be enforced \
-             (Claude Code, aider and opencode report one)"
+            "Cost budget is set, but the agent {who} reports no cost{unless}: it cannot be \
+             enforced (Claude Code, aider and opencode report one)"
         ));
-    } else if config.cost_budget.is_some() && preset == Some(Preset::Aider) {
+    } else if config.cost_budget.is_some() && reporting.contains(&Preset::Aider) {
         out.push(
             "Cost budget with aider: aider reports a cost only for models whose prices it \
              knows; runs without one count as free"

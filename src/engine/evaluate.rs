@@ -154,7 +154,7 @@ fn run_failure(outcome: &Outcome, stderr: &Path, timeout: Duration) -> Option<Ru
         )),
         Outcome::Cancelled => Some((EvalStatus::Interrupted.as_str(), "interrupted".into())),
         o if !o.success() => {
-            let tail = tail(&process::read_output(stderr), 3);
+            let tail = tail(&read_text(stderr), 3);
             Some((
                 EvalStatus::Crashed.as_str(),
                 format!("evaluation {}{tail}", o.describe()),
@@ -171,10 +171,10 @@ fn read_metric(
     stdout: &Path,
     stderr: &Path,
 ) -> std::result::Result<RunMetric, RunFailure> {
-    let out = process::read_output(stdout);
+    let out = read_text(stdout);
     let mut m = metric::parse_with(&out, req.metric, req.last_number);
     if m.reading == Reading::Missing {
-        m = metric::parse_with(&process::read_output(stderr), req.metric, req.last_number);
+        m = metric::parse_with(&read_text(stderr), req.metric, req.last_number);
     }
     let crashed = EvalStatus::Crashed.as_str();
     match m.reading {
@@ -188,8 +188,22 @@ fn read_metric(
                 req.metric
             ),
         )),
+        Reading::Conflicting(a, b) => Err((
+            crashed,
+            format!(
+                "metric {0} printed twice with different values: {a} and {b} (print it once, \
+                 at the end; progress lines in another form, such as `{0}@step=200: 1.41`, are \
+                 not read as the metric)",
+                req.metric
+            ),
+        )),
         Reading::Missing => Err((crashed, missing_metric(req.metric, &out))),
     }
+}
+
+/// What a run wrote to `path`, as text: a byte that is not UTF-8 written as `\xNN`.
+fn read_text(path: &Path) -> String {
+    metric::text_of(&std::fs::read(path).unwrap_or_default())
 }
 
 /// The result of runs that all read the metric: their mean, or a crash when the mean is not
@@ -245,14 +259,15 @@ fn missing_metric(metric: &str, output: &str) -> String {
     )
 }
 
-/// The last `lines` non-blank lines, joined with ` | `, after `: ` (empty when there are none).
+/// The last `lines` non-blank lines, joined with ` | `, after `: ` (empty when there are none),
+/// control characters escaped.
 pub fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     if all.is_empty() {
         return String::new();
     }
     let start = all.len().saturating_sub(lines);
-    format!(": {}", all[start..].join(" | "))
+    metric::escape_controls(&format!(": {}", all[start..].join(" | ")))
 }
 
 /// Mean and sample standard deviation.

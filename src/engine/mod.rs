@@ -382,7 +382,6 @@ impl Conference {
                 )?;
             }
             if let Ok(wt) = self.open_worktree(&path) {
-                crate::agents::ignore_scratch(&wt, &self.config.agent.command)?;
                 // A commit set aside above, still checked out there, is recorded already.
                 let already = !set_aside_trees.is_empty()
                     && snapshot::capture(&wt).is_ok_and(|s| set_aside_trees.contains(&s.tree));

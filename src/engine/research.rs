@@ -797,9 +797,7 @@ fn settle(watch: &mut Option<Watch>) {
 fn open_worktree(conf: &Conference, path: &std::path::Path) -> Result<Repository> {
     let repo = conf.open_repo()?;
     worktree::repair_gitfile(&repo, path)?;
-    let wt = conf.open_worktree(path)?;
-    crate::agents::ignore_scratch(&wt, &conf.config.agent.command)?;
-    Ok(wt)
+    conf.open_worktree(path)
 }
 
 /// An agent that committed or switched branches in its worktree is put back: only the files count.

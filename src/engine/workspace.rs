@@ -76,9 +76,9 @@ impl std::fmt::Display for SetupFailed {
 impl std::error::Error for SetupFailed {}
 
 impl Conference {
-    /// Opens a conference worktree with the shared paths and what setup made ignored, so that
-    /// snapshots, reverts and checkouts through this handle leave them alone. Every handle on a
-    /// worktree must come from here.
+    /// Opens a conference worktree with the shared paths, what setup made and the known agent
+    /// CLIs' own files ignored, so that snapshots, reverts and checkouts through this handle
+    /// leave them alone. Every handle on a worktree must come from here.
     pub fn open_worktree(&self, path: &Path) -> Result<Repository> {
         let wt = Repository::open(path)?;
         let mut rules: Vec<String> = self
@@ -88,9 +88,12 @@ impl Conference {
             .map(|p| format!("/{p}"))
             .collect();
         rules.extend(read_marker(&wt).made.iter().map(|p| format!("/{p}")));
-        if !rules.is_empty() {
-            wt.add_ignore_rule(&rules.join("\n"))?;
-        }
+        rules.extend(
+            crate::agents::own_files_of_every_cli()
+                .iter()
+                .map(|p| p.to_string()),
+        );
+        wt.add_ignore_rule(&rules.join("\n"))?;
         Ok(wt)
     }
 

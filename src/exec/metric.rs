@@ -12,7 +12,15 @@
 //! A wrong number is worse than none: when the output names the metric but in a form that cannot
 //! be read (`score: n/a`, `score 1,234`, `final score -> 3`), the reading is `Unreadable` (the run
 //! is a crash, with the line in the reason) instead of falling back to the last number printed.
-//! NaN and infinities are never a metric either.
+//! NaN and infinities are never a metric either. Nor is a metric printed twice with different
+//! values (`score: 3`, later `score: 100`): which one the evaluation meant cannot be known, so
+//! the run is a crash naming both (the same value printed twice is one reading). Progress lines
+//! in another form (`score@step=200: 1.41`) are not the metric's line and do not count.
+//!
+//! What an evaluation printed is not always text: [`text_of`] writes a byte that is not UTF-8
+//! as `\xNN`, and [`escape_controls`] a control character as `\xNN`, so a line quoted in a
+//! reason (stored in events and notes, shown by `log`, `status` and the reports) never carries
+//! raw bytes to a terminal.
 
 use std::collections::BTreeMap;
 
@@ -25,6 +33,8 @@ pub enum Reading {
     NotFinite(String),
     /// The metric's name is in the output, but no number can be read for it: the line.
     Unreadable(String),
+    /// Printed twice with different values: the first two that differ.
+    Conflicting(f64, f64),
     Missing,
 }
 
@@ -37,12 +47,49 @@ pub struct Measurement {
 /// A value printed for the metric's key: read, or the line it could not be read from.
 type Found = Result<(f64, String), String>;
 
+/// The values printed under one spelling of the metric's key.
+#[derive(Default)]
+struct Slot {
+    /// The value read (or, while none could be, the line that named it).
+    found: Option<Found>,
+    /// The first value printed that differs from the one read before it.
+    conflict: Option<(f64, f64)>,
+}
+
+impl Slot {
+    /// A readable value replaces an unreadable line; a second readable value that differs is a
+    /// conflict; an unreadable line never replaces a value.
+    fn add(&mut self, found: Found) {
+        match (&self.found, &found) {
+            (Some(Ok((before, _))), Ok((now, _))) => {
+                let same = before == now || (before.is_nan() && now.is_nan());
+                if !same && self.conflict.is_none() {
+                    self.conflict = Some((*before, *now));
+                }
+            }
+            (Some(Ok(_)), Err(_)) => {}
+            _ => self.found = Some(found),
+        }
+    }
+
+    fn reading(self) -> Option<Reading> {
+        if let Some((a, b)) = self.conflict {
+            return Some(Reading::Conflicting(a, b));
+        }
+        Some(match self.found? {
+            Ok((v, _)) if v.is_finite() => Reading::Value(v),
+            Ok((_, line)) => Reading::NotFinite(line),
+            Err(line) => Reading::Unreadable(line),
+        })
+    }
+}
+
 /// What the lines say about the metric so far.
 #[derive(Default)]
 struct Findings {
-    /// The last value under the exact key, and under the key in another case.
-    exact: Option<Found>,
-    folded: Option<Found>,
+    /// The values under the exact key, and under the key in another case.
+    exact: Slot,
+    folded: Slot,
     /// A line that names the metric in no readable form.
     mention: Option<String>,
     last_number: Option<String>,
@@ -50,8 +97,7 @@ struct Findings {
 }
 
 impl Findings {
-    /// A value under `key`: the metric's (a readable one replaces any earlier; an unreadable
-    /// one only an unreadable), or a sub-metric.
+    /// A value under `key`: the metric's (see [`Slot::add`]), or a sub-metric.
     fn keyed(&mut self, name: &str, key: &str, value: Result<f64, ()>, line: &str) {
         let slot = if key == name {
             &mut self.exact
@@ -66,12 +112,8 @@ impl Findings {
             }
             return;
         };
-        let found = value
-            .map(|v| (v, line.trim().to_string()))
-            .map_err(|()| line.trim().to_string());
-        if found.is_ok() || !matches!(slot, Some(Ok(_))) {
-            *slot = Some(found);
-        }
+        let line = escape_controls(line.trim());
+        slot.add(value.map(|v| (v, line.clone())).map_err(|()| line));
     }
 }
 
@@ -119,15 +161,13 @@ pub fn parse_with(output: &str, name: &str, last_number: bool) -> Measurement {
             }
         }
     }
-    let reading = match f.exact.or(f.folded) {
-        Some(Ok((v, _))) if v.is_finite() => Reading::Value(v),
-        Some(Ok((_, line))) => Reading::NotFinite(line),
-        Some(Err(line)) => Reading::Unreadable(line),
+    let reading = match f.exact.reading().or_else(|| f.folded.reading()) {
+        Some(reading) => reading,
         None => match (f.mention, f.last_number) {
-            (Some(line), _) => Reading::Unreadable(line),
+            (Some(line), _) => Reading::Unreadable(escape_controls(&line)),
             (None, Some(text)) if last_number => match parse_number(&text) {
                 Some(v) if v.is_finite() => Reading::Value(v),
-                Some(_) => Reading::NotFinite(text),
+                Some(_) => Reading::NotFinite(escape_controls(&text)),
                 None => Reading::Missing,
             },
             (None, _) => Reading::Missing,
@@ -137,6 +177,33 @@ pub fn parse_with(output: &str, name: &str, last_number: bool) -> Measurement {
         reading,
         sub_metrics: f.sub_metrics,
     }
+}
+
+/// `bytes` as text: UTF-8 as it is, every byte that is not part of a UTF-8 character as `\xNN`.
+pub fn text_of(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(chunk.valid());
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
+}
+
+/// `line` with each control character (a terminal would act on it) written as `\xNN` (or
+/// `\u{NN}` above ASCII); a tab stays.
+pub fn escape_controls(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    for c in line.chars() {
+        match c {
+            '\t' => out.push(c),
+            c if c.is_control() && c.is_ascii() => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// The JSON object that starts at byte `at` of `text` (it may span lines), and its length.
@@ -392,7 +459,7 @@ mod tests {
         ));
         assert_eq!(
             value("loss: 2\nloss: 1e-3\n", "loss"),
-            Reading::Value(0.001)
+            Reading::Conflicting(2.0, 0.001)
         );
         assert_eq!(value("loss: -2.5e+2\n", "loss"), Reading::Value(-250.0));
     }
@@ -498,6 +565,60 @@ mod tests {
                 "{ambiguous}"
             );
         }
+    }
+
+    /// Two different values for the metric are no reading; the same value twice is one.
+    #[test]
+    fn a_metric_printed_twice() {
+        assert_eq!(
+            value("score: 3\nscore: 100\n", "score"),
+            Reading::Conflicting(3.0, 100.0)
+        );
+        assert_eq!(value("score: 3\nscore=3.0\n", "score"), Reading::Value(3.0));
+        // A line and a JSON object, or two objects.
+        assert_eq!(
+            value("score: 3\n{\n  \"score\": 4\n}\n", "score"),
+            Reading::Conflicting(3.0, 4.0)
+        );
+        assert_eq!(
+            value("{\"score\": 2}\n{\"score\": 2, \"n\": 1}\n", "score"),
+            Reading::Value(2.0)
+        );
+        // Under the key in another case, when the exact key is not printed.
+        assert_eq!(
+            value("Score: 1\nSCORE: 2\n", "score"),
+            Reading::Conflicting(1.0, 2.0)
+        );
+        assert_eq!(value("score: 1\nScore: 2\n", "score"), Reading::Value(1.0));
+        // Progress lines in another form are not the metric's line.
+        let out = "score@step=100: 1.9\nscore@step=200: 1.41\nscore: 1.3\n";
+        assert_eq!(value(out, "score"), Reading::Value(1.3));
+        // With the opt-in too: a named metric is read as named.
+        assert_eq!(
+            parse_with("score: 1\nscore: 2\n7\n", "score", true).reading,
+            Reading::Conflicting(1.0, 2.0)
+        );
+        assert_eq!(
+            value("score: nan\nscore: nan\n", "score"),
+            Reading::NotFinite("score: nan".into())
+        );
+    }
+
+    /// Bytes that are not text and control characters are escaped in what a reading quotes.
+    #[test]
+    fn bytes_that_are_not_text_are_escaped() {
+        let out = text_of(b"score: 3\xff\x07\n");
+        assert_eq!(out, "score: 3\\xff\x07\n");
+        assert_eq!(
+            value(&out, "score"),
+            Reading::Unreadable("score: 3\\xff\\x07".into())
+        );
+        assert_eq!(text_of("é ok".as_bytes()), "é ok");
+        assert_eq!(escape_controls("a\u{0}b\tc\u{85}"), "a\\x00b\tc\\u{85}");
+        assert_eq!(
+            parse_with("x\u{1}y 5e999\n", "score", true).reading,
+            Reading::NotFinite("5e999".into())
+        );
     }
 
     /// A metric named in a form that cannot be read is no metric, never the last number.

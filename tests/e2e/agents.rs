@@ -6,17 +6,17 @@
 //! edit (allowed, so not frozen) and prints `val_bpb`; `prepare.py` (the harness it imports) is
 //! frozen.
 //!
-//! The CLIs are found through GIT_CONFERENCE_TEST_CLAUDE / GIT_CONFERENCE_TEST_AIDER, PATH, or
-//! `.ci/agents/` (where `.ci/run` installs pinned versions; it sets both variables). When one is missing the test fails
-//! under CI (`CI` set) and otherwise prints a loud SKIPPED line.
+//! Each CLI is the executable GIT_CONFERENCE_TEST_CLAUDE / _AIDER / _CODEX / _GEMINI /
+//! _OPENCODE names. `build.rs` reads these when the tests are built: a test whose CLI is not
+//! named is `#[ignore]`d with the reason (`cargo test` prints `ignored, needs Claude Code: …` and
+//! counts it), never passed without having run. `.ci/run` installs pinned Claude Code, Codex and
+//! aider and names them; under CI (`CI` set) their tests always run, and a missing one fails.
 //!
 //! Codex, Gemini CLI and opencode (from npm: `@openai/codex`, `@google/gemini-cli`,
-//! `opencode-ai`) run only when GIT_CONFERENCE_TEST_CODEX / GIT_CONFERENCE_TEST_GEMINI /
-//! GIT_CONFERENCE_TEST_OPENCODE name their executables (`.ci/run` installs Codex and sets its
-//! variable; the other two are slower and left to be run by hand), else they print a loud
-//! SKIPPED line. Each gets its endpoint from a configuration file in the
-//! test's HOME, as a user would set it up. They were last run with Codex 0.169.0, Gemini CLI
-//! 0.61.0 and opencode 1.18.33 (opencode takes about 12 s a run on two cores).
+//! `opencode-ai`) each get their endpoint from a configuration file in the test's HOME, as a
+//! user would set it up; Gemini CLI and opencode are slower and left to be run by hand. They
+//! were last run with Codex 0.169.0, Gemini CLI 0.61.0 and opencode 1.18.33 (opencode takes
+//! about 12 s a run on two cores).
 
 use crate::common;
 
@@ -39,32 +39,16 @@ lr = 0.1
 print(f\"val_bpb: {evaluate(lr):.6f}\")
 ";
 
-/// The CLI to test: `$var`, else `name` on PATH, else where `.ci/run` installs it. None (after
-/// a loud line) when missing and not under CI; under CI a missing CLI fails the test.
-fn find_cli(var: &str, name: &str) -> Option<PathBuf> {
-    let ci_install = Path::new(env!("CARGO_MANIFEST_DIR")).join(match name {
-        "claude" => ".ci/agents/npm/node_modules/.bin/claude",
-        _ => ".ci/agents/aider-venv/bin/aider",
-    });
-    let found = std::env::var_os(var)
-        .map(PathBuf::from)
-        .filter(|p| p.is_file())
-        .or_else(|| {
-            std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-                .map(|d| d.join(name))
-                .find(|p| p.is_file())
-        })
-        .or_else(|| ci_install.is_file().then_some(ci_install));
-    if found.is_none() {
-        if std::env::var_os("CI").is_some() {
-            panic!("{name} is not installed: set {var} (CI must run this test; see .ci/run)");
-        }
-        eprintln!(
-            "\n*** SKIPPED: {name} not found (set {var} or put {name} on PATH); \
-             this test drives the real {name} ***\n"
-        );
+/// The CLI `$var` names. A test that needs one is ignored when it is not named (see build.rs),
+/// except under CI: there, or when ignored tests are run on purpose, a missing CLI fails here.
+fn cli(var: &str, product: &str) -> PathBuf {
+    match std::env::var_os(var).map(PathBuf::from) {
+        Some(path) if path.is_file() => path,
+        _ => panic!(
+            "{product} is not installed: set {var} to its executable (.ci/run installs it and \
+             sets the variable)"
+        ),
     }
-    found
 }
 
 /// The scripted endpoint, stopped when dropped.
@@ -200,10 +184,12 @@ fn files_of(repo: &TestRepo, commit: &str) -> Vec<String> {
 }
 
 #[test]
+#[cfg_attr(
+    not(agent_cli_claude),
+    ignore = "needs Claude Code: set GIT_CONFERENCE_TEST_CLAUDE to its executable, or run .ci/run"
+)]
 fn claude_code_researcher_keeps_rejects_and_records_refusals_and_usage() {
-    let Some(claude) = find_cli("GIT_CONFERENCE_TEST_CLAUDE", "claude") else {
-        return;
-    };
+    let claude = cli("GIT_CONFERENCE_TEST_CLAUDE", "Claude Code");
     let repo = autoresearch(&claude, "claude");
     let endpoint = Endpoint::start(
         repo.tmp.path(),
@@ -297,10 +283,12 @@ fn claude_code_researcher_keeps_rejects_and_records_refusals_and_usage() {
 }
 
 #[test]
+#[cfg_attr(
+    not(agent_cli_claude),
+    ignore = "needs Claude Code: set GIT_CONFERENCE_TEST_CLAUDE to its executable, or run .ci/run"
+)]
 fn a_cost_budget_stops_the_conference_and_caps_claude_code() {
-    let Some(claude) = find_cli("GIT_CONFERENCE_TEST_CLAUDE", "claude") else {
-        return;
-    };
+    let claude = cli("GIT_CONFERENCE_TEST_CLAUDE", "Claude Code");
     let repo = autoresearch(&claude, "claude");
     // Each model call costs $0.0075 at the default model's prices: a run of 4 calls $0.03.
     let endpoint = Endpoint::start(
@@ -372,10 +360,12 @@ fn aider_edit(file: &str, old: &str, new: &str) -> Value {
 }
 
 #[test]
+#[cfg_attr(
+    not(agent_cli_aider),
+    ignore = "needs aider: set GIT_CONFERENCE_TEST_AIDER to its executable, or run .ci/run"
+)]
 fn aider_researcher_keeps_rejects_and_records_failed_edits_and_usage() {
-    let Some(aider) = find_cli("GIT_CONFERENCE_TEST_AIDER", "aider") else {
-        return;
-    };
+    let aider = cli("GIT_CONFERENCE_TEST_AIDER", "aider");
     let repo = autoresearch(&aider, "aider");
     let endpoint = Endpoint::start(
         repo.tmp.path(),
@@ -439,6 +429,169 @@ fn aider_researcher_keeps_rejects_and_records_failed_edits_and_usage() {
     let log = repo.git(&["log", "--format=%an", "conference/ai/researcher-A"]);
     assert!(!log.contains("aider"), "{log}");
     assert!(endpoint.main_requests().len() >= 3);
+}
+
+/// Everything `start` printed.
+fn said(run: &common::Run) -> String {
+    format!("{}{}", run.stdout, run.stderr)
+}
+
+/// A command line of its own that runs Claude Code (not the preset) gets what the preset gets:
+/// its JSON is read for tokens and cost, and a Cost budget stops the conference.
+#[test]
+#[cfg_attr(
+    not(agent_cli_claude),
+    ignore = "needs Claude Code: set GIT_CONFERENCE_TEST_CLAUDE to its executable, or run .ci/run"
+)]
+fn a_custom_claude_code_line_is_read_and_held_to_its_cost_budget() {
+    let claude = cli("GIT_CONFERENCE_TEST_CLAUDE", "Claude Code");
+    let repo = autoresearch(&claude, "claude");
+    // Each run makes 4 model calls at $0.0075: $0.03.
+    let endpoint = Endpoint::start(
+        repo.tmp.path(),
+        json!([
+            claude_edit("train.py", "lr = 0.1", "lr = 0.05", "lower lr", "Done."),
+            claude_edit(
+                "train.py",
+                "lr = 0.05",
+                "lr = 0.02",
+                "lower lr more",
+                "Done."
+            ),
+            claude_edit(
+                "train.py",
+                "lr = 0.02",
+                "lr = 0.01",
+                "lower lr again",
+                "Done."
+            ),
+        ]),
+    );
+    let line = r#"claude -p "$(cat "$CONFERENCE_PROMPT_FILE")" --permission-mode acceptEdits --output-format json"#;
+    let text = config("own", 5, 3, &[line], &["- **Cost budget:** $0.05"]);
+    let run = start(&repo, "own", &text, &claude_env(&endpoint));
+    assert_eq!(run.code, 0, "{}", said(&run));
+    assert!(
+        said(&run).contains("agent output: read as Claude Code's JSON when it is"),
+        "start says how the output is read:\n{}",
+        said(&run)
+    );
+    assert!(!said(&run).contains("reports no cost"), "{}", said(&run));
+    let its = iterations(&repo, "own");
+    assert_eq!(its.len(), 2, "no run starts once $0.05 is spent: {its:#?}");
+    for p in &its {
+        assert_eq!(p["status"], "kept", "{p}");
+        assert!(p["tokens"]["input"].as_u64().unwrap() >= 1000, "{p}");
+        assert!(p["cost_usd"].as_f64().unwrap() >= 0.03, "{p}");
+    }
+    let st = repo.status_json("own");
+    assert_eq!(st["final_status"], "budget_stop", "{st}");
+    let stop = repo.events_named("own", "conference.budget_stop");
+    assert_eq!(stop[0]["payload"]["reason"], "cost_budget", "{stop:?}");
+}
+
+/// A team's wrapper script around Claude Code: its output is Claude Code's JSON, so its usage
+/// is recorded as the preset's would be.
+#[test]
+#[cfg_attr(
+    not(agent_cli_claude),
+    ignore = "needs Claude Code: set GIT_CONFERENCE_TEST_CLAUDE to its executable, or run .ci/run"
+)]
+fn a_wrapper_script_that_runs_claude_code_gets_its_usage() {
+    let claude = cli("GIT_CONFERENCE_TEST_CLAUDE", "Claude Code");
+    let repo = autoresearch(&claude, "claude");
+    let endpoint = Endpoint::start(
+        repo.tmp.path(),
+        json!([claude_edit(
+            "train.py",
+            "lr = 0.1",
+            "lr = 0.03",
+            "lower lr to 0.03",
+            "Done."
+        )]),
+    );
+    let wrapper = repo.tmp.path().join("our-agent");
+    std::fs::write(
+        &wrapper,
+        "#!/bin/sh\necho \"our-agent: starting in $PWD\" >&2\n\
+         exec claude -p --permission-mode acceptEdits --output-format json <\"$CONFERENCE_PROMPT_FILE\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let text = config("wrap", 1, 1, &[wrapper.to_str().unwrap()], &[]);
+    let run = start(&repo, "wrap", &text, &claude_env(&endpoint));
+    assert_eq!(run.code, 0, "{}", said(&run));
+    let its = iterations(&repo, "wrap");
+    assert_eq!(its[0]["status"], "kept", "{its:#?}");
+    assert_eq!(its[0]["description"], "lower lr to 0.03");
+    assert!(
+        its[0]["tokens"]["input"].as_u64().unwrap() >= 1000,
+        "{}",
+        its[0]
+    );
+    assert!(its[0]["cost_usd"].as_f64().unwrap() > 0.0, "{}", its[0]);
+    let note = &repo.notes(its[0]["commit"].as_str().unwrap())[0];
+    assert!(note["cost_usd"].as_f64().unwrap() > 0.0, "{note}");
+    let st = repo.status_json("wrap");
+    assert!(st["spend"]["cost_usd"].as_f64().unwrap() > 0.0, "{st}");
+}
+
+/// aider run by a command line of its own (not the preset, so none of the preset's flags that
+/// move or disable its files): the files aider keeps in its working folder (chat and input
+/// history, tags cache) are not the attempt, nor is the `.gitignore` edit it would make for
+/// them; the improving edit is kept, with aider's tokens and cost. Once as a user may write the
+/// line, once with `--no-gitignore` (aider's files then lie in the worktree unignored by git).
+#[test]
+#[cfg_attr(
+    not(agent_cli_aider),
+    ignore = "needs aider: set GIT_CONFERENCE_TEST_AIDER to its executable, or run .ci/run"
+)]
+fn a_custom_aider_line_keeps_an_improving_attempt() {
+    let aider = cli("GIT_CONFERENCE_TEST_AIDER", "aider");
+    let repo = autoresearch(&aider, "aider");
+    for (name, flags) in [("aid", ""), ("noign", " --no-gitignore")] {
+        std::fs::create_dir_all(repo.tmp.path().join(name)).unwrap();
+        let endpoint = Endpoint::start(
+            &repo.tmp.path().join(name),
+            json!([aider_edit("train.py", "lr = 0.1", "lr = 0.02")]),
+        );
+        let line = format!(
+            "aider --message-file \"$CONFERENCE_PROMPT_FILE\" --yes-always --model \
+             openai/gpt-4o-mini --edit-format diff --no-check-update --no-analytics{flags}"
+        );
+        let text = config(name, 1, 1, &[&line], &[]);
+        let env = vec![
+            ("OPENAI_API_BASE", format!("{}/v1", endpoint.url())),
+            ("OPENAI_API_KEY", "sk-test".to_string()),
+            ("LITELLM_LOCAL_MODEL_COST_MAP", "True".to_string()),
+        ];
+        let run = start(&repo, name, &text, &env);
+        assert_eq!(run.code, 0, "{}", said(&run));
+        assert!(
+            said(&run)
+                .contains("agent output: read as aider's `Tokens:`/`Cost:` lines when it is one")
+                && said(&run).contains("aider's files (.aider*) are never part of an attempt"),
+            "{}",
+            said(&run)
+        );
+        let its = iterations(&repo, name);
+        assert_eq!(its[0]["status"], "kept", "{its:#?}\n{}", run.stderr);
+        let commit = its[0]["commit"].as_str().unwrap();
+        assert_eq!(files_of(&repo, commit), ["train.py"]);
+        assert!(
+            its[0]["tokens"]["input"].as_u64().unwrap() > 0,
+            "{}",
+            its[0]
+        );
+        assert!(its[0]["cost_usd"].as_f64().unwrap() > 0.0, "{}", its[0]);
+        let best = format!("conference/{name}/best");
+        assert!(repo.show(&best, "train.py").unwrap().contains("lr = 0.02"));
+        assert_eq!(repo.show(&best, ".gitignore"), None);
+    }
 }
 
 fn worktree_paths(repo: &TestRepo) -> Vec<String> {
@@ -565,20 +718,6 @@ fn a_token_budget_stops_new_agent_runs() {
     assert!(status.contains("round 1: 1.22M tokens"), "{status}");
 }
 
-/// A CLI that `.ci/run` does not install: `$var` when it names a file, else None after a loud
-/// SKIPPED line (also under CI).
-fn optional_cli(var: &str, name: &str) -> Option<PathBuf> {
-    let found = std::env::var_os(var)
-        .map(PathBuf::from)
-        .filter(|p| p.is_file());
-    if found.is_none() {
-        eprintln!(
-            "\n*** SKIPPED: set {var} to a {name} executable; this test drives the real {name} ***\n"
-        );
-    }
-    found
-}
-
 /// Writes `text` to `rel` under the test's HOME (where the CLIs read their configuration).
 fn home_file(repo: &TestRepo, rel: &str, text: &str) {
     let path = repo.tmp.path().join("home").join(rel);
@@ -643,10 +782,12 @@ fn check_three_attempts(
 }
 
 #[test]
+#[cfg_attr(
+    not(agent_cli_codex),
+    ignore = "needs Codex: set GIT_CONFERENCE_TEST_CODEX to its executable, or run .ci/run"
+)]
 fn codex_researcher_keeps_rejects_and_records_refusals_and_usage() {
-    let Some(codex) = optional_cli("GIT_CONFERENCE_TEST_CODEX", "codex") else {
-        return;
-    };
+    let codex = cli("GIT_CONFERENCE_TEST_CODEX", "Codex");
     let repo = autoresearch(&codex, "codex");
     let endpoint = Endpoint::start(repo.tmp.path(), three_attempts());
     // Codex reads its endpoint from its configuration only (not OPENAI_BASE_URL).
@@ -678,10 +819,12 @@ fn codex_researcher_keeps_rejects_and_records_refusals_and_usage() {
 }
 
 #[test]
+#[cfg_attr(
+    not(agent_cli_gemini),
+    ignore = "needs Gemini CLI: set GIT_CONFERENCE_TEST_GEMINI to its executable"
+)]
 fn gemini_cli_researcher_keeps_rejects_and_records_refusals_and_usage() {
-    let Some(gemini) = optional_cli("GIT_CONFERENCE_TEST_GEMINI", "gemini") else {
-        return;
-    };
+    let gemini = cli("GIT_CONFERENCE_TEST_GEMINI", "Gemini CLI");
     let repo = autoresearch(&gemini, "gemini");
     let endpoint = Endpoint::start(repo.tmp.path(), three_attempts());
     home_file(
@@ -703,10 +846,12 @@ fn gemini_cli_researcher_keeps_rejects_and_records_refusals_and_usage() {
 }
 
 #[test]
+#[cfg_attr(
+    not(agent_cli_opencode),
+    ignore = "needs opencode: set GIT_CONFERENCE_TEST_OPENCODE to its executable"
+)]
 fn opencode_researcher_keeps_rejects_and_records_refusals_and_usage() {
-    let Some(opencode) = optional_cli("GIT_CONFERENCE_TEST_OPENCODE", "opencode") else {
-        return;
-    };
+    let opencode = cli("GIT_CONFERENCE_TEST_OPENCODE", "opencode");
     let repo = autoresearch(&opencode, "opencode");
     let endpoint = Endpoint::start(repo.tmp.path(), three_attempts());
     home_file(
@@ -785,47 +930,57 @@ fn one_edit() -> Value {
 }
 
 #[test]
-fn gemini_cli_and_opencode_take_a_prompt_over_128_kib() {
-    if let Some(gemini) = optional_cli("GIT_CONFERENCE_TEST_GEMINI", "gemini") {
-        let repo = autoresearch(&gemini, "gemini");
-        let endpoint = Endpoint::start(repo.tmp.path(), one_edit());
-        home_file(
-            &repo,
-            ".gemini/settings.json",
-            r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#,
-        );
-        let env = [
-            ("GOOGLE_GEMINI_BASE_URL", endpoint.url()),
-            ("GEMINI_API_KEY", "test-key".to_string()),
-        ];
-        run_preset_with_a_long_prompt(
-            &repo,
-            git_conference::agents::Preset::Gemini,
-            &gemini,
-            &endpoint,
-            &env,
-        );
-    }
-    if let Some(opencode) = optional_cli("GIT_CONFERENCE_TEST_OPENCODE", "opencode") {
-        let repo = autoresearch(&opencode, "opencode");
-        let endpoint = Endpoint::start(repo.tmp.path(), one_edit());
-        home_file(
-            &repo,
-            ".config/opencode/opencode.json",
-            &json!({"provider": {"scripted": {
-                "npm": "@ai-sdk/openai-compatible",
-                "options": {"baseURL": format!("{}/v1", endpoint.url()), "apiKey": "sk-test"},
-                "models": {"m": {"name": "m"}}}}})
-            .to_string(),
-        );
-        run_preset_with_a_long_prompt(
-            &repo,
-            git_conference::agents::Preset::Opencode,
-            &opencode,
-            &endpoint,
-            &[],
-        );
-    }
+#[cfg_attr(
+    not(agent_cli_gemini),
+    ignore = "needs Gemini CLI: set GIT_CONFERENCE_TEST_GEMINI to its executable"
+)]
+fn gemini_cli_takes_a_prompt_over_128_kib() {
+    let gemini = cli("GIT_CONFERENCE_TEST_GEMINI", "Gemini CLI");
+    let repo = autoresearch(&gemini, "gemini");
+    let endpoint = Endpoint::start(repo.tmp.path(), one_edit());
+    home_file(
+        &repo,
+        ".gemini/settings.json",
+        r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#,
+    );
+    let env = [
+        ("GOOGLE_GEMINI_BASE_URL", endpoint.url()),
+        ("GEMINI_API_KEY", "test-key".to_string()),
+    ];
+    run_preset_with_a_long_prompt(
+        &repo,
+        git_conference::agents::Preset::Gemini,
+        &gemini,
+        &endpoint,
+        &env,
+    );
+}
+
+#[test]
+#[cfg_attr(
+    not(agent_cli_opencode),
+    ignore = "needs opencode: set GIT_CONFERENCE_TEST_OPENCODE to its executable"
+)]
+fn opencode_takes_a_prompt_over_128_kib() {
+    let opencode = cli("GIT_CONFERENCE_TEST_OPENCODE", "opencode");
+    let repo = autoresearch(&opencode, "opencode");
+    let endpoint = Endpoint::start(repo.tmp.path(), one_edit());
+    home_file(
+        &repo,
+        ".config/opencode/opencode.json",
+        &json!({"provider": {"scripted": {
+            "npm": "@ai-sdk/openai-compatible",
+            "options": {"baseURL": format!("{}/v1", endpoint.url()), "apiKey": "sk-test"},
+            "models": {"m": {"name": "m"}}}}})
+        .to_string(),
+    );
+    run_preset_with_a_long_prompt(
+        &repo,
+        git_conference::agents::Preset::Opencode,
+        &opencode,
+        &endpoint,
+        &[],
+    );
 }
 
 /// A stand-in for `claude` at `version`: it answers `--version` as Claude Code does, refuses

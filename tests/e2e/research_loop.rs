@@ -1515,6 +1515,73 @@ fn metric_forms_through_a_real_evaluation() {
     assert!(repo.events_named("amb", "baseline.measured").is_empty());
 }
 
+/// A metric printed twice with different values is a crash naming both (the same value twice
+/// is one reading), and a metric line with bytes that are not text is quoted escaped wherever
+/// it is stored or shown: events, notes, `log`, `status`, the report.
+#[test]
+fn a_metric_printed_twice_or_not_as_text_is_a_crash_said_plainly() {
+    let repo = TestRepo::from_fixture("loop");
+    repo.write("out.txt", "score: 10\n");
+    repo.write_executable("eval.sh", "#!/bin/sh\ncat out.txt\n");
+    repo.write_executable(
+        "agent.sh",
+        "#!/bin/sh\ncase \"$CONFERENCE_ITERATION\" in\n\
+         1) printf 'score: 3\\nscore: 100\\n' >out.txt ;;\n\
+         2) printf 'score: 3\\377\\007\\001 x\\n' >out.txt ;;\n\
+         *) printf 'step 1\\nscore: 9\\nscore=9.0\\n' >out.txt ;;\n\
+         esac\n",
+    );
+    repo.commit_all("an evaluation that prints what the agent wrote");
+    let config = ConfigBuilder::new("Twice", "./agent.sh")
+        .iterations(3)
+        .frozen("eval.sh, agent.sh, agents/**")
+        .build();
+    repo.start("twice", &config).ok();
+    let its = iterations(&repo, "twice");
+    let verdicts: Vec<&str> = its
+        .iter()
+        .map(|e| e["payload"]["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(verdicts, ["crashed", "crashed", "kept"], "{its:#?}");
+    let twice = its[0]["payload"]["reason"].as_str().unwrap();
+    assert!(
+        twice.starts_with("metric score printed twice with different values: 3 and 100"),
+        "{twice}"
+    );
+    let bytes = its[1]["payload"]["reason"].as_str().unwrap();
+    assert!(
+        bytes.contains("`score: 3\\xff\\x07\\x01 x`"),
+        "escaped, not raw: {bytes:?}"
+    );
+    assert_eq!(its[2]["payload"]["metric_value"].as_f64(), Some(9.0));
+    // Stored escaped: the note, and everything that shows it.
+    let commit = its[1]["payload"]["commit"].as_str().unwrap();
+    let shown = [
+        repo.git(&["notes", "--ref", "conference", "show", commit]),
+        repo.conference(&["log", "twice"]).ok().stdout,
+        repo.conference(&["status", "twice"]).ok().stdout,
+        {
+            let out = repo.tmp.path().join("report");
+            repo.conference(&["report", "twice", "--output", out.to_str().unwrap()])
+                .ok();
+            std::fs::read_to_string(out.join("final_report.md")).unwrap()
+        },
+    ];
+    for (what, text) in ["note", "log", "status", "report"].iter().zip(&shown) {
+        assert!(
+            !text.contains(['\u{7}', '\u{1}', '\u{fffd}']),
+            "{what} holds raw bytes: {text:?}"
+        );
+    }
+    assert!(shown[0].contains(r"3\\xff\\x07\\x01 x"), "{}", shown[0]);
+    assert!(shown[1].contains(r"3\xff\x07\x01 x"), "{}", shown[1]);
+    assert!(
+        shown[1].contains("printed twice with different values: 3 and 100"),
+        "{}",
+        shown[1]
+    );
+}
+
 /// The write end of a pipe whose reader is already gone (what `| head` leaves once head exits).
 fn closed_pipe() -> std::process::Stdio {
     use std::os::fd::FromRawFd;

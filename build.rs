@@ -1,0 +1,38 @@
+//! Which real agent CLIs the end-to-end tests in `tests/e2e/agents.rs` can drive: each
+//! `GIT_CONFERENCE_TEST_<CLI>` that names an executable file sets the cfg `agent_cli_<cli>`, and a
+//! test without its CLI is `#[ignore]`d with the reason, so `cargo test` reports it as
+//! `ignored, needs Claude Code: …` instead of passing without having run. Under CI (`CI` set)
+//! Claude Code, aider and Codex, which `.ci/run` installs, are always on: there a missing one
+//! fails its test.
+
+use std::path::Path;
+
+/// (cfg name, the variable naming the CLI, whether CI must have it)
+const CLIS: [(&str, &str, bool); 5] = [
+    ("agent_cli_claude", "GIT_CONFERENCE_TEST_CLAUDE", true),
+    ("agent_cli_aider", "GIT_CONFERENCE_TEST_AIDER", true),
+    ("agent_cli_codex", "GIT_CONFERENCE_TEST_CODEX", true),
+    ("agent_cli_gemini", "GIT_CONFERENCE_TEST_GEMINI", false),
+    ("agent_cli_opencode", "GIT_CONFERENCE_TEST_OPENCODE", false),
+];
+
+fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-env-changed=CI");
+    let ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
+    for (cfg, var, in_ci) in CLIS {
+        println!("cargo:rustc-check-cfg=cfg({cfg})");
+        println!("cargo:rerun-if-env-changed={var}");
+        let named = std::env::var_os(var).is_some_and(|p| Path::new(&p).is_file());
+        if named {
+            // A CLI reinstalled or removed at that path is seen at the next build.
+            println!(
+                "cargo:rerun-if-changed={}",
+                std::env::var(var).unwrap_or_default()
+            );
+        }
+        if named || (ci && in_ci) {
+            println!("cargo:rustc-cfg={cfg}");
+        }
+    }
+}

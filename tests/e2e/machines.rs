@@ -491,3 +491,5 @@ fn join_runs_nothing_this_clone_does_not_trust_and_refuses_unknown_researchers()
         resume.stderr
     );
 }
+
+mod under_fire;

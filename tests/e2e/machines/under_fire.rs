@@ -85,3 +85,67 @@ fn a_failed_publication_is_retried_and_blames_no_agent() {
         "{logs}"
     );
 }
+
+/// Waits for machine `m`'s process to exit; its exit code.
+fn exits(c: &Cluster, m: usize, mut child: Child, within: Duration) -> i32 {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code().unwrap_or(-1);
+        }
+        if start.elapsed() > within {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", "--", &format!("-{}", child.id())])
+                .status();
+            let _ = child.wait();
+            panic!("machine {} still runs:\n{}", m + 1, c.log(m));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A machine's own attempts ref deleted on the remote: it pushes it again from what the remote
+/// holds (nothing) and goes on publishing; the conference ends with the one-machine best.
+#[test]
+fn a_machines_attempts_ref_deleted_on_the_remote_does_not_stop_its_publications() {
+    let config = config("3s");
+    let c = cluster(&config);
+    let m1 = c.start();
+    let m2 = c.join(1, "B");
+    let m3 = c.join(2, "C");
+    wait_for_iteration(&c, "B", 1, 1);
+    let own = format!("refs/conference/{NAME}/machines/m2/attempts");
+    c.repo.git_in(&c.remote, &["update-ref", "-d", &own]);
+    c.finishes(0, m1);
+    c.finishes(1, m2);
+    c.finishes(2, m3);
+    c.reached_the_one_machine_best(&config);
+    c.repo.git_in(&c.remote, &["rev-parse", "--verify", &own]);
+}
+
+/// An unrelated event log of the same name forced onto the remote: every machine stops with the
+/// reason instead of retrying for ever.
+#[test]
+fn an_unrelated_log_forced_onto_the_remote_stops_every_machine_with_the_reason() {
+    let config = config("5s");
+    let c = cluster(&config);
+    let m1 = c.start();
+    let m2 = c.join(1, "B");
+    let m3 = c.join(2, "C");
+    wait_for_iteration(&c, "B", 1, 1);
+    let other = TestRepo::from_fixture("machines");
+    other.write("conference.md", &config);
+    other.commit_all("conference.md");
+    other.conference(&["start", NAME]).ok();
+    let events = format!("+refs/conference/{NAME}/events:refs/conference/{NAME}/events");
+    other.git(&["push", "-q", &c.url, &events]);
+    for (m, child) in [m1, m2, m3].into_iter().enumerate() {
+        let code = exits(&c, m, child, Duration::from_secs(60));
+        assert_ne!(code, 0, "{}", c.log(m));
+        assert!(
+            c.log(m).contains("shares no history with this machine's"),
+            "{}",
+            c.log(m)
+        );
+    }
+}

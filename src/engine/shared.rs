@@ -20,7 +20,7 @@ use super::{driver, Conference, RunOutcome};
 use crate::exec::process;
 use crate::model::event::CHAIR;
 use crate::model::{FinalStatus, RunStatus};
-use crate::remote::link::Link;
+use crate::remote::link::{Link, Refused};
 
 /// How long a machine with nothing to run waits before looking at the remote again.
 const POLL: Duration = Duration::from_millis(300);
@@ -52,6 +52,9 @@ async fn run(conf: &Arc<Conference>, link: &Link) -> Result<RunOutcome> {
             return Ok(outcome);
         }
         if let Err(e) = synced.and_then(|_| claim(conf, link)) {
+            if e.is::<Refused>() {
+                return Err(e);
+            }
             if unreachable_said.is_none_or(|at| at.elapsed() >= SAY_UNREACHABLE_EVERY) {
                 conf.ui.warn(&format!("warning: {e:#}; trying again"));
                 unreachable_said = Some(Instant::now());

@@ -31,11 +31,25 @@ use super::publish;
 use super::push::{push, Expect, Pushed, Update};
 use crate::model::event::CHAIR;
 use crate::model::state::{files, State};
+use crate::store::cas::Backoff;
 use crate::store::events::read_path;
 use crate::store::{ConferenceRefs, NOTES_REF};
 
-/// How many times a refused publication is retried after a fetch.
-const TRIES: u32 = 20;
+/// How many times a publication is tried (each try after a refusal or a failure).
+const TRIES: u32 = 40;
+
+/// The first wait after a publication failed; waits double from there (see [`Backoff`]).
+const FIRST_RETRY: Duration = Duration::from_secs(2);
+
+/// How long one publication keeps retrying a remote that fails before it gives up: its events
+/// stay here and go out with the next publication.
+const RETRY_CAP: Duration = Duration::from_secs(120);
+
+/// Why this machine stops taking part: what the remote holds is not a conference this machine
+/// can follow, and no retry changes that.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
 
 /// What this machine runs, as asked on the command line.
 #[derive(Debug, Clone, Default)]
@@ -66,6 +80,8 @@ struct Inner {
     /// This machine's own refs on the remote (attempts, notes) as it pushed them last.
     pushed: BTreeMap<String, Oid>,
     last_push: Option<Instant>,
+    /// Since when publications fail (None: the last one went out). No lease is renewed then.
+    failing: Option<Instant>,
 }
 
 /// The remote's conference refs, as one fetch just brought them.
@@ -95,19 +111,27 @@ impl Link {
             wanted,
             inner: Mutex::new(Inner::default()),
         };
+        link.refresh_own(&mut link.inner.lock().unwrap())?;
+        Ok(link)
+    }
+
+    /// Reads where the remote holds this machine's own refs (attempts, notes) now.
+    fn refresh_own(&self, inner: &mut Inner) -> Result<()> {
         let own = [
-            link.refs.machine_attempts(machine),
-            link.refs.machine_notes(machine),
+            self.refs.machine_attempts(&self.machine),
+            self.refs.machine_notes(&self.machine),
         ];
-        let listed = crate::git::git_remote(&link.dir, &["ls-remote", remote, &own[0], &own[1]])?;
-        let mut inner = link.inner.lock().unwrap();
+        let listed =
+            crate::git::git_remote(&self.dir, &["ls-remote", &self.remote, &own[0], &own[1]])?;
+        for name in &own {
+            inner.pushed.remove(name);
+        }
         for line in listed.lines() {
             if let Some((id, name)) = line.split_once('\t') {
                 inner.pushed.insert(name.to_string(), Oid::from_str(id)?);
             }
         }
-        drop(inner);
-        Ok(link)
+        Ok(())
     }
 
     /// How long another machine waits, after this one fell silent, before taking its slots.
@@ -168,46 +192,104 @@ impl Link {
 
     /// Publishes every local event the remote does not have (see the module's doc). Returns
     /// the event log's tip after it, which the local events ref then points at.
+    ///
+    /// Nothing moves here before the remote took the push: a push that fails (the remote out of
+    /// reach, a hook or a permission refusing it) leaves the local log, branches and leases as
+    /// they were, and is tried again with [`Backoff`], saying so on stderr, for up to
+    /// [`RETRY_CAP`]; then the events wait for the next publication. Meanwhile no lease is renewed
+    /// ([`Link::heartbeat`]): a machine that cannot publish lets its slots go to one that can.
     pub fn publish(&self, repo: &Repository) -> Result<Oid> {
-        for attempt in 0..TRIES {
-            // Held across the fetch: a heartbeat renewing a lease in between would make the
-            // view's value look like another machine's.
-            let mut inner = self.inner.lock().unwrap();
-            let view = self.fetch(repo)?;
-            self.drop_lost(&mut inner, &view);
-            let tip = self.rebase_local(repo, &inner, view.events)?;
-            let state = state_at(repo, tip)?;
-            let mut updates = vec![Update {
-                name: self.refs.events(),
-                new: Some(tip),
-                expect: Expect::At(view.events),
-            }];
-            let renewed = self.renewals(repo, &inner)?;
-            updates.extend(renewed.iter().map(|(_, update, _)| update.clone()));
-            updates.extend(self.branch_updates(&state, &view, &inner)?);
-            updates.extend(self.own_refs(repo, &inner)?);
-            if tip == view.events {
-                updates.remove(0);
-            }
-            match push(&self.dir, &self.remote, &updates)? {
-                Pushed::Accepted => {
-                    self.pushed(&mut inner, &updates);
-                    for (slot, _, held) in renewed {
-                        inner.held.insert(slot, held);
-                    }
+        let mut races = Backoff::new(Duration::from_millis(10), Duration::from_secs(1), None);
+        let mut failures = Backoff::new(FIRST_RETRY, Duration::from_secs(30), Some(RETRY_CAP));
+        for _ in 0..TRIES {
+            let failure = match self.try_publish(repo) {
+                Ok(Some(tip)) => {
+                    self.inner.lock().unwrap().failing = None;
                     return Ok(tip);
                 }
-                Pushed::Rejected(_) => {
-                    drop(inner);
-                    std::thread::sleep(Duration::from_millis(10 << attempt.min(5)));
+                Ok(None) => {
+                    std::thread::sleep(races.next_delay().unwrap_or_default());
+                    continue;
                 }
-            }
+                Err(e) if e.is::<Refused>() => return Err(e),
+                Err(e) => e,
+            };
+            let since = *self
+                .inner
+                .lock()
+                .unwrap()
+                .failing
+                .get_or_insert_with(Instant::now);
+            let Some(wait) = failures.next_delay() else {
+                return Err(failure.context(format!(
+                    "publishing to {} failed for {}s",
+                    self.remote,
+                    since.elapsed().as_secs()
+                )));
+            };
+            crate::errln!(
+                "git-conference: publishing to {} failed: {}; retrying in {}",
+                self.remote,
+                one_line(&failure),
+                seconds(wait)
+            );
+            std::thread::sleep(wait);
         }
         bail!(
             "{}: {} kept moving for {TRIES} tries; this machine publishes again with its next event",
             self.refs.events(),
             self.remote
         )
+    }
+
+    /// One try of [`Link::publish`]: Some(the new tip) when the remote took it, None when another
+    /// machine moved a ref first (fetch and try again); the local refs move only in the first case.
+    fn try_publish(&self, repo: &Repository) -> Result<Option<Oid>> {
+        // Held across the fetch: a heartbeat renewing a lease in between would make the view's
+        // value look like another machine's.
+        let mut inner = self.inner.lock().unwrap();
+        let view = self.fetch(repo)?;
+        self.drop_lost(&mut inner, &view);
+        let local = repo.refname_to_id(&self.refs.events())?;
+        let tip = self.rebased(repo, &inner, local, view.events)?;
+        let state = state_at(repo, tip)?;
+        let mut updates = vec![Update {
+            name: self.refs.events(),
+            new: Some(tip),
+            expect: Expect::At(view.events),
+        }];
+        let renewed = self.renewals(repo, &inner)?;
+        updates.extend(renewed.iter().map(|(_, update, _)| update.clone()));
+        updates.extend(self.branch_updates(&state, &view, &inner)?);
+        updates.extend(self.own_refs(repo, &inner)?);
+        if tip == view.events {
+            updates.remove(0);
+        }
+        match push(&self.dir, &self.remote, &updates)? {
+            Pushed::Accepted => {
+                self.pushed(&mut inner, &updates);
+                for (slot, _, held) in renewed {
+                    inner.held.insert(slot, held);
+                }
+                if tip != local {
+                    crate::store::cas::update(
+                        repo,
+                        &self.refs.events(),
+                        tip,
+                        Some(local),
+                        "git conference: published over the shared remote's events",
+                    )?;
+                    self.follow_branches(repo, tip)?;
+                }
+                Ok(Some(tip))
+            }
+            Pushed::Rejected(_) => {
+                // This machine's own refs are written by it alone: one the remote lost (deleted
+                // there by hand) or holds elsewhere is pushed from what the remote holds now.
+                self.refresh_own(&mut inner)?;
+                Ok(None)
+            }
+        }
     }
 
     /// Brings the local event log and branches up to the remote's when it moved on (another
@@ -238,13 +320,14 @@ impl Link {
     }
 
     /// Renews every lease this machine holds when nothing was published for a third of the
-    /// lease; a lease found taken over is dropped (and reported by [`Link::take_lost`]).
+    /// lease, unless its publications fail (a lease is held by a machine that publishes); a
+    /// lease found taken over is dropped (and reported by [`Link::take_lost`]).
     pub fn heartbeat(&self, repo: &Repository) -> Result<()> {
         let mut inner = self.inner.lock().unwrap();
         let due = inner
             .last_push
             .is_none_or(|at| at.elapsed() >= self.lease / 3);
-        if !due || inner.held.is_empty() {
+        if !due || inner.held.is_empty() || inner.failing.is_some() {
             return Ok(());
         }
         let renewed = self.renewals(repo, &inner)?;
@@ -358,26 +441,25 @@ impl Link {
         }
     }
 
-    /// The local event log made to continue the remote's `theirs`: as it is when it already
-    /// does, else this machine's new events replayed over it, without those of slots it lost.
-    fn rebase_local(&self, repo: &Repository, inner: &Inner, theirs: Oid) -> Result<Oid> {
-        let events = self.refs.events();
-        let local = repo.refname_to_id(&events)?;
+    /// The local event log `local` made to continue the remote's `theirs`: as it is when it
+    /// already does, else this machine's new events replayed over it, without those of slots it
+    /// lost. Moves no ref: the local log follows once the remote took the result.
+    fn rebased(&self, repo: &Repository, inner: &Inner, local: Oid, theirs: Oid) -> Result<Oid> {
         let continues = local == theirs || repo.graph_descendant_of(local, theirs)?;
         if continues && self.published_only_held(repo, inner, local, theirs)? {
             return Ok(local);
         }
+        if repo.merge_base(local, theirs).is_err() {
+            return Err(Refused(format!(
+                "the event log of `{}` on {} shares no history with this machine's: it was replaced (a forced push?), so this machine stops; keep this clone's events with `git update-ref refs/conference-saved/{0}/events {}`",
+                self.refs.name,
+                self.remote,
+                self.refs.events()
+            ))
+            .into());
+        }
         let held: BTreeSet<String> = inner.held.keys().cloned().collect();
-        let tip = publish::replay_onto(repo, local, theirs, |event| held.contains(event.slot()))?;
-        crate::store::cas::update(
-            repo,
-            &events,
-            tip,
-            Some(local),
-            "git conference: replayed over the shared remote's events",
-        )?;
-        self.follow_branches(repo, tip)?;
-        Ok(tip)
+        publish::replay_onto(repo, local, theirs, |event| held.contains(event.slot()))
     }
 
     /// Whether every event between `theirs` and `local` belongs to a slot this machine holds.
@@ -590,4 +672,16 @@ fn branches_of(
         out.push((refs.best(), Oid::from_str(&state.best.commit)?));
     }
     Ok(out)
+}
+
+/// The first line of an error's chain, for a one-line message.
+fn one_line(e: &anyhow::Error) -> String {
+    let text = format!("{e:#}");
+    text.lines().next().unwrap_or_default().to_string()
+}
+
+/// A wait as people say it: `2s`, `1.5s`.
+fn seconds(wait: Duration) -> String {
+    let tenths = (wait.as_millis() as f64 / 100.0).round() / 10.0;
+    format!("{tenths}s")
 }

@@ -6,6 +6,8 @@
 //! attempts chain: every conference of a repository, every researcher) retry through
 //! [`with_backoff`], reading the new value each time; the event log has one writer and does not.
 
+use std::time::{Duration, Instant};
+
 use anyhow::{bail, Context, Result};
 use git2::{Oid, Repository};
 
@@ -61,19 +63,97 @@ pub fn update(
 pub const SHARED_TRIES: u64 = 20;
 
 /// Runs `attempt` (read the ref, build on it, [`try_update`]) until it returns Some, waiting a
-/// little longer after each lost race; gives up after `tries`.
+/// little longer after each lost race ([`Backoff`]); gives up after `tries`.
 pub fn with_backoff<T>(
     name: &str,
     tries: u64,
     mut attempt: impl FnMut() -> Result<Option<T>>,
 ) -> Result<T> {
+    let mut backoff = Backoff::new(Duration::from_millis(5), Duration::from_millis(200), None);
     for n in 0..tries {
         if n > 0 {
-            std::thread::sleep(std::time::Duration::from_millis(n * 5));
+            std::thread::sleep(backoff.next_delay().unwrap_or_default());
         }
         if let Some(done) = attempt()? {
             return Ok(done);
         }
     }
     bail!("could not update {name}: it kept changing under us")
+}
+
+/// The one backoff policy of every retry loop, local refs and the shared remote alike: each wait
+/// doubles from `first` up to `max`, with up to half of it added at random (writers that lost
+/// the same race do not all come back at the same instant), until the time cap (from the first
+/// wait) has passed.
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    next: Duration,
+    max: Duration,
+    deadline: Option<Instant>,
+}
+
+impl Backoff {
+    /// Waits from `first` up to `max`; `cap` None: no time cap.
+    pub fn new(first: Duration, max: Duration, cap: Option<Duration>) -> Backoff {
+        Backoff {
+            next: first,
+            max,
+            deadline: cap.map(|cap| Instant::now() + cap),
+        }
+    }
+
+    /// How long to wait before the next try; None once the time cap has passed.
+    pub fn next_delay(&mut self) -> Option<Duration> {
+        let now = Instant::now();
+        if self.deadline.is_some_and(|end| now >= end) {
+            return None;
+        }
+        let base = self.next;
+        self.next = (self.next * 2).min(self.max);
+        let jitter = base.mul_f64(random_fraction() / 2.0);
+        let delay = (base + jitter).min(self.max);
+        Some(match self.deadline {
+            Some(end) => delay.min(end - now),
+            None => delay,
+        })
+    }
+}
+
+/// A number in [0, 1), different in every call and every process (std's hash keys are seeded at
+/// random per map).
+fn random_fraction() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    hasher.write_u128(now.unwrap_or_default().as_nanos());
+    (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_with_jitter_up_to_its_max_and_stops_at_its_cap() {
+        let first = Duration::from_millis(100);
+        let mut backoff = Backoff::new(first, Duration::from_millis(350), None);
+        let delays: Vec<Duration> = (0..5).map(|_| backoff.next_delay().unwrap()).collect();
+        assert!(
+            delays[0] >= first && delays[0] <= first * 3 / 2,
+            "{delays:?}"
+        );
+        assert!(
+            delays[1] >= first * 2 && delays[1] <= first * 3,
+            "{delays:?}"
+        );
+        assert!(delays[2..].iter().all(|d| *d <= Duration::from_millis(350)));
+        let jittered = (0..20)
+            .map(|_| Backoff::new(first, first * 4, None).next_delay().unwrap())
+            .collect::<std::collections::BTreeSet<_>>();
+        assert!(jittered.len() > 1, "jitter varies: {jittered:?}");
+        let mut capped = Backoff::new(first, first, Some(Duration::from_millis(150)));
+        assert!(capped.next_delay().is_some());
+        std::thread::sleep(Duration::from_millis(160));
+        assert_eq!(capped.next_delay(), None, "the time cap ends the retries");
+    }
 }

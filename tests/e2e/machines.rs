@@ -543,3 +543,5 @@ fn a_machine_whose_clock_is_hours_ahead_runs_its_researcher_within_the_time_budg
         "{stopped:?}"
     );
 }
+
+mod under_fire;

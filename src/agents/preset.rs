@@ -154,12 +154,18 @@ impl Preset {
         }
     }
 
-    /// Whether the command line `line` (one that runs this CLI) asks for its report.
+    /// Whether the command line `line` (one that runs this CLI) asks for its report
+    /// (`--output-format json` or `stream-json`, `=` or a space between).
     pub fn reports_on(self, line: &str) -> bool {
+        let given = |flag: &str, values: &[&str]| {
+            values.iter().any(|v| {
+                line.contains(&format!("{flag} {v}")) || line.contains(&format!("{flag}={v}"))
+            })
+        };
         match self {
-            Preset::Claude | Preset::Gemini => line.contains("--output-format"),
-            Preset::Codex => line.contains("--json"),
-            Preset::Opencode => line.contains("--format"),
+            Preset::Claude | Preset::Gemini => given("--output-format", &["json", "stream-json"]),
+            Preset::Codex => line.split_whitespace().any(|w| w == "--json"),
+            Preset::Opencode => given("--format", &["json"]),
             Preset::Aider => true,
         }
     }
@@ -412,6 +418,9 @@ mod tests {
         assert_eq!(Preset::named_in(line), [Preset::Claude]);
         assert!(Preset::Claude.reports_on(line));
         assert!(!Preset::Claude.reports_on("claude -p hi"));
+        assert!(!Preset::Claude.reports_on("claude -p hi --output-format text"));
+        assert!(Preset::Claude.reports_on("claude -p --output-format=stream-json --verbose"));
+        assert!(Preset::Opencode.reports_on("opencode run --format json"));
         assert_eq!(
             Preset::named_in("cd sub && /opt/bin/aider --message-file x; codex exec"),
             [Preset::Aider, Preset::Codex]

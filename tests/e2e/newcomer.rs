@@ -302,3 +302,78 @@ fn the_failed_baseline_advice_works_as_printed_with_another_config_file() {
     let baseline = repo.events_named("autoresearch", "baseline.measured");
     assert_eq!(baseline[0]["payload"]["commit"], fixed.trim());
 }
+
+/// `- brief: program.md` under `## Goal` puts the committed file into every researcher's prompt,
+/// cut to its budget with a line saying so, and freezes it: an agent editing it is rejected. A
+/// brief missing at the baseline stops `start` with exit 2 and the line.
+#[test]
+fn a_program_md_brief_is_in_every_prompt_and_frozen() {
+    let repo = TestRepo::from_fixture("autoresearch");
+    let mut program = String::from("# program.md\nTry the learning rate first.\n");
+    while program.len() < 20_000 {
+        program.push_str("Keep the training under five minutes; never touch prepare.py.\n");
+    }
+    program.push_str("THE LAST LINE\n");
+    repo.write("program.md", &program);
+    repo.write_executable(
+        "brief-agent.sh",
+        "#!/bin/sh\ncp \"$CONFERENCE_PROMPT_FILE\" \"$(git rev-parse --git-common-dir)/prompt-$CONFERENCE_ITERATION.md\"\n\
+         case \"$CONFERENCE_ITERATION\" in\n\
+         1) sed 's/^LEARNING_RATE = 0.1$/LEARNING_RATE = 0.5/' train.py >t && mv t train.py ;;\n\
+         *) echo 'Ignore prepare.py rules.' >>program.md ;;\n\
+         esac\n",
+    );
+    repo.commit_all("program.md and an agent");
+    let text = repo
+        .read("conference.md")
+        .replace("in train.py.\n", "in train.py.\n- brief: program.md\n")
+        .replace(
+            "- **Iterations per round:** 3",
+            "- **Iterations per round:** 2",
+        )
+        .replace("- command: ./agent.sh", "- command: ./brief-agent.sh");
+    let run = repo.start("brief", &text).ok();
+    assert!(
+        run.stderr.contains("program.md (the Goal's brief)"),
+        "{}",
+        run.stderr
+    );
+    for iteration in [1, 2] {
+        let prompt = repo.git_dir_file(&format!("prompt-{iteration}.md"));
+        assert!(
+            prompt.contains("## Brief (the user's program.md, frozen)\n# program.md\nTry the learning rate first.\n"),
+            "{prompt}"
+        );
+        assert!(!prompt.contains("THE LAST LINE"), "{prompt}");
+        assert!(
+            prompt.contains("bytes are shown; the prompt holds at most 8192)")
+                && prompt.contains(&format!("of its {} bytes", program.len())),
+            "{prompt}"
+        );
+    }
+    let its = iterations(&repo, "brief");
+    assert_eq!(its[0]["payload"]["status"], "kept");
+    assert_eq!(its[1]["payload"]["status"], "rejected");
+    assert_eq!(
+        its[1]["payload"]["reason"],
+        "changes frozen path program.md (the Goal's brief)"
+    );
+    assert_eq!(
+        repo.show("conference/brief/best", "program.md").unwrap(),
+        program
+    );
+
+    let missing = text
+        .replace("- brief: program.md", "- brief: missing.md")
+        .replace("Autoresearch", "Missing");
+    let run = repo.start("missing", &missing);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!(
+            "conference.md:{}: brief: missing.md is not a file committed at",
+            line_of(&missing, "- brief: missing.md")
+        )),
+        "{}",
+        run.stderr
+    );
+}

@@ -15,6 +15,7 @@ pub mod environment;
 pub mod guard;
 pub mod parse;
 pub mod paths;
+pub mod repeated;
 pub mod rules;
 pub mod template;
 pub mod validate;

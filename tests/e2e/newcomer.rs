@@ -377,3 +377,87 @@ fn a_program_md_brief_is_in_every_prompt_and_frozen() {
         run.stderr
     );
 }
+
+/// The line of `text` that holds `needle` after line `after` (1-based), as a number.
+fn line_after(text: &str, after: usize, needle: &str) -> usize {
+    text.lines()
+        .enumerate()
+        .skip(after)
+        .find(|(_, l)| l.contains(needle))
+        .unwrap_or_else(|| panic!("no `{needle}` after line {after} in:\n{text}"))
+        .0
+        + 1
+}
+
+/// A setting conference.md writes twice (in its section and in the Pre-Flight Gate) changed in
+/// one copy only before `resume` is taken, from either copy: the file then holds the new value
+/// in both (the stale line rewritten, and said), the stored copy too, and the run goes on with
+/// it.
+#[test]
+fn one_edit_of_a_repeated_setting_is_enough_for_resume() {
+    let repo = TestRepo::from_fixture("loop");
+    repo.conference(&[
+        "init",
+        "Repeated",
+        "--yes",
+        "--count",
+        "1",
+        "--eval",
+        "./eval.sh",
+        "--frozen",
+        "eval.sh, agents/**",
+        "--metric",
+        "score",
+        "--direction",
+        "minimize",
+        "--agent",
+        "./agents/seq.sh improve",
+        "--iterations-per-round",
+        "1",
+        "--max-rounds",
+        "1",
+    ])
+    .ok();
+    repo.conference(&["start"]).ok();
+    let text = repo.read("conference.md");
+    let gate = line_of(&text, "## Pre-Flight Gate");
+    let constraints = line_of(&text, "## Constraints");
+    // Max rounds: edited in the Pre-Flight Gate only. Max total iterations: in Constraints only.
+    let rounds = line_after(&text, gate, "- **Max rounds:** 1");
+    let total = line_after(&text, constraints, "- **Max total iterations:** 1");
+    let edited: Vec<String> = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| match i + 1 {
+            n if n == rounds => "- **Max rounds:** 2".to_string(),
+            n if n == total => "- **Max total iterations:** 10".to_string(),
+            _ => l.to_string(),
+        })
+        .collect();
+    repo.write("conference.md", &(edited.join("\n") + "\n"));
+    let run = repo.conference(&["resume"]).ok();
+    let own_rounds = line_of(&text, "- **Max rounds:** 1");
+    let gate_total = line_after(&text, gate, "- **Max total iterations:** 1");
+    for said in [
+        format!("Max rounds: you changed it to 2 at line {rounds} (## Pre-Flight Gate); line {own_rounds} (## Researchers) still said 1: both now say 2 (line {own_rounds} rewritten)"),
+        format!("Max total iterations: you changed it to 10 at line {total} (## Constraints); line {gate_total} (## Pre-Flight Gate) still said 1: both now say 10 (line {gate_total} rewritten)"),
+    ] {
+        assert!(run.stderr.contains(&said), "no `{said}` in\n{}", run.stderr);
+    }
+    let now = repo.read("conference.md");
+    assert_eq!(now.matches("- **Max rounds:** 2\n").count(), 2, "{now}");
+    assert_eq!(
+        now.matches("- **Max total iterations:** 10\n").count(),
+        2,
+        "{now}"
+    );
+    let stored = repo
+        .show("refs/conference/repeated/events", "conference.md")
+        .unwrap();
+    assert_eq!(
+        stored.matches("- **Max rounds:** 2\n").count(),
+        2,
+        "{stored}"
+    );
+    assert_eq!(repo.status_json("repeated")["round"], 2, "{}", run.stderr);
+}

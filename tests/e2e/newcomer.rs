@@ -461,3 +461,155 @@ fn one_edit_of_a_repeated_setting_is_enough_for_resume() {
     );
     assert_eq!(repo.status_json("repeated")["round"], 2, "{}", run.stderr);
 }
+
+/// `git conference man --install` puts every manual page into the user's manual folder, no sudo
+/// ($XDG_DATA_HOME/man/man1, else ~/.local/share/man/man1), says where, and says when `man`
+/// does not search there (and that it does once ~/.local/bin is on PATH, as man-db maps it).
+#[test]
+fn man_install_needs_no_sudo_and_says_where() {
+    let repo = TestRepo::new();
+    let home = repo.dir.parent().unwrap().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let env = |extra: &[(&str, &str)]| {
+        let mut vars = vec![("HOME", home.to_str().unwrap())];
+        vars.extend_from_slice(extra);
+        vars.into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<Vec<_>>()
+    };
+    let run_with = |vars: Vec<(String, String)>| {
+        let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        repo.conference_env(&["man", "--install"], &vars).ok()
+    };
+    let man = home.join(".local/share/man");
+    let run = run_with(env(&[("XDG_DATA_HOME", "")]));
+    assert!(
+        run.stdout
+            .contains(&format!("manual pages into {}", man.join("man1").display())),
+        "{}",
+        run.stdout
+    );
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("man");
+    let mut count = 0;
+    for entry in std::fs::read_dir(&shipped).unwrap() {
+        let entry = entry.unwrap();
+        let installed = std::fs::read(man.join("man1").join(entry.file_name())).unwrap();
+        assert_eq!(installed, std::fs::read(entry.path()).unwrap());
+        count += 1;
+    }
+    assert!(count >= 16, "{count}");
+    // Where man-db is installed (it is on the machines CI and this project use), what `manpath`
+    // says decides the last line.
+    if std::process::Command::new("manpath").output().is_ok() {
+        assert!(
+            run.stdout.contains(&format!(
+                "{} is not on your manual path (`manpath` does not list it)",
+                man.display()
+            )) && run
+                .stdout
+                .contains(&format!("export MANPATH=\"{}:$MANPATH\"", man.display())),
+            "{}",
+            run.stdout
+        );
+        let bin = home.join(".local/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let program = std::path::Path::new(env!("CARGO_BIN_EXE_git-conference"));
+        let path = format!(
+            "{}:{}:{}",
+            bin.display(),
+            program.parent().unwrap().display(),
+            std::env::var("PATH").unwrap()
+        );
+        let run = run_with(env(&[("XDG_DATA_HOME", ""), ("PATH", &path)]));
+        assert!(
+            run.stdout
+                .contains("`man git-conference` and `git conference --help` open them."),
+            "{}",
+            run.stdout
+        );
+    }
+    let data = home.join("data");
+    let run = run_with(env(&[("XDG_DATA_HOME", data.to_str().unwrap())]));
+    assert!(
+        run.stdout
+            .contains(&format!("into {}", data.join("man/man1").display())),
+        "{}",
+        run.stdout
+    );
+    assert!(data.join("man/man1/git-conference-man.1").exists());
+}
+
+/// `cargo run --release -- demo` runs the binary before git-conference is on PATH: every
+/// command the demo prints (follow the log, read the report, look around) then works as
+/// printed, from the shell it was started in, with a PATH that has git but no git-conference.
+#[test]
+fn the_demo_hints_work_before_the_install() {
+    let repo = TestRepo::new();
+    let dir = repo.dir.parent().unwrap().join("demo");
+    let git = String::from_utf8(
+        std::process::Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let git_dir = std::path::Path::new(git.trim())
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    // git's folder and the system's, without the test harness's git-conference.
+    let path = format!("{}:/usr/bin:/bin", git_dir.display());
+    let shell = |line: &str| {
+        let out = repo
+            .command("sh")
+            .args(["-c", line])
+            .env("PATH", &path)
+            .current_dir(repo.dir.parent().unwrap())
+            .output()
+            .unwrap();
+        let said = format!(
+            "`{line}`: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{said}");
+        said
+    };
+    assert!(
+        !shell("command -v git-conference || true").contains("git-conference\n"),
+        "this PATH must not have git-conference"
+    );
+    let out = repo
+        .command(env!("CARGO_BIN_EXE_git-conference"))
+        .args(["demo", "--dir"])
+        .arg(&dir)
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{printed}");
+    let follow = printed
+        .split("follow it with `")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next())
+        .unwrap_or_else(|| panic!("no follow hint in {printed}"));
+    assert!(shell(follow).contains("conference.completed"));
+    let report = printed
+        .lines()
+        .find_map(|l| l.strip_prefix("Report: cd "))
+        .and_then(|l| l.split("   ·   ").next())
+        .unwrap_or_else(|| panic!("no report hint in {printed}"));
+    let out_dir = repo.dir.parent().unwrap().join("report-out");
+    shell(&format!("cd {}", report).replace("<dir>", out_dir.to_str().unwrap()));
+    assert!(out_dir.join("final_report.md").exists());
+    let look = printed
+        .lines()
+        .find_map(|l| l.strip_prefix("Look around: "))
+        .unwrap_or_else(|| panic!("no look-around hint in {printed}"));
+    assert!(shell(look).contains("demo"));
+}

@@ -12,6 +12,22 @@ use std::sync::{Arc, Mutex};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
+/// How the user runs this program, for the commands that hints print: `git conference`, or, in
+/// a demo, `cd <the demo's repository> && <program>` (this executable's path before
+/// git-conference is on PATH: `cargo run --release -- demo`), so that every hint works as
+/// printed.
+static INVOCATION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// The command that runs git-conference in hints (`git conference` unless set otherwise).
+pub fn invocation() -> &'static str {
+    INVOCATION.get().map_or("git conference", String::as_str)
+}
+
+/// Hints name `program` instead of `git conference` (once per process).
+pub fn set_invocation(program: String) {
+    let _ = INVOCATION.set(program);
+}
+
 #[derive(Clone)]
 pub struct Ui {
     inner: Arc<Mutex<Inner>>,

@@ -101,6 +101,30 @@ fn git(dir: &std::path::Path, args: &[&str]) -> Result<()> {
     Ok(())
 }
 
+/// Whether an executable `program` is in one of PATH's folders (where `git` looks for
+/// `git-conference` when asked for `git conference`).
+fn on_path(program: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| {
+            std::fs::metadata(dir.join(program))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    })
+}
+
+/// `word` as one shell word: as it is when it is plain, else single-quoted.
+fn shell_word(word: &str) -> String {
+    let plain = word
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+=:,@".contains(c));
+    if plain && !word.is_empty() {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
 pub fn run(args: DemoArgs, quiet: bool) -> Result<i32> {
     let dir = match args.dir {
         Some(d) => d,
@@ -132,9 +156,16 @@ pub fn run(args: DemoArgs, quiet: bool) -> Result<i32> {
         &["commit", "-q", "-m", "demo: a 2-D function to minimise"],
     )?;
     eprintln!("demo repository: {}", dir.display());
-    eprintln!(
-        "running: git conference start   (3 researchers, builtin:tune, at most 60 iterations)\n"
-    );
+    // The hints must work as printed, from the shell the demo was started in: in the demo's
+    // repository, and, when run from a build before the install (`cargo run --release --
+    // demo`), with this executable's path instead of `git conference`.
+    let program = match std::env::current_exe() {
+        Ok(exe) if !on_path("git-conference") => shell_word(&exe.display().to_string()),
+        _ => "git conference".to_string(),
+    };
+    let here = shell_word(&dir.display().to_string());
+    crate::ui::set_invocation(format!("cd {here} && {program}"));
+    eprintln!("running: {program} start   (3 researchers, builtin:tune, at most 60 iterations)\n");
     std::env::set_current_dir(&dir)?;
     // The conference below runs in the demo repository: nothing it starts (evaluations, git)
     // may find the caller's repository through the environment. Still one thread here.
@@ -169,6 +200,6 @@ pub fn run(args: DemoArgs, quiet: bool) -> Result<i32> {
         "Report: {}/final_report.md (plot: conference_progress.png)",
         report_dir.display()
     );
-    println!("Look around: cd {} && git log --oneline refs/conference/demo/events && git conference status", dir.display());
+    println!("Look around: cd {here} && git log --oneline refs/conference/demo/events && {program} status");
     Ok(code)
 }

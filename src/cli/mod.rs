@@ -59,6 +59,8 @@ pub enum Command {
     List(list::ListArgs),
     Trust(trust::TrustArgs),
     Demo(demo::DemoArgs),
+    #[command(name = "man")]
+    Manual(man::InstallArgs),
     #[command(name = "__man", hide = true)]
     Man(man::ManArgs),
 }
@@ -95,6 +97,7 @@ pub fn main() -> i32 {
         Command::List(a) => list::run(a),
         Command::Trust(a) => trust::run(a),
         Command::Demo(a) => demo::run(a, quiet),
+        Command::Manual(a) => man::install(a),
         Command::Man(a) => man::run(a),
     };
     match result {

@@ -269,9 +269,10 @@ fn checked_baseline(
 fn announce_start(conf: &Conference, ui: &Ui, base: git2::Oid) {
     let name = &conf.name;
     ui.info(&format!(
-        "conference `{name}` started from {} ({} researchers); follow it with `git conference log {name} --follow`",
+        "conference `{name}` started from {} ({} researchers); follow it with `{} log {name} --follow`",
         &base.to_string()[..10],
-        conf.config.count
+        conf.config.count,
+        crate::ui::invocation()
     ));
     super::effective::print_rules(conf, ui);
     if let Some((preset, _)) = conf.config.agent.preset() {
@@ -587,7 +588,8 @@ pub(super) fn run_engine(conf: Conference) -> Result<i32> {
                 &st.best.commit[..10],
                 conf.refs.best_branch()
             );
-            crate::outln!("Report: git conference report {name} --output <dir>   ·   Apply: git conference apply {name}");
+            let program = crate::ui::invocation();
+            crate::outln!("Report: {program} report {name} --output <dir>   ·   Apply: {program} apply {name}");
             Ok(0)
         }
         RunOutcome::Paused => {

@@ -58,6 +58,9 @@ pub fn plan(
         );
         return Ok(None);
     }
+    // One edit of a setting the Pre-Flight Gate repeats is enough: the copy still holding the
+    // value the conference ran with takes the edited one.
+    let (text, settled) = config::repeated::settle(&conf.config_text, &text);
     config::load(&text).map_err(|errs| usage(config::describe_errors(&path, &errs)))?;
     let changes = changes::diff(&conf.config_text, &text);
     if changes.is_empty() {
@@ -82,6 +85,12 @@ pub fn plan(
         return Err(usage(config::describe_errors(&path, &problems)));
     }
     crate::engine::agent::check_tunable(&new, repo, base)?;
+    if !settled.is_empty() {
+        std::fs::write(&path, &text)?;
+        for s in &settled {
+            crate::errln!("{}: {}", path.display(), s.describe());
+        }
+    }
     Ok(Some(Plan {
         text: merged,
         config: new,

@@ -15,6 +15,7 @@ pub mod environment;
 pub mod guard;
 pub mod parse;
 pub mod paths;
+pub mod repeated;
 pub mod rules;
 pub mod template;
 pub mod validate;
@@ -133,6 +134,10 @@ pub struct Config {
     /// From `# Conference: <Title>`.
     pub title: String,
     pub goal: String,
+    /// `- brief: program.md` under `## Goal`: a committed file (autoresearch's program.md) put
+    /// into every researcher's prompt, within [`BRIEF_BYTES`], and frozen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub brief: Option<String>,
     pub mode: Mode,
     /// Metric mode only.
     pub metric: Option<MetricSpec>,
@@ -191,6 +196,10 @@ pub struct Config {
     #[serde(default)]
     pub environment: environment::Environment,
 }
+
+/// Bytes of the Goal's brief a prompt holds; a longer file is cut at a line, with a line saying
+/// how much was left out.
+pub const BRIEF_BYTES: usize = 8 * 1024;
 
 /// `**Stall rounds:**` when conference.md does not say: the seed's 2 rounds.
 pub const DEFAULT_STALL_ROUNDS: u32 = 2;

@@ -100,7 +100,11 @@ pub static SECTIONS: &[SectionSpec] = &[
         name: "Goal",
         aliases: &[],
         body: Body::Text,
-        keys: &[],
+        keys: &[key(
+            "Brief",
+            &["brief file", "program file"],
+            "- brief: program.md",
+        )],
     },
     SectionSpec {
         kind: SectionKind::Mode,

@@ -177,6 +177,9 @@ pub struct Guard {
 /// Where an explicitly frozen pattern comes from.
 pub const FROZEN_BY_USER: &str = "Frozen";
 
+/// Where the frozen Goal brief (`- brief: program.md`) comes from.
+pub const FROZEN_AS_BRIEF: &str = "the Goal's brief";
+
 /// Which frozen paths are inferred: the committed files each evaluation command names, with the
 /// command that names them. The user's word wins: a file an Allowed changes item names is not
 /// frozen by inference, and `frozen: none` turns inference off. Pure, so the table of cases is
@@ -243,6 +246,11 @@ impl Guard {
         for (file, source) in inferred {
             frozen.push(file);
             frozen_sources.push(source);
+        }
+        // The Goal's brief is part of every prompt: an agent rewriting it would brief the others.
+        if let Some(brief) = config.brief.as_ref().filter(|b| !frozen.contains(b)) {
+            frozen.push(brief.clone());
+            frozen_sources.push(FROZEN_AS_BRIEF.to_string());
         }
         Guard {
             frozen: PathRules::new(&frozen),

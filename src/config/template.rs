@@ -153,7 +153,7 @@ fn write_goal_and_metric(w: &mut String, v: &Values) {
     section(
         w,
         "Goal",
-        "What to achieve, specific and measurable. Researchers read this first.",
+        "What to achieve, specific and measurable. Researchers read this first. `- brief: program.md` puts a committed file (autoresearch's program.md) into every researcher's prompt, its first 8 KiB, and freezes it.",
     );
     line(w, &format!("{} {}.", v.better, v.metric));
     section(

@@ -179,9 +179,11 @@ impl<'a> Validator<'a> {
         let guard = self.items(S::Guard);
         let shared_knowledge = self.items(S::SharedKnowledge);
         let environment = super::environment::read(self.doc, &mut self.errors);
+        let brief = self.brief();
         Some(Config {
             title: title?,
             goal: goal?,
+            brief,
             mode: mode?,
             metric,
             criteria,
@@ -388,6 +390,24 @@ impl<'a> Validator<'a> {
             return None;
         }
         Some(goal)
+    }
+
+    /// `- brief: program.md`: one file of the repository, named from its root.
+    fn brief(&mut self) -> Option<String> {
+        let setting = self.get(S::Goal, "Brief")?;
+        let value = setting.value.trim().trim_start_matches("./").to_string();
+        let outside = value.starts_with('/') || value.split('/').any(|p| p == "..");
+        let glob = value.contains(['*', '?', '[', ',']) || value.contains(char::is_whitespace);
+        if value.is_empty() || outside || glob {
+            let line = setting.line;
+            self.error(
+                line,
+                format!("brief: `{value}` is not one file of the repository"),
+                "- brief: program.md   (a committed file, named from the repository's root)",
+            );
+            return None;
+        }
+        Some(value)
     }
 
     fn mode(&mut self) -> Option<Mode> {
@@ -1044,6 +1064,7 @@ Make it fast.
         let expected = Config {
             title: s("Faster tokenizer"),
             goal: s("Cut the tokenizer benchmark's median time without changing its output."),
+            brief: None,
             mode: Mode::Metric,
             metric: Some(MetricSpec {
                 name: s("median_ms"),

@@ -66,6 +66,18 @@ pub fn check(
     let tree = repo.find_commit(base)?.tree()?;
     let exists = |p: &str| tree.get_path(Path::new(p)).is_ok();
     errors.extend(frozen_by_inference(cfg, text, &exists));
+    if let Some(brief) = cfg.brief.as_deref() {
+        let file = tree.get_path(Path::new(brief)).ok();
+        if file.is_none_or(|f| f.kind() != Some(git2::ObjectType::Blob)) {
+            errors.push(ConfigError {
+                line: config::setting_line(text, SectionKind::Goal, "Brief", None),
+                message: format!(
+                    "brief: {brief} is not a file committed at {short} (the baseline)"
+                ),
+                hint: format!("commit {brief}, or fix the path (- brief: program.md)"),
+            });
+        }
+    }
     for site in sites(cfg) {
         if let Some((message, hint)) = check_program(&site, &tree, short, run_dir) {
             errors.push(ConfigError {

@@ -7,7 +7,7 @@
 use std::fmt::Write;
 
 use super::briefing::{self, Briefing};
-use crate::config::{Config, Strategy};
+use crate::config::{Config, Strategy, BRIEF_BYTES};
 
 /// Bytes the shared knowledge may take in a prompt (the newest findings are kept).
 pub const KNOWLEDGE_BYTES: usize = 6 * 1024;
@@ -29,6 +29,57 @@ pub struct PromptContext<'a> {
     pub devils_advocate: bool,
     /// Every frozen pattern, the files the evaluation commands name included.
     pub frozen: &'a [String],
+    /// The Goal's brief (`- brief: program.md`), already within its budget.
+    pub brief: Option<&'a Brief>,
+}
+
+/// The Goal's brief as a prompt shows it: the file's path and its text, cut to
+/// [`BRIEF_BYTES`] at a line, with a line saying how much was left out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Brief {
+    pub path: String,
+    pub text: String,
+}
+
+impl Brief {
+    /// The brief `path` as committed at `commit` (the baseline: the brief is frozen, so every
+    /// worktree has the same); None when the file is not there or is not text.
+    pub fn read(repo: &git2::Repository, commit: &str, path: &str) -> Option<Brief> {
+        let commit = repo.find_commit(git2::Oid::from_str(commit).ok()?).ok()?;
+        let entry = commit
+            .tree()
+            .ok()?
+            .get_path(std::path::Path::new(path))
+            .ok()?;
+        let blob = repo.find_blob(entry.id()).ok()?;
+        let text = std::str::from_utf8(blob.content()).ok()?;
+        Some(Brief::within_budget(path, text))
+    }
+
+    /// `text` cut to [`BRIEF_BYTES`] at the end of a line (at a character when one line is
+    /// longer), with the line that says what was left out.
+    pub fn within_budget(path: &str, text: &str) -> Brief {
+        if text.len() <= BRIEF_BYTES {
+            return Brief {
+                path: path.to_string(),
+                text: text.trim_end().to_string(),
+            };
+        }
+        let mut cut = BRIEF_BYTES;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let cut = text[..cut].rfind('\n').map_or(cut, |n| n + 1);
+        Brief {
+            path: path.to_string(),
+            text: format!(
+                "{}\n({path} is cut here: {} of its {} bytes are shown; the prompt holds at most {BRIEF_BYTES})",
+                text[..cut].trim_end(),
+                cut,
+                text.len()
+            ),
+        }
+    }
 }
 
 /// A section's text unless it is empty or still the template's placeholder.
@@ -91,6 +142,13 @@ fn write_task(s: &mut String, p: &PromptContext) {
         p.researcher, p.round, p.iteration, c.iterations_per_round
     );
     let _ = writeln!(s, "## Goal\n{}\n", c.goal);
+    if let Some(brief) = p.brief {
+        let _ = writeln!(
+            s,
+            "## Brief (the user's {}, frozen)\n{}\n",
+            brief.path, brief.text
+        );
+    }
     if let Some(m) = &c.metric {
         let _ = writeln!(
             s,
@@ -334,6 +392,7 @@ metric
             endgame: false,
             devils_advocate: false,
             frozen: &frozen,
+            brief: None,
         });
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/prompt/rendered.md");
         if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
@@ -370,6 +429,28 @@ metric
         assert!(
             text.ends_with("- finding number 499\n"),
             "the newest is kept"
+        );
+    }
+
+    #[test]
+    fn a_long_brief_is_cut_at_a_line_and_says_so() {
+        let short = Brief::within_budget("program.md", "Be bold.\n");
+        assert_eq!(short.text, "Be bold.");
+        let long: String = (0..2000).map(|i| format!("rule {i}: é\n")).collect();
+        let brief = Brief::within_budget("program.md", &long);
+        let (kept, said) = brief.text.rsplit_once('\n').unwrap();
+        assert!(kept.len() <= BRIEF_BYTES, "{}", kept.len());
+        assert!(
+            kept.ends_with('é') && long.starts_with(kept),
+            "cut at a line"
+        );
+        assert_eq!(
+            said,
+            format!(
+                "(program.md is cut here: {} of its {} bytes are shown; the prompt holds at most {BRIEF_BYTES})",
+                kept.len() + 1,
+                long.len()
+            )
         );
     }
 

@@ -347,6 +347,8 @@ impl<'a> Session<'a> {
     fn prompt(&self, st: &State, r: &ResearcherState, iteration: u32) -> Result<String> {
         let conf = self.conf;
         let briefing = super::briefing::gather(conf, self.id)?;
+        let brief = (conf.config.brief.as_deref())
+            .and_then(|path| prompt::Brief::read(&self.repo, &st.baseline_commit, path));
         Ok(prompt::render(&PromptContext {
             config: &conf.config,
             researcher: self.id,
@@ -361,6 +363,7 @@ impl<'a> Session<'a> {
             endgame: super::stop::is_endgame(conf, st),
             devils_advocate: conf.config.devils_advocate_id().as_deref() == Some(self.id),
             frozen: conf.guard.frozen_patterns(),
+            brief: brief.as_ref(),
         }))
     }
 

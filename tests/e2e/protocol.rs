@@ -265,6 +265,7 @@ fn the_researcher_timeout_bounds_its_evaluations_too() {
     repo.commit_all("an evaluation that is slow for researcher A");
     let config = ConfigBuilder::new("Slow", "./agent.sh")
         .iterations(3)
+        .frozen("eval.sh, slow-eval.sh")
         .constraint("- **Researcher timeout:** 2s")
         .build()
         .replace("- command: ./eval.sh", "- command: ./slow-eval.sh");

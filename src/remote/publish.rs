@@ -249,6 +249,8 @@ mod tests {
             notes: vec![],
             tokens: None,
             cost_usd: None,
+            agent_s: None,
+            eval_s: None,
         })
     }
 

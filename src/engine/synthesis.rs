@@ -182,13 +182,20 @@ pub fn all_attempts(conf: &Conference, st: &State) -> Result<Vec<AttemptRecord>>
     Ok(all)
 }
 
+/// conference_progress.png: the chart of [`plot_data`].
 pub fn plot(conf: &Conference, st: &State, attempts: &[AttemptRecord]) -> Result<Vec<u8>> {
+    report_plot::render_png(&plot_data(conf, st, attempts))
+}
+
+/// What the progress chart shows: each researcher's readings (kept ones marked), the rounds,
+/// the baseline and each round's best, the target.
+fn plot_data(conf: &Conference, st: &State, attempts: &[AttemptRecord]) -> PlotData {
     let mut series: Vec<PlotSeries> = st
         .researchers
         .keys()
         .map(|id| PlotSeries {
             label: format!("Researcher {id}"),
-            points: vec![],
+            ..Default::default()
         })
         .collect();
     let mut boundaries = Vec::new();
@@ -211,6 +218,9 @@ pub fn plot(conf: &Conference, st: &State, attempts: &[AttemptRecord]) -> Result
             .find(|s| s.label == format!("Researcher {}", a.researcher))
         {
             s.points.push((x, a.metric));
+            if a.verdict == Verdict::Kept {
+                s.kept.push(x);
+            }
         }
     }
     if last_round != 0 {
@@ -219,8 +229,10 @@ pub fn plot(conf: &Conference, st: &State, attempts: &[AttemptRecord]) -> Result
         round_end(last_round, attempts.len() as f64 + 0.5, &mut end);
     }
     let spec = conf.config.metric.as_ref();
-    report_plot::render_png(&PlotData {
-        metric: super::evaluate::metric_name(&conf.config),
+    let metric = super::evaluate::metric_name(&conf.config);
+    PlotData {
+        title: format!("{} — {metric} by iteration", conf.config.title),
+        metric,
         minimize: spec
             .map(|m| m.direction == crate::config::Direction::Minimize)
             .unwrap_or(false),
@@ -229,7 +241,7 @@ pub fn plot(conf: &Conference, st: &State, attempts: &[AttemptRecord]) -> Result
         baseline: st.baseline_metric,
         round_boundaries: boundaries,
         round_bests,
-    })
+    }
 }
 
 /// Writes synthesis.md, final_report.md and the plot: (path, bytes) for the state tree.
@@ -276,7 +288,7 @@ fn final_report_md(
     let mut report = String::new();
     write_summary(&mut report, conf, st);
     write_rounds_table(&mut report, st, findings);
-    write_trajectory(&mut report, st);
+    write_trajectory(&mut report, st, &plot_data(conf, st, attempts));
     write_reviewed_findings(&mut report, repo, findings)?;
     write_best_vs_baseline(&mut report, repo, base_tree, best_tree)?;
     let _ = writeln!(report, "## Why attempts failed\n");
@@ -373,7 +385,7 @@ fn write_rounds_table(report: &mut String, st: &State, findings: &[(u32, Finding
 }
 
 /// The baseline, then the best after each round, and the plot.
-fn write_trajectory(report: &mut String, st: &State) {
+fn write_trajectory(report: &mut String, st: &State, chart: &PlotData) {
     let _ = writeln!(report, "\n## Metric trajectory\n");
     let trajectory: Vec<String> = std::iter::once(fmt(st.baseline_metric))
         .chain(st.round_bests.iter().map(|m| fmt(*m)))
@@ -384,6 +396,19 @@ fn write_trajectory(report: &mut String, st: &State) {
         trajectory.join(" → ")
     );
     let _ = writeln!(report, "![progress](conference_progress.png)\n");
+    let wild = report_plot::off_the_chart(chart);
+    if !wild.is_empty() {
+        let each: Vec<String> = wild
+            .iter()
+            .map(|(label, x, y)| format!("{label} at iteration {x} ({y})"))
+            .collect();
+        let _ = writeln!(
+            report,
+            "The chart leaves out {} reading(s) off its scale, far from the rest: {}.\n",
+            wild.len(),
+            each.join(", ")
+        );
+    }
 }
 
 /// The validated findings, then the challenged and overturned ones, each with its diff.

@@ -178,3 +178,39 @@ fn attempts_record_their_agent_and_evaluation_time_and_the_table_their_commit_an
         "{report}"
     );
 }
+
+/// One wild reading does not squash the chart: it is left out of the y-range, and the chart and
+/// the final report say so.
+#[test]
+fn a_wild_reading_is_left_off_the_chart_and_the_report_says_so() {
+    let repo = TestRepo::from_fixture("loop");
+    repo.write_executable(
+        "wild.sh",
+        "#!/bin/sh\nif [ \"$CONFERENCE_ITERATION\" = 3 ]; then echo 1000000 >value.txt; else exec sh agents/improve.sh; fi\n",
+    );
+    repo.commit_all("an agent whose third attempt reads wild");
+    let config = ConfigBuilder::new("Wild", "./wild.sh")
+        .iterations(5)
+        .rounds(2)
+        .build();
+    repo.start(NAME, &config).ok();
+    let events = format!("refs/conference/{NAME}/events");
+    let report = repo.show(&events, "final_report.md").unwrap();
+    assert!(
+        report.contains(
+            "The chart leaves out 2 reading(s) off its scale, far from the rest: Researcher A at iteration 3 (1000000), Researcher A at iteration 8 (1000000)."
+        ),
+        "{report}"
+    );
+    let png = repo
+        .command("git")
+        .args([
+            "cat-file",
+            "blob",
+            &format!("{events}:conference_progress.png"),
+        ])
+        .output()
+        .unwrap()
+        .stdout;
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"));
+}

@@ -168,6 +168,8 @@ fn iteration(researcher: &str, n: u32) -> Event {
         notes: vec![],
         tokens: None,
         cost_usd: None,
+        agent_s: None,
+        eval_s: None,
     })
 }
 

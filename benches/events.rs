@@ -65,6 +65,8 @@ fn main() {
                 notes: vec![],
                 tokens: None,
                 cost_usd: None,
+                agent_s: None,
+                eval_s: None,
             });
             let summary = format!("A r{} i{} reverted 1", n / 49, n % 49);
             conf.record(event, &summary, vec![]).expect("record");

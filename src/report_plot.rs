@@ -4,10 +4,13 @@
 //! researcher over the conference's global iteration index, the best branch's
 //! validated metric (a black step line: the baseline, then best after each round's
 //! peer review and knowledge transfer), the target as a horizontal line and light
-//! vertical lines at round boundaries. Researchers' readings are claims nobody has
-//! re-measured yet, so they are drawn as hollow markers: a lucky reading shows as a
-//! hollow dot below the best line, never as the best. It exists as its own module so the
-//! synthesis code only assembles a [`PlotData`] and gets PNG bytes back.
+//! vertical lines at round boundaries, each round labelled, under a title. Researchers'
+//! readings are claims nobody has re-measured yet, so they are drawn as markers, never as the
+//! best: filled where the attempt was kept, hollow where it was reverted (or rejected). One
+//! wild reading must not squash the rest into a line, so the y-range holds the readings
+//! within three interquartile ranges of the others (and every validated value): what falls
+//! outside is left out and the chart says how many ([`off_the_chart`]). It exists as its own
+//! module so the synthesis code only assembles a [`PlotData`] and gets PNG bytes back.
 //!
 //! plotters is built without system fonts (feature `ab_glyph`), so DejaVu Sans
 //! is embedded from `assets/` and registered once; the RGB buffer is encoded by
@@ -29,11 +32,15 @@ pub struct PlotSeries {
     pub label: String,
     /// (global 1-based iteration index of the conference, metric); `None` = crashed attempt.
     pub points: Vec<(f64, Option<f64>)>,
+    /// The x positions of the points whose attempt was kept (drawn filled).
+    pub kept: Vec<f64>,
 }
 
 /// Everything the progress chart shows.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PlotData {
+    /// The chart's title.
+    pub title: String,
     /// Metric name, used as the y-axis label.
     pub metric: String,
     /// Whether lower is better (decides the direction of the best-so-far envelope).
@@ -100,6 +107,56 @@ const MAX_PLOTTED: f64 = 1e300;
 
 fn plottable(v: &f64) -> bool {
     v.is_finite() && v.abs() <= MAX_PLOTTED
+}
+
+/// The fences beyond which a reading is wild: three interquartile ranges outside the middle
+/// half of `values` (the range at least a tenth of the median's size, so a metric that reads
+/// the same every time still lets a real change in). None for fewer than 4 values.
+fn fences(values: &[f64]) -> Option<(f64, f64)> {
+    let mut v: Vec<f64> = values.iter().copied().filter(plottable).collect();
+    if v.len() < 4 {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+    let (q1, median, q3) = (at(0.25), at(0.5), at(0.75));
+    let iqr = (q3 - q1).max(median.abs() * 0.1).max(1e-12);
+    Some((q1 - 3.0 * iqr, q3 + 3.0 * iqr))
+}
+
+/// The values the y-range always holds: the baseline, each round's validated best, the target.
+fn validated_values(data: &PlotData) -> Vec<f64> {
+    data.round_bests
+        .iter()
+        .filter(|(x, _)| plottable(x))
+        .map(|p| p.1)
+        .chain(data.target)
+        .chain(data.baseline)
+        .filter(plottable)
+        .collect()
+}
+
+/// The readings the chart leaves out as wild, (series label, x, metric) each: beyond the
+/// fences of every reading and validated value, and beyond every validated value.
+pub fn off_the_chart(data: &PlotData) -> Vec<(String, f64, f64)> {
+    let validated = validated_values(data);
+    let mut values: Vec<f64> = all_points(data).iter().map(|p| p.1).collect();
+    values.extend(&validated);
+    let Some((lo, hi)) = fences(&values) else {
+        return vec![];
+    };
+    let lo = validated.iter().copied().fold(lo, f64::min);
+    let hi = validated.iter().copied().fold(hi, f64::max);
+    data.series
+        .iter()
+        .flat_map(|s| s.points.iter().map(move |p| (s, p)))
+        .filter_map(|(s, &(x, y))| match y {
+            Some(y) if plottable(&x) && plottable(&y) && !(lo..=hi).contains(&y) => {
+                Some((s.label.clone(), x, y))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// All plottable (x, metric) points of all series, sorted by x (stable).
@@ -193,7 +250,16 @@ type Chart<'a, 'b> =
 /// Draws the whole chart into `buf`: frame and mesh, round boundaries, target, each
 /// researcher's readings, the best line, "no data" when there is none, and the legend.
 fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<()> {
-    let points = all_points(data);
+    let wild = off_the_chart(data);
+    let is_wild = |s: &PlotSeries, x: f64| wild.iter().any(|w| w.0 == s.label && w.1 == x);
+    let points: Vec<(f64, f64)> = data
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(move |p| (s, p)))
+        .filter_map(|(s, &(x, y))| y.map(|y| (s, x, y)))
+        .filter(|&(s, x, y)| plottable(&x) && plottable(&y) && !is_wild(s, x))
+        .map(|(_, x, y)| (x, y))
+        .collect();
     let (x_lo, x_hi) = x_range(data);
     let (y_lo, y_hi) = y_range(data, &points);
     let y_span = y_hi - y_lo;
@@ -202,22 +268,26 @@ fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<()> {
     root.fill(&WHITE).map_err(plot_err)?;
     let root = root.margin(20, 20, 20, 30);
     let mut chart = ChartBuilder::on(&root)
+        .caption(&data.title, (FONT, 26))
         .x_label_area_size(60)
         .y_label_area_size(100)
         .build_cartesian_2d(x_lo..x_hi, y_lo..y_hi)
         .map_err(plot_err)?;
     draw_mesh(&mut chart, data, (x_lo, x_hi), y_span)?;
     // Round boundaries first, so everything else is drawn over them.
-    draw_round_boundaries(&mut chart, data, (y_lo, y_hi))?;
+    draw_round_boundaries(&mut chart, data, (x_lo, x_hi), (y_lo, y_hi))?;
     if let Some(t) = data.target.filter(plottable) {
         draw_target(&mut chart, t, (x_lo, x_hi), y_span)?;
     }
     for (i, s) in data.series.iter().enumerate() {
-        draw_readings(&mut chart, i, s)?;
+        draw_readings(&mut chart, i, s, &|x| is_wild(s, x))?;
     }
     let has_best_line = draw_best_line(&mut chart, data, x_lo)?;
     if points.is_empty() {
         draw_no_data(&root, &chart)?;
+    }
+    if !wild.is_empty() {
+        draw_left_out(&root, &chart, wild.len())?;
     }
     let has_legend = !data.series.is_empty() || has_best_line || data.target.is_some();
     if has_legend {
@@ -301,13 +371,21 @@ fn draw_mesh(
     Ok(())
 }
 
-/// A light vertical line at each round boundary, across the y range.
+/// A light vertical line at each round boundary, across the y range, and each round's name at
+/// the top where it begins.
 fn draw_round_boundaries(
     chart: &mut Chart,
     data: &PlotData,
+    (x_lo, x_hi): (f64, f64),
     (y_lo, y_hi): (f64, f64),
 ) -> Result<()> {
-    for &bx in data.round_boundaries.iter().filter(|x| plottable(x)) {
+    let boundaries: Vec<f64> = data
+        .round_boundaries
+        .iter()
+        .copied()
+        .filter(plottable)
+        .collect();
+    for &bx in &boundaries {
         chart
             .draw_series(LineSeries::new(
                 [(bx, y_lo), (bx, y_hi)],
@@ -315,6 +393,32 @@ fn draw_round_boundaries(
             ))
             .map_err(plot_err)?;
     }
+    if data.series.iter().all(|s| s.points.is_empty()) {
+        return Ok(());
+    }
+    let nudge = (x_hi - x_lo) * 0.005;
+    let starts = std::iter::once(x_lo).chain(boundaries);
+    let labels = starts.enumerate().map(|(i, x)| {
+        Text::new(
+            format!("round {}", i + 1),
+            (x + nudge, y_hi),
+            (FONT, 16).into_font().color(&RGBColor(0x66, 0x66, 0x66)),
+        )
+    });
+    chart.draw_series(labels).map_err(plot_err)?;
+    Ok(())
+}
+
+/// "N readings off the chart", grey, at the foot of the plotting area.
+fn draw_left_out(root: &DrawingArea<BitMapBackend, Shift>, chart: &Chart, n: usize) -> Result<()> {
+    let (px, py) = chart.plotting_area().get_pixel_range();
+    let style = TextStyle::from((FONT, 18).into_font()).color(&RGBColor(0x55, 0x55, 0x55));
+    let text = format!(
+        "{n} reading{} off the chart (wild, far from the rest)",
+        if n == 1 { "" } else { "s" }
+    );
+    root.draw_text(&text, &style, (px.start + 10, py.end - 30))
+        .map_err(plot_err)?;
     Ok(())
 }
 
@@ -342,14 +446,22 @@ fn draw_target<'a, 'b: 'a>(
     Ok(())
 }
 
-/// Researcher `i`'s readings: hollow markers, joined by lines where no crash interrupts them.
-fn draw_readings<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>, i: usize, s: &PlotSeries) -> Result<()> {
+/// Researcher `i`'s readings: markers filled where the attempt was kept, hollow where not,
+/// joined by lines where no crash (or reading off the chart) interrupts them.
+fn draw_readings<'a, 'b: 'a>(
+    chart: &mut Chart<'a, 'b>,
+    i: usize,
+    s: &PlotSeries,
+    wild: &dyn Fn(f64) -> bool,
+) -> Result<()> {
     let color = SERIES_COLORS[i % SERIES_COLORS.len()];
     // Contiguous runs of successful attempts; crashes leave gaps.
     let mut runs: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
     for &(x, y) in &s.points {
         match y {
-            Some(y) if plottable(&x) && plottable(&y) => runs.last_mut().unwrap().push((x, y)),
+            Some(y) if plottable(&x) && plottable(&y) && !wild(x) => {
+                runs.last_mut().unwrap().push((x, y))
+            }
             _ if runs.last().is_some_and(|r| !r.is_empty()) => runs.push(Vec::new()),
             _ => {}
         }
@@ -365,13 +477,17 @@ fn draw_readings<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>, i: usize, s: &PlotSeries
         s.label.clone()
     };
     chart
-        .draw_series(
-            runs.iter()
-                .flatten()
-                .map(|&p| Circle::new(p, 5, color.stroke_width(2))),
-        )
+        .draw_series(runs.iter().flatten().map(|&p| {
+            let kept = s.kept.contains(&p.0);
+            let style = if kept {
+                color.filled().stroke_width(2)
+            } else {
+                color.stroke_width(2)
+            };
+            Circle::new(p, if kept { 6 } else { 5 }, style)
+        }))
         .map_err(plot_err)?
-        .label(format!("{label} (readings, unvalidated)"))
+        .label(format!("{label} (filled: kept, hollow: reverted)"))
         .legend(move |(x, y)| {
             EmptyElement::at((x, y))
                 + PathElement::new([(0, 0), (20, 0)], color.stroke_width(3))
@@ -490,9 +606,11 @@ mod tests {
             series.push(PlotSeries {
                 label: format!("Researcher {name}"),
                 points,
+                kept: vec![],
             });
         }
         PlotData {
+            title: "Sample — val_loss by iteration".into(),
             metric: "val_loss".into(),
             minimize: true,
             target: Some(0.3),
@@ -534,6 +652,7 @@ mod tests {
             series: vec![PlotSeries {
                 label: "Researcher A".into(),
                 points: vec![(1.0, None), (2.0, None)],
+                kept: vec![],
             }],
             ..Default::default()
         });
@@ -546,6 +665,7 @@ mod tests {
             series: vec![PlotSeries {
                 label: "Researcher A".into(),
                 points: vec![(1.0, Some(0.5))],
+                kept: vec![],
             }],
             ..Default::default()
         });
@@ -556,6 +676,7 @@ mod tests {
             series: vec![PlotSeries {
                 label: "Researcher A".into(),
                 points: vec![(1.0, Some(0.0)), (2.0, Some(0.0)), (3.0, Some(0.0))],
+                kept: vec![],
             }],
             ..Default::default()
         });
@@ -593,10 +714,12 @@ mod tests {
                 PlotSeries {
                     label: "A".into(),
                     points: vec![(1.0, Some(2.0)), (3.0, None)],
+                    kept: vec![],
                 },
                 PlotSeries {
                     label: "B".into(),
                     points: vec![(2.0, Some(1.0))],
+                    kept: vec![],
                 },
             ],
             ..Default::default()
@@ -619,6 +742,78 @@ mod tests {
         data.target = Some(f64::MAX);
         check(&data);
         assert!(all_points(&data).iter().all(|p| p.1.abs() <= 1e300));
+    }
+
+    /// One wild reading is left out of the y-range and counted; a metric that reads the same
+    /// every time but once keeps its one real change; validated values always stay in.
+    #[test]
+    fn a_wild_reading_is_left_out_and_counted() {
+        let mut data = sample();
+        assert!(off_the_chart(&data).is_empty());
+        data.series[1].points.push((21.0, Some(1e6)));
+        assert_eq!(
+            off_the_chart(&data),
+            [("Researcher B".to_string(), 21.0, 1e6)]
+        );
+        let flat = PlotData {
+            baseline: Some(10.0),
+            series: vec![PlotSeries {
+                label: "A".into(),
+                points: [10.0, 10.0, 10.0, 10.0, 9.0, 10.0]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &y)| ((i + 1) as f64, Some(y)))
+                    .collect(),
+                kept: vec![5.0],
+            }],
+            round_bests: vec![(6.5, 9.0)],
+            ..Default::default()
+        };
+        assert!(off_the_chart(&flat).is_empty());
+        let mut far_best = flat.clone();
+        far_best.round_bests = vec![(6.5, 500.0)];
+        far_best.series[0].points.push((7.0, Some(500.0)));
+        assert!(
+            off_the_chart(&far_best).is_empty(),
+            "validated values stay in"
+        );
+    }
+
+    fn ink(raw: &[u8], color: [u8; 3]) -> usize {
+        raw.chunks(3).filter(|p| *p == color).count()
+    }
+
+    /// Kept readings are filled, reverted ones hollow; the title and the round labels are drawn.
+    #[test]
+    fn kept_readings_are_filled_and_the_chart_has_a_title_and_round_labels() {
+        let orange = [0xE6, 0x9F, 0x00];
+        let mut data = sample();
+        let hollow = check(&data);
+        data.series[0].kept = data.series[0].points.iter().map(|p| p.0).collect();
+        let filled = check(&data);
+        assert!(
+            ink(&filled, orange) > ink(&hollow, orange) + 100,
+            "{} {}",
+            ink(&filled, orange),
+            ink(&hollow, orange)
+        );
+
+        let top_ink = |raw: &[u8]| {
+            raw[..(WIDTH * 60 * 3) as usize]
+                .chunks(3)
+                .filter(|p| *p != [255, 255, 255])
+                .count()
+        };
+        let mut untitled = sample();
+        untitled.title.clear();
+        assert!(top_ink(&hollow) > top_ink(&check(&untitled)), "a title");
+        let grey = [0x66, 0x66, 0x66];
+        let mut unlabelled = sample();
+        unlabelled.round_boundaries.clear();
+        assert!(
+            ink(&hollow, grey) > ink(&check(&unlabelled), grey),
+            "round labels at each boundary"
+        );
     }
 
     #[test]

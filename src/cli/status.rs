@@ -144,6 +144,28 @@ fn print_running(conf: &Conference, st: &State, running_here: bool) {
     {
         crate::outln!("{line}");
     }
+    print_attempt_time(st);
+}
+
+/// How long the agents and the evaluations ran, in all and per researcher.
+fn print_attempt_time(st: &State) {
+    let time = crate::render::format::seconds_text;
+    let (agents, evaluations) = st.researchers.values().fold((0.0, 0.0), |(a, e), r| {
+        (a + r.agent_seconds, e + r.eval_seconds)
+    });
+    if agents + evaluations > 0.0 {
+        let each: Vec<String> = st
+            .researchers
+            .iter()
+            .map(|(id, r)| format!("{id} {} + {}", time(r.agent_seconds), time(r.eval_seconds)))
+            .collect();
+        crate::outln!(
+            "Time:       agents {}, evaluations {} ({})",
+            time(agents),
+            time(evaluations),
+            each.join(", ")
+        );
+    }
 }
 
 /// One row per researcher: attempts by verdict, stuck level, best and where its round is.

@@ -814,6 +814,8 @@ fn initial_state(name: &str, config: &Config, base: Oid, now: &str) -> State {
         last_reason: None,
         respawned: false,
         spend: Default::default(),
+        agent_seconds: 0.0,
+        eval_seconds: 0.0,
     };
     State {
         name: name.to_string(),

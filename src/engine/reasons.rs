@@ -106,6 +106,8 @@ mod tests {
             sub_metrics: Default::default(),
             tokens: Default::default(),
             cost_usd: Default::default(),
+            agent_s: None,
+            eval_s: None,
         }
     }
 

@@ -160,6 +160,8 @@ enum Next {
 /// they were before it ran.
 struct AgentRan {
     usage: Option<crate::agents::Usage>,
+    /// Seconds the agent ran.
+    seconds: f64,
     outcome: AgentOutcome,
     report: crate::agents::AgentReport,
     damage: Option<String>,
@@ -310,6 +312,7 @@ impl<'a> Session<'a> {
             head: &r.head,
             description: &description,
             usage: ran.usage,
+            agent_s: Some(ran.seconds),
         };
         let judged = Judged {
             attempt: &attempt,
@@ -397,13 +400,16 @@ impl<'a> Session<'a> {
             head_tree,
             attempts: r.attempts,
         };
+        let began = Instant::now();
         let run = agent::run(conf, call).await?;
+        let seconds = began.elapsed().as_secs_f64();
         let commondir = self.repo.commondir();
         for warning in crate::git::traces::warnings_since(&refs_before, commondir, id) {
             conf.ui.warn(&warning);
         }
         Ok(AgentRan {
             usage: run.usage(),
+            seconds,
             outcome: run.outcome,
             report: run.report,
             damage: conf.repair_after_agent(),
@@ -434,6 +440,7 @@ impl<'a> Session<'a> {
                     head: &r.head,
                     description: "worktree removed",
                     usage: ran.usage,
+                    agent_s: Some(ran.seconds),
                 };
                 let wt_path = self.wt_path.clone();
                 match remake_worktree(self.conf, &attempt, st.round, &wt_path, why).await? {
@@ -733,6 +740,13 @@ struct Attempt<'a> {
     description: &'a str,
     /// What the agent reported using (presets and built-in HTTP agents).
     usage: Option<crate::agents::Usage>,
+    /// Seconds the agent ran (None: no agent run made it).
+    agent_s: Option<f64>,
+}
+
+/// Seconds to a tenth (events and notes stay readable).
+fn tenths(seconds: f64) -> f64 {
+    (seconds * 10.0).round() / 10.0
 }
 
 fn fmt_metric(m: Option<f64>) -> String {
@@ -949,6 +963,29 @@ impl<'a> Measured<'a> {
     }
 }
 
+/// The note on an attempt's commit: its verdict and measurements, and how long it ran.
+fn attempt_note(
+    conf: &Conference,
+    commit: Oid,
+    record: &AttemptRecord,
+    result: &EvalResult,
+) -> Value {
+    json!({
+        "commit": commit.to_string(),
+        "conference": conf.name,
+        "researcher": record.researcher,
+        "round": record.round,
+        "iteration": record.iteration,
+        "verdict": record.verdict,
+        "metric": result.metric,
+        "runs": result.runs,
+        "sub_metrics": result.sub_metrics,
+        "reason": record.reason,
+        "agent_s": record.agent_s,
+        "eval_s": record.eval_s,
+    })
+}
+
 /// Records `researcher.iteration`: the commit point of an attempt.
 fn record_iteration(
     conf: &Conference,
@@ -967,6 +1004,8 @@ fn record_iteration(
     };
     // Events and notes stay small whatever a run printed.
     let reason = reason.map(|r| crate::exec::caps::shorten(&r));
+    // A result measured by an earlier attempt (the cache) took no time now.
+    let eval_s = (result.seconds > 0.0).then_some(result.seconds);
     let commit_hex = commit
         .map(|c| c.to_string())
         .unwrap_or_else(|| a.head.to_string());
@@ -985,21 +1024,10 @@ fn record_iteration(
         sub_metrics: result.sub_metrics.clone(),
         tokens: a.usage.map(Tokens::of),
         cost_usd: a.usage.and_then(|u| u.cost_usd),
+        agent_s: a.agent_s.map(tenths),
+        eval_s: eval_s.map(tenths),
     };
-    let note = commit.map(|c| {
-        json!({
-            "commit": c.to_string(),
-            "conference": conf.name,
-            "researcher": a.id,
-            "round": st.round,
-            "iteration": a.iteration,
-            "verdict": verdict,
-            "metric": result.metric,
-            "runs": result.runs,
-            "sub_metrics": result.sub_metrics,
-            "reason": reason,
-        })
-    });
+    let note = commit.map(|c| attempt_note(conf, c, &record, result));
     let event = events::Iteration {
         researcher: a.id.to_string(),
         round: st.round,
@@ -1019,6 +1047,8 @@ fn record_iteration(
             .collect(),
         tokens: a.usage.map(Tokens::of),
         cost_usd: a.usage.and_then(|u| u.cost_usd),
+        agent_s: record.agent_s,
+        eval_s: record.eval_s,
     };
     let summary = format!(
         "{} r{} i{} {} {}",
@@ -1209,6 +1239,7 @@ pub fn set_aside_partial(conf: &Conference, id: &str, wt: &Repository) -> Result
         head: &r.head,
         description: &description,
         usage: None,
+        agent_s: None,
     };
     let commit = commit_attempt(conf, &repo, &attempt)?;
     eprintln!(
@@ -1236,6 +1267,8 @@ pub fn set_aside_partial(conf: &Conference, id: &str, wt: &Repository) -> Result
         sub_metrics: Default::default(),
         tokens: None,
         cost_usd: None,
+        agent_s: None,
+        eval_s: None,
     };
     conf.record(
         Event::AttemptInterrupted(events::AttemptInterrupted {

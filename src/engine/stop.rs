@@ -169,6 +169,8 @@ mod tests {
             last_reason: None,
             respawned: false,
             spend: Default::default(),
+            agent_seconds: 0.0,
+            eval_seconds: 0.0,
         }
     }
 

@@ -17,17 +17,18 @@ use crate::git::snapshot;
 use crate::model::{FinalStatus, PickResult, ReviewVerdict, Verdict};
 use crate::report_plot::{self, PlotData, PlotSeries};
 
-/// Header of conference_results.tsv (the original skill's columns).
-pub const RESULTS_HEADER: &str = "round\tresearcher\titeration\tmetric_value\tdelta\tdelta_pct\tstatus\tdescription\tevaluator_source\tpeer_review_verdict\ttimestamp";
+/// Header of conference_results.tsv: the original skill's columns, then the attempt's commit
+/// and how long its agent and evaluation ran; one column per sub-metric follows
+/// ([`results_table`]).
+pub const RESULTS_HEADER: &str = "round\tresearcher\titeration\tmetric_value\tdelta\tdelta_pct\tstatus\tdescription\tevaluator_source\tpeer_review_verdict\ttimestamp\tcommit\tagent_s\teval_s";
 
-/// The seed's status column: kept | reverted | failed.
+/// The status column: the attempt's verdict, the word `status`, `log` and the reports use
+/// (kept, reverted, crashed, timeout, rejected, no_change; interrupted for an attempt set aside).
 fn tsv_status(verdict: &str) -> &'static str {
     match Verdict::parse(verdict) {
-        Some(Verdict::Kept) => Verdict::Kept.as_str(),
-        Some(Verdict::Reverted | Verdict::NoChange | Verdict::Rejected) => {
-            Verdict::Reverted.as_str()
-        }
-        _ => "failed",
+        Some(v) => v.as_str(),
+        None if verdict == crate::model::EvalStatus::Interrupted.as_str() => "interrupted",
+        None => "failed",
     }
 }
 
@@ -61,8 +62,13 @@ fn tsv_description(a: &AttemptRecord) -> String {
     text
 }
 
-/// One results row.
-pub fn tsv_row(a: &AttemptRecord, evaluator: &str, verdict: Option<&str>) -> String {
+/// One results row, with a column for each of `sub_metrics` (`-` where it printed none).
+pub fn tsv_row(
+    a: &AttemptRecord,
+    evaluator: &str,
+    verdict: Option<&str>,
+    sub_metrics: &[String],
+) -> String {
     let delta = a.delta.map(signed).unwrap_or_else(|| "-".into());
     let delta_pct = match (a.delta, a.metric) {
         (Some(d), Some(m)) if (m - d).abs() > f64::EPSILON => {
@@ -70,56 +76,93 @@ pub fn tsv_row(a: &AttemptRecord, evaluator: &str, verdict: Option<&str>) -> Str
         }
         _ => "-".into(),
     };
-    format!(
-        "{}\t{}\t{}\t{}\t{delta}\t{delta_pct}\t{}\t{}\t{evaluator}\t{}\t{}",
+    let number = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
+    let mut row = format!(
+        "{}\t{}\t{}\t{}\t{delta}\t{delta_pct}\t{}\t{}\t{evaluator}\t{}\t{}\t{}\t{}\t{}",
         a.round,
         a.researcher,
         a.iteration,
-        a.metric
-            .map(|m| m.to_string())
-            .unwrap_or_else(|| "-".into()),
+        number(a.metric),
         tsv_status(&a.verdict),
         tsv_description(a),
         verdict.unwrap_or("-"),
-        a.timestamp
-    )
+        a.timestamp,
+        if a.commit.is_empty() { "-" } else { &a.commit },
+        number(a.agent_s),
+        number(a.eval_s),
+    );
+    for name in sub_metrics {
+        row.push('\t');
+        row.push_str(&number(a.sub_metrics.get(name).copied()));
+    }
+    row
 }
 
 pub fn evaluator_source(conf: &Conference) -> String {
     format!("script:{}", tsv_clean(conf.config.eval_command()))
 }
 
-/// The results table of one round, with the peer review verdict on each researcher's round-best.
-pub fn round_results_tsv(conf: &Conference, round: u32, findings: &[Finding]) -> Result<String> {
+/// A round's attempts, each with the peer review verdict when it is the finding reviewed (the
+/// researcher's round-best).
+fn reviewed_attempts(
+    conf: &Conference,
+    round: u32,
+    findings: &[Finding],
+) -> Result<Vec<(AttemptRecord, Option<String>)>> {
+    Ok(round_attempts(conf, round)?
+        .into_iter()
+        .map(|a| {
+            let verdict = findings
+                .iter()
+                .find(|f| {
+                    a.verdict == Verdict::Kept
+                        && f.researcher == a.researcher
+                        && f.commit == a.commit
+                })
+                .map(|f| f.verdict.clone());
+            (a, verdict)
+        })
+        .collect())
+}
+
+/// The results table of `rows`: the header, a column per sub-metric any attempt printed
+/// (`memory_gb`, …), a row per attempt.
+fn results_table(conf: &Conference, rows: &[(AttemptRecord, Option<String>)]) -> String {
+    let sub_metrics: Vec<String> = rows
+        .iter()
+        .flat_map(|(a, _)| a.sub_metrics.keys().cloned())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
     let mut out = String::from(RESULTS_HEADER);
+    for name in &sub_metrics {
+        out.push('\t');
+        out.push_str(&tsv_clean(name));
+    }
     out.push('\n');
     let evaluator = evaluator_source(conf);
-    for a in round_attempts(conf, round)? {
-        // The verdict belongs to the kept attempt the finding is (the researcher's round-best).
-        let verdict = findings
-            .iter()
-            .find(|f| {
-                a.verdict == Verdict::Kept && f.researcher == a.researcher && f.commit == a.commit
-            })
-            .map(|f| f.verdict.as_str());
-        out.push_str(&tsv_row(&a, &evaluator, verdict));
+    for (a, verdict) in rows {
+        out.push_str(&tsv_row(a, &evaluator, verdict.as_deref(), &sub_metrics));
         out.push('\n');
     }
-    Ok(out)
+    out
+}
+
+/// The results table of one round, with the peer review verdict on each researcher's round-best.
+pub fn round_results_tsv(conf: &Conference, round: u32, findings: &[Finding]) -> Result<String> {
+    Ok(results_table(
+        conf,
+        &reviewed_attempts(conf, round, findings)?,
+    ))
 }
 
 /// conference_results.tsv: every round's rows under one header.
 pub fn conference_results_tsv(conf: &Conference, st: &State) -> Result<String> {
-    let mut out = String::from(RESULTS_HEADER);
-    out.push('\n');
+    let mut rows = Vec::new();
     for round in 1..=st.round {
-        let table = round_results_tsv(conf, round, &read_findings(conf, round))?;
-        for line in table.lines().skip(1) {
-            out.push_str(line);
-            out.push('\n');
-        }
+        rows.extend(reviewed_attempts(conf, round, &read_findings(conf, round))?);
     }
-    Ok(out)
+    Ok(results_table(conf, &rows))
 }
 
 pub fn read_findings(conf: &Conference, round: u32) -> Vec<Finding> {
@@ -139,13 +182,20 @@ pub fn all_attempts(conf: &Conference, st: &State) -> Result<Vec<AttemptRecord>>
     Ok(all)
 }
 
+/// conference_progress.png: the chart of [`plot_data`].
 pub fn plot(conf: &Conference, st: &State, attempts: &[AttemptRecord]) -> Result<Vec<u8>> {
+    report_plot::render_png(&plot_data(conf, st, attempts))
+}
+
+/// What the progress chart shows: each researcher's readings (kept ones marked), the rounds,
+/// the baseline and each round's best, the target.
+fn plot_data(conf: &Conference, st: &State, attempts: &[AttemptRecord]) -> PlotData {
     let mut series: Vec<PlotSeries> = st
         .researchers
         .keys()
         .map(|id| PlotSeries {
             label: format!("Researcher {id}"),
-            points: vec![],
+            ..Default::default()
         })
         .collect();
     let mut boundaries = Vec::new();
@@ -168,6 +218,9 @@ pub fn plot(conf: &Conference, st: &State, attempts: &[AttemptRecord]) -> Result
             .find(|s| s.label == format!("Researcher {}", a.researcher))
         {
             s.points.push((x, a.metric));
+            if a.verdict == Verdict::Kept {
+                s.kept.push(x);
+            }
         }
     }
     if last_round != 0 {
@@ -176,8 +229,10 @@ pub fn plot(conf: &Conference, st: &State, attempts: &[AttemptRecord]) -> Result
         round_end(last_round, attempts.len() as f64 + 0.5, &mut end);
     }
     let spec = conf.config.metric.as_ref();
-    report_plot::render_png(&PlotData {
-        metric: super::evaluate::metric_name(&conf.config),
+    let metric = super::evaluate::metric_name(&conf.config);
+    PlotData {
+        title: format!("{} — {metric} by iteration", conf.config.title),
+        metric,
         minimize: spec
             .map(|m| m.direction == crate::config::Direction::Minimize)
             .unwrap_or(false),
@@ -186,7 +241,7 @@ pub fn plot(conf: &Conference, st: &State, attempts: &[AttemptRecord]) -> Result
         baseline: st.baseline_metric,
         round_boundaries: boundaries,
         round_bests,
-    })
+    }
 }
 
 /// Writes synthesis.md, final_report.md and the plot: (path, bytes) for the state tree.
@@ -233,7 +288,7 @@ fn final_report_md(
     let mut report = String::new();
     write_summary(&mut report, conf, st);
     write_rounds_table(&mut report, st, findings);
-    write_trajectory(&mut report, st);
+    write_trajectory(&mut report, st, &plot_data(conf, st, attempts));
     write_reviewed_findings(&mut report, repo, findings)?;
     write_best_vs_baseline(&mut report, repo, base_tree, best_tree)?;
     let _ = writeln!(report, "## Why attempts failed\n");
@@ -330,7 +385,7 @@ fn write_rounds_table(report: &mut String, st: &State, findings: &[(u32, Finding
 }
 
 /// The baseline, then the best after each round, and the plot.
-fn write_trajectory(report: &mut String, st: &State) {
+fn write_trajectory(report: &mut String, st: &State, chart: &PlotData) {
     let _ = writeln!(report, "\n## Metric trajectory\n");
     let trajectory: Vec<String> = std::iter::once(fmt(st.baseline_metric))
         .chain(st.round_bests.iter().map(|m| fmt(*m)))
@@ -341,6 +396,19 @@ fn write_trajectory(report: &mut String, st: &State) {
         trajectory.join(" → ")
     );
     let _ = writeln!(report, "![progress](conference_progress.png)\n");
+    let wild = report_plot::off_the_chart(chart);
+    if !wild.is_empty() {
+        let each: Vec<String> = wild
+            .iter()
+            .map(|(label, x, y)| format!("{label} at iteration {x} ({y})"))
+            .collect();
+        let _ = writeln!(
+            report,
+            "The chart leaves out {} reading(s) off its scale, far from the rest: {}.\n",
+            wild.len(),
+            each.join(", ")
+        );
+    }
 }
 
 /// The validated findings, then the challenged and overturned ones, each with its diff.
@@ -416,13 +484,14 @@ fn write_best_vs_baseline(
 /// One row per researcher: attempts by verdict and its best.
 fn write_researchers_table(report: &mut String, st: &State) {
     let _ = writeln!(report, "## Researchers\n");
-    let _ = writeln!(report, "| Researcher | Attempts | Kept | Reverted | Crashed | Timeout | Rejected | No change | Best |");
-    let _ = writeln!(report, "|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(report, "| Researcher | Attempts | Kept | Reverted | Crashed | Timeout | Rejected | No change | Best | Agent time | Evaluation time |");
+    let _ = writeln!(report, "|---|---|---|---|---|---|---|---|---|---|---|");
+    let time = crate::render::format::seconds_text;
     for (id, r) in &st.researchers {
         let c = &r.counts;
         let _ = writeln!(
             report,
-            "| {id} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {id} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             c.total(),
             c.kept,
             c.reverted,
@@ -430,7 +499,9 @@ fn write_researchers_table(report: &mut String, st: &State) {
             c.timeout,
             c.rejected,
             c.no_change,
-            fmt(r.best_metric)
+            fmt(r.best_metric),
+            time(r.agent_seconds),
+            time(r.eval_seconds)
         );
     }
 }

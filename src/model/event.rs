@@ -189,6 +189,11 @@ pub struct Iteration {
     pub tokens: Option<Tokens>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
+    /// Seconds the agent ran, and the evaluation (absent in events of earlier releases).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eval_s: Option<f64>,
 }
 
 impl Iteration {

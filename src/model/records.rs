@@ -25,6 +25,11 @@ pub struct AttemptRecord {
     pub tokens: Option<super::Tokens>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
+    /// Seconds the agent ran, and the evaluation (absent in records of earlier releases).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eval_s: Option<f64>,
 }
 
 /// What became of one validated finding in knowledge transfer (`round-N/transfer.jsonl`).

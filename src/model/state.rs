@@ -96,6 +96,12 @@ pub struct ResearcherState {
     /// What this researcher's agent reported using (see `budget`).
     #[serde(default)]
     pub spend: super::Spend,
+    /// Seconds its agent runs and its evaluations took (attempts recorded before these were
+    /// measured count nothing).
+    #[serde(default)]
+    pub agent_seconds: f64,
+    #[serde(default)]
+    pub eval_seconds: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

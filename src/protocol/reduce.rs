@@ -113,6 +113,14 @@ fn iteration(st: &mut State, e: &event::Iteration) {
     let r = st.researcher_mut(&e.researcher);
     r.round_iterations = e.iteration;
     r.attempts += 1;
+    r.agent_seconds += e
+        .agent_s
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .unwrap_or(0.0);
+    r.eval_seconds += e
+        .eval_s
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .unwrap_or(0.0);
     r.counts.add(verdict);
     r.round_counts.add(verdict);
     r.last_verdict = Some(verdict.to_string());
@@ -235,6 +243,8 @@ mod tests {
                 output: 20,
             }),
             cost_usd: Some(0.5),
+            agent_s: None,
+            eval_s: None,
         })
     }
 

@@ -252,6 +252,8 @@ mod tests {
             notes: vec![],
             tokens: None,
             cost_usd: None,
+            agent_s: None,
+            eval_s: None,
         })
     }
 

@@ -337,8 +337,8 @@ fn status_log_and_report_read_a_recorded_conference_without_writing_to_it() {
         .stdout;
     let rows: Vec<&str> = tsv.lines().skip(1).collect();
     assert!(rows.len() >= 9, "{tsv}");
-    // The seed's status words, the verdict in the description.
-    for word in ["kept", "reverted", "failed"] {
+    // The verdict words, as everything else says them; the reason in the description.
+    for word in ["kept", "reverted", "crashed", "rejected"] {
         assert!(
             rows.iter().any(|r| r.split('\t').any(|c| c == word)),
             "{word} missing from\n{tsv}"

@@ -119,3 +119,98 @@ fn review_and_transfer_say_what_they_measure_and_how_long_they_took() {
     );
     assert!(took(&log.stdout, "overturned in "), "{}", log.stdout);
 }
+
+/// Each attempt records how long its agent and its evaluation ran (event and note); `status`,
+/// `log --format tsv` and the report show it; the results table has the attempt's commit, a
+/// column per sub-metric the evaluation printed, and says `crashed` for a crash.
+#[test]
+fn attempts_record_their_agent_and_evaluation_time_and_the_table_their_commit_and_sub_metrics() {
+    let repo = TestRepo::from_fixture("loop");
+    repo.write_executable(
+        "eval.sh",
+        "#!/bin/sh\nsleep 0.3\necho \"score: $(cat value.txt)\"\necho \"memory_gb: 1.5\"\n",
+    );
+    repo.commit_all("an evaluation that prints a sub-metric and takes a while");
+    let config = ConfigBuilder::new("Time", "./agents/seq.sh improve crash")
+        .iterations(2)
+        .rounds(1)
+        .build();
+    repo.start(NAME, &config).ok();
+    let iterations = repo.events_named(NAME, "researcher.iteration");
+    let kept = &iterations[0]["payload"];
+    assert_eq!(kept["status"], "kept", "{kept}");
+    assert!(kept["agent_s"].as_f64().is_some_and(|s| s >= 0.0), "{kept}");
+    assert!(kept["eval_s"].as_f64().is_some_and(|s| s >= 0.3), "{kept}");
+    let commit = kept["commit"].as_str().unwrap();
+    let note = &repo.notes(commit)[0];
+    assert_eq!(note["eval_s"], kept["eval_s"], "{note}");
+    assert_eq!(note["agent_s"], kept["agent_s"], "{note}");
+    let crashed = &iterations[1]["payload"];
+    assert_eq!(crashed["status"], "crashed", "{crashed}");
+    assert!(crashed["agent_s"].as_f64().is_some(), "{crashed}");
+
+    let tsv = repo
+        .conference(&["log", NAME, "--format", "tsv"])
+        .ok()
+        .stdout;
+    let rows: Vec<Vec<&str>> = tsv.lines().map(|l| l.split('\t').collect()).collect();
+    assert_eq!(
+        rows[0][10..],
+        ["timestamp", "commit", "agent_s", "eval_s", "memory_gb"],
+        "{tsv}"
+    );
+    assert_eq!(
+        (rows[1][6], rows[1][11], rows[1][14]),
+        ("kept", commit, "1.5"),
+        "{tsv}"
+    );
+    assert_eq!(rows[1][13], kept["eval_s"].to_string(), "{tsv}");
+    assert_eq!((rows[2][6], rows[2][14]), ("crashed", "-"), "{tsv}");
+    assert!(rows.iter().all(|r| r.len() == 15), "{tsv}");
+
+    let status = repo.conference(&["status", NAME]).ok().stdout;
+    assert!(status.contains("Time:       agents "), "{status}");
+    let report = repo
+        .show(&format!("refs/conference/{NAME}/events"), "final_report.md")
+        .unwrap();
+    assert!(
+        report.contains("| Agent time | Evaluation time |"),
+        "{report}"
+    );
+}
+
+/// One wild reading does not squash the chart: it is left out of the y-range, and the chart and
+/// the final report say so.
+#[test]
+fn a_wild_reading_is_left_off_the_chart_and_the_report_says_so() {
+    let repo = TestRepo::from_fixture("loop");
+    repo.write_executable(
+        "wild.sh",
+        "#!/bin/sh\nif [ \"$CONFERENCE_ITERATION\" = 3 ]; then echo 1000000 >value.txt; else exec sh agents/improve.sh; fi\n",
+    );
+    repo.commit_all("an agent whose third attempt reads wild");
+    let config = ConfigBuilder::new("Wild", "./wild.sh")
+        .iterations(5)
+        .rounds(2)
+        .build();
+    repo.start(NAME, &config).ok();
+    let events = format!("refs/conference/{NAME}/events");
+    let report = repo.show(&events, "final_report.md").unwrap();
+    assert!(
+        report.contains(
+            "The chart leaves out 2 reading(s) off its scale, far from the rest: Researcher A at iteration 3 (1000000), Researcher A at iteration 8 (1000000)."
+        ),
+        "{report}"
+    );
+    let png = repo
+        .command("git")
+        .args([
+            "cat-file",
+            "blob",
+            &format!("{events}:conference_progress.png"),
+        ])
+        .output()
+        .unwrap()
+        .stdout;
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"));
+}

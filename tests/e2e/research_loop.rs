@@ -918,12 +918,12 @@ fn status_log_list_and_a_second_start() {
     let mut rows = tsv.lines();
     assert_eq!(
         rows.next().unwrap(),
-        "round\tresearcher\titeration\tmetric_value\tdelta\tdelta_pct\tstatus\tdescription\tevaluator_source\tpeer_review_verdict\ttimestamp"
+        "round\tresearcher\titeration\tmetric_value\tdelta\tdelta_pct\tstatus\tdescription\tevaluator_source\tpeer_review_verdict\ttimestamp\tcommit\tagent_s\teval_s"
     );
     let rows: Vec<Vec<&str>> = rows.map(|r| r.split('\t').collect()).collect();
     assert_eq!(rows.len(), 3, "{tsv}");
     for r in &rows {
-        assert_eq!(r.len(), 11, "{r:?}");
+        assert_eq!(r.len(), 14, "{r:?}");
         assert_eq!((r[0], r[1]), ("1", "A"));
     }
     assert_eq!((rows[0][2], rows[0][3], rows[0][6]), ("1", "9", "kept"));

@@ -197,10 +197,10 @@ fn rejection_and_crash_reasons_are_shown_everywhere_and_reports_follow_the_data(
     let rows: Vec<&str> = tsv.lines().collect();
     assert_eq!(rows.len(), 5, "{tsv}");
     for row in &rows {
-        assert_eq!(row.split('\t').count(), 11, "{row}");
+        assert_eq!(row.split('\t').count(), 14, "{row}");
     }
     assert!(rows[2].contains(&format!("[rejected: {frozen}")), "{tsv}");
-    assert!(rows[2].split('\t').nth(6) == Some("reverted"), "{tsv}");
+    assert!(rows[2].split('\t').nth(6) == Some("rejected"), "{tsv}");
 
     let synthesis = repo
         .show("refs/conference/why/events", "synthesis.md")

@@ -376,7 +376,51 @@ pub(super) fn interrupted_or(result: Result<i32>) -> Result<i32> {
             crate::errln!("git-conference: interrupted; what finished is recorded. Continue with `git conference resume {name}`.");
             Ok(EXIT_INTERRUPTED)
         }
+        (Err(e), Some(name)) => Err(said_of_git(e, name)),
         (result, _) => result,
+    }
+}
+
+/// A run stopped by the repository's files changing under it (objects deleted, a lock file or
+/// a folder taken by another git command: a `git gc` while it ran) says so in a sentence, with
+/// the way on, and the library's own words after it.
+fn said_of_git(e: anyhow::Error, name: &str) -> anyhow::Error {
+    let Some(what) = changed_under_it(&e) else {
+        return e;
+    };
+    e.context(format!(
+        "conference `{name}` stopped: {what}. Everything recorded is safe; continue with \
+         `git conference resume {name}` (it puts back any ref whose objects are gone)"
+    ))
+}
+
+/// What a run's failure says of the repository changing under it, when it says that.
+fn changed_under_it(e: &anyhow::Error) -> Option<&'static str> {
+    use git2::{ErrorClass, ErrorCode};
+    if e.chain()
+        .any(|c| c.is::<crate::store::protect::ObjectGone>())
+    {
+        return Some(
+            "objects it had just written were deleted before a ref named them (a `git gc \
+             --prune=now` or `git prune` while it ran?), so none does",
+        );
+    }
+    let git = e.chain().find_map(|c| c.downcast_ref::<git2::Error>())?;
+    let missing =
+        git.message().contains("doesn't exist") || git.message().contains("invalid object");
+    match (git.class(), git.code()) {
+        (ErrorClass::Odb, _) | (_, ErrorCode::NotFound) => Some(
+            "objects it needs are gone from the repository (a `git gc --prune=now` or `git \
+             prune` while it ran?)",
+        ),
+        _ if missing => Some(
+            "objects it needs are gone from the repository (a `git gc --prune=now` or `git \
+             prune` while it ran?)",
+        ),
+        (_, ErrorCode::Locked) | (ErrorClass::Os, _) => Some(
+            "another git command held or removed a file it was writing (a `git gc` while it ran?)",
+        ),
+        _ => None,
     }
 }
 

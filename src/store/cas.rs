@@ -22,23 +22,84 @@ pub fn try_update(
 ) -> Result<bool> {
     // Every ref a conference moves keeps a reflog: the way back if git loses its objects.
     super::recovery::keep_log(repo, name);
-    let result = match expected {
-        Some(old) => repo.reference_matching(name, new, true, old, log_message),
-        None => repo.reference(name, new, false, log_message),
-    };
-    match result {
-        Ok(_) => Ok(true),
-        Err(e)
-            if matches!(
-                e.code(),
-                git2::ErrorCode::Modified | git2::ErrorCode::Exists | git2::ErrorCode::Locked
-            ) =>
-        {
-            Ok(false)
-        }
-        Err(e) => Err(e).with_context(|| format!("cannot update {name}")),
+    // A ref libgit2 does not see may be one `git pack-refs` is moving: git itself says.
+    if expected.is_none() && absent_says_git(repo, name)?.is_some() {
+        return Ok(false);
+    }
+    // What the ref will name survives a `git gc --prune=now` that runs meanwhile.
+    super::protect::new_objects(repo, new, expected)
+        .with_context(|| format!("{name} was not moved"))?;
+    let mut waits = 0;
+    loop {
+        let result = match expected {
+            Some(old) => repo.reference_matching(name, new, true, old, log_message),
+            None => repo.reference(name, new, false, log_message),
+        };
+        return match result {
+            Ok(_) => Ok(true),
+            // Held for an instant by another git command (`git gc` packs refs, and removes the
+            // folders it emptied): wait for it.
+            Err(e) if transient(&e) && waits < LOCKED_WAITS => {
+                waits += 1;
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                continue;
+            }
+            Err(e)
+                if matches!(
+                    e.code(),
+                    git2::ErrorCode::Modified | git2::ErrorCode::Exists | git2::ErrorCode::Locked
+                ) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(e).with_context(|| format!("cannot update {name}")),
+        };
     }
 }
+
+/// The commit ref `name` points at (None: there is no such ref). When libgit2 finds none, git
+/// itself is asked: while `git pack-refs` (run by `git gc`) moves refs into `packed-refs`,
+/// libgit2 can miss a ref that exists, and a writer that took it for absent would start it
+/// again and cut off everything it named.
+pub fn read(repo: &Repository, name: &str) -> Result<Option<Oid>> {
+    match repo.find_reference(name) {
+        Ok(r) => Ok(Some(r.peel_to_commit()?.id())),
+        Err(e) if e.code() == git2::ErrorCode::NotFound => absent_says_git(repo, name),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Where git's own `rev-parse` finds ref `name` (None: nowhere).
+fn absent_says_git(repo: &Repository, name: &str) -> Result<Option<Oid>> {
+    let out = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(repo.commondir())
+        .args(["rev-parse", "--verify", "--quiet", "--end-of-options"])
+        .arg(format!("{name}^{{commit}}"))
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .env_remove("GIT_OBJECT_DIRECTORY")
+        .output()
+        .context("cannot run git rev-parse")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(if out.status.success() {
+        Some(Oid::from_str(text.trim())?)
+    } else {
+        None
+    })
+}
+
+/// A failure another git command causes for an instant: the ref's lock file taken, or its
+/// folder removed between its creation and the lock's (`git pack-refs --prune`).
+fn transient(e: &git2::Error) -> bool {
+    e.code() == git2::ErrorCode::Locked
+        || e.class() == git2::ErrorClass::Os && e.message().contains("No such file or directory")
+}
+
+/// How many times (10 ms apart) a ref locked by another git command is tried again before the
+/// swap counts as lost.
+const LOCKED_WAITS: u32 = 200;
 
 /// [`try_update`] for a ref with one writer: a lost race is an error naming the likely cause.
 pub fn update(

@@ -6,6 +6,7 @@
 pub mod cas;
 pub mod events;
 pub mod notes;
+pub mod protect;
 pub mod recovery;
 pub mod refs;
 
@@ -30,11 +31,7 @@ pub fn keep_reachable(repo: &Repository, refs: &ConferenceRefs, commits: &[Oid])
     }
     let name = refs.attempts();
     cas::with_backoff(&name, cas::SHARED_TRIES, || {
-        let tip = match repo.find_reference(&name) {
-            Ok(r) => Some(r.peel_to_commit()?.id()),
-            Err(e) if e.code() == git2::ErrorCode::NotFound => None,
-            Err(e) => return Err(e.into()),
-        };
+        let tip = cas::read(repo, &name)?;
         let mut parents = Vec::new();
         if let Some(t) = tip {
             parents.push(repo.find_commit(t)?);

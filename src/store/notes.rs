@@ -285,11 +285,7 @@ pub fn is_empty(repo: &Repository) -> Result<bool> {
 }
 
 fn current_notes_commit(repo: &Repository) -> Result<Option<Oid>> {
-    match repo.find_reference(NOTES_REF) {
-        Ok(r) => Ok(Some(r.peel_to_commit()?.id())),
-        Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
-        Err(e) => Err(e.into()),
-    }
+    cas::read(repo, NOTES_REF)
 }
 
 fn notes_tree(repo: &Repository) -> Result<Option<Oid>> {

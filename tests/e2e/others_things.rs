@@ -166,3 +166,58 @@ fn a_fetch_killed_half_way_leaves_nothing_that_stops_the_next() {
         origin.git_in(&clone, &["fsck", "--no-progress"]);
     }
 }
+
+/// `git gc --prune=now` run again and again while a conference runs: every ref stays valid
+/// (`git fsck` and `git rev-list --all` pass the moment the run ends, whatever ended it), the run
+/// completes or stops with a sentence saying why and what to do, and `resume` then finishes it.
+#[test]
+fn git_gc_prune_now_during_a_run_leaves_every_ref_valid() {
+    let repo = TestRepo::from_fixture("loop");
+    let config = ConfigBuilder::new("Collected", "./agents/improve.sh")
+        .count(3)
+        .iterations(4)
+        .rounds(2)
+        .frozen("eval.sh, agents/**")
+        .build();
+    repo.write("conference.md", &config);
+    repo.commit_all("conference");
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (run, collections) = std::thread::scope(|s| {
+        let collector = s.spawn(|| {
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                repo.git_run(&["gc", "-q", "--prune=now"]);
+                n += 1;
+            }
+            n
+        });
+        let run = repo.conference(&["start", "collected"]);
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        (run, collector.join().unwrap())
+    });
+    assert!(collections > 0);
+    for check in [
+        &["fsck", "--no-progress", "--no-dangling"][..],
+        &["rev-list", "--all"],
+    ] {
+        let out = repo.git_run(check);
+        assert_eq!(
+            out.code, 0,
+            "git {check:?} after the run: {}\nthe run: {}",
+            out.stderr, run.stderr
+        );
+    }
+    if run.code != 0 {
+        let last = run.stderr.lines().last().unwrap_or_default();
+        assert!(
+            last.starts_with("git-conference: conference `collected` stopped: ")
+                && last.contains("git conference resume collected"),
+            "{}",
+            run.stderr
+        );
+        let resumed = repo.conference(&["resume", "collected"]);
+        assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    }
+    assert_eq!(repo.status_json("collected")["status"], "completed");
+    repo.git(&["fsck", "--no-progress"]);
+}

@@ -366,3 +366,55 @@ fn an_event_with_a_metric_out_of_range_is_refused() {
         c.repo.conference_in(dir, &["log", NAME]).ok();
     }
 }
+
+/// The remote's best branch moved by a participant to its own commit, the event log unchanged:
+/// `fetch` takes best where the event log says, and `apply` merges that one.
+#[test]
+fn fetch_takes_best_from_the_event_log_not_from_the_remotes_branch() {
+    let config = config("5s");
+    let repo = TestRepo::from_fixture("machines");
+    repo.write("conference.md", &config);
+    repo.commit_all("conference.md");
+    repo.conference(&["start", NAME]).ok();
+    let remote = repo.tmp.path().join("remote.git");
+    repo.git(&[
+        "init",
+        "-q",
+        "--bare",
+        "-b",
+        "main",
+        remote.to_str().unwrap(),
+    ]);
+    let url = remote.to_str().unwrap();
+    repo.git(&["push", "-q", url, "HEAD:refs/heads/main"]);
+    repo.conference(&["push", url, "--name", NAME]).ok();
+    let best = format!("refs/heads/conference/{NAME}/best");
+    let recorded = repo.git(&["rev-parse", &best]).trim().to_string();
+    // A participant's own commit, with its own harness, pushed over the remote's best.
+    repo.write("eval.sh", "#!/bin/sh\necho score: 0\n");
+    repo.commit_all("mine");
+    let mine = repo.git(&["rev-parse", "HEAD"]).trim().to_string();
+    repo.git(&["push", "-q", "--force", url, &format!("{mine}:{best}")]);
+    // The recorded best stays on the remote (the machines' own refs keep it there).
+    repo.git(&["push", "-q", url, &format!("{recorded}:refs/heads/kept")]);
+
+    let clone = repo.tmp.path().join("reader");
+    repo.git(&["clone", "-q", url, clone.to_str().unwrap()]);
+    let fetched = repo
+        .conference_in(&clone, &["fetch", url, "--name", NAME])
+        .ok();
+    assert!(
+        fetched.stdout.contains("where its event log says"),
+        "{}",
+        fetched.stdout
+    );
+    let here = repo.git_in(&clone, &["rev-parse", &best]);
+    assert_eq!(here.trim(), recorded, "best is the event log's, not {mine}");
+    repo.conference_in(&clone, &["trust", NAME, "--yes"]).ok();
+    repo.conference_in(&clone, &["apply", NAME, "--yes"]).ok();
+    let harness = std::fs::read_to_string(clone.join("eval.sh")).unwrap();
+    assert!(
+        !harness.contains("score: 0"),
+        "apply merged the participant's commit"
+    );
+}

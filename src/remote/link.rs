@@ -398,10 +398,16 @@ impl Link {
     /// Reads the leases as the last [`Link::sync`] fetched them, without a round trip of its
     /// own: every claim is a compare-and-swap push, so a lease that moved since only makes that
     /// claim fail, and a later pass sees it.
+    ///
+    /// A researcher in `released` (one that ran, and whose machine gave it back: stopped with
+    /// Ctrl-C) is taken by any machine once it has stayed free for longer than the lease plus
+    /// the grace period, whatever `--researchers` said, so a round never waits for a machine that
+    /// left.
     pub fn claim(
         &self,
         repo: &Repository,
         researchers: &[String],
+        released: &BTreeSet<String>,
     ) -> Result<Vec<(String, Option<String>)>> {
         let mut inner = self.inner.lock().unwrap();
         let view = self.view(repo)?;
@@ -414,6 +420,13 @@ impl Link {
             }
             let got = match view.leases.get(&slot) {
                 None if self.wants(&slot) => leases.claim(&slot)?.map(|h| (h, None)),
+                None if released.contains(&slot) => {
+                    let free = inner.expiry.entry(slot.clone()).or_default();
+                    match free.check(Oid::zero(), self.lease, self.lease / 2) {
+                        Some(_) => leases.claim(&slot)?.map(|h| (h, None)),
+                        None => None,
+                    }
+                }
                 None => None,
                 Some(&value) => {
                     let holder = lease::holder(repo, value);
@@ -436,6 +449,17 @@ impl Link {
             }
         }
         Ok(taken)
+    }
+
+    /// The machine holding each slot, as the last fetch saw the leases.
+    pub fn holders(&self, repo: &Repository) -> BTreeMap<String, String> {
+        let Ok(view) = self.view(repo) else {
+            return BTreeMap::new();
+        };
+        view.leases
+            .into_iter()
+            .filter_map(|(slot, value)| Some((slot, lease::holder(repo, value)?)))
+            .collect()
     }
 
     /// Gives back every lease held, so other machines may claim them at once.

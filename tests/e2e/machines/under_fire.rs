@@ -418,3 +418,37 @@ fn fetch_takes_best_from_the_event_log_not_from_the_remotes_branch() {
         "apply merged the participant's commit"
     );
 }
+
+/// Machine 3 stopped with Ctrl-C mid-round gives researcher C back and says to `join` again;
+/// the machines started with `--researchers A` and `B` say they wait for C and, after the lease,
+/// one of them takes it: the conference ends with the one-machine best.
+#[test]
+fn a_researcher_given_back_with_ctrl_c_is_taken_by_a_live_machine() {
+    let config = config("2s");
+    let c = cluster(&config);
+    let m1 = c.start();
+    let m2 = c.join(1, "B");
+    let m3 = c.join(2, "C");
+    wait_for_iteration(&c, "C", 1, 1);
+    let pressed = std::process::Command::new("kill")
+        .args(["-INT", "--", &format!("-{}", m3.id())])
+        .status()
+        .unwrap();
+    assert!(pressed.success());
+    let code = exits(2, m3, Duration::from_secs(60));
+    let stopped = c.log(2);
+    assert!(code != STILL_RAN, "{stopped}");
+    assert!(
+        stopped.contains(&format!("Continue with `git conference join {} {NAME}`", c.url)),
+        "{stopped}"
+    );
+    assert!(!stopped.contains("git conference resume"), "{stopped}");
+    c.finishes(0, m1);
+    c.finishes(1, m2);
+    c.reached_the_one_machine_best(&config);
+    let waited = c.log(0) + &c.log(1);
+    assert!(
+        waited.contains("waiting for researcher C: no machine holds it; run `git conference join"),
+        "{waited}"
+    );
+}

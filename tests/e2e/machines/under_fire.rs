@@ -78,6 +78,11 @@ fn a_failed_publication_is_retried_and_blames_no_agent() {
         blamed.is_empty(),
         "agents blamed for a failed push: {blamed:?}"
     );
+    // Every lease was given back: no machine's status shows one held.
+    for dir in &c.machines {
+        let status = c.repo.conference_in(dir, &["status", NAME]).ok();
+        assert!(!status.stdout.contains("heartbeat"), "{}", status.stdout);
+    }
     let logs: String = (0..3).map(|m| c.log(m)).collect();
     assert!(
         logs.contains(&format!("publishing to {} failed:", c.url))
@@ -439,7 +444,10 @@ fn a_researcher_given_back_with_ctrl_c_is_taken_by_a_live_machine() {
     let stopped = c.log(2);
     assert!(code != STILL_RAN, "{stopped}");
     assert!(
-        stopped.contains(&format!("Continue with `git conference join {} {NAME}`", c.url)),
+        stopped.contains(&format!(
+            "Continue with `git conference join {} {NAME}`",
+            c.url
+        )),
         "{stopped}"
     );
     assert!(!stopped.contains("git conference resume"), "{stopped}");

@@ -307,11 +307,19 @@ fn take(repo: &Repository, ns: &str, remote: &str, name: &str) -> Result<Taken> 
             None => update(repo, &local, new, None)?,
         }
     }
-    let prefix = format!("{ns}/heads/conference/{name}/");
-    for fetched in ref_names(repo, &format!("{prefix}*"))? {
-        let short = format!("conference/{name}/{}", &fetched[prefix.len()..]);
-        let local = format!("refs/heads/{short}");
-        let new = target(repo, &fetched).context("fetched branch vanished")?;
+    let (mut from_log, mut missing) = (Vec::new(), Vec::new());
+    // The branches are where the fetched event log says, never where the remote's branches
+    // point (anyone with push access can move those).
+    for (local, new) in branches_of_log(repo, &refs, theirs)? {
+        let short = local.trim_start_matches("refs/heads/").to_string();
+        let fetched = format!("{ns}/heads/{short}");
+        if target(repo, &fetched).is_some_and(|there| there != new) {
+            from_log.push(short.clone());
+        }
+        if repo.find_commit(new).is_err() {
+            missing.push(short);
+            continue;
+        }
         match target(repo, &local) {
             None => update(repo, &local, new, None)?,
             Some(old) if fast_forward(repo, old, new) => update(repo, &local, new, Some(old))?,
@@ -332,6 +340,18 @@ fn take(repo: &Repository, ns: &str, remote: &str, name: &str) -> Result<Taken> 
         Some(_) if new_events == 0 => format!("{name}: up to date with {remote}"),
         Some(_) => format!("{name}: {new_events} new event(s) from {remote}"),
     };
+    if !from_log.is_empty() {
+        line.push_str(&format!(
+            "; {} where its event log says ({remote}'s branch points elsewhere)",
+            from_log.join(", ")
+        ));
+    }
+    if !missing.is_empty() {
+        line.push_str(&format!(
+            "; not taken: {} (the commit its event log names is not on {remote})",
+            missing.join(", ")
+        ));
+    }
     if !kept.is_empty() {
         line.push_str(&format!(
             "; kept the local {} (not an ancestor of {remote}'s; `git conference resume {name}` says how to go on)",
@@ -339,6 +359,27 @@ fn take(repo: &Repository, ns: &str, remote: &str, name: &str) -> Result<Taken> 
         ));
     }
     Ok(Taken::Said(line))
+}
+
+/// The conference branches the state at event commit `tip` places: (full ref name, commit).
+fn branches_of_log(
+    repo: &Repository,
+    refs: &ConferenceRefs,
+    tip: Oid,
+) -> Result<Vec<(String, Oid)>> {
+    let tree = repo.find_commit(tip)?.tree_id();
+    let bytes = crate::store::events::read_path(repo, tree, crate::model::state::files::STATE)?
+        .context("the fetched event log has no state.json")?;
+    let state = crate::engine::stored::checked(serde_json::from_slice(&bytes)?, &refs.name)
+        .map_err(|why| {
+            anyhow::anyhow!("the fetched state of `{}` is not valid: {why}", refs.name)
+        })?;
+    let mut out = Vec::new();
+    for (id, r) in &state.researchers {
+        out.push((refs.researcher(id), Oid::from_str(&r.head)?));
+    }
+    out.push((refs.best(), Oid::from_str(&state.best.commit)?));
+    Ok(out)
 }
 
 /// Points `name` at `new` if it is still at `old` (None: it must not exist yet).

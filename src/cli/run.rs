@@ -366,6 +366,18 @@ pub fn resume(args: ResumeArgs, quiet: bool) -> Result<i32> {
 /// The conference this process runs, once it holds the run lock.
 static RUNNING: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
+/// How a stopped run of this process goes on, when not `resume`: on several machines, `join`
+/// again (set by [`run_engine`]).
+static CONTINUE_WITH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// The command that continues conference `name` after this run stopped.
+fn continue_command(name: &str) -> String {
+    CONTINUE_WITH
+        .get()
+        .cloned()
+        .unwrap_or_else(|| format!("git conference resume {name}"))
+}
+
 /// A failure after a Ctrl-C is the press's doing (a git child spawned at that instant caught it
 /// too): everything that finished is recorded and `resume` finishes the rest, so it is the
 /// graceful stop the press asked for, not an error.
@@ -373,7 +385,10 @@ pub(super) fn interrupted_or(result: Result<i32>) -> Result<i32> {
     match (result, RUNNING.get()) {
         (Err(e), Some(name)) if crate::exec::process::cancelled() => {
             crate::errln!("git-conference: {e:#}");
-            crate::errln!("git-conference: interrupted; what finished is recorded. Continue with `git conference resume {name}`.");
+            crate::errln!(
+                "git-conference: interrupted; what finished is recorded. Continue with `{}`.",
+                continue_command(name)
+            );
             Ok(EXIT_INTERRUPTED)
         }
         (Err(e), Some(name)) => Err(said_of_git(e, name)),
@@ -601,6 +616,9 @@ fn rebase_target(repo: &git2::Repository, conf: &Conference, rev: &str) -> Resul
 }
 
 pub(super) fn run_engine(conf: Conference) -> Result<i32> {
+    if let Some(link) = conf.link() {
+        let _ = CONTINUE_WITH.set(format!("git conference join {} {}", link.remote, conf.name));
+    }
     let conf = Arc::new(conf);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -641,7 +659,10 @@ pub(super) fn run_engine(conf: Conference) -> Result<i32> {
             Ok(EXIT_PAUSED)
         }
         RunOutcome::Interrupted => {
-            crate::errln!("git-conference: interrupted; what finished is recorded. Continue with `git conference resume {name}`.");
+            crate::errln!(
+                "git-conference: interrupted; what finished is recorded. Continue with `{}`.",
+                continue_command(&name)
+            );
             Ok(EXIT_INTERRUPTED)
         }
     }

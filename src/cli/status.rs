@@ -208,7 +208,12 @@ fn print_researchers(st: &State) {
 /// chair events, its spend, its last event — and the leases as this clone last saw them
 /// (`refs/conference/<name>/leases/*`, brought by `fetch` or by taking part).
 fn print_machines(repo: &git2::Repository, conf: &Conference, st: &State) {
-    let leases = crate::remote::lease::seen(repo, &conf.refs);
+    // A completed conference holds no lease: every machine gave its own back as it left, and
+    // copies seen before that are out of date.
+    let leases = match st.phase {
+        crate::model::state::Phase::Done => Vec::new(),
+        _ => crate::remote::lease::seen(repo, &conf.refs),
+    };
     if st.machines.is_empty() && leases.is_empty() {
         return;
     }

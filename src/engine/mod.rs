@@ -9,6 +9,7 @@
 //! review), `transfer` (knowledge transfer), `stop` (stop rules), `synthesis` (report).
 
 pub mod agent;
+pub mod arriving;
 pub mod briefing;
 pub mod budget;
 pub mod driver;
@@ -243,6 +244,10 @@ impl Conference {
 
     /// Runs this conference with other machines through `link` (see `engine::shared`).
     pub fn share(&self, link: Arc<Link>) {
+        let arrivals = arriving::Arrivals::new(self);
+        link.check_arrivals_with(Box::new(move |repo, from, to| {
+            arrivals.check(repo, from, to)
+        }));
         self.recorder.lock().unwrap().link = Some(link);
     }
 

@@ -9,6 +9,7 @@
 //! review does not let them expire. Every machine leaves when the conference is done, giving
 //! its leases back.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -43,6 +44,7 @@ pub async fn drive(conf: Arc<Conference>) -> Result<RunOutcome> {
 
 async fn run(conf: &Arc<Conference>, link: &Link) -> Result<RunOutcome> {
     let mut unreachable_said: Option<Instant> = None;
+    let mut waiting_said = String::new();
     loop {
         if process::cancelled() {
             return Ok(RunOutcome::Interrupted);
@@ -72,9 +74,15 @@ async fn run(conf: &Arc<Conference>, link: &Link) -> Result<RunOutcome> {
             _ => link.holds(CHAIR),
         };
         if !runs_a_step {
+            let waiting = waiting_for(conf, link, &st);
+            if waiting != waiting_said {
+                conf.ui.info(&waiting);
+                waiting_said = waiting;
+            }
             tokio::time::sleep(POLL).await;
             continue;
         }
+        waiting_said.clear();
         if let Some(outcome) = driver::step(conf).await? {
             return Ok(outcome);
         }
@@ -97,8 +105,16 @@ fn ended(conf: &Conference, link: &Link) -> Option<RunOutcome> {
 /// Claims what this machine may run, and says what it took and what it lost.
 fn claim(conf: &Conference, link: &Link) -> Result<()> {
     let repo = conf.open_repo()?;
-    let researchers: Vec<String> = conf.state().researchers.keys().cloned().collect();
-    for (slot, from) in link.claim(&repo, &researchers)? {
+    let st = conf.state();
+    let researchers: Vec<String> = st.researchers.keys().cloned().collect();
+    // A researcher some machine ran and no machine holds now was given back (or its machine
+    // left): any machine takes it after the lease.
+    let released: BTreeSet<String> = st
+        .machines
+        .values()
+        .flat_map(|m| m.researchers.iter().cloned())
+        .collect();
+    for (slot, from) in link.claim(&repo, &researchers, &released)? {
         let what = match slot.as_str() {
             CHAIR => "the chair (baseline, round starts, poster, review, transfer)".to_string(),
             id => format!("researcher {id}"),
@@ -119,6 +135,40 @@ fn claim(conf: &Conference, link: &Link) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// What this machine waits for, as one line: the researchers still running this round (and
+/// the machine running each), or the chair's phase; a slot no machine holds says who must join.
+fn waiting_for(conf: &Conference, link: &Link, st: &crate::model::state::State) -> String {
+    let holders = conf
+        .open_repo()
+        .map(|repo| link.holders(&repo))
+        .unwrap_or_default();
+    let one = |slot: &str, what: String| {
+        match holders.get(slot) {
+        Some(machine) => format!("{what} ({machine} runs it)"),
+        None if slot == CHAIR => format!("{what}: no machine holds it"),
+        None => format!(
+            "{what}: no machine holds it; run `git conference join {} {} --researchers {slot}` (a machine that ran it before takes it after the lease of {}s)",
+            link.remote,
+            conf.name,
+            link.lease().as_secs()
+        ),
+    }
+    };
+    let waits: Vec<String> = match st.phase {
+        Phase::Research => st
+            .researchers
+            .iter()
+            .filter(|(id, r)| r.round_finished.is_none() && !link.holds(id))
+            .map(|(id, _)| one(id, format!("researcher {id}")))
+            .collect(),
+        phase => vec![one(CHAIR, format!("the chair ({})", phase.label()))],
+    };
+    if waits.is_empty() {
+        return format!("{}: waiting for the next round", link.machine);
+    }
+    format!("{}: waiting for {}", link.machine, waits.join("; "))
 }
 
 /// The thread that renews this machine's leases while its researchers and phases run.

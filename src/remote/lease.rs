@@ -67,14 +67,23 @@ impl Leases<'_> {
         self.swap(slot, Expect::At(stale), 0)
     }
 
-    /// Gives `held` back, so another machine may claim it at once.
+    /// Gives `held` back, so another machine may claim it at once; this clone's copy of the
+    /// lease goes too (status reads the copies).
     pub fn release(&self, held: Held) -> Result<bool> {
         let update = Update {
-            name: held.refname,
+            name: held.refname.clone(),
             new: None,
             expect: Expect::At(held.value),
         };
-        Ok(push(self.dir, self.remote, &[update])? == Pushed::Accepted)
+        let released = push(self.dir, self.remote, &[update])? == Pushed::Accepted;
+        if released {
+            if let Ok(mut copy) = self.repo.find_reference(&held.refname) {
+                if copy.target() == Some(held.value) {
+                    let _ = copy.delete();
+                }
+            }
+        }
+        Ok(released)
     }
 
     /// Every lease on the remote now: (slot, value). Reads ref values only (no objects).

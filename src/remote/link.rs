@@ -60,6 +60,21 @@ pub struct Wanted {
     pub slots: Option<usize>,
 }
 
+/// Checks the events another machine published, after one commit up to another (see
+/// `engine::arriving`).
+pub type ArrivalCheck =
+    Box<dyn Fn(&Repository, Oid, Oid) -> std::result::Result<(), NotFollowed> + Send + Sync>;
+
+/// Why events that arrived are not followed.
+#[derive(Debug)]
+pub enum NotFollowed {
+    /// One of them is not one the conference could have recorded: why, naming its machine.
+    Refused(String),
+    /// A commit they name has not arrived yet (a fetch reads refs one by one, so it may see an
+    /// event before the branch pushed with it): the next fetch brings it.
+    NotHereYet(String),
+}
+
 /// This machine's part in one conference on one shared remote.
 pub struct Link {
     pub remote: String,
@@ -68,6 +83,8 @@ pub struct Link {
     refs: ConferenceRefs,
     lease: Duration,
     wanted: Wanted,
+    /// Checks every event that arrives before anything follows it (none: everything is taken).
+    arrivals: std::sync::OnceLock<ArrivalCheck>,
     inner: Mutex<Inner>,
 }
 
@@ -109,6 +126,7 @@ impl Link {
             refs,
             lease,
             wanted,
+            arrivals: Default::default(),
             inner: Mutex::new(Inner::default()),
         };
         link.refresh_own(&mut link.inner.lock().unwrap())?;
@@ -132,6 +150,31 @@ impl Link {
             }
         }
         Ok(())
+    }
+
+    /// Checks every event that arrives from the remote with `check` before it is followed or
+    /// published over.
+    pub fn check_arrivals_with(&self, check: ArrivalCheck) {
+        let _ = self.arrivals.set(check);
+    }
+
+    /// The events after `from` up to `to`, which another machine published, checked; refused
+    /// with the reason (this machine stops: it cannot follow them, and no retry changes that).
+    fn check_arrivals(&self, repo: &Repository, from: Oid, to: Oid) -> Result<()> {
+        let Some(check) = self.arrivals.get() else {
+            return Ok(());
+        };
+        match check(repo, from, to) {
+            Ok(()) => Ok(()),
+            Err(NotFollowed::NotHereYet(what)) => {
+                bail!("waiting for {what} to arrive from {}", self.remote)
+            }
+            Err(NotFollowed::Refused(why)) => Err(Refused(format!(
+                "{}: {why}. This machine follows nothing of it and stops; once that event is gone from {0} (its events ref put back at the event before it), `git conference join {0} {}` takes part again",
+                self.remote, self.refs.name
+            ))
+            .into()),
+        }
     }
 
     /// How long another machine waits, after this one fell silent, before taking its slots.
@@ -308,6 +351,7 @@ impl Link {
             let tip = self.publish(repo)?;
             return Ok((tip != local).then_some(tip));
         }
+        self.check_arrivals(repo, local, view.events)?;
         crate::store::cas::update(
             repo,
             &self.refs.events(),
@@ -354,10 +398,16 @@ impl Link {
     /// Reads the leases as the last [`Link::sync`] fetched them, without a round trip of its
     /// own: every claim is a compare-and-swap push, so a lease that moved since only makes that
     /// claim fail, and a later pass sees it.
+    ///
+    /// A researcher in `released` (one that ran, and whose machine gave it back: stopped with
+    /// Ctrl-C) is taken by any machine once it has stayed free for longer than the lease plus
+    /// the grace period, whatever `--researchers` said, so a round never waits for a machine that
+    /// left.
     pub fn claim(
         &self,
         repo: &Repository,
         researchers: &[String],
+        released: &BTreeSet<String>,
     ) -> Result<Vec<(String, Option<String>)>> {
         let mut inner = self.inner.lock().unwrap();
         let view = self.view(repo)?;
@@ -370,6 +420,13 @@ impl Link {
             }
             let got = match view.leases.get(&slot) {
                 None if self.wants(&slot) => leases.claim(&slot)?.map(|h| (h, None)),
+                None if released.contains(&slot) => {
+                    let free = inner.expiry.entry(slot.clone()).or_default();
+                    match free.check(Oid::zero(), self.lease, self.lease / 2) {
+                        Some(_) => leases.claim(&slot)?.map(|h| (h, None)),
+                        None => None,
+                    }
+                }
                 None => None,
                 Some(&value) => {
                     let holder = lease::holder(repo, value);
@@ -392,6 +449,17 @@ impl Link {
             }
         }
         Ok(taken)
+    }
+
+    /// The machine holding each slot, as the last fetch saw the leases.
+    pub fn holders(&self, repo: &Repository) -> BTreeMap<String, String> {
+        let Ok(view) = self.view(repo) else {
+            return BTreeMap::new();
+        };
+        view.leases
+            .into_iter()
+            .filter_map(|(slot, value)| Some((slot, lease::holder(repo, value)?)))
+            .collect()
     }
 
     /// Gives back every lease held, so other machines may claim them at once.
@@ -449,7 +517,7 @@ impl Link {
         if continues && self.published_only_held(repo, inner, local, theirs)? {
             return Ok(local);
         }
-        if repo.merge_base(local, theirs).is_err() {
+        let Ok(base) = repo.merge_base(local, theirs) else {
             return Err(Refused(format!(
                 "the event log of `{}` on {} shares no history with this machine's: it was replaced (a forced push?), so this machine stops; keep this clone's events with `git update-ref refs/conference-saved/{0}/events {}`",
                 self.refs.name,
@@ -457,7 +525,8 @@ impl Link {
                 self.refs.events()
             ))
             .into());
-        }
+        };
+        self.check_arrivals(repo, base, theirs)?;
         let held: BTreeSet<String> = inner.held.keys().cloned().collect();
         publish::replay_onto(repo, local, theirs, |event| held.contains(event.slot()))
     }

@@ -99,6 +99,13 @@ impl Cluster {
         std::fs::read_to_string(self.log_path(m)).unwrap_or_default()
     }
 
+    /// Every machine's log, each under its number.
+    fn logs(&self) -> String {
+        (0..self.machines.len())
+            .map(|m| format!("--- machine {}:\n{}", m + 1, self.log(m)))
+            .collect()
+    }
+
     /// Machine 1 starts the conference with researcher A; returns once the remote has it.
     fn start(&self) -> Child {
         let args = [
@@ -187,9 +194,7 @@ impl Cluster {
             assert!(
                 start.elapsed() < Duration::from_secs(120),
                 "timed out waiting for {what}\n{}",
-                (0..3)
-                    .map(|m| format!("--- machine {}:\n{}", m + 1, self.log(m)))
-                    .collect::<String>()
+                self.logs()
             );
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -221,8 +226,12 @@ impl Cluster {
                 break status;
             }
             if start.elapsed() > Duration::from_secs(180) {
-                let _ = child.kill();
-                panic!("machine {} did not finish:\n{}", m + 1, self.log(m));
+                // The whole process group: the runner, not only the `git` that started it.
+                let _ = std::process::Command::new("kill")
+                    .args(["-9", "--", &format!("-{}", child.id())])
+                    .status();
+                let _ = child.wait();
+                panic!("machine {} did not finish:\n{}", m + 1, self.logs());
             }
             std::thread::sleep(Duration::from_millis(100));
         };

@@ -3,6 +3,7 @@
 //! stopped or copied. Each case ends as the issue says: the one-machine best where the conference
 //! can go on, a clear stop naming the cause where it cannot, never a wait for ever.
 
+use std::path::Path;
 use std::time::Duration;
 
 use super::*;
@@ -77,6 +78,11 @@ fn a_failed_publication_is_retried_and_blames_no_agent() {
         blamed.is_empty(),
         "agents blamed for a failed push: {blamed:?}"
     );
+    // Every lease was given back: no machine's status shows one held.
+    for dir in &c.machines {
+        let status = c.repo.conference_in(dir, &["status", NAME]).ok();
+        assert!(!status.stdout.contains("heartbeat"), "{}", status.stdout);
+    }
     let logs: String = (0..3).map(|m| c.log(m)).collect();
     assert!(
         logs.contains(&format!("publishing to {} failed:", c.url))
@@ -86,8 +92,12 @@ fn a_failed_publication_is_retried_and_blames_no_agent() {
     );
 }
 
-/// Waits for machine `m`'s process to exit; its exit code.
-fn exits(c: &Cluster, m: usize, mut child: Child, within: Duration) -> i32 {
+/// What [`exits`] returns for a machine it had to kill.
+const STILL_RAN: i32 = -9;
+
+/// Waits for machine `m`'s process to exit; its exit code ([`STILL_RAN`] when it had not exited
+/// within `within`: its process group is killed).
+fn exits(m: usize, mut child: Child, within: Duration) -> i32 {
     let start = Instant::now();
     loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -98,7 +108,8 @@ fn exits(c: &Cluster, m: usize, mut child: Child, within: Duration) -> i32 {
                 .args(["-9", "--", &format!("-{}", child.id())])
                 .status();
             let _ = child.wait();
-            panic!("machine {} still runs:\n{}", m + 1, c.log(m));
+            eprintln!("machine {} still ran after {within:?}: killed", m + 1);
+            return STILL_RAN;
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -138,14 +149,314 @@ fn an_unrelated_log_forced_onto_the_remote_stops_every_machine_with_the_reason()
     other.commit_all("conference.md");
     other.conference(&["start", NAME]).ok();
     let events = format!("+refs/conference/{NAME}/events:refs/conference/{NAME}/events");
-    other.git(&["push", "-q", &c.url, &events]);
-    for (m, child) in [m1, m2, m3].into_iter().enumerate() {
-        let code = exits(&c, m, child, Duration::from_secs(60));
-        assert_ne!(code, 0, "{}", c.log(m));
+    // Forced over whatever the machines publish meanwhile.
+    let forced = (0..20).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        other.git_run(&["push", "-q", &c.url, &events]).code == 0
+    });
+    assert!(forced, "the unrelated log never reached the remote");
+    let codes: Vec<i32> = [m1, m2, m3]
+        .into_iter()
+        .enumerate()
+        .map(|(m, child)| exits(m, child, Duration::from_secs(60)))
+        .collect();
+    for (m, code) in codes.into_iter().enumerate() {
+        assert!(code != 0 && code != STILL_RAN, "exit {code}: {}", c.log(m));
         assert!(
             c.log(m).contains("shares no history with this machine's"),
             "{}",
             c.log(m)
         );
     }
+}
+
+/// `git <args>` in `dir` with `env` and `stdin`; must succeed; its output, trimmed.
+fn git_with(c: &Cluster, dir: &Path, args: &[&str], env: &[(&str, &str)], stdin: &[u8]) -> String {
+    use std::io::Write;
+    let mut child = c
+        .repo
+        .command("git")
+        .current_dir(dir)
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A tree: `base`'s with `path` set to a blob of `bytes` (mode `mode`).
+fn tree_with(c: &Cluster, dir: &Path, base: &str, path: &str, mode: &str, bytes: &[u8]) -> String {
+    let index = dir.join("crafted-index");
+    let env = [("GIT_INDEX_FILE", index.to_str().unwrap())];
+    let blob = git_with(c, dir, &["hash-object", "-w", "--stdin"], &[], bytes);
+    git_with(c, dir, &["read-tree", base], &env, b"");
+    let entry = format!("{mode},{blob},{path}");
+    git_with(
+        c,
+        dir,
+        &["update-index", "--add", "--cacheinfo", &entry],
+        &env,
+        b"",
+    );
+    git_with(c, dir, &["write-tree"], &env, b"")
+}
+
+/// Participant `mallory` publishes a crafted event on the remote: its last event again, with the
+/// state and message `craft` makes of them (given mallory's own commit of researcher B's branch,
+/// whose eval.sh leaves `marker` when it runs), named as mallory's; tries again until the remote
+/// takes it (and while `craft` returns false). Mallory's commit goes to the remote's best branch.
+fn publish_crafted(
+    c: &Cluster,
+    marker: &Path,
+    craft: impl Fn(&mut serde_json::Value, &mut String, &str) -> bool,
+) -> String {
+    let dir = c.repo.tmp.path().join("mallory");
+    c.repo.git(&["init", "-q", dir.to_str().unwrap()]);
+    let fetch = [
+        "fetch",
+        "-q",
+        &c.url,
+        &format!("+refs/conference/{NAME}/events:refs/x/events"),
+        &format!("+refs/heads/conference/{NAME}/*:refs/x/heads/*"),
+    ];
+    git_with(c, &dir, &fetch, &[], b"");
+    let harness = format!(
+        "#!/bin/sh\ntouch '{}'\n{}",
+        marker.display(),
+        std::fs::read_to_string(c.repo.dir.join("eval.sh")).unwrap()
+    );
+    let base = "refs/x/heads/researcher-B";
+    let tree = tree_with(c, &dir, base, "eval.sh", "100755", harness.as_bytes());
+    let evil = git_with(
+        c,
+        &dir,
+        &["commit-tree", &tree, "-p", base, "-m", "mine"],
+        &[],
+        b"",
+    );
+    for _ in 0..100 {
+        git_with(c, &dir, &fetch, &[], b"");
+        let state = git_with(c, &dir, &["show", "refs/x/events:state.json"], &[], b"");
+        let mut state: serde_json::Value = serde_json::from_str(&state).unwrap();
+        let mut message = git_with(
+            c,
+            &dir,
+            &["log", "-1", "--format=%B", "refs/x/events"],
+            &[],
+            b"",
+        );
+        for m in ["m1", "m2", "m3"] {
+            message = message
+                .replace(&format!("\"machine\":\"{m}\""), "\"machine\":\"mallory\"")
+                .replace(&format!(" [{m}]"), " [mallory]");
+        }
+        if !craft(&mut state, &mut message, &evil) {
+            std::thread::sleep(Duration::from_millis(200));
+            continue;
+        }
+        let bytes = serde_json::to_vec_pretty(&state).unwrap();
+        let tree = tree_with(c, &dir, "refs/x/events", "state.json", "100644", &bytes);
+        let args = ["commit-tree", &tree, "-p", "refs/x/events", "-F", "-"];
+        let event = git_with(c, &dir, &args, &[], message.as_bytes());
+        let push = c.repo.run_in(
+            &dir,
+            "git",
+            &[
+                "push",
+                "-q",
+                &c.url,
+                &format!("{event}:refs/conference/{NAME}/events"),
+                &format!("+{evil}:refs/heads/conference/{NAME}/best"),
+            ],
+        );
+        if push.code == 0 {
+            return evil;
+        }
+    }
+    panic!("the crafted event never reached the remote");
+}
+
+/// Three machines running, and mallory's crafted event published once B's first iteration is
+/// on the remote: every machine stops naming mallory and why, and mallory's harness never runs.
+fn every_machine_refuses(
+    craft: impl Fn(&mut serde_json::Value, &mut String, &str) -> bool,
+    why: &str,
+) -> (Cluster, String) {
+    let config = config("5s");
+    let c = cluster(&config);
+    let m1 = c.start();
+    let m2 = c.join(1, "B");
+    let m3 = c.join(2, "C");
+    wait_for_iteration(&c, "B", 1, 1);
+    let marker = c.repo.tmp.path().join("mallory-ran");
+    let evil = publish_crafted(&c, &marker, craft);
+    let codes: Vec<i32> = [m1, m2, m3]
+        .into_iter()
+        .enumerate()
+        .map(|(m, child)| exits(m, child, Duration::from_secs(60)))
+        .collect();
+    for (m, code) in codes.into_iter().enumerate() {
+        let log = c.log(m);
+        assert!(code != 0 && code != STILL_RAN, "exit {code}: {log}");
+        assert!(log.contains("published by machine `mallory`"), "{log}");
+        assert!(log.contains(why), "{log}");
+        let best = format!("refs/heads/conference/{NAME}/best");
+        let here = c.repo.git_in(&c.machines[m], &["rev-parse", &best]);
+        assert_ne!(
+            here.trim(),
+            evil,
+            "machine {} follows mallory's best",
+            m + 1
+        );
+    }
+    assert!(
+        !marker.exists(),
+        "mallory's eval.sh ran on an honest machine"
+    );
+    (c, evil)
+}
+
+#[test]
+fn an_event_that_moves_best_to_a_participants_own_commit_is_refused_naming_it() {
+    every_machine_refuses(
+        |state, _, evil| {
+            state["best"]["commit"] = evil.into();
+            state["researchers"]["B"]["head"] = evil.into();
+            true
+        },
+        "`best.commit`",
+    );
+}
+
+#[test]
+fn a_state_naming_a_researcher_outside_the_conference_is_refused_not_looped_on() {
+    every_machine_refuses(
+        |state, _, _| {
+            state["researchers"]["../A"] = state["researchers"]["A"].clone();
+            true
+        },
+        "researchers.../A",
+    );
+}
+
+#[test]
+fn an_event_with_a_metric_out_of_range_is_refused() {
+    let (c, _) = every_machine_refuses(
+        |_, message, _| {
+            let Some(at) = message.find("\"metric_value\":") else {
+                return false;
+            };
+            let start = at + "\"metric_value\":".len();
+            let end = start
+                + message[start..]
+                    .find([',', '}'])
+                    .unwrap_or(message.len() - start);
+            message.replace_range(start..end, "1e999");
+            true
+        },
+        "cannot be read",
+    );
+    // No clone took it: `log` reads every machine's events.
+    for dir in &c.machines {
+        c.repo.conference_in(dir, &["log", NAME]).ok();
+    }
+}
+
+/// The remote's best branch moved by a participant to its own commit, the event log unchanged:
+/// `fetch` takes best where the event log says, and `apply` merges that one.
+#[test]
+fn fetch_takes_best_from_the_event_log_not_from_the_remotes_branch() {
+    let config = config("5s");
+    let repo = TestRepo::from_fixture("machines");
+    repo.write("conference.md", &config);
+    repo.commit_all("conference.md");
+    repo.conference(&["start", NAME]).ok();
+    let remote = repo.tmp.path().join("remote.git");
+    repo.git(&[
+        "init",
+        "-q",
+        "--bare",
+        "-b",
+        "main",
+        remote.to_str().unwrap(),
+    ]);
+    let url = remote.to_str().unwrap();
+    repo.git(&["push", "-q", url, "HEAD:refs/heads/main"]);
+    repo.conference(&["push", url, "--name", NAME]).ok();
+    let best = format!("refs/heads/conference/{NAME}/best");
+    let recorded = repo.git(&["rev-parse", &best]).trim().to_string();
+    // A participant's own commit, with its own harness, pushed over the remote's best.
+    repo.write("eval.sh", "#!/bin/sh\necho score: 0\n");
+    repo.commit_all("mine");
+    let mine = repo.git(&["rev-parse", "HEAD"]).trim().to_string();
+    repo.git(&["push", "-q", "--force", url, &format!("{mine}:{best}")]);
+    // The recorded best stays on the remote (the machines' own refs keep it there).
+    repo.git(&["push", "-q", url, &format!("{recorded}:refs/heads/kept")]);
+
+    let clone = repo.tmp.path().join("reader");
+    repo.git(&["clone", "-q", url, clone.to_str().unwrap()]);
+    let fetched = repo
+        .conference_in(&clone, &["fetch", url, "--name", NAME])
+        .ok();
+    assert!(
+        fetched.stdout.contains("where its event log says"),
+        "{}",
+        fetched.stdout
+    );
+    let here = repo.git_in(&clone, &["rev-parse", &best]);
+    assert_eq!(here.trim(), recorded, "best is the event log's, not {mine}");
+    repo.conference_in(&clone, &["trust", NAME, "--yes"]).ok();
+    repo.conference_in(&clone, &["apply", NAME, "--yes"]).ok();
+    let harness = std::fs::read_to_string(clone.join("eval.sh")).unwrap();
+    assert!(
+        !harness.contains("score: 0"),
+        "apply merged the participant's commit"
+    );
+}
+
+/// Machine 3 stopped with Ctrl-C mid-round gives researcher C back and says to `join` again;
+/// the machines started with `--researchers A` and `B` say they wait for C and, after the lease,
+/// one of them takes it: the conference ends with the one-machine best.
+#[test]
+fn a_researcher_given_back_with_ctrl_c_is_taken_by_a_live_machine() {
+    let config = config("2s");
+    let c = cluster(&config);
+    let m1 = c.start();
+    let m2 = c.join(1, "B");
+    let m3 = c.join(2, "C");
+    wait_for_iteration(&c, "C", 1, 1);
+    let pressed = std::process::Command::new("kill")
+        .args(["-INT", "--", &format!("-{}", m3.id())])
+        .status()
+        .unwrap();
+    assert!(pressed.success());
+    let code = exits(2, m3, Duration::from_secs(60));
+    let stopped = c.log(2);
+    assert!(code != STILL_RAN, "{stopped}");
+    assert!(
+        stopped.contains(&format!(
+            "Continue with `git conference join {} {NAME}`",
+            c.url
+        )),
+        "{stopped}"
+    );
+    assert!(!stopped.contains("git conference resume"), "{stopped}");
+    c.finishes(0, m1);
+    c.finishes(1, m2);
+    c.reached_the_one_machine_best(&config);
+    let waited = c.log(0) + &c.log(1);
+    assert!(
+        waited.contains("waiting for researcher C: no machine holds it; run `git conference join"),
+        "{waited}"
+    );
 }

@@ -111,8 +111,13 @@ impl Arrivals {
             state_of(repo, parent).map_err(|e| refused(format!("the state before it: {e}")))?;
         let after = state_of(repo, commit).map_err(refused)?;
         let event = with_unstored_fields(event, &before, &after);
-        let expected =
-            reduced(&before, &event, &logged.event.timestamp, machine).ok_or_else(|| {
+        let running_s = logged
+            .event
+            .payload
+            .get("running_s")
+            .and_then(|s| s.as_f64());
+        let expected = reduced(&before, &event, &logged.event.timestamp, machine, running_s)
+            .ok_or_else(|| {
                 refused(format!(
                     "researcher {} is not in the conference",
                     event.slot()
@@ -231,14 +236,20 @@ fn summary_machine(message: &str) -> String {
 
 /// What the recorder stores after `event` on `before`: the reducer, then its bookkeeping. None
 /// when the event names a researcher the conference does not have.
-fn reduced(before: &State, event: &Event, timestamp: &str, machine: Option<&str>) -> Option<State> {
+fn reduced(
+    before: &State,
+    event: &Event,
+    timestamp: &str,
+    machine: Option<&str>,
+    running_s: Option<f64>,
+) -> Option<State> {
     let slot = event.slot();
     if slot != CHAIR && !before.researchers.contains_key(slot) {
         return None;
     }
     let mut next = before.clone();
     event.apply(&mut next);
-    next.count_event(event, timestamp, machine);
+    next.count_event(event, timestamp, machine, running_s);
     Some(next)
 }
 

@@ -46,10 +46,13 @@ pub struct InitArgs {
     /// Agent command (or builtin:tune).
     #[arg(long)]
     pub agent: Option<String>,
-    /// Files the researchers may change (Allowed changes), comma-separated: e.g. train.py.
+    /// Files the researchers may change (Allowed changes), comma-separated: e.g. train.py
+    /// (default: the files the evaluation command hands to a program, train.py in `python3
+    /// train.py`).
     #[arg(long, value_delimiter = ',')]
     pub allowed: Vec<String>,
-    /// The evaluation harness no candidate may change (Evaluation `frozen`): e.g. prepare.py.
+    /// The evaluation harness no candidate may change (Evaluation `frozen`): e.g. prepare.py
+    /// (default: the script the evaluation command runs, eval.sh in `./eval.sh`).
     #[arg(long)]
     pub frozen: Option<String>,
     /// Metric name.

@@ -86,6 +86,7 @@ pub async fn run(conf: &Conference, call: AgentCall<'_>) -> Result<AgentRun> {
         return super::openai::run(conf, &call).await;
     }
     let mut env = call.env.clone();
+    env.extend(crate::git::traces::agent_env(call.researcher));
     for (key, path) in [
         ("CONFERENCE_PROMPT_FILE", &files.prompt),
         ("CONFERENCE_NOTE_FILE", &files.note),

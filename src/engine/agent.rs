@@ -92,6 +92,7 @@ pub async fn run(conf: &Conference, call: AgentCall<'_>) -> Result<AgentRun> {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string())),
     );
+    env.extend(crate::git::traces::agent_env(call.researcher));
     for (key, path) in [
         ("CONFERENCE_PROMPT_FILE", &files.prompt),
         ("CONFERENCE_NOTE_FILE", &files.note),

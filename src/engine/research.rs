@@ -404,7 +404,7 @@ impl<'a> Session<'a> {
         let run = agent::run(conf, call).await?;
         let seconds = began.elapsed().as_secs_f64();
         let commondir = self.repo.commondir();
-        for warning in crate::git::traces::warnings_since(&refs_before, commondir, id) {
+        for warning in crate::git::traces::undo_agents_changes(&refs_before, commondir) {
             conf.ui.warn(&warning);
         }
         Ok(AgentRan {

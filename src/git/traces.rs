@@ -1,6 +1,9 @@
 //! Traces an agent can leave in the user's repository outside its worktree: branches
-//! (`git checkout -b x`), tags, and stash entries (`git stash` in a worktree writes the shared
-//! `refs/stash`). Preventing them needs a sandbox; noticing them is cheap, so the user is told.
+//! (`git checkout -b x`, `git branch -f main HEAD~`), tags, and stash entries (`git stash` in a
+//! worktree writes the shared `refs/stash`). Preventing them needs a sandbox; noticing them is
+//! cheap. Whose change it was is read from the ref's reflog, where an agent's git commands write
+//! the researcher's name (see [`agent_env`]): the agent's are put back and the user is told, the
+//! user's own work while agents run is left alone.
 //!
 //! Only the refs files of those namespaces are read (`packed-refs`, re-read only when it
 //! changed, and the loose refs under `refs/heads` and `refs/tags` and `refs/stash`), never an
@@ -204,51 +207,115 @@ impl Refs {
     }
 }
 
-/// Warning lines for what changed in the user's refs since `before`, while researcher `id`'s
-/// agent ran (the caller's window; with parallel researchers, any of them may have done it).
-///
-/// A branch checked out in one of the user's own worktrees (the main one, or a linked one that
-/// is no conference's) moved because the user worked there (a commit, a pull, `checkout -b`):
-/// an agent cannot move a branch another worktree has checked out through git's porcelain, and
-/// an "undo" would drop the user's commits. Those are left out.
-pub fn warnings_since(before: &Refs, common_dir: &Path, id: &str) -> Vec<String> {
-    let users = branches_in_users_worktrees(common_dir);
+/// The name an agent's git commands write as committer, into the reflog of every ref they move:
+/// how a ref change is told to be researcher `id`'s agent's, and not the user's (who may work in
+/// the repository while agents run). Snapshot commits carry the same name as their author.
+pub fn agent_name(id: &str) -> String {
+    format!("Researcher {id} (git-conference)")
+}
+
+/// What researcher `id`'s agent runs with: its git commands commit and log ref moves as
+/// [`agent_name`], and log every ref they move (tags too, which git logs only when told).
+pub fn agent_env(id: &str) -> Vec<(String, String)> {
+    [
+        ("GIT_COMMITTER_NAME", agent_name(id).as_str()),
+        ("GIT_CONFIG_COUNT", "1"),
+        ("GIT_CONFIG_KEY_0", "core.logAllRefUpdates"),
+        ("GIT_CONFIG_VALUE_0", "always"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+/// What changed in the user's refs since `before` (read when an agent started), judged by who
+/// made it: a ref an agent created or moved (its reflog's newest entry names that agent, see
+/// [`agent_env`]) is put back and named with the researcher; one the user made is theirs and
+/// left alone, unreported; a deleted one (its reflog went with it) is named, since nobody can
+/// tell whose it was, with the command that restores it. Returns the warning lines.
+pub fn undo_agents_changes(before: &Refs, common_dir: &Path) -> Vec<String> {
     before
         .new_changes(&read(common_dir))
         .iter()
-        .filter(|c| !users.contains(&c.name))
-        .map(|c| {
-            format!(
-                "warning: while researcher {id}'s agent ran, {} in your repository (agents must \
-                 not touch refs outside their worktree); if it was not you, undo it: {}",
+        .filter_map(|c| match &c.new {
+            None => Some(format!(
+                "warning: while an agent ran, {} in your repository (by an agent, or by you?); \
+                 if it was not you, undo it: {}",
                 c.describe(),
                 c.undo()
-            )
+            )),
+            Some(new) => {
+                let (id, old) = agents_entries(common_dir, &c.name, new)?;
+                let done = match put_back(common_dir, &c.name, new, &old) {
+                    Ok(done) => done,
+                    Err(e) => format!("it could not be put back ({e:#}): {}", c.undo()),
+                };
+                Some(format!(
+                    "warning: researcher {id}'s agent: {} in your repository (agents must not \
+                     touch refs outside their worktree); {done}",
+                    c.describe()
+                ))
+            }
         })
         .collect()
 }
 
-/// The branches the user's own worktrees have checked out: the main worktree's, and those of
-/// linked worktrees outside every conference's worktree folder.
-fn branches_in_users_worktrees(common_dir: &Path) -> HashSet<String> {
-    let conference_roots = super::worktree::all_worktree_roots(common_dir);
-    let mut heads = vec![common_dir.join("HEAD")];
-    for admin in std::fs::read_dir(common_dir.join("worktrees"))
-        .into_iter()
-        .flatten()
-        .flatten()
-    {
-        let gitfile = std::fs::read_to_string(admin.path().join("gitdir")).unwrap_or_default();
-        let path = Path::new(gitfile.trim());
-        if !conference_roots.iter().any(|root| path.starts_with(root)) {
-            heads.push(admin.path().join("HEAD"));
+/// The researcher whose agent wrote the newest entries of ref `name`'s reflog, the newest
+/// setting it to `new`, and the value the ref had before the first of them (all zeros: it did
+/// not exist): where it goes back to, whatever the user did before or after the agent.
+fn agents_entries(common_dir: &Path, name: &str, new: &str) -> Option<(String, String)> {
+    let log = std::fs::read_to_string(common_dir.join("logs").join(name)).ok()?;
+    let mut found: Option<(String, String)> = None;
+    for (i, line) in log.lines().rev().enumerate() {
+        let Some((old, logged_new, id)) = parse_entry(line) else {
+            break;
+        };
+        match &found {
+            None if i == 0 && logged_new == new => found = Some((id, old)),
+            Some((agent, _)) if *agent == id => found = Some((id, old)),
+            _ => break,
         }
     }
-    heads
-        .iter()
-        .filter_map(|head| std::fs::read_to_string(head).ok())
-        .filter_map(|text| Some(text.trim().strip_prefix("ref:")?.trim().to_string()))
-        .collect()
+    found
+}
+
+/// (old value, new value, researcher) of a reflog line an agent wrote (see [`agent_env`]).
+fn parse_entry(line: &str) -> Option<(String, String, String)> {
+    // `update-ref` without `-m` logs no message, and no tab before it.
+    let header = line
+        .split_once('\t')
+        .map_or(line, |(header, _message)| header);
+    let mut fields = header.splitn(3, ' ');
+    let (old, new, who) = (fields.next()?, fields.next()?, fields.next()?);
+    let id = who
+        .strip_prefix("Researcher ")?
+        .split_once(" (git-conference) <")?
+        .0;
+    let id_ok = !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric());
+    id_ok.then(|| (old.to_string(), new.to_string(), id.to_string()))
+}
+
+/// Puts ref `name` back from `new` (where the agent left it) to `old` (all zeros: deletes it),
+/// if no one moved it since; a stash entry is dropped as `git stash drop` drops it. Says what
+/// was done.
+fn put_back(common_dir: &Path, name: &str, new: &str, old: &str) -> anyhow::Result<String> {
+    if name == "refs/stash" {
+        let drop = [
+            "reflog",
+            "delete",
+            "--updateref",
+            "--rewrite",
+            "refs/stash@{0}",
+        ];
+        super::git(common_dir, &drop)?;
+        return Ok("dropped".into());
+    }
+    if old.chars().all(|c| c == '0') {
+        super::git(common_dir, &["update-ref", "-d", name, new])?;
+        return Ok("removed".into());
+    }
+    super::git(common_dir, &["update-ref", name, old, new])?;
+    Ok(format!("put back at {}", &old[..old.len().min(10)]))
 }
 
 #[cfg(test)]

@@ -36,7 +36,7 @@ pub fn try_update(
             None => repo.reference(name, new, false, log_message),
         };
         return match result {
-            Ok(_) => Ok(true),
+            Ok(_) => after_a_running_gc(repo, name, new, expected).map(|()| true),
             // Held for an instant by another git command (`git gc` packs refs, and removes the
             // folders it emptied): wait for it.
             Err(e) if transient(&e) && waits < LOCKED_WAITS => {
@@ -54,6 +54,52 @@ pub fn try_update(
             }
             Err(e) => Err(e).with_context(|| format!("cannot update {name}")),
         };
+    }
+}
+
+/// After `name` moved from `expected` to `new`: a `git gc` running meanwhile (its `gc.pid`
+/// exists while it runs) may have read the refs before the move and, with `--prune=now`, delete
+/// the new objects after it. Once it has ended, they are checked; when some are gone the ref goes
+/// back to `expected` (reachable all along, so whole) and the caller learns why.
+fn after_a_running_gc(
+    repo: &Repository,
+    name: &str,
+    new: Oid,
+    expected: Option<Oid>,
+) -> Result<()> {
+    let running = repo.commondir().join("gc.pid");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
+    while running.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let Err(gone) = super::protect::still_there(repo, new, expected) else {
+        return Ok(());
+    };
+    let message = "git conference: put back (a git gc deleted what it named)";
+    let put_back = match expected {
+        Some(old) => repo
+            .reference_matching(name, old, true, new, message)
+            .map(drop),
+        None => repo.find_reference(name).and_then(|mut r| r.delete()),
+    };
+    if put_back.is_ok() {
+        forget_the_move(repo, name, new);
+    }
+    Err(gone.context(format!("{name} was put back where it was")))
+}
+
+/// Drops the two newest entries of `name`'s reflog when they are a move to `new` and its undoing:
+/// `new` is gone, and `git fsck` reports an entry naming a missing object.
+fn forget_the_move(repo: &Repository, name: &str, new: Oid) {
+    let Ok(mut log) = repo.reflog(name) else {
+        return;
+    };
+    let undone = log.get(0).is_some_and(|e| e.id_old() == new);
+    let moved = log.get(1).is_some_and(|e| e.id_new() == new);
+    if undone && moved {
+        let _ = log.remove(0, true);
+        let _ = log.remove(0, true);
+        let _ = log.write();
     }
 }
 

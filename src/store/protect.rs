@@ -1,14 +1,15 @@
-//! New objects made safe from a concurrent `git gc --prune=now` before a ref names them.
+//! New objects kept from a concurrent `git gc` or `git prune` while a ref comes to name them.
 //!
 //! libgit2 writes every new object loose, and it stays unreachable until the ref that names it
-//! moves. `git prune --expire=now` (what `git gc --prune=now` runs) reads the refs once, then
-//! deletes every loose object they do not reach whose file is not newer than the instant it
-//! started: an object written before that instant and named by a ref that moved after the refs
-//! were read is deleted, and the ref then names a commit whose tree or parent is gone (`git
-//! rev-list --all` and `git fsck` fail). Just before a ref moves, [`new_objects`] dates the files
-//! of the objects the move makes reachable an hour ahead, so that no prune that could have missed
-//! the move deletes them; a prune that starts later reads the moved ref. An object already gone
-//! by then is reported, and the ref stays where it was.
+//! moves. `git prune` (run by `git gc`) reads the refs once, then deletes the loose objects they
+//! do not reach whose files are older than its expiry: an object written before the refs were
+//! read and named by a ref that moved after that is deleted, and the ref then names a commit
+//! whose tree or parent is gone (`git rev-list --all` and `git fsck` fail). Just before a ref
+//! moves, [`new_objects`] dates the files of the objects the move makes reachable an hour ahead,
+//! so that no prune with an expiry (`git gc`'s two weeks, `--prune=1.minute.ago`) deletes them;
+//! one already gone is reported, and the ref stays where it was. `--prune=now` expires every
+//! unreachable object whatever its file's time: what it deletes after a move it did not see is
+//! found by [`still_there`] once that `git gc` has ended, and the ref goes back (`store::cas`).
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
@@ -28,29 +29,47 @@ const RECENT: Duration = Duration::from_secs(24 * 3600);
 /// fetch are packed, older ones were reachable long ago), each with the trees and blobs it does
 /// not share with its first parent. Fails, naming the object, when one of them is gone.
 pub fn new_objects(repo: &Repository, new: Oid, old: Option<Oid>) -> Result<()> {
-    let until = SystemTime::now() + AHEAD;
+    walk(repo, new, old, Visit::Date(SystemTime::now() + AHEAD))
+}
+
+/// After the move: the objects [`new_objects`] dated are all still there. `git prune
+/// --expire=now` (and `git gc --prune=now`) deletes every unreachable loose object whatever its
+/// file's time, so a prune that read the refs just before the move deletes them after it.
+pub fn still_there(repo: &Repository, new: Oid, old: Option<Oid>) -> Result<()> {
+    walk(repo, new, old, Visit::Check)
+}
+
+/// What a walk does with each object.
+#[derive(Clone, Copy)]
+enum Visit {
+    /// Dates its loose file at this time.
+    Date(SystemTime),
+    /// Checks that it exists.
+    Check,
+}
+
+fn walk(repo: &Repository, new: Oid, old: Option<Oid>, visit: Visit) -> Result<()> {
     let mut todo = vec![new];
     while let Some(commit_id) = todo.pop() {
-        if Some(commit_id) == old || !date_ahead(repo, commit_id, until)? {
+        if Some(commit_id) == old || !object(repo, commit_id, visit)? {
             continue;
         }
         let Ok(commit) = repo.find_commit(commit_id) else {
-            // Not a commit (a ref to a tree or blob): its own file is all there is to date.
+            // Not a commit (a ref to a tree or blob): its own file is all there is.
             continue;
         };
         let parent_tree = commit.parents().next().and_then(|p| p.tree().ok());
-        tree(repo, &commit.tree()?, parent_tree.as_ref(), until)?;
+        tree(repo, &commit.tree()?, parent_tree.as_ref(), visit)?;
         todo.extend(commit.parent_ids());
     }
     Ok(())
 }
 
-/// Dates ahead `tree` and what it holds that `base` (the same folder in the parent) does not.
-fn tree(repo: &Repository, tree: &Tree, base: Option<&Tree>, until: SystemTime) -> Result<()> {
-    if base.is_some_and(|b| b.id() == tree.id()) {
+/// Visits `tree` and what it holds that `base` (the same folder in the parent) does not.
+fn tree(repo: &Repository, tree: &Tree, base: Option<&Tree>, visit: Visit) -> Result<()> {
+    if base.is_some_and(|b| b.id() == tree.id()) || !object(repo, tree.id(), visit)? {
         return Ok(());
     }
-    date_ahead(repo, tree.id(), until)?;
     for entry in tree.iter() {
         let before = base.and_then(|b| b.get_name(entry.name()?));
         if before.as_ref().is_some_and(|b| b.id() == entry.id()) {
@@ -62,16 +81,39 @@ fn tree(repo: &Repository, tree: &Tree, base: Option<&Tree>, until: SystemTime) 
                 let base_sub = before
                     .filter(|b| b.kind() == Some(ObjectType::Tree))
                     .and_then(|b| repo.find_tree(b.id()).ok());
-                self::tree(repo, &sub, base_sub.as_ref(), until)?;
+                self::tree(repo, &sub, base_sub.as_ref(), visit)?;
             }
             Some(ObjectType::Blob) => {
-                date_ahead(repo, entry.id(), until)?;
+                object(repo, entry.id(), visit)?;
             }
             // A submodule's commit is not an object of this repository.
             _ => {}
         }
     }
     Ok(())
+}
+
+/// Visits object `id`: Ok(true) when it is a new one (loose and recent, or dated ahead), whose
+/// contents the walk visits too; Ok(false) when it is packed or old; an error when it is gone.
+fn object(repo: &Repository, id: Oid, visit: Visit) -> Result<bool> {
+    let path = loose_path(repo, id);
+    let Ok(file) = std::fs::File::open(&path) else {
+        if in_a_pack(repo, id)? {
+            return Ok(false);
+        }
+        return Err(ObjectGone(id).into());
+    };
+    let dated = file.metadata()?.modified()?;
+    let now = SystemTime::now();
+    let ahead = dated >= now + AHEAD / 2;
+    match visit {
+        Visit::Check => Ok(ahead),
+        Visit::Date(_) if ahead || dated + RECENT < now => Ok(false),
+        Visit::Date(until) => {
+            file.set_times(std::fs::FileTimes::new().set_modified(until))?;
+            Ok(true)
+        }
+    }
 }
 
 /// An object git-conference had just written was deleted before a ref could name it.
@@ -106,23 +148,4 @@ fn loose_path(repo: &Repository, id: Oid) -> PathBuf {
         .join("objects")
         .join(&hex[..2])
         .join(&hex[2..])
-}
-
-/// Dates the loose file of `id` at `until`. Ok(true) when it was loose, recent and not dated
-/// ahead yet; Ok(false) when there was nothing to do (packed, old, or dated already); an error
-/// when the object is gone.
-fn date_ahead(repo: &Repository, id: Oid, until: SystemTime) -> Result<bool> {
-    let path = loose_path(repo, id);
-    let Ok(file) = std::fs::File::open(&path) else {
-        if in_a_pack(repo, id)? {
-            return Ok(false);
-        }
-        return Err(ObjectGone(id).into());
-    };
-    let dated = file.metadata()?.modified()?;
-    if dated >= until - AHEAD / 2 || dated + RECENT + AHEAD < until {
-        return Ok(false);
-    }
-    file.set_times(std::fs::FileTimes::new().set_modified(until))?;
-    Ok(true)
 }

@@ -221,3 +221,51 @@ fn git_gc_prune_now_during_a_run_leaves_every_ref_valid() {
     assert_eq!(repo.status_json("collected")["status"], "completed");
     repo.git(&["fsck", "--no-progress"]);
 }
+
+/// An agent that moves the user's `main` (`git branch -f main HEAD~`, else `git update-ref`) is
+/// named and its move undone; a branch and a commit the user makes while that agent runs are
+/// theirs: not named, not undone, and the attempt's verdict is what the agent's change earned.
+#[test]
+fn an_agents_ref_moves_are_undone_and_the_users_own_are_left_alone() {
+    let repo = TestRepo::from_fixture("loop");
+    repo.write_executable(
+        "agents/move-main.sh",
+        "#!/bin/sh\ncommon=$(git rev-parse --git-common-dir)\n: >\"$common/agent-waiting\"\n\
+         n=0\nwhile [ ! -e \"$common/user-done\" ] && [ $n -lt 300 ]; do sleep 0.1; n=$((n+1)); done\n\
+         git branch -f main HEAD~ 2>/dev/null || git update-ref refs/heads/main HEAD~\n\
+         exec sh agents/improve.sh\n",
+    );
+    let config = ConfigBuilder::new("Moves main", "./agents/move-main.sh")
+        .iterations(1)
+        .frozen("eval.sh, agents/**")
+        .build();
+    repo.write("conference.md", &config);
+    repo.commit_all("conference");
+    let runner = repo.start_until("moves", "agent-waiting");
+    repo.git(&["branch", "user-feature"]);
+    repo.write("notes.txt", "the user's own work\n");
+    repo.commit_all("the user's own commit");
+    let users_main = repo.git(&["rev-parse", "main"]);
+    std::fs::write(repo.git_dir().join("user-done"), "").unwrap();
+    let out = runner.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let named: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("warning:"))
+        .collect();
+    assert_eq!(named.len(), 1, "{stderr}");
+    assert!(
+        named[0].starts_with("warning: researcher A's agent: refs/heads/main moved from ")
+            && named[0].ends_with(&format!("put back at {}", &users_main[..10])),
+        "{stderr}"
+    );
+    assert_eq!(repo.git(&["rev-parse", "main"]), users_main);
+    assert_eq!(
+        repo.git(&["branch", "--list", "user-feature"]).trim(),
+        "user-feature"
+    );
+    assert!(!stderr.contains("user-feature"), "{stderr}");
+    let log = repo.conference(&["log", "moves", "--format", "tsv"]).ok();
+    assert!(log.stdout.contains("\tkept\t"), "{}", log.stdout);
+}

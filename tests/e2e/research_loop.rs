@@ -1902,9 +1902,9 @@ fn init_on_a_terminal_asks_again_after_an_invalid_answer() {
     );
 }
 
-/// Refs an agent leaves in the user's repository (a stash entry, a branch, a tag) are named in
-/// a warning with the researcher and the undo command, each change once; the conference's own
-/// branches are not.
+/// Refs an agent leaves in the user's repository (a stash entry, a branch, a tag) are named in a
+/// warning with the researcher, each change once, and undone; the conference's own branches
+/// are not named.
 #[test]
 fn refs_an_agent_leaves_in_the_repository_are_reported() {
     let repo = TestRepo::from_fixture("loop");
@@ -1916,21 +1916,18 @@ fn refs_an_agent_leaves_in_the_repository_are_reported() {
     let warnings: Vec<&str> = run
         .stderr
         .lines()
-        .filter(|l| l.starts_with("warning: while researcher A's agent ran"))
+        .filter(|l| l.starts_with("warning: researcher A's agent: "))
         .collect();
     assert_eq!(warnings.len(), 3, "{}", run.stderr);
-    for (what, undo) in [
-        (
-            "refs/heads/agent-made was created",
-            "git branch -D agent-made",
-        ),
-        ("refs/tags/agent-tag was created", "git tag -d agent-tag"),
-        ("refs/stash was created", "git stash drop"),
+    for (what, done) in [
+        ("refs/heads/agent-made was created", "removed"),
+        ("refs/tags/agent-tag was created", "removed"),
+        ("refs/stash was created", "dropped"),
     ] {
         assert!(
             warnings
                 .iter()
-                .any(|w| w.contains(what) && w.contains(undo)),
+                .any(|w| w.contains(what) && w.ends_with(done)),
             "{what}: {}",
             run.stderr
         );
@@ -1940,15 +1937,15 @@ fn refs_an_agent_leaves_in_the_repository_are_reported() {
         "{}",
         run.stderr
     );
-    // Still there (warned about, not removed), and the attempt itself counted.
-    assert_eq!(repo.git(&["stash", "list"]).lines().count(), 1);
+    // Undone, and the attempt itself counted.
+    assert_eq!(repo.git(&["stash", "list"]), "");
+    assert_eq!(repo.git(&["branch", "--list", "agent-made"]), "");
+    assert_eq!(repo.git(&["tag", "--list", "agent-tag"]), "");
     assert_eq!(verdicts(&repo, "traces", "A")[0].2, "kept");
 }
 
 /// What the user does in their own worktree while an agent runs (a commit on their branch, a
-/// remote added) is not blamed on the agent or undone, and no "undo" that would drop it is
-/// suggested; a branch that appears outside any worktree is still named, as possibly not the
-/// user's.
+/// new branch, a remote added) is not blamed on the agent, named or undone.
 #[test]
 fn the_users_own_commits_during_a_run_are_not_blamed_on_agents() {
     let repo = TestRepo::from_fixture("loop");
@@ -1968,12 +1965,11 @@ fn the_users_own_commits_during_a_run_are_not_blamed_on_agents() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(!stderr.contains("refs/heads/main"), "{stderr}");
-    let other: Vec<&str> = stderr
-        .lines()
-        .filter(|l| l.contains("refs/heads/user-other"))
-        .collect();
-    assert_eq!(other.len(), 1, "{stderr}");
-    assert!(other[0].contains("if it was not you"), "{stderr}");
+    assert!(!stderr.contains("user-other"), "{stderr}");
+    assert_eq!(
+        repo.git(&["branch", "--list", "user-other"]).trim(),
+        "user-other"
+    );
     assert!(repo
         .git(&["log", "-1", "--format=%s", "main"])
         .contains("the user's own commit"));

@@ -112,7 +112,10 @@ fn register(pgid: i32) -> usize {
         slot
     };
     if let (Some(dir), Some(start)) = (GROUPS_DIR.get(), start_time(pgid)) {
-        let _ = std::fs::write(dir.join(format!("slot-{slot}")), format!("{pgid} {start}"));
+        // The folder too: a copy of the repository (`cp -a`) holds these records, and must not
+        // stop the groups its original runs.
+        let record = format!("{pgid} {start} {}", dir.display());
+        let _ = std::fs::write(dir.join(format!("slot-{slot}")), record);
     }
     slot
 }
@@ -149,7 +152,7 @@ pub fn kill_orphaned_groups(dir: &Path) -> usize {
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let path = entry.path();
         let recorded = std::fs::read_to_string(&path).unwrap_or_default();
-        let mut fields = recorded.split_whitespace();
+        let mut fields = recorded.splitn(3, ' ');
         let (Some(Ok(pgid)), Some(recorded)) =
             (fields.next().map(str::parse::<i32>), fields.next())
         else {
@@ -157,12 +160,17 @@ pub fn kill_orphaned_groups(dir: &Path) -> usize {
             let _ = std::fs::remove_file(&path);
             continue;
         };
+        let recorded = recorded.trim();
+        // Recorded by a runner of another folder: this repository is a copy of that one.
+        let copied = fields
+            .next()
+            .is_some_and(|folder| Path::new(folder.trim()) != dir);
         let same_leader = match start_time(pgid) {
             Some(now) => now == recorded,
             // The leader is gone; while its group lives, no new process can take its id.
             None => true,
         };
-        if pgid > 1 && same_leader {
+        if pgid > 1 && same_leader && !copied {
             // A process group we started; ESRCH when it is already gone.
             if crate::os::kill_group(pgid) {
                 killed += 1;

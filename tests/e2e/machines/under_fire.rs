@@ -460,3 +460,46 @@ fn a_researcher_given_back_with_ctrl_c_is_taken_by_a_live_machine() {
         "{waited}"
     );
 }
+
+/// A copy of machine 2's clone (`cp -a`, the same machine name) joining while machine 2 runs is
+/// refused with the reason, and stops none of machine 2's agents (the copy holds machine 2's
+/// records of them); the conference ends with the one-machine best.
+#[test]
+fn a_copied_clone_joining_under_the_same_name_is_refused() {
+    let config = config("3s");
+    let c = cluster(&config);
+    let m1 = c.start();
+    let m2 = c.join(1, "B");
+    let m3 = c.join(2, "C");
+    wait_for_iteration(&c, "B", 1, 1);
+    let copy = c.repo.tmp.path().join("m2-copy");
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&c.machines[1])
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let args = [
+        "join",
+        &c.url,
+        NAME,
+        "--researchers",
+        "B",
+        "--machine",
+        "m2",
+    ];
+    let second = c.repo.conference_in(&copy, &args);
+    assert_eq!(second.code, 2, "{}{}", second.stdout, second.stderr);
+    assert!(
+        second
+            .stderr
+            .contains("machine `m2` already takes part in `shared` from another clone"),
+        "{}",
+        second.stderr
+    );
+    c.finishes(0, m1);
+    c.finishes(1, m2);
+    c.finishes(2, m3);
+    c.reached_the_one_machine_best(&config);
+}

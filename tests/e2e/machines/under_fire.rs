@@ -24,6 +24,44 @@ fn refuse_pushes_while_flagged(c: &Cluster) -> PathBuf {
     flag
 }
 
+/// The remote down for 10 s while all three machines publish (its daemon stopped, then started
+/// again on its port): each machine says it retries, none blames an agent, and the conference
+/// ends with the one-machine best.
+#[test]
+fn a_remote_down_for_ten_seconds_is_waited_for() {
+    let config = config("5s");
+    let mut c = cluster(&config);
+    let m1 = c.start();
+    let m2 = c.join(1, "B");
+    let m3 = c.join(2, "C");
+    wait_for_iteration(&c, "B", 1, 1);
+    let port = c._daemon.1;
+    let _ = c._daemon.0.kill();
+    let _ = c._daemon.0.wait();
+    std::thread::sleep(Duration::from_secs(10));
+    let served = c.remote.parent().unwrap().to_path_buf();
+    c._daemon = crate::common::daemon_on(&c.repo, &served, port);
+    c.finishes(0, m1);
+    c.finishes(1, m2);
+    c.finishes(2, m3);
+
+    let (events, _) = c.reached_the_one_machine_best(&config);
+    let blamed: Vec<String> = reasons(&events)
+        .into_iter()
+        .filter(|r| r.contains("moved refs/conference"))
+        .collect();
+    assert!(
+        blamed.is_empty(),
+        "agents blamed for a failed push: {blamed:?}"
+    );
+    let logs = c.logs();
+    assert!(
+        logs.contains(&format!("publishing to {} failed:", c.url))
+            && logs.contains("; retrying in "),
+        "{logs}"
+    );
+}
+
 /// Waits until the remote has an iteration event of `researcher` in round `round`.
 fn wait_for_iteration(c: &Cluster, researcher: &str, round: u32, iteration: u32) {
     let subject = format!("researcher.iteration: {researcher} r{round} i{iteration}");

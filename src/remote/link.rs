@@ -276,7 +276,14 @@ impl Link {
                 one_line(&failure),
                 seconds(wait)
             );
-            std::thread::sleep(wait);
+            // A Ctrl-C meanwhile stops the wait: the events stay here for `join` to publish.
+            let until = Instant::now() + wait;
+            while Instant::now() < until {
+                if crate::exec::process::cancelled() {
+                    return Err(failure);
+                }
+                std::thread::sleep(Duration::from_millis(50).min(wait));
+            }
         }
         bail!(
             "{}: {} kept moving for {TRIES} tries; this machine publishes again with its next event",
@@ -343,10 +350,12 @@ impl Link {
         let mut inner = self.inner.lock().unwrap();
         let view = self.fetch(repo)?;
         self.drop_lost(&mut inner, &view);
-        drop(inner);
         if view.events == local {
+            // Everything recorded here is published: leases are renewed again.
+            inner.failing = None;
             return Ok(None);
         }
+        drop(inner);
         if !repo.graph_descendant_of(view.events, local)? {
             let tip = self.publish(repo)?;
             return Ok((tip != local).then_some(tip));

@@ -83,6 +83,12 @@ fn join_conference(args: JoinArgs, quiet: bool) -> Result<i32> {
         );
         return Ok(0);
     }
+    if let Some(slot) = link.running_elsewhere(&repo)? {
+        return Err(usage(format!(
+            "machine `{}` already takes part in `{name}` from another clone (its lease of {slot} on {} was renewed just now): two clones under one name would take each other's leases. Give this clone its own name: `git conference join {} {name} --machine NAME`",
+            link.machine, args.remote, args.remote
+        )));
+    }
     ui.info(&format!(
         "{} joins `{name}` on {}",
         link.machine, args.remote

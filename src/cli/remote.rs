@@ -307,10 +307,39 @@ fn take(repo: &Repository, ns: &str, remote: &str, name: &str) -> Result<Taken> 
             None => update(repo, &local, new, None)?,
         }
     }
+    let branches = take_branches(repo, ns, remote, &refs, theirs, &mut kept)?;
+    update(repo, &local_ref, theirs, ours)?;
+    let mut line = match ours {
+        None => format!(
+            "{name}: fetched from {remote} ({new_events} events); it runs nothing here until you approve its commands with `git conference trust {name}`"
+        ),
+        Some(_) if new_events == 0 => format!("{name}: up to date with {remote}"),
+        Some(_) => format!("{name}: {new_events} new event(s) from {remote}"),
+    };
+    line.push_str(&branches);
+    if !kept.is_empty() {
+        line.push_str(&format!(
+            "; kept the local {} (not an ancestor of {remote}'s; `git conference resume {name}` says how to go on)",
+            kept.join(", ")
+        ));
+    }
+    Ok(Taken::Said(line))
+}
+
+/// Moves the conference's branches where the fetched event log (at `theirs`) says, never where
+/// the remote's branches point (anyone with push access can move those); a local branch that
+/// is not an ancestor is kept (named in `kept`). Returns what the fetch line adds: the branches
+/// whose remote copy points elsewhere, and those whose commit the remote lacks.
+fn take_branches(
+    repo: &Repository,
+    ns: &str,
+    remote: &str,
+    refs: &ConferenceRefs,
+    theirs: Oid,
+    kept: &mut Vec<String>,
+) -> Result<String> {
     let (mut from_log, mut missing) = (Vec::new(), Vec::new());
-    // The branches are where the fetched event log says, never where the remote's branches
-    // point (anyone with push access can move those).
-    for (local, new) in branches_of_log(repo, &refs, theirs)? {
+    for (local, new) in branches_of_log(repo, refs, theirs)? {
         let short = local.trim_start_matches("refs/heads/").to_string();
         let fetched = format!("{ns}/heads/{short}");
         if target(repo, &fetched).is_some_and(|there| there != new) {
@@ -332,33 +361,20 @@ fn take(repo: &Repository, ns: &str, remote: &str, name: &str) -> Result<Taken> 
             )),
         }
     }
-    update(repo, &local_ref, theirs, ours)?;
-    let mut line = match ours {
-        None => format!(
-            "{name}: fetched from {remote} ({new_events} events); it runs nothing here until you approve its commands with `git conference trust {name}`"
-        ),
-        Some(_) if new_events == 0 => format!("{name}: up to date with {remote}"),
-        Some(_) => format!("{name}: {new_events} new event(s) from {remote}"),
-    };
+    let mut said = String::new();
     if !from_log.is_empty() {
-        line.push_str(&format!(
+        said.push_str(&format!(
             "; {} where its event log says ({remote}'s branch points elsewhere)",
             from_log.join(", ")
         ));
     }
     if !missing.is_empty() {
-        line.push_str(&format!(
+        said.push_str(&format!(
             "; not taken: {} (the commit its event log names is not on {remote})",
             missing.join(", ")
         ));
     }
-    if !kept.is_empty() {
-        line.push_str(&format!(
-            "; kept the local {} (not an ancestor of {remote}'s; `git conference resume {name}` says how to go on)",
-            kept.join(", ")
-        ));
-    }
-    Ok(Taken::Said(line))
+    Ok(said)
 }
 
 /// The conference branches the state at event commit `tip` places: (full ref name, commit).

@@ -303,6 +303,107 @@ fn differences(a: &serde_json::Value, b: &serde_json::Value, at: &str, out: &mut
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::event::{self as events};
+    use crate::model::{EventLine, Verdict};
+    use crate::store::events::write_commit;
+    use crate::store::StateChange;
+
+    /// A commit of `files` (path, content) on `parent`.
+    fn commit(repo: &Repository, parent: Option<Oid>, files: &[(&str, &str)]) -> Oid {
+        let mut builder = repo.treebuilder(None).unwrap();
+        for (path, text) in files {
+            let blob = repo.blob(text.as_bytes()).unwrap();
+            builder.insert(path, blob, 0o100644).unwrap();
+        }
+        let tree = repo.find_tree(builder.write().unwrap()).unwrap();
+        let sig = git2::Signature::now("t", "t@t").unwrap();
+        let parents: Vec<git2::Commit> = parent
+            .map(|p| repo.find_commit(p).unwrap())
+            .into_iter()
+            .collect();
+        let parents: Vec<&git2::Commit> = parents.iter().collect();
+        repo.commit(None, &sig, &sig, "c", &tree, &parents).unwrap()
+    }
+
+    /// An event log whose first event names `baseline` everywhere, then machine m9's iteration
+    /// of researcher A kept at `candidate`, recorded as the recorder records it; (first, second).
+    fn log_keeping(repo: &Repository, baseline: Oid, candidate: Oid) -> (Oid, Oid) {
+        let mut state = crate::model::state::sample();
+        let base = baseline.to_string();
+        state.baseline_commit = base.clone();
+        state.best.commit = base.clone();
+        for r in state.researchers.values_mut() {
+            r.head = base.clone();
+            r.round_start = base.clone();
+        }
+        let put = |st: &State| {
+            vec![StateChange::Put(
+                files::STATE.into(),
+                serde_json::to_vec_pretty(st).unwrap(),
+            )]
+        };
+        let first_line = EventLine {
+            event: crate::model::event::names::ROUND_STARTED.into(),
+            timestamp: "t1".into(),
+            payload: serde_json::json!({}),
+        };
+        let first = write_commit(repo, None, &first_line, "round 1", &put(&state)).unwrap();
+        let event = Event::Iteration(events::Iteration {
+            researcher: "A".into(),
+            round: 1,
+            iteration: 1,
+            metric_value: Some(9.0),
+            delta: Some("-1.0".into()),
+            status: Verdict::Kept,
+            commit: Some(candidate.into()),
+            tree: repo.find_commit(candidate).unwrap().tree_id().to_string(),
+            description: "d".into(),
+            reason: None,
+            sub_metrics: Default::default(),
+            evaluated: true,
+            notes: vec![],
+            tokens: None,
+            cost_usd: None,
+        });
+        let next = reduced(&state, &event, "t2", Some("m9")).unwrap();
+        let mut line = event.line("t2".into());
+        line.payload["machine"] = "m9".into();
+        let second = write_commit(repo, Some(first), &line, "A r1 i1 [m9]", &put(&next)).unwrap();
+        (first, second)
+    }
+
+    /// A kept attempt that the reducer accounts for is still refused when its commit changes a
+    /// frozen path: another machine's evaluation harness never runs here.
+    #[test]
+    fn a_head_that_changes_a_frozen_path_is_refused_naming_the_machine() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repository::init(dir.path()).unwrap();
+        let baseline = commit(&repo, None, &[("eval.sh", "measure"), ("x.txt", "1")]);
+        let honest = commit(
+            &repo,
+            Some(baseline),
+            &[("eval.sh", "measure"), ("x.txt", "0")],
+        );
+        let crafted = commit(
+            &repo,
+            Some(baseline),
+            &[("eval.sh", "echo 0"), ("x.txt", "1")],
+        );
+        let arrivals = Arrivals {
+            name: "c".into(),
+            frozen: PathRules::new(&["eval.sh".to_string()]),
+        };
+        let (first, second) = log_keeping(&repo, baseline, honest);
+        assert!(arrivals.check(&repo, first, second).is_ok());
+        let (first, second) = log_keeping(&repo, baseline, crafted);
+        match arrivals.check(&repo, first, second) {
+            Err(NotFollowed::Refused(why)) => {
+                assert!(why.contains("published by machine `m9`"), "{why}");
+                assert!(why.contains("changes frozen path eval.sh"), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 
     #[test]
     fn every_differing_field_is_named() {

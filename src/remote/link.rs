@@ -276,7 +276,14 @@ impl Link {
                 one_line(&failure),
                 seconds(wait)
             );
-            std::thread::sleep(wait);
+            // A Ctrl-C meanwhile stops the wait: the events stay here for `join` to publish.
+            let until = Instant::now() + wait;
+            while Instant::now() < until {
+                if crate::exec::process::cancelled() {
+                    return Err(failure);
+                }
+                std::thread::sleep(Duration::from_millis(50).min(wait));
+            }
         }
         bail!(
             "{}: {} kept moving for {TRIES} tries; this machine publishes again with its next event",
@@ -343,10 +350,12 @@ impl Link {
         let mut inner = self.inner.lock().unwrap();
         let view = self.fetch(repo)?;
         self.drop_lost(&mut inner, &view);
-        drop(inner);
         if view.events == local {
+            // Everything recorded here is published: leases are renewed again.
+            inner.failing = None;
             return Ok(None);
         }
+        drop(inner);
         if !repo.graph_descendant_of(view.events, local)? {
             let tip = self.publish(repo)?;
             return Ok((tip != local).then_some(tip));
@@ -449,6 +458,35 @@ impl Link {
             }
         }
         Ok(taken)
+    }
+
+    /// Another clone taking part under this machine's name (a copy of this clone, `cp -a`): a
+    /// slot whose lease names this machine and is renewed while this one holds nothing. Two
+    /// clones under one name would take each other's leases back and forth, so the caller
+    /// refuses to run. Leases a killed run of this clone left are not renewed: they are waited
+    /// on for half a lease and a second, then taken back by [`Link::claim`].
+    pub fn running_elsewhere(&self, repo: &Repository) -> Result<Option<String>> {
+        let own = |view: &View| -> BTreeMap<String, Oid> {
+            view.leases
+                .iter()
+                .filter(|(_, value)| lease::holder(repo, **value).as_deref() == Some(&self.machine))
+                .map(|(slot, value)| (slot.clone(), *value))
+                .collect()
+        };
+        let fetched = || -> Result<View> {
+            let _one_fetch_at_a_time = self.inner.lock().unwrap();
+            self.fetch(repo)
+        };
+        let before = own(&fetched()?);
+        if before.is_empty() {
+            return Ok(None);
+        }
+        std::thread::sleep(self.lease / 2 + Duration::from_secs(1));
+        let after = own(&fetched()?);
+        Ok(before
+            .into_iter()
+            .find(|(slot, value)| after.get(slot).is_some_and(|now| now != value))
+            .map(|(slot, _)| slot))
     }
 
     /// The machine holding each slot, as the last fetch saw the leases.

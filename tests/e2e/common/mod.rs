@@ -593,6 +593,11 @@ pub fn daemon(repo: &TestRepo, base: &Path) -> Daemon {
         .local_addr()
         .unwrap()
         .port();
+    daemon_on(repo, base, port)
+}
+
+/// A `git daemon` serving `base` on `port` (a remote that went down comes back on its port).
+pub fn daemon_on(repo: &TestRepo, base: &Path, port: u16) -> Daemon {
     // git-daemon itself, not `git daemon`: git runs the daemon as its child, and killing git
     // would leave the daemon serving after the test.
     let exec_path = repo.git(&["--exec-path"]);

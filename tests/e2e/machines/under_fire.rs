@@ -24,6 +24,44 @@ fn refuse_pushes_while_flagged(c: &Cluster) -> PathBuf {
     flag
 }
 
+/// The remote down for 10 s while all three machines publish (its daemon stopped, then started
+/// again on its port): each machine says it retries, none blames an agent, and the conference
+/// ends with the one-machine best.
+#[test]
+fn a_remote_down_for_ten_seconds_is_waited_for() {
+    let config = config("5s");
+    let mut c = cluster(&config);
+    let m1 = c.start();
+    let m2 = c.join(1, "B");
+    let m3 = c.join(2, "C");
+    wait_for_iteration(&c, "B", 1, 1);
+    let port = c._daemon.1;
+    let _ = c._daemon.0.kill();
+    let _ = c._daemon.0.wait();
+    std::thread::sleep(Duration::from_secs(10));
+    let served = c.remote.parent().unwrap().to_path_buf();
+    c._daemon = crate::common::daemon_on(&c.repo, &served, port);
+    c.finishes(0, m1);
+    c.finishes(1, m2);
+    c.finishes(2, m3);
+
+    let (events, _) = c.reached_the_one_machine_best(&config);
+    let blamed: Vec<String> = reasons(&events)
+        .into_iter()
+        .filter(|r| r.contains("moved refs/conference"))
+        .collect();
+    assert!(
+        blamed.is_empty(),
+        "agents blamed for a failed push: {blamed:?}"
+    );
+    let logs = c.logs();
+    assert!(
+        logs.contains(&format!("publishing to {} failed:", c.url))
+            && logs.contains("; retrying in "),
+        "{logs}"
+    );
+}
+
 /// Waits until the remote has an iteration event of `researcher` in round `round`.
 fn wait_for_iteration(c: &Cluster, researcher: &str, round: u32, iteration: u32) {
     let subject = format!("researcher.iteration: {researcher} r{round} i{iteration}");
@@ -459,4 +497,47 @@ fn a_researcher_given_back_with_ctrl_c_is_taken_by_a_live_machine() {
         waited.contains("waiting for researcher C: no machine holds it; run `git conference join"),
         "{waited}"
     );
+}
+
+/// A copy of machine 2's clone (`cp -a`, the same machine name) joining while machine 2 runs is
+/// refused with the reason, and stops none of machine 2's agents (the copy holds machine 2's
+/// records of them); the conference ends with the one-machine best.
+#[test]
+fn a_copied_clone_joining_under_the_same_name_is_refused() {
+    let config = config("3s");
+    let c = cluster(&config);
+    let m1 = c.start();
+    let m2 = c.join(1, "B");
+    let m3 = c.join(2, "C");
+    wait_for_iteration(&c, "B", 1, 1);
+    let copy = c.repo.tmp.path().join("m2-copy");
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&c.machines[1])
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let args = [
+        "join",
+        &c.url,
+        NAME,
+        "--researchers",
+        "B",
+        "--machine",
+        "m2",
+    ];
+    let second = c.repo.conference_in(&copy, &args);
+    assert_eq!(second.code, 2, "{}{}", second.stdout, second.stderr);
+    assert!(
+        second
+            .stderr
+            .contains("machine `m2` already takes part in `shared` from another clone"),
+        "{}",
+        second.stderr
+    );
+    c.finishes(0, m1);
+    c.finishes(1, m2);
+    c.finishes(2, m3);
+    c.reached_the_one_machine_best(&config);
 }

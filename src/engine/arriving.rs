@@ -364,8 +364,10 @@ mod tests {
             notes: vec![],
             tokens: None,
             cost_usd: None,
+            agent_s: None,
+            eval_s: None,
         });
-        let next = reduced(&state, &event, "t2", Some("m9")).unwrap();
+        let next = reduced(&state, &event, "t2", Some("m9"), None).unwrap();
         let mut line = event.line("t2".into());
         line.payload["machine"] = "m9".into();
         let second = write_commit(repo, Some(first), &line, "A r1 i1 [m9]", &put(&next)).unwrap();

@@ -681,7 +681,8 @@ mod tests {
     fn claude_code_1_0_128_recorded() {
         // `usage` has the main model's 4 calls; `modelUsage` adds the title call to Haiku.
         let r = parse_out(Preset::Claude, &sample("claude-1.0.128-success.json"));
-        assert_eq!(r.usage, usage(5000, 500, Some(0.0192)));
+        // The CLI printed `0.019200000000000002`, and that is the figure read, to the bit.
+        assert_eq!(r.usage, usage(5000, 500, Some(0.019200000000000002)));
         assert_eq!(r.problem, None);
         assert_eq!(r.message.as_deref(), Some("Lowered the learning rate."));
         let r = parse_out(Preset::Claude, &sample("claude-1.0.128-refused.json"));

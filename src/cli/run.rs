@@ -105,6 +105,10 @@ fn start_conference(args: StartArgs, quiet: bool) -> Result<i32> {
     };
     announce_start(&conf, &ui, base);
     if let Err(e) = conf.reconcile(false) {
+        // A `git gc` deleted what it had just written: the conference stays, to be resumed.
+        if changed_under_it(&e).is_some() {
+            return Err(e);
+        }
         // Git could not make the worktrees (a failing post-checkout hook, a filter program that
         // is missing): nothing ran yet, so nothing of the conference is kept.
         drop(conf);
@@ -403,6 +407,15 @@ fn said_of_git(e: anyhow::Error, name: &str) -> anyhow::Error {
     let Some(what) = changed_under_it(&e) else {
         return e;
     };
+    let started = super::discover().is_ok_and(|repo| {
+        repo.find_reference(&refs::ConferenceRefs::new(name).events())
+            .is_ok()
+    });
+    if !started {
+        return e.context(format!(
+            "conference `{name}` did not start: {what}. Start it again with `git conference start`"
+        ));
+    }
     e.context(format!(
         "conference `{name}` stopped: {what}. Everything recorded is safe; continue with \
          `git conference resume {name}` (it puts back any ref whose objects are gone)"

@@ -70,23 +70,6 @@ fn unrecorded_root(repo: &Repository, name: &str) -> PathBuf {
     }
 }
 
-/// Every conference's recorded worktree folder in the repository whose common git dir is
-/// `common_dir` (and the folders inside the git dir older conferences used).
-pub fn all_worktree_roots(common_dir: &Path) -> Vec<PathBuf> {
-    let mut roots = Vec::new();
-    for run in std::fs::read_dir(common_dir.join("conference"))
-        .into_iter()
-        .flatten()
-        .flatten()
-    {
-        if let Ok(text) = std::fs::read_to_string(run.path().join(ROOT_RECORD)) {
-            roots.push(PathBuf::from(text.trim()));
-        }
-        roots.push(run.path().join("worktrees"));
-    }
-    roots
-}
-
 /// `<repo-parent>/<repo-name>.conference`: next to the repository's working tree (or next to a
 /// bare repository), on the same file system, visible, and outside every `.git`.
 pub fn default_root(repo: &Repository) -> PathBuf {

@@ -67,9 +67,8 @@ fn after_a_running_gc(
     new: Oid,
     expected: Option<Oid>,
 ) -> Result<()> {
-    let running = repo.commondir().join("gc.pid");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
-    while running.exists() && std::time::Instant::now() < deadline {
+    while a_gc_prunes_now(repo) && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let Err(gone) = super::protect::still_there(repo, new, expected) else {
@@ -86,6 +85,44 @@ fn after_a_running_gc(
         forget_the_move(repo, name, new);
     }
     Err(gone.context(format!("{name} was put back where it was")))
+}
+
+/// Whether a `git gc` that prunes every unreachable object (`--prune=now`, or `gc.pruneExpire`
+/// set to `now`) runs now: its `gc.pid` names it while it runs. A `git gc --auto` that git
+/// starts in the background prunes only objects older than two weeks, which the dating ahead
+/// keeps safe: no need to wait for it.
+fn a_gc_prunes_now(repo: &Repository) -> bool {
+    let Ok(pid_file) = std::fs::read_to_string(repo.commondir().join("gc.pid")) else {
+        return false;
+    };
+    let now_words = |w: &str| matches!(w, "now" | "all");
+    let configured = repo
+        .config()
+        .and_then(|c| c.get_string("gc.pruneExpire"))
+        .is_ok_and(|v| now_words(v.trim()));
+    let pid = pid_file.split_whitespace().next().unwrap_or_default();
+    if !std::path::Path::new("/proc/self").exists() {
+        // Nothing says which gc it is, nor whether it still runs: it is waited for.
+        return true;
+    }
+    let Ok(args) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        // Left by a gc that was killed.
+        return false;
+    };
+    let args: Vec<&[u8]> = args.split(|b| *b == 0).collect();
+    let asked = args
+        .iter()
+        .enumerate()
+        .any(|(i, a)| match a.strip_prefix(b"--prune=") {
+            Some(v) => now_words(&String::from_utf8_lossy(v)),
+            None => {
+                *a == b"--prune"
+                    && args
+                        .get(i + 1)
+                        .is_some_and(|v| now_words(&String::from_utf8_lossy(v)))
+            }
+        });
+    asked || configured
 }
 
 /// Drops the two newest entries of `name`'s reflog when they are a move to `new` and its undoing:

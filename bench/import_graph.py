@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""The crate's import graph, from its own source: which file names which module.
+
+Issue #23 measures the engine's layout by it: circles of files that import one another (strongly
+connected components), and what `cli/` reaches below the engine. A file's references are every
+`crate::a::b` and `super::x` path in it (in `use` lines and inline), resolved to the file that
+defines that module; a reference to a module's item counts as one to the module's file.
+
+    python3 bench/import_graph.py            # summary
+    python3 bench/import_graph.py --edges    # also every edge inside each circle
+"""
+import os
+import re
+import sys
+from collections import defaultdict
+
+SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
+
+
+def module_files():
+    """Module path (tuple) -> file, for every .rs file under src/."""
+    mods = {}
+    for root, _, files in os.walk(SRC):
+        for f in files:
+            if not f.endswith(".rs"):
+                continue
+            rel = os.path.relpath(os.path.join(root, f), SRC)
+            parts = rel[:-3].split(os.sep)
+            if parts[-1] in ("mod", "lib", "main"):
+                parts = parts[:-1]
+            mods[tuple(parts)] = rel
+    return mods
+
+
+def resolve(path, mods):
+    """The longest module prefix of `path` that is a file."""
+    for n in range(len(path), 0, -1):
+        if tuple(path[:n]) in mods:
+            return mods[tuple(path[:n])]
+    return None
+
+
+PATH = re.compile(r"\b(crate|super)((?:::[a-z_][a-z0-9_]*)+)")
+
+
+def edges(mods):
+    out = defaultdict(set)
+    for mod, rel in mods.items():
+        is_dir_mod = os.path.basename(rel) == "mod.rs"
+        text = open(os.path.join(SRC, rel), encoding="utf-8").read()
+        text = text.split("#[cfg(test)]")[0]  # the tests' imports are not the layout
+        for root, rest in PATH.findall(text):
+            segs = rest.strip(":").split("::")
+            if root == "crate":
+                base = []
+            else:
+                here = list(mod) if is_dir_mod else list(mod[:-1])
+                base = here[:-1] if is_dir_mod else here
+                while segs and segs[0] == "super":
+                    segs.pop(0)
+                    base = base[:-1]
+            target = resolve(base + segs, mods)
+            if target and target != rel:
+                out[rel].add(target)
+    return out
+
+
+def sccs(nodes, graph):
+    index, low, stack, on, comps, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in nodes:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            comps.append(sorted(comp))
+
+    sys.setrecursionlimit(10000)
+    for v in sorted(nodes):
+        if v not in index:
+            visit(v)
+    return comps
+
+
+def main():
+    mods = module_files()
+    graph = edges(mods)
+    engine = {f for f in mods.values() if f.startswith("engine" + os.sep)}
+    circles = [c for c in sccs(engine, graph) if len(c) > 1]
+    circles.sort(key=len, reverse=True)
+    print(f"src/engine: {len(engine)} files, "
+          f"{sum(len(graph[f] & engine) for f in engine)} imports between them")
+    print(f"circles (files importing one another, size > 1): {[len(c) for c in circles] or 'none'}")
+    for c in circles:
+        print("  " + ", ".join(c))
+        if "--edges" in sys.argv:
+            for f in c:
+                for t in sorted(graph[f] & set(c)):
+                    print(f"    {f} -> {t}")
+    cli = {f for f in mods.values() if f.startswith("cli" + os.sep)}
+    below = ("store", "git", "os")
+    low = sorted(
+        (f, t) for f in cli for t in graph[f] if t.split(os.sep)[0] in below
+    )
+    print(f"cli/ imports of {', '.join(below)}/: {len(low)}")
+    for f, t in low:
+        print(f"  {f} -> {t}")
+
+
+if __name__ == "__main__":
+    main()

@@ -382,6 +382,32 @@ fn three_machines_reach_the_best_of_one_machine_and_the_events_say_who_ran_what(
             status.stdout
         );
     }
+    // `clean --all` on a machine that joined deletes its views of the shared remote, and only
+    // this conference's (another conference's view stays).
+    let m2 = &c.machines[1];
+    let views = |dir: &PathBuf| {
+        c.repo.git_in(
+            dir,
+            &[
+                "for-each-ref",
+                "--format=%(refname)",
+                "refs/conference-shared/",
+            ],
+        )
+    };
+    assert!(
+        views(m2).contains(&format!("/{NAME}/events")),
+        "{}",
+        views(m2)
+    );
+    let other = format!("refs/conference-shared/origin/{NAME}-other/events");
+    c.repo.git_in(m2, &["update-ref", &other, "HEAD"]);
+    c.repo.conference_in(m2, &["clean", "--all", NAME]).ok();
+    assert_eq!(
+        views(m2).trim(),
+        other,
+        "only the other conference's view is left"
+    );
 }
 
 /// Kills machine `m`'s whole process group once the remote has an iteration of `researcher`.

@@ -1,5 +1,6 @@
 //! Which refs `clean --all` may delete. The conference's own namespace
-//! (`refs/conference/<name>/…`: event log, attempts) is the tool's and goes. Its branches
+//! (`refs/conference/<name>/…`: event log, attempts) is the tool's and goes, and so do its views
+//! of shared remotes (`refs/conference-shared/<remote>/<name>/…`). Its branches
 //! (`refs/heads/conference/<name>/…`) live among the user's, so one goes only when its tip is a
 //! commit the conference recorded (or one of that commit's ancestors: a kill between an event
 //! and the branch move leaves it a step behind). A commit the user made on the best branch, a
@@ -11,6 +12,7 @@ use std::path::Path;
 use anyhow::Result;
 use git2::{Oid, Repository};
 
+use crate::store::refs::SHARED_REMOTE_VIEWS;
 use crate::store::ConferenceRefs;
 
 /// What `clean --all` does with the conference's refs.
@@ -29,6 +31,12 @@ pub fn plan(repo: &Repository, name: &str) -> Result<RefPlan> {
         delete: ref_names(repo, &own)?,
         kept: Vec::new(),
     };
+    let views = ref_names(repo, &format!("{SHARED_REMOTE_VIEWS}*"))?;
+    plan.delete.extend(
+        views
+            .into_iter()
+            .filter(|r| refs.is_in_shared_remote_view(r)),
+    );
     let recorded = recorded_commits(repo, name, &refs);
     let checked_out = checked_out_branches(repo);
     for full in ref_names(repo, &branches)? {

@@ -83,6 +83,15 @@ impl ConferenceRefs {
         format!("{SHARED_REMOTE_VIEWS}{remote_key}/{}", self.name)
     }
 
+    /// Whether `full` is under one of this conference's shared remote views, whatever the
+    /// remote (`clean --all` deletes them). A remote key holds no `/`.
+    pub fn is_in_shared_remote_view(&self, full: &str) -> bool {
+        full.strip_prefix(SHARED_REMOTE_VIEWS)
+            .and_then(|rest| rest.split_once('/'))
+            .and_then(|(_, rest)| rest.strip_prefix(self.name.as_str()))
+            .is_some_and(|rest| rest.starts_with('/'))
+    }
+
     /// Refspecs that push the whole conference. Every ref of a conference only moves forward
     /// (the event log and attempts are chains; a researcher branch joins best at a round start),
     /// so without `force` a push that would rewind the remote's copy is refused.

@@ -176,6 +176,28 @@ fn claude_edit(file: &str, old: &str, new: &str, note: &str, say: &str) -> Value
     ], "say": say})
 }
 
+/// Three Claude Code conversations, each lowering train.py's learning rate (0.1, 0.05, 0.02,
+/// 0.01).
+fn three_claude_lr_edits() -> Value {
+    json!([
+        claude_edit("train.py", "lr = 0.1", "lr = 0.05", "lower lr", "Done."),
+        claude_edit(
+            "train.py",
+            "lr = 0.05",
+            "lr = 0.02",
+            "lower lr more",
+            "Done."
+        ),
+        claude_edit(
+            "train.py",
+            "lr = 0.02",
+            "lr = 0.01",
+            "lower lr again",
+            "Done."
+        ),
+    ])
+}
+
 fn files_of(repo: &TestRepo, commit: &str) -> Vec<String> {
     repo.git(&["show", "--name-only", "--format=", commit])
         .lines()
@@ -291,26 +313,7 @@ fn a_cost_budget_stops_the_conference_and_caps_claude_code() {
     let claude = cli("GIT_CONFERENCE_TEST_CLAUDE", "Claude Code");
     let repo = autoresearch(&claude, "claude");
     // Each model call costs $0.0075 at the default model's prices: a run of 4 calls $0.03.
-    let endpoint = Endpoint::start(
-        repo.tmp.path(),
-        json!([
-            claude_edit("train.py", "lr = 0.1", "lr = 0.05", "lower lr", "Done."),
-            claude_edit(
-                "train.py",
-                "lr = 0.05",
-                "lr = 0.02",
-                "lower lr more",
-                "Done."
-            ),
-            claude_edit(
-                "train.py",
-                "lr = 0.02",
-                "lr = 0.01",
-                "lower lr again",
-                "Done."
-            ),
-        ]),
-    );
+    let endpoint = Endpoint::start(repo.tmp.path(), three_claude_lr_edits());
     let text = config("money", 5, 3, &["claude"], &["- **Cost budget:** $0.05"]);
     let run = start(&repo, "money", &text, &claude_env(&endpoint));
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
@@ -447,26 +450,7 @@ fn a_custom_claude_code_line_is_read_and_held_to_its_cost_budget() {
     let claude = cli("GIT_CONFERENCE_TEST_CLAUDE", "Claude Code");
     let repo = autoresearch(&claude, "claude");
     // Each run makes 4 model calls at $0.0075: $0.03.
-    let endpoint = Endpoint::start(
-        repo.tmp.path(),
-        json!([
-            claude_edit("train.py", "lr = 0.1", "lr = 0.05", "lower lr", "Done."),
-            claude_edit(
-                "train.py",
-                "lr = 0.05",
-                "lr = 0.02",
-                "lower lr more",
-                "Done."
-            ),
-            claude_edit(
-                "train.py",
-                "lr = 0.02",
-                "lr = 0.01",
-                "lower lr again",
-                "Done."
-            ),
-        ]),
-    );
+    let endpoint = Endpoint::start(repo.tmp.path(), three_claude_lr_edits());
     let line = r#"claude -p "$(cat "$CONFERENCE_PROMPT_FILE")" --permission-mode acceptEdits --output-format json"#;
     let text = config("own", 5, 3, &[line], &["- **Cost budget:** $0.05"]);
     let run = start(&repo, "own", &text, &claude_env(&endpoint));

@@ -129,6 +129,12 @@ impl Cluster {
         child
     }
 
+    /// Machine 1 starts the conference; machines 2 and 3 join it as researchers B and C (in
+    /// that order).
+    fn start_all(&self) -> [Child; 3] {
+        [self.start(), self.join(1, "B"), self.join(2, "C")]
+    }
+
     /// Machine `m` fetches the conference, trusts its commands and joins with `researcher`.
     fn join(&self, m: usize, researcher: &str) -> Child {
         self.join_env(m, researcher, &[])
@@ -315,9 +321,7 @@ fn iterations(events: &[serde_json::Value]) -> Runs {
 fn three_machines_reach_the_best_of_one_machine_and_the_events_say_who_ran_what() {
     let config = config("5s");
     let c = cluster(&config);
-    let m1 = c.start();
-    let m2 = c.join(1, "B");
-    let m3 = c.join(2, "C");
+    let [m1, m2, m3] = c.start_all();
     c.finishes(0, m1);
     c.finishes(1, m2);
     c.finishes(2, m3);
@@ -382,6 +386,32 @@ fn three_machines_reach_the_best_of_one_machine_and_the_events_say_who_ran_what(
             status.stdout
         );
     }
+    // `clean --all` on a machine that joined deletes its views of the shared remote, and only
+    // this conference's (another conference's view stays).
+    let m2 = &c.machines[1];
+    let views = |dir: &PathBuf| {
+        c.repo.git_in(
+            dir,
+            &[
+                "for-each-ref",
+                "--format=%(refname)",
+                "refs/conference-shared/",
+            ],
+        )
+    };
+    assert!(
+        views(m2).contains(&format!("/{NAME}/events")),
+        "{}",
+        views(m2)
+    );
+    let other = format!("refs/conference-shared/origin/{NAME}-other/events");
+    c.repo.git_in(m2, &["update-ref", &other, "HEAD"]);
+    c.repo.conference_in(m2, &["clean", "--all", NAME]).ok();
+    assert_eq!(
+        views(m2).trim(),
+        other,
+        "only the other conference's view is left"
+    );
 }
 
 /// Kills machine `m`'s whole process group once the remote has an iteration of `researcher`.

@@ -7,19 +7,11 @@
 
 use crate::common;
 
-use common::TestRepo;
+use common::{line_of, TestRepo};
 use serde_json::Value;
 
 fn iterations(repo: &TestRepo, name: &str) -> Vec<Value> {
     repo.events_named(name, "researcher.iteration")
-}
-
-/// The line number (1-based) of the first line of `text` containing `needle`.
-fn line_of(text: &str, needle: &str) -> usize {
-    text.lines()
-        .position(|l| l.contains(needle))
-        .unwrap_or_else(|| panic!("no `{needle}` in:\n{text}"))
-        + 1
 }
 
 /// An unknown key under `## Evaluation` below `- frozen:` (`- prune: on`) is an unknown key with
@@ -68,27 +60,7 @@ fn an_unknown_evaluation_key_is_named_as_one() {
 /// `answers`; returns its exit code and the screen (what it printed, and the echoed answers).
 fn on_a_terminal(repo: &TestRepo, args: &[&str], answers: &[u8]) -> (Option<i32>, String) {
     use std::io::{Read, Write};
-    use std::os::fd::FromRawFd;
-    let (mut master, slave) = {
-        let (mut m, mut s) = (0, 0);
-        // SAFETY: openpty writes two descriptors, owned by the values made from them.
-        unsafe {
-            assert_eq!(
-                libc::openpty(
-                    &mut m,
-                    &mut s,
-                    std::ptr::null_mut(),
-                    std::ptr::null(),
-                    std::ptr::null()
-                ),
-                0
-            );
-            (
-                std::fs::File::from_raw_fd(m),
-                std::os::fd::OwnedFd::from_raw_fd(s),
-            )
-        }
-    };
+    let (mut master, slave) = common::open_terminal();
     let mut child = {
         let mut command = repo.command("git");
         command

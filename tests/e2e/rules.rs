@@ -6,7 +6,7 @@
 
 use crate::common;
 
-use common::{ConfigBuilder, TestRepo};
+use common::{line_of, ConfigBuilder, TestRepo};
 use serde_json::Value;
 
 fn iterations(repo: &TestRepo, name: &str) -> Vec<Value> {
@@ -15,14 +15,6 @@ fn iterations(repo: &TestRepo, name: &str) -> Vec<Value> {
 
 fn rev(repo: &TestRepo, r: &str) -> String {
     repo.git(&["rev-parse", "--verify", r]).trim().to_string()
-}
-
-/// The line number (1-based) of the first line of `text` containing `needle`.
-fn line_of(text: &str, needle: &str) -> usize {
-    text.lines()
-        .position(|l| l.contains(needle))
-        .unwrap_or_else(|| panic!("no `{needle}` in:\n{text}"))
-        + 1
 }
 
 /// The autoresearch layout: `python3 train.py` evaluates the train.py the researcher edits,

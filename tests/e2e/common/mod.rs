@@ -16,6 +16,38 @@ pub struct TestRepo {
 }
 
 /// The repository's fixtures folder.
+/// A new terminal: its master end (what a user's screen and keyboard are) and its slave end
+/// (what a command gets as its standard input, output or error).
+pub fn open_terminal() -> (std::fs::File, std::os::fd::OwnedFd) {
+    use std::os::fd::FromRawFd;
+    let (mut m, mut s) = (0, 0);
+    // SAFETY: openpty writes two descriptors, owned by the values made from them.
+    unsafe {
+        assert_eq!(
+            libc::openpty(
+                &mut m,
+                &mut s,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                std::ptr::null()
+            ),
+            0
+        );
+        (
+            std::fs::File::from_raw_fd(m),
+            std::os::fd::OwnedFd::from_raw_fd(s),
+        )
+    }
+}
+
+/// The line number (1-based) of the first line of `text` containing `needle`.
+pub fn line_of(text: &str, needle: &str) -> usize {
+    text.lines()
+        .position(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no `{needle}` in:\n{text}"))
+        + 1
+}
+
 pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
 }
@@ -273,27 +305,7 @@ impl TestRepo {
     /// questions), typing `answers` there; returns what it printed and how it exited.
     pub fn conference_on_a_terminal(&self, args: &[&str], answers: &[u8]) -> Output {
         use std::io::Write;
-        use std::os::fd::FromRawFd;
-        let (mut master, slave) = {
-            let (mut m, mut s) = (0, 0);
-            // SAFETY: openpty writes two descriptors, owned by the values made from them.
-            unsafe {
-                assert_eq!(
-                    libc::openpty(
-                        &mut m,
-                        &mut s,
-                        std::ptr::null_mut(),
-                        std::ptr::null(),
-                        std::ptr::null()
-                    ),
-                    0
-                );
-                (
-                    std::fs::File::from_raw_fd(m),
-                    std::os::fd::OwnedFd::from_raw_fd(s),
-                )
-            }
-        };
+        let (mut master, slave) = open_terminal();
         let child = self
             .command("git")
             .arg("conference")

@@ -31,9 +31,7 @@ fn refuse_pushes_while_flagged(c: &Cluster) -> PathBuf {
 fn a_remote_down_for_ten_seconds_is_waited_for() {
     let config = config("5s");
     let mut c = cluster(&config);
-    let m1 = c.start();
-    let m2 = c.join(1, "B");
-    let m3 = c.join(2, "C");
+    let [m1, m2, m3] = c.start_all();
     wait_for_iteration(&c, "B", 1, 1);
     let port = c._daemon.1;
     let _ = c._daemon.0.kill();
@@ -96,9 +94,7 @@ fn a_failed_publication_is_retried_and_blames_no_agent() {
     let config = config("5s");
     let c = cluster(&config);
     let flag = refuse_pushes_while_flagged(&c);
-    let m1 = c.start();
-    let m2 = c.join(1, "B");
-    let m3 = c.join(2, "C");
+    let [m1, m2, m3] = c.start_all();
     wait_for_iteration(&c, "B", 1, 1);
     std::fs::write(&flag, "").unwrap();
     std::thread::sleep(Duration::from_secs(3));
@@ -159,9 +155,7 @@ fn exits(m: usize, mut child: Child, within: Duration) -> i32 {
 fn a_machines_attempts_ref_deleted_on_the_remote_does_not_stop_its_publications() {
     let config = config("3s");
     let c = cluster(&config);
-    let m1 = c.start();
-    let m2 = c.join(1, "B");
-    let m3 = c.join(2, "C");
+    let [m1, m2, m3] = c.start_all();
     wait_for_iteration(&c, "B", 1, 1);
     let own = format!("refs/conference/{NAME}/machines/m2/attempts");
     c.repo.git_in(&c.remote, &["update-ref", "-d", &own]);
@@ -178,9 +172,7 @@ fn a_machines_attempts_ref_deleted_on_the_remote_does_not_stop_its_publications(
 fn an_unrelated_log_forced_onto_the_remote_stops_every_machine_with_the_reason() {
     let config = config("5s");
     let c = cluster(&config);
-    let m1 = c.start();
-    let m2 = c.join(1, "B");
-    let m3 = c.join(2, "C");
+    let [m1, m2, m3] = c.start_all();
     wait_for_iteration(&c, "B", 1, 1);
     let other = TestRepo::from_fixture("machines");
     other.write("conference.md", &config);
@@ -332,9 +324,7 @@ fn every_machine_refuses(
 ) -> (Cluster, String) {
     let config = config("5s");
     let c = cluster(&config);
-    let m1 = c.start();
-    let m2 = c.join(1, "B");
-    let m3 = c.join(2, "C");
+    let [m1, m2, m3] = c.start_all();
     wait_for_iteration(&c, "B", 1, 1);
     let marker = c.repo.tmp.path().join("mallory-ran");
     let evil = publish_crafted(&c, &marker, craft);
@@ -469,9 +459,7 @@ fn fetch_takes_best_from_the_event_log_not_from_the_remotes_branch() {
 fn a_researcher_given_back_with_ctrl_c_is_taken_by_a_live_machine() {
     let config = config("2s");
     let c = cluster(&config);
-    let m1 = c.start();
-    let m2 = c.join(1, "B");
-    let m3 = c.join(2, "C");
+    let [m1, m2, m3] = c.start_all();
     wait_for_iteration(&c, "C", 1, 1);
     let pressed = std::process::Command::new("kill")
         .args(["-INT", "--", &format!("-{}", m3.id())])
@@ -506,9 +494,7 @@ fn a_researcher_given_back_with_ctrl_c_is_taken_by_a_live_machine() {
 fn a_copied_clone_joining_under_the_same_name_is_refused() {
     let config = config("3s");
     let c = cluster(&config);
-    let m1 = c.start();
-    let m2 = c.join(1, "B");
-    let m3 = c.join(2, "C");
+    let [m1, m2, m3] = c.start_all();
     wait_for_iteration(&c, "B", 1, 1);
     let copy = c.repo.tmp.path().join("m2-copy");
     let copied = std::process::Command::new("cp")

@@ -1286,9 +1286,16 @@ fn one_ctrl_c_through_git_is_one_graceful_stop() {
         if leg.ending == Ending::Code(0) {
             break;
         }
-        // git waits for its child, then dies of the signal it forwarded.
+        // git waits for its child, then dies of the signal it forwarded. Now and then git's own
+        // signal handler reaps the child first, and git's wait then reports `waitpid for
+        // git-conference failed: No child processes` (exit 128): git's race, not the run's; the
+        // run's graceful stop is checked below either way.
+        let gits_own_race = leg.ending == Ending::Code(128)
+            && leg
+                .stderr
+                .contains("waitpid for git-conference failed: No child processes");
         assert!(
-            matches!(leg.ending, Ending::Signal(libc::SIGINT) | Ending::Code(130)),
+            matches!(leg.ending, Ending::Signal(libc::SIGINT) | Ending::Code(130)) || gits_own_race,
             "{leg}"
         );
         assert!(

@@ -154,15 +154,11 @@ pub fn read(repo: &Repository, name: &str) -> Result<Option<Oid>> {
 
 /// Where git's own `rev-parse` finds ref `name` (None: nowhere).
 fn absent_says_git(repo: &Repository, name: &str) -> Result<Option<Oid>> {
-    let out = std::process::Command::new("git")
+    let out = crate::exec::command("git", crate::exec::GitEnv::Clear)
         .arg("--git-dir")
         .arg(repo.commondir())
         .args(["rev-parse", "--verify", "--quiet", "--end-of-options"])
         .arg(format!("{name}^{{commit}}"))
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
-        .env_remove("GIT_OBJECT_DIRECTORY")
         .output()
         .context("cannot run git rev-parse")?;
     let text = String::from_utf8_lossy(&out.stdout);

@@ -76,7 +76,7 @@ impl Arrivals {
                 summary_machine(message)
             ))
         })?;
-        let machine = logged.event.payload.get("machine").and_then(|m| m.as_str());
+        let machine = logged.event.machine();
         let who = match machine {
             Some(m) if crate::remote::link::valid_machine_name(m) => format!("machine `{m}`"),
             Some(m) => format!("a machine named `{}`", m.escape_debug()),
@@ -111,11 +111,7 @@ impl Arrivals {
             state_of(repo, parent).map_err(|e| refused(format!("the state before it: {e}")))?;
         let after = state_of(repo, commit).map_err(refused)?;
         let event = with_unstored_fields(event, &before, &after);
-        let running_s = logged
-            .event
-            .payload
-            .get("running_s")
-            .and_then(|s| s.as_f64());
+        let running_s = logged.event.running_s();
         let expected = reduced(&before, &event, &logged.event.timestamp, machine, running_s)
             .ok_or_else(|| {
                 refused(format!(

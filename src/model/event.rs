@@ -32,6 +32,23 @@ pub struct EventLine {
     pub payload: Value,
 }
 
+impl EventLine {
+    /// The machine that recorded it ([`RECORDER_FIELDS`]; none on one machine).
+    pub fn machine(&self) -> Option<&str> {
+        self.payload
+            .get(RECORDER_FIELDS[0])
+            .and_then(|m| m.as_str())
+    }
+
+    /// The seconds its process ran since its previous event ([`RECORDER_FIELDS`]; none in events
+    /// of earlier releases).
+    pub fn running_s(&self) -> Option<f64> {
+        self.payload
+            .get(RECORDER_FIELDS[1])
+            .and_then(|s| s.as_f64())
+    }
+}
+
 /// A note on a snapshot commit (`refs/notes/conference`, one JSON object per line). Notes of
 /// different events, and of different releases, carry different fields; readers take the ones
 /// they know, so a note stays an open JSON object with a commit.

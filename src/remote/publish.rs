@@ -154,12 +154,7 @@ fn replay_one(
         &read_path(repo, parent_tree, files::STATE)?.context("the remote's state.json")?,
     )?;
     event.apply(&mut state);
-    let machine = logged.event.payload.get("machine").and_then(|m| m.as_str());
-    let running_s = logged
-        .event
-        .payload
-        .get("running_s")
-        .and_then(|s| s.as_f64());
+    let (machine, running_s) = (logged.event.machine(), logged.event.running_s());
     state.count_event(&event, &logged.event.timestamp, machine, running_s);
     let mut changes = files_changed(repo, &c, parent_tree)?;
     changes.push(StateChange::Put(

@@ -4,6 +4,11 @@
 //! `ignored, needs Claude Code: …` instead of passing without having run. Under CI (`CI` set)
 //! Claude Code, aider and Codex, which `.ci/run` installs, are always on: there a missing one
 //! fails its test.
+//!
+//! The same holds for the real servers the tests start themselves (`SYSTEM_TOOLS`): headless
+//! Chromium with ChromeDriver for the live page, Slurm with munge for the slurm launcher, OpenSSH's
+//! server for the ssh launcher. Each sets `has_<tool>` when every one of its files exists, and always
+//! under CI, which installs them (`.ci/run`).
 
 use std::path::Path;
 
@@ -14,6 +19,27 @@ const CLIS: [(&str, &str, bool); 5] = [
     ("agent_cli_codex", "GIT_CONFERENCE_TEST_CODEX", true),
     ("agent_cli_gemini", "GIT_CONFERENCE_TEST_GEMINI", false),
     ("agent_cli_opencode", "GIT_CONFERENCE_TEST_OPENCODE", false),
+];
+
+/// (cfg name, the files the tests run)
+const SYSTEM_TOOLS: [(&str, &[&str]); 3] = [
+    (
+        "has_chromium",
+        &["/usr/bin/chromium", "/usr/bin/chromedriver"],
+    ),
+    (
+        "has_slurm",
+        &[
+            "/usr/sbin/slurmctld",
+            "/usr/sbin/slurmd",
+            "/usr/bin/sbatch",
+            "/usr/sbin/munged",
+        ],
+    ),
+    (
+        "has_sshd",
+        &["/usr/sbin/sshd", "/usr/bin/ssh", "/usr/bin/ssh-keygen"],
+    ),
 ];
 
 fn main() {
@@ -32,6 +58,15 @@ fn main() {
             );
         }
         if named || (ci && in_ci) {
+            println!("cargo:rustc-cfg={cfg}");
+        }
+    }
+    for (cfg, files) in SYSTEM_TOOLS {
+        println!("cargo:rustc-check-cfg=cfg({cfg})");
+        for file in files {
+            println!("cargo:rerun-if-changed={file}");
+        }
+        if ci || files.iter().all(|f| Path::new(f).is_file()) {
             println!("cargo:rustc-cfg={cfg}");
         }
     }

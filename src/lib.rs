@@ -28,6 +28,7 @@ pub mod protocol;
 pub mod remote;
 pub mod render;
 pub mod report_plot;
+pub mod serve;
 pub mod store;
 pub mod trust;
 pub mod tune;

@@ -14,6 +14,7 @@ mod man;
 mod remote;
 pub mod report;
 pub mod run;
+mod serve;
 mod settings;
 mod status;
 mod trust;
@@ -59,6 +60,7 @@ pub enum Command {
     List(list::ListArgs),
     Trust(trust::TrustArgs),
     Demo(demo::DemoArgs),
+    Serve(serve::ServeArgs),
     #[command(name = "man")]
     Manual(man::InstallArgs),
     #[command(name = "__man", hide = true)]
@@ -97,6 +99,7 @@ pub fn main() -> i32 {
         Command::List(a) => list::run(a),
         Command::Trust(a) => trust::run(a),
         Command::Demo(a) => demo::run(a, quiet),
+        Command::Serve(a) => serve::run(a),
         Command::Manual(a) => man::install(a),
         Command::Man(a) => man::run(a),
     };
@@ -151,15 +154,7 @@ pub fn workdir(repo: &Repository) -> Result<PathBuf> {
 
 /// Names of the conferences in the repository.
 pub fn conference_names(repo: &Repository) -> Result<Vec<String>> {
-    let mut names = Vec::new();
-    for r in repo.references_glob(refs::EVENTS_GLOB)? {
-        let r = r?;
-        if let Some(name) = r.name().and_then(refs::conference_name_from_events_ref) {
-            names.push(name.to_string());
-        }
-    }
-    names.sort();
-    Ok(names)
+    Ok(refs::conference_names(repo)?)
 }
 
 /// Resolves the NAME argument: given, or the only conference of the repository.

@@ -33,7 +33,7 @@ pub fn run(args: StatusArgs) -> Result<i32> {
     let runner = crate::lock::runner(&conf.run_dir);
     let shown = crate::lock::shown_status(&st.status, runner.as_deref());
     if args.format == Format::Json {
-        print_json(&repo, &name, &conf, &st, runner, &shown)?;
+        print_json(&repo, &name, &conf)?;
         return Ok(0);
     }
     print_summary(&name, &conf, &st, &shown);
@@ -46,24 +46,9 @@ pub fn run(args: StatusArgs) -> Result<i32> {
 }
 
 /// The state as JSON, with the runner's pid, the status shown and whether this clone trusts
-/// the commands.
-fn print_json(
-    repo: &git2::Repository,
-    name: &str,
-    conf: &Conference,
-    st: &State,
-    runner: Option<String>,
-    shown: &str,
-) -> Result<()> {
-    let mut value = serde_json::to_value(st)?;
-    if let Some(map) = value.as_object_mut() {
-        map.insert("runner_pid".into(), serde_json::json!(runner));
-        map.insert("shown_status".into(), serde_json::json!(shown));
-        map.insert(
-            "trusted".into(),
-            serde_json::json!(crate::trust::is_trusted(repo, name, &conf.config)),
-        );
-    }
+/// the commands (the same value `serve` answers `/api/<name>/status` with).
+fn print_json(repo: &git2::Repository, name: &str, conf: &Conference) -> Result<()> {
+    let value = crate::serve::views::status_json(repo, name, conf)?;
     crate::outln!("{}", serde_json::to_string_pretty(&value)?);
     Ok(())
 }

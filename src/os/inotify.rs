@@ -61,6 +61,22 @@ impl Inotify {
         Ok(wd)
     }
 
+    /// Blocks until the queue holds an event or `timeout` passes (None: no limit); true when
+    /// there is something to read. The caller sleeps in the kernel meanwhile, costing no CPU.
+    ///
+    /// Safety: `poll` gets one `pollfd` that lives on the stack across the call.
+    pub fn wait(&self, timeout: Option<std::time::Duration>) -> bool {
+        let mut fd = libc::pollfd {
+            fd: self.file.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
+        // SAFETY: see the doc comment.
+        let n = unsafe { libc::poll(&mut fd, 1, ms) };
+        n > 0 && fd.revents & libc::POLLIN != 0
+    }
+
     /// The events queued now, read with `buf` (which must hold at least one event with its
     /// name: 64 KiB does); None when the queue is empty or cannot be read.
     pub fn read_events(&self, buf: &mut [u8]) -> Option<Vec<Event>> {

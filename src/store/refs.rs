@@ -143,6 +143,19 @@ pub fn conference_name_from_events_ref(refname: &str) -> Option<&str> {
 /// The glob that lists every conference's event log.
 pub const EVENTS_GLOB: &str = "refs/conference/*/events";
 
+/// Names of the conferences in the repository (those with an event log), sorted.
+pub fn conference_names(repo: &git2::Repository) -> Result<Vec<String>, git2::Error> {
+    let mut names = Vec::new();
+    for r in repo.references_glob(EVENTS_GLOB)? {
+        let r = r?;
+        if let Some(name) = r.name().and_then(conference_name_from_events_ref) {
+            names.push(name.to_string());
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
 /// A name is usable in ref names and paths: lowercase letters, digits, `-`, `_`, `.` (not leading).
 pub fn is_valid_name(name: &str) -> bool {
     !name.is_empty()

@@ -1,0 +1,202 @@
+//! What the page and the JSON endpoints show, read through the conference's read-only view
+//! (`Conference::view`) and the engine's own readers of the state tree: the same data, and the
+//! same code, as `status`, `log` and the report, never a second parsing of the refs.
+
+use anyhow::Result;
+use git2::{Oid, Repository};
+use serde_json::{json, Value};
+
+use crate::engine::state::State;
+use crate::engine::Conference;
+use crate::model::AttemptRecord;
+
+/// The most of a diff the page gets (a larger one is cut, and says so).
+const MAX_DIFF: usize = 2 * 1024 * 1024;
+
+/// What `status --format json` prints: the state, the runner's pid, the status shown and whether
+/// this clone trusts the commands.
+pub fn status_json(repo: &Repository, name: &str, conf: &Conference) -> Result<Value> {
+    let st = conf.state();
+    let runner = crate::lock::runner(&conf.run_dir);
+    let shown = crate::lock::shown_status(&st.status, runner.as_deref());
+    let mut value = serde_json::to_value(&st)?;
+    if let Some(map) = value.as_object_mut() {
+        map.insert("runner_pid".into(), json!(runner));
+        map.insert("shown_status".into(), json!(shown));
+        map.insert(
+            "trusted".into(),
+            json!(crate::trust::is_trusted(repo, name, &conf.config)),
+        );
+    }
+    Ok(value)
+}
+
+/// The conferences of the repository, each with where it stands (the index page).
+pub fn conferences_json(repo: &Repository, names: &[String]) -> Value {
+    let rows: Vec<Value> = names
+        .iter()
+        .map(|name| match Conference::view(repo.path(), name) {
+            Ok(conf) => {
+                let st = conf.state();
+                json!({
+                    "name": name, "title": conf.config.title, "status": st.status,
+                    "phase": st.phase.label(), "round": st.round, "best": st.best.metric,
+                    "iterations": st.total_iterations, "events": st.events,
+                    "updated_at": st.updated_at,
+                })
+            }
+            Err(e) => json!({ "name": name, "error": format!("{e:#}") }),
+        })
+        .collect();
+    Value::Array(rows)
+}
+
+/// What the page shows beside the state: the config's title, metric and direction, the status
+/// lines on budgets, running time and the end, the devices, and the leases seen.
+pub fn summary_json(repo: &Repository, conf: &Conference) -> Value {
+    let st = conf.state();
+    let cfg = &conf.config;
+    let running = crate::lock::runner(&conf.run_dir).is_some();
+    let live = if running && st.machines.is_empty() {
+        seconds_since(&st.updated_at)
+    } else {
+        0.0
+    };
+    let leases: Vec<Value> = match st.phase {
+        crate::model::state::Phase::Done => Vec::new(),
+        _ => crate::remote::lease::seen(repo, &conf.refs)
+            .into_iter()
+            .map(|l| json!({"slot": l.slot, "holder": l.holder, "heartbeat_age_s": l.age_seconds}))
+            .collect(),
+    };
+    let metric = cfg.metric.as_ref();
+    json!({
+        "name": conf.name,
+        "title": cfg.title,
+        "goal": cfg.goal,
+        "metric": crate::engine::evaluate::metric_name(cfg),
+        "minimize": metric.is_some_and(|m| m.direction == crate::config::Direction::Minimize),
+        "target": metric.and_then(|m| m.target),
+        "max_rounds": cfg.max_rounds,
+        "budget_lines": crate::engine::budget::status_lines(cfg, &st),
+        "running_lines": crate::engine::budget::running_lines(cfg, &st, st.running_seconds() + live),
+        "running_seconds": st.running_seconds() + live,
+        "devices": cfg.environment.devices,
+        "leases": leases,
+        "now": crate::clock::now_iso(),
+    })
+}
+
+/// Seconds since an RFC 3339 time (0 when it does not parse).
+fn seconds_since(at: &str) -> f64 {
+    time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339)
+        .map(|t| crate::clock::now_unix().saturating_sub(t.unix_timestamp().max(0) as u64))
+        .unwrap_or(0) as f64
+}
+
+/// Every attempt of the conference, in the order recorded.
+pub fn attempts(conf: &Conference, st: &State) -> Result<Vec<AttemptRecord>> {
+    crate::engine::synthesis::all_attempts(conf, st)
+}
+
+/// The attempts from the `since`-th on (0 = all), each with its index `n`.
+pub fn attempts_json(all: &[AttemptRecord], since: usize) -> Value {
+    let rows: Vec<Value> = all
+        .iter()
+        .enumerate()
+        .skip(since)
+        .map(|(n, a)| {
+            let mut v = serde_json::to_value(a).unwrap_or(Value::Null);
+            if let Some(map) = v.as_object_mut() {
+                map.insert("n".into(), json!(n));
+            }
+            v
+        })
+        .collect();
+    Value::Array(rows)
+}
+
+/// Each round's peer review (the findings and their verdicts) and knowledge transfer (each
+/// pick and what became of it), with the best after the round.
+pub fn rounds_json(conf: &Conference, st: &State) -> Value {
+    let rounds: Vec<Value> = (1..=st.round)
+        .map(|round| {
+            json!({
+                "round": round,
+                "findings": crate::engine::synthesis::read_findings(conf, round),
+                "picks": crate::engine::transfer::read_picks(conf, round),
+                "best": st.round_bests.get(round as usize - 1).copied().flatten(),
+            })
+        })
+        .collect();
+    Value::Array(rounds)
+}
+
+/// The commit named in a URL, when it is one of this conference's attempts, its baseline or its
+/// best: nothing else of the repository is served.
+pub fn conference_commit(all: &[AttemptRecord], st: &State, hex: &str) -> Option<Oid> {
+    if hex.len() != 40 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let hex = hex.to_ascii_lowercase();
+    let known = all.iter().any(|a| a.commit == hex)
+        || st.baseline_commit == hex
+        || st.best.commit == hex;
+    known.then(|| Oid::from_str(&hex).ok()).flatten()
+}
+
+/// The change an attempt tried: its commit's diff against its parent, as a patch.
+pub fn diff_text(repo: &Repository, commit: Oid) -> Result<String> {
+    let commit = repo.find_commit(commit)?;
+    let parent_tree = match commit.parent(0) {
+        Ok(p) => Some(p.tree()?),
+        Err(_) => None,
+    };
+    let diff = repo.diff_tree_to_tree(parent_tree.as_ref(), Some(&commit.tree()?), None)?;
+    let mut out = Vec::new();
+    diff.print(git2::DiffFormat::Patch, |_, _, line| {
+        if matches!(line.origin(), '+' | '-' | ' ') {
+            out.push(line.origin() as u8);
+        }
+        out.extend_from_slice(line.content());
+        out.len() < MAX_DIFF
+    })
+    .ok();
+    let mut text = String::from_utf8_lossy(&out).into_owned();
+    if out.len() >= MAX_DIFF {
+        text.push_str("\n[diff cut at 2 MiB: see `git show` for the rest]\n");
+    }
+    Ok(text)
+}
+
+/// The conference note on a commit (`refs/notes/conference`), one JSON object per line.
+pub fn note_text(repo: &Repository, commit: Oid) -> Result<Option<String>> {
+    crate::store::notes::read_note(repo, commit)
+}
+
+/// JSON for inside a `<script>` element: every `<`, `>` and `&` escaped, and the two line
+/// separators JavaScript reads as line ends, so no string an agent wrote (`</script>`) can end
+/// the element or start markup.
+pub fn script_json(value: &Value) -> String {
+    serde_json::to_string(value)
+        .unwrap_or_else(|_| "null".into())
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+        .replace('\u{2028}', "\\u2028")
+        .replace('\u{2029}', "\\u2029")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_inside_the_page_cannot_end_its_script_element() {
+        let v = json!({"d": "</script><img src=x onerror=alert(1)> & \u{2028}"});
+        let s = script_json(&v);
+        assert!(!s.contains('<') && !s.contains('>') && !s.contains('&'));
+        let back: Value = serde_json::from_str(&s).unwrap();
+        assert_eq!(back, v);
+    }
+}

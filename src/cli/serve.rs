@@ -44,7 +44,11 @@ pub fn run(args: ServeArgs) -> Result<i32> {
         Some(text) => Some(crate::serve::watch::Fetch {
             every: crate::config::duration::parse_duration(text)
                 .filter(|d| !d.is_zero())
-                .ok_or_else(|| usage(format!("--fetch {text}: write an interval such as 10s or 1m")))?,
+                .ok_or_else(|| {
+                    usage(format!(
+                        "--fetch {text}: write an interval such as 10s or 1m"
+                    ))
+                })?,
             remote: args.remote.clone(),
         }),
     };
@@ -83,6 +87,8 @@ fn open_browser(url: &str) {
         .stderr(std::process::Stdio::null())
         .spawn();
     if let Err(e) = started {
-        crate::errln!("git-conference serve: cannot start {browser} ({e}); open the address above yourself");
+        crate::errln!(
+            "git-conference serve: cannot start {browser} ({e}); open the address above yourself"
+        );
     }
 }

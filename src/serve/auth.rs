@@ -133,7 +133,9 @@ mod tests {
         let host = ("host", "127.0.0.1:8765");
         assert_eq!(access.check(&request("GET", "/", &[host])), None);
         assert_eq!(
-            access.check(&request("GET", "/", &[("host", "evil.example:8765")])).map(|r| r.status),
+            access
+                .check(&request("GET", "/", &[("host", "evil.example:8765")]))
+                .map(|r| r.status),
             Some(403)
         );
         let post = |target: &str, origin: &str| {
@@ -142,8 +144,14 @@ mod tests {
                 .map(|r| r.status)
         };
         assert_eq!(post("/api/x/stop", "http://127.0.0.1:8765"), Some(401));
-        assert_eq!(post("/api/x/stop?token=bad", "http://127.0.0.1:8765"), Some(401));
-        assert_eq!(post("/api/x/stop?token=t0k", "http://evil.example"), Some(403));
+        assert_eq!(
+            post("/api/x/stop?token=bad", "http://127.0.0.1:8765"),
+            Some(401)
+        );
+        assert_eq!(
+            post("/api/x/stop?token=t0k", "http://evil.example"),
+            Some(403)
+        );
         assert_eq!(post("/api/x/stop?token=t0k", "http://127.0.0.1:8765"), None);
     }
 
@@ -154,7 +162,12 @@ mod tests {
             addr: "0.0.0.0:9000".parse().unwrap(),
         };
         let host = ("host", "192.0.2.7:9000");
-        assert_eq!(access.check(&request("GET", "/", &[host])).map(|r| r.status), Some(401));
+        assert_eq!(
+            access
+                .check(&request("GET", "/", &[host]))
+                .map(|r| r.status),
+            Some(401)
+        );
         assert_eq!(access.check(&request("GET", "/?token=t0k", &[host])), None);
         assert!(new_token().unwrap().len() == 32);
     }

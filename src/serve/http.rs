@@ -231,7 +231,10 @@ mod tests {
 
     #[test]
     fn a_request_head_is_read_with_its_decoded_path_and_query() {
-        let r = parse_head("GET /api/a%20b/attempts?since=3&token=x+y HTTP/1.1\r\nHost: h:1\r\nOrigin: http://h:1").unwrap();
+        let r = parse_head(
+            "GET /api/a%20b/attempts?since=3&token=x+y HTTP/1.1\r\nHost: h:1\r\nOrigin: http://h:1",
+        )
+        .unwrap();
         assert_eq!(r.method, "GET");
         assert_eq!(r.path, "/api/a b/attempts");
         assert_eq!(r.query["since"], "3");

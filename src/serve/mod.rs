@@ -91,7 +91,11 @@ async fn handle(shared: Arc<Shared>, mut stream: TcpStream) {
         return;
     }
     let segments: Vec<String> = request.path.split('/').map(str::to_string).collect();
-    if request.method == "GET" && segments.len() == 4 && segments[1] == "api" && segments[3] == "events" {
+    if request.method == "GET"
+        && segments.len() == 4
+        && segments[1] == "api"
+        && segments[3] == "events"
+    {
         let name = segments[2].clone();
         let git_dir = shared.git_dir.clone();
         let known = tokio::task::spawn_blocking(move || known_conference(&git_dir, &name))
@@ -153,13 +157,19 @@ fn known_conference(git_dir: &Path, name: &str) -> Option<String> {
 }
 
 fn not_found() -> Response {
-    Response::text(404, "not found: this server has the page (/), /c/<conference> and /api/… (see the README)")
+    Response::text(
+        404,
+        "not found: this server has the page (/), /c/<conference> and /api/… (see the README)",
+    )
 }
 
 /// Answers a GET (or refuses anything else).
 fn answer(git_dir: &Path, request: &Request) -> Response {
     if request.method != "GET" {
-        return Response::text(405, "only GET here (actions are POSTs to /api/<name>/steer, answer, stop)");
+        return Response::text(
+            405,
+            "only GET here (actions are POSTs to /api/<name>/steer, answer, stop)",
+        );
     }
     match answer_get(git_dir, request) {
         Ok(Some(r)) => r,
@@ -186,7 +196,12 @@ fn answer_get(git_dir: &Path, request: &Request) -> Result<Option<Response>> {
 }
 
 /// `/api/<name>/status|summary|attempts|rounds`.
-fn api(repo: &git2::Repository, name: &str, what: &str, request: &Request) -> Result<Option<Response>> {
+fn api(
+    repo: &git2::Repository,
+    name: &str,
+    what: &str,
+    request: &Request,
+) -> Result<Option<Response>> {
     let conf = crate::engine::Conference::view(repo.path(), name)?;
     let value = match what {
         "status" => views::status_json(repo, name, &conf)?,
@@ -197,7 +212,10 @@ fn api(repo: &git2::Repository, name: &str, what: &str, request: &Request) -> Re
                 None => 0,
                 Some(Ok(n)) => n,
                 Some(Err(_)) => {
-                    return Ok(Some(Response::text(400, "since must be a number of attempts (?since=120)")))
+                    return Ok(Some(Response::text(
+                        400,
+                        "since must be a number of attempts (?since=120)",
+                    )))
                 }
             };
             views::attempts_json(&views::attempts(&conf, &conf.state())?, since)
@@ -209,7 +227,12 @@ fn api(repo: &git2::Repository, name: &str, what: &str, request: &Request) -> Re
 
 /// `/api/<name>/diff/<commit>` and `/api/<name>/note/<commit>`, for the conference's own
 /// commits only.
-fn commit_view(repo: &git2::Repository, name: &str, what: &str, hex: &str) -> Result<Option<Response>> {
+fn commit_view(
+    repo: &git2::Repository,
+    name: &str,
+    what: &str,
+    hex: &str,
+) -> Result<Option<Response>> {
     if what != "diff" && what != "note" {
         return Ok(None);
     }

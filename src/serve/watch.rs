@@ -98,7 +98,11 @@ fn add_watches(common_dir: &Path, inotify: &Inotify) {
         common_dir.join("refs"),
         conferences.clone(),
     ];
-    for entry in std::fs::read_dir(&conferences).into_iter().flatten().flatten() {
+    for entry in std::fs::read_dir(&conferences)
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
         if entry.file_type().is_ok_and(|t| t.is_dir()) {
             dirs.push(entry.path());
         }

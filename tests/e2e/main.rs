@@ -25,6 +25,7 @@ mod research_loop;
 mod resume;
 mod rules;
 mod running_time;
+mod serve;
 mod snapshots_of_texts;
 mod trust;
 mod truth;

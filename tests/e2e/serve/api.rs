@@ -1,0 +1,258 @@
+//! The JSON endpoints, the stream, and the server's guards, over plain TCP.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::{http, paused_conference, Served};
+use crate::common::TestRepo;
+
+fn json(body: &str) -> Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
+}
+
+#[test]
+fn every_endpoint_answers_with_the_conference_data() {
+    let repo = TestRepo::complement_conference("api");
+    let served = Served::start(&repo, &["api"]);
+    assert!(
+        served
+            .url
+            .ends_with(&format!("/c/api?token={}", served.token)),
+        "{}",
+        served.url
+    );
+
+    // /api/<name>/status is what `status --format json` prints.
+    let (code, body) = served.get("/api/api/status");
+    assert_eq!(code, 200);
+    let printed = repo.conference(&["status", "api", "--format", "json"]).ok();
+    assert_eq!(json(&body), json(&printed.stdout));
+
+    let (code, body) = served.get("/api/conferences");
+    assert_eq!(code, 200);
+    assert_eq!(json(&body)[0]["name"], "api");
+
+    // Every attempt, in order, each with its index; ?since=N from the N-th on.
+    let all = json(&served.get("/api/api/attempts").1);
+    let all = all.as_array().unwrap();
+    let st = repo.status_json("api");
+    assert_eq!(all.len() as u64, st["total_iterations"].as_u64().unwrap());
+    assert_eq!(all.len(), 4);
+    let later = json(&served.get("/api/api/attempts?since=3").1);
+    assert_eq!(later.as_array().unwrap().len(), 1);
+    assert_eq!(later[0]["n"], 3);
+    assert_eq!(later[0]["commit"], all[3]["commit"]);
+    assert_eq!(served.get("/api/api/attempts?since=x").0, 400);
+
+    // An attempt's diff is git's change of its commit; its note is git's note.
+    let commit = all[0]["commit"].as_str().unwrap();
+    let (code, diff) = served.get(&format!("/api/api/diff/{commit}"));
+    assert_eq!(code, 200);
+    let git_diff = repo.git(&["show", "--format=", commit]);
+    for line in git_diff.lines().filter(|l| l.starts_with(['+', '-'])) {
+        assert!(
+            diff.contains(line),
+            "{line:?} missing from the served diff:\n{diff}"
+        );
+    }
+    let (code, note) = served.get(&format!("/api/api/note/{commit}"));
+    assert_eq!(code, 200);
+    assert_eq!(
+        note.trim(),
+        repo.git(&["notes", "--ref", "conference", "show", commit])
+            .trim()
+    );
+
+    // Review and transfer per round; budgets, time and the metric.
+    let rounds = json(&served.get("/api/api/rounds").1);
+    assert_eq!(rounds[0]["round"], 1);
+    assert_eq!(rounds[0]["findings"].as_array().unwrap().len(), 2);
+    assert!(!rounds[0]["picks"].as_array().unwrap().is_empty());
+    let summary = json(&served.get("/api/api/summary").1);
+    assert_eq!(summary["metric"], "score");
+    assert_eq!(summary["minimize"], true);
+    assert!(summary["running_lines"][0]
+        .as_str()
+        .unwrap()
+        .starts_with("Running:"));
+
+    // The page carries its first paint's data; the index lists the conferences.
+    let (code, page) = served.get("/c/api");
+    assert_eq!(code, 200);
+    assert!(page.contains("\"total_iterations\":4"), "{page}");
+    let (code, index) = served.get("/");
+    assert_eq!(code, 200);
+    assert!(index.contains("\"conferences\":[{"));
+}
+
+#[test]
+fn the_events_stream_carries_each_event_as_it_is_recorded() {
+    let repo = paused_conference("live");
+    let served = Served::start(&repo, &[]);
+    let before = repo.status_json("live")["events"].as_u64().unwrap();
+    let mut stream = TcpStream::connect(&served.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    use std::io::Write;
+    write!(
+        stream,
+        "GET /api/live/events HTTP/1.1\r\nHost: {}\r\n\r\n",
+        served.addr
+    )
+    .unwrap();
+    let mut lines = BufReader::new(stream).lines();
+    assert!(lines.next().unwrap().unwrap().starts_with("HTTP/1.1 200"));
+    // Connected: nothing recorded yet, then the resume records round 2.
+    while lines.next().unwrap().unwrap() != ": connected" {}
+    let resumed = repo.conference(&["resume", "live"]);
+    assert_eq!(resumed.code, 0, "{}{}", resumed.stdout, resumed.stderr);
+    let after = repo.status_json("live")["events"].as_u64().unwrap();
+    let (mut ids, mut names) = (Vec::new(), Vec::new());
+    while names.len() < ids.len() || ids.last() != Some(&after) {
+        let line = lines.next().unwrap().unwrap();
+        if let Some(id) = line.strip_prefix("id: ") {
+            ids.push(id.parse::<u64>().unwrap());
+        } else if let Some(data) = line.strip_prefix("data: ") {
+            names.push(json(data)["event"].as_str().unwrap().to_string());
+        }
+    }
+    // Every event after the pause, once, in order, each the seed's JSON line.
+    assert_eq!(ids, ((before + 1)..=after).collect::<Vec<_>>());
+    assert_eq!(names.len(), ids.len());
+    assert_eq!(
+        names.first().map(String::as_str),
+        Some("conference.resumed")
+    );
+    assert!(names.iter().any(|n| n == "researcher.iteration"));
+    assert_eq!(
+        names.last().map(String::as_str),
+        Some("conference.completed")
+    );
+}
+
+#[test]
+fn actions_need_the_token_and_the_servers_own_origin() {
+    let repo = TestRepo::complement_conference("guard");
+    let served = Served::start(&repo, &["guard"]);
+    let origin = format!("http://{}", served.addr);
+    let with = format!("/api/guard/stop?token={}", served.token);
+    let post =
+        |path: &str, headers: &[(&str, &str)]| http(&served.addr, "POST", path, headers, "{}").0;
+    assert_eq!(post("/api/guard/stop", &[("Origin", &origin)]), 401);
+    assert_eq!(
+        post("/api/guard/stop?token=0000", &[("Origin", &origin)]),
+        401
+    );
+    assert_eq!(post(&with, &[]), 403);
+    assert_eq!(post(&with, &[("Origin", "http://evil.example")]), 403);
+    // A page of another site whose name points at 127.0.0.1 (DNS rebinding) reads nothing.
+    let (code, _) = http(
+        &served.addr,
+        "GET",
+        "/api/guard/status",
+        &[("Host", "evil.example")],
+        "",
+    );
+    assert_eq!(code, 403);
+    // On 127.0.0.1 reading needs no token.
+    assert_eq!(served.get("/api/guard/status").0, 200);
+}
+
+#[test]
+fn another_address_than_loopback_needs_the_token_for_every_request() {
+    let repo = TestRepo::complement_conference("open");
+    let served = Served::start(&repo, &["open", "--bind", "0.0.0.0"]);
+    for path in [
+        "/",
+        "/c/open",
+        "/api/open/status",
+        "/api/open/attempts",
+        "/api/open/events",
+    ] {
+        assert_eq!(served.get(path).0, 401, "{path} without the token");
+    }
+    let (code, _) = served.get(&format!("/api/open/status?token={}", served.token));
+    assert_eq!(code, 200);
+    let (code, _) = http(
+        &served.addr,
+        "GET",
+        "/api/open/status",
+        &[("X-Conference-Token", &served.token)],
+        "",
+    );
+    assert_eq!(code, 200);
+}
+
+#[test]
+fn url_paths_name_only_conferences_and_their_commits_never_files() {
+    let repo = TestRepo::complement_conference("paths");
+    // A commit of the repository that is not the conference's.
+    repo.write("other.txt", "secret\n");
+    repo.commit_all("not the conference's");
+    let other = repo.git(&["rev-parse", "HEAD"]).trim().to_string();
+    let served = Served::start(&repo, &["paths"]);
+    for path in [
+        "/../../../../etc/passwd",
+        "/etc/passwd",
+        "/c/..%2f..%2fetc%2fpasswd",
+        "/api/..%2f..%2f/status",
+        "/api/%2e%2e/status",
+        "/api/paths/../paths/status",
+        "/api/paths/diff/..%2f..%2fconfig",
+        "/api/paths/note/HEAD",
+        "/api/nope/status",
+        "/api/conference.md",
+        &format!("/api/paths/diff/{other}"),
+        &format!("/api/paths/note/{other}"),
+    ] {
+        let (code, body) = served.get(path);
+        assert_eq!(code, 404, "{path}: {body}");
+        assert!(
+            !body.contains("secret") && !body.contains("root:"),
+            "{path}: {body}"
+        );
+    }
+    let (code, _) = http(&served.addr, "GET", "/api/paths/status", &[], "");
+    assert_eq!(code, 200);
+}
+
+#[test]
+fn serve_costs_no_cpu_between_events() {
+    let repo = TestRepo::complement_conference("idle");
+    let served = Served::start(&repo, &["idle"]);
+    assert_eq!(served.get("/c/idle").0, 200);
+    // An open stream, as a page keeps one.
+    let _stream = TcpStream::connect(&served.addr).and_then(|mut s| {
+        use std::io::Write;
+        write!(
+            s,
+            "GET /api/idle/events HTTP/1.1\r\nHost: {}\r\n\r\n",
+            served.addr
+        )?;
+        Ok(s)
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let ticks = || {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", served.pid())).unwrap();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .unwrap()
+            .1
+            .split_whitespace()
+            .collect();
+        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+    };
+    let (start, at) = (ticks(), Instant::now());
+    std::thread::sleep(Duration::from_secs(3));
+    let used = ticks() - start;
+    // A clock tick is 10 ms: no more than one in three seconds of waiting.
+    assert!(
+        used <= 1,
+        "serve used {used} ticks of CPU in {:?} without an event",
+        at.elapsed()
+    );
+}

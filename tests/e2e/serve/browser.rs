@@ -1,0 +1,132 @@
+//! The page in a real headless Chromium: it shows a running conference, follows its events
+//! without a reload, opens an attempt's diff, and keeps what agents wrote as text.
+
+use std::time::{Duration, Instant};
+
+use super::webdriver::Browser;
+use super::{markup_conference, paused_conference, Served, XSS_IMG, XSS_SCRIPT};
+
+/// Where the page's screenshot is kept (printed by the test that takes it).
+fn artifact(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name)
+}
+
+#[test]
+#[cfg_attr(
+    not(has_chromium),
+    ignore = "needs Chromium and ChromeDriver: .ci/run installs them"
+)]
+fn the_page_follows_a_running_conference_and_opens_a_diff() {
+    let repo = paused_conference("watched");
+    let served = Served::start(&repo, &["watched"]);
+    let browser = Browser::start();
+    browser.open(&served.url);
+    // Its researchers, from the first paint.
+    let (rows, _) = browser.wait_for(
+        "return [...document.querySelectorAll('#researchers tr')].slice(1).map(r => r.cells[0].textContent).join(',')",
+        Duration::from_secs(10),
+    );
+    assert_eq!(rows, "A,B");
+    browser.wait_for(
+        "return document.getElementById('live').textContent === 'live'",
+        Duration::from_secs(10),
+    );
+    browser.run("window.notReloaded = true; return 1");
+
+    // Round 2 runs; once its last event is recorded, the page shows it within 2 s, unreloaded.
+    let resumed = repo.conference(&["resume", "watched"]);
+    assert_eq!(resumed.code, 0, "{}{}", resumed.stdout, resumed.stderr);
+    let recorded = Instant::now();
+    let events = repo.status_json("watched")["events"].as_u64().unwrap();
+    let (_, took) = browser.wait_for(
+        &format!(
+            "return document.getElementById('headline').textContent.includes('{events} events')"
+        ),
+        Duration::from_secs(10),
+    );
+    let shown = recorded.elapsed();
+    assert!(
+        shown <= Duration::from_secs(2),
+        "the last event reached the page after {shown:?} ({took:?} of waiting)"
+    );
+    assert_eq!(browser.run("return window.notReloaded === true"), true);
+    assert_eq!(
+        browser.run("return [...document.querySelectorAll('#events li code')].some(c => c.textContent === 'conference.completed')"),
+        true
+    );
+    assert_eq!(
+        browser.run("return document.querySelectorAll('#attempts tr.attempt').length"),
+        8
+    );
+
+    // A row opens its attempt's diff (from git) and note.
+    let commit = browser.run("const r = document.querySelector('#attempts tr.attempt'); r.click(); return r.cells[11].textContent");
+    let commit = commit.as_str().unwrap().to_string();
+    let (diff, _) = browser.wait_for(
+        "const d = document.getElementById('diff'); return d && d.textContent.startsWith('diff --git') && d.textContent",
+        Duration::from_secs(10),
+    );
+    let full = repo.git(&["rev-parse", &commit]).trim().to_string();
+    let git_diff = repo.git(&["show", "--format=", &full]);
+    let changed: Vec<&str> = git_diff
+        .lines()
+        .filter(|l| l.starts_with(['+', '-']))
+        .collect();
+    assert!(!changed.is_empty());
+    for line in changed {
+        assert!(
+            diff.as_str().unwrap().contains(line),
+            "{line:?} not in the page's diff: {diff}"
+        );
+    }
+    let (note, _) = browser.wait_for("return document.getElementById('note').textContent.includes('verdict') && document.getElementById('note').textContent", Duration::from_secs(10));
+    assert!(note.as_str().unwrap().contains(&full));
+
+    let png = browser.screenshot();
+    assert!(png.starts_with(b"\x89PNG"));
+    let path = artifact("serve-page.png");
+    std::fs::write(&path, png).unwrap();
+    println!("screenshot of the page: {}", path.display());
+}
+
+#[test]
+#[cfg_attr(
+    not(has_chromium),
+    ignore = "needs Chromium and ChromeDriver: .ci/run installs them"
+)]
+fn markup_that_agents_wrote_stays_text_in_the_browser() {
+    let repo = markup_conference("markup");
+    let served = Served::start(&repo, &["markup"]);
+    let browser = Browser::start();
+    browser.open(&served.url);
+    let (count, _) = browser.wait_for(
+        "return document.querySelectorAll('#attempts tr.attempt').length",
+        Duration::from_secs(10),
+    );
+    assert_eq!(count, 2);
+    // Both descriptions are on the page as the very characters the agent wrote…
+    let cells = browser.run("return [...document.querySelectorAll('#attempts tr.attempt')].map(r => r.cells[12].textContent)");
+    let cells: Vec<String> = serde_json::from_value(cells).unwrap();
+    assert!(cells.contains(&XSS_IMG.to_string()), "{cells:?}");
+    assert!(cells.contains(&XSS_SCRIPT.to_string()), "{cells:?}");
+    // …and nothing of them became markup: no image, no script beyond the page's two, no alert.
+    browser.run("document.querySelectorAll('#attempts tr.attempt')[0].click(); return 1");
+    browser.wait_for("const d = document.getElementById('diff'); return d && d.textContent.startsWith('diff --git')", Duration::from_secs(10));
+    browser.run("document.querySelectorAll('#attempts tr.attempt')[1].click(); return 1");
+    browser.wait_for(
+        "const d = document.getElementById('note'); return d && d.textContent.includes('verdict')",
+        Duration::from_secs(10),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(browser.alert(), None, "an alert opened");
+    assert_eq!(
+        browser.run("return document.querySelectorAll('img').length"),
+        0
+    );
+    assert_eq!(
+        browser.run("return document.querySelectorAll('script').length"),
+        2
+    );
+    let detail = browser.run("return document.getElementById('attempt-detail').textContent");
+    assert!(detail.as_str().unwrap().contains("<"), "{detail}");
+}

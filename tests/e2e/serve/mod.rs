@@ -1,0 +1,176 @@
+//! `git conference serve` (issue #25): the JSON endpoints and the stream (`api`), the page in a
+//! real headless Chromium (`browser`, through `webdriver`), and a conference of 10,000 attempts
+//! (`big`). Each test starts the real binary on a free port and talks to it over TCP.
+
+mod api;
+mod big;
+mod browser;
+pub mod grow;
+mod webdriver;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use crate::common::{ConfigBuilder, TestRepo};
+
+/// A running `git conference serve`, stopped (by its pid) when dropped.
+pub struct Served {
+    child: Child,
+    /// `127.0.0.1:<port>`
+    pub addr: String,
+    pub token: String,
+    /// The address it printed.
+    pub url: String,
+}
+
+impl Served {
+    /// Starts `git-conference serve <args> --port 0` in `repo` and waits for its address.
+    pub fn start(repo: &TestRepo, args: &[&str]) -> Served {
+        let mut child = repo
+            .command(env!("CARGO_BIN_EXE_git-conference"))
+            .arg("serve")
+            .args(args)
+            .args(["--port", "0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line
+            .trim()
+            .strip_prefix("Serving ")
+            .unwrap_or_else(|| panic!("serve printed {line:?}"))
+            .to_string();
+        let rest = url.strip_prefix("http://").unwrap();
+        let addr = rest[..rest.find('/').unwrap()].to_string();
+        let token = url.split("token=").nth(1).unwrap().to_string();
+        Served {
+            child,
+            addr,
+            token,
+            url,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// GET `path` with this server's own Host; (status, body).
+    pub fn get(&self, path: &str) -> (u16, String) {
+        http(&self.addr, "GET", path, &[], "")
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One HTTP/1.1 request over a fresh connection (`Host` is `addr` unless `headers` name one);
+/// (status, body).
+pub fn http(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut head = format!("{method} {path} HTTP/1.1\r\n");
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        head.push_str(&format!("Host: {addr}\r\n"));
+    }
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str(&format!(
+        "Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    ));
+    stream.write_all(head.as_bytes()).unwrap();
+    // Read the head, then as much body as it announces (ChromeDriver keeps the connection
+    // open), or up to the end.
+    let mut reader = BufReader::new(stream);
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap() == 0 || line == "\r\n" {
+            break;
+        }
+        head.push_str(&line);
+    }
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP status in {head:?}"));
+    let length = head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case("content-length")
+            .then(|| v.trim().parse::<usize>().ok())?
+    });
+    let mut body = Vec::new();
+    match length {
+        Some(n) => {
+            body.resize(n, 0);
+            reader.read_exact(&mut body).unwrap();
+        }
+        None => {
+            reader.read_to_end(&mut body).unwrap();
+        }
+    }
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// A conference of two researchers (the complement fixture) paused after round 1 of 2: `resume`
+/// then records round 2's events while a test watches.
+pub fn paused_conference(name: &str) -> TestRepo {
+    let repo = TestRepo::from_fixture("complement");
+    let config = ConfigBuilder::new("Live", "./agent.sh")
+        .count(2)
+        .iterations(2)
+        .rounds(2)
+        .constraint("- **Pause every:** 1")
+        .build();
+    let run = repo.start(name, &config);
+    assert_eq!(
+        run.code, 3,
+        "paused after round 1: {}{}",
+        run.stdout, run.stderr
+    );
+    repo
+}
+
+/// A conference of one researcher whose two attempts describe themselves as markup: an image
+/// whose error handler alerts, and the end of a script element followed by a script.
+pub const XSS_IMG: &str = "<img src=x onerror=alert(1)>";
+pub const XSS_SCRIPT: &str = "</script><script>alert(2)</script>";
+
+pub fn markup_conference(name: &str) -> TestRepo {
+    let repo = TestRepo::from_fixture("complement");
+    repo.write_executable(
+        "markup.sh",
+        &format!(
+            "#!/bin/sh\nv=$(cat a.txt)\necho $((v - 1)) > a.txt\nif [ \"$CONFERENCE_ITERATION\" = 1 ]; then\n  echo '{XSS_IMG}' > \"$CONFERENCE_NOTE_FILE\"\nelse\n  echo '{XSS_SCRIPT}' > \"$CONFERENCE_NOTE_FILE\"\nfi\n"
+        ),
+    );
+    repo.commit_all("markup agent");
+    let config = ConfigBuilder::new("Markup", "./markup.sh")
+        .iterations(2)
+        .rounds(1)
+        .build();
+    repo.start(name, &config).ok();
+    repo
+}

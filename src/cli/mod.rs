@@ -16,6 +16,7 @@ pub mod report;
 pub mod run;
 mod settings;
 mod status;
+mod talk;
 mod trust;
 
 use std::path::{Path, PathBuf};
@@ -59,6 +60,10 @@ pub enum Command {
     List(list::ListArgs),
     Trust(trust::TrustArgs),
     Demo(demo::DemoArgs),
+    Steer(talk::SteerArgs),
+    Answer(talk::AnswerArgs),
+    Stop(talk::StopArgs),
+    Approve(talk::ApproveArgs),
     #[command(name = "man")]
     Manual(man::InstallArgs),
     #[command(name = "__man", hide = true)]
@@ -97,6 +102,10 @@ pub fn main() -> i32 {
         Command::List(a) => list::run(a),
         Command::Trust(a) => trust::run(a),
         Command::Demo(a) => demo::run(a, quiet),
+        Command::Steer(a) => talk::steer(a),
+        Command::Answer(a) => talk::answer(a),
+        Command::Stop(a) => talk::stop(a),
+        Command::Approve(a) => talk::approve(a),
         Command::Manual(a) => man::install(a),
         Command::Man(a) => man::run(a),
     };

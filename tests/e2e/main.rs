@@ -26,6 +26,7 @@ mod resume;
 mod rules;
 mod running_time;
 mod snapshots_of_texts;
+mod talk;
 mod trust;
 mod truth;
 mod tune;

@@ -4,6 +4,7 @@
 mod apply;
 mod clean;
 mod clean_refs;
+mod completion;
 mod demo;
 mod effective;
 mod init;
@@ -64,6 +65,7 @@ pub enum Command {
     Answer(talk::AnswerArgs),
     Stop(talk::StopArgs),
     Approve(talk::ApproveArgs),
+    Completion(completion::CompletionArgs),
     #[command(name = "man")]
     Manual(man::InstallArgs),
     #[command(name = "__man", hide = true)]
@@ -106,6 +108,7 @@ pub fn main() -> i32 {
         Command::Answer(a) => talk::answer(a),
         Command::Stop(a) => talk::stop(a),
         Command::Approve(a) => talk::approve(a),
+        Command::Completion(a) => completion::run(a),
         Command::Manual(a) => man::install(a),
         Command::Man(a) => man::run(a),
     };

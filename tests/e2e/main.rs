@@ -6,6 +6,7 @@ mod agents;
 mod cli_docs;
 mod code_layout;
 mod common;
+mod completion;
 mod conference;
 mod demo;
 mod format;

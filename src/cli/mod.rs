@@ -4,6 +4,7 @@
 mod apply;
 mod clean;
 mod clean_refs;
+mod completion;
 mod demo;
 mod effective;
 mod init;
@@ -17,6 +18,7 @@ pub mod run;
 mod serve;
 mod settings;
 mod status;
+mod talk;
 mod trust;
 
 use std::path::{Path, PathBuf};
@@ -61,6 +63,11 @@ pub enum Command {
     Trust(trust::TrustArgs),
     Demo(demo::DemoArgs),
     Serve(serve::ServeArgs),
+    Steer(talk::SteerArgs),
+    Answer(talk::AnswerArgs),
+    Stop(talk::StopArgs),
+    Approve(talk::ApproveArgs),
+    Completion(completion::CompletionArgs),
     #[command(name = "man")]
     Manual(man::InstallArgs),
     #[command(name = "__man", hide = true)]
@@ -100,6 +107,11 @@ pub fn main() -> i32 {
         Command::Trust(a) => trust::run(a),
         Command::Demo(a) => demo::run(a, quiet),
         Command::Serve(a) => serve::run(a),
+        Command::Steer(a) => talk::steer(a),
+        Command::Answer(a) => talk::answer(a),
+        Command::Stop(a) => talk::stop(a),
+        Command::Approve(a) => talk::approve(a),
+        Command::Completion(a) => completion::run(a),
         Command::Manual(a) => man::install(a),
         Command::Man(a) => man::run(a),
     };

@@ -628,6 +628,20 @@ fn rebase_target(repo: &git2::Repository, conf: &Conference, rev: &str) -> Resul
     Ok(commit.id())
 }
 
+/// Records what `steer`, `answer`, `stop` and `approve` ask while the conference runs (see
+/// `engine::talk`), between its own recording points too.
+async fn take_requests_while_running(conf: Arc<Conference>) {
+    loop {
+        tokio::time::sleep(crate::engine::talk::POLL).await;
+        let conf = conf.clone();
+        let taken =
+            tokio::task::spawn_blocking(move || crate::engine::talk::take_requests(&conf)).await;
+        if let Ok(Err(e)) = taken {
+            crate::errln!("git-conference: {e:#}");
+        }
+    }
+}
+
 pub(super) fn run_engine(conf: Conference) -> Result<i32> {
     if let Some(link) = conf.link() {
         let _ = CONTINUE_WITH.set(format!("git conference join {} {}", link.remote, conf.name));
@@ -648,6 +662,7 @@ pub(super) fn run_engine(conf: Conference) -> Result<i32> {
             crate::errln!("\ngit-conference: stopping (agents and evaluations are being killed); press Ctrl-C again to exit at once");
             crate::exec::process::cancel_all();
         });
+        tokio::spawn(take_requests_while_running(conf.clone()));
         driver::drive(conf.clone()).await
     });
     let flushed = conf.flush_notes();
@@ -669,6 +684,10 @@ pub(super) fn run_engine(conf: Conference) -> Result<i32> {
         }
         RunOutcome::Paused => {
             crate::outln!("Conference `{name}` paused after round {} (pause_every). Continue with `git conference resume {name}`.", st.round);
+            Ok(EXIT_PAUSED)
+        }
+        RunOutcome::Waiting(why) => {
+            crate::outln!("Conference `{name}` paused: {why}");
             Ok(EXIT_PAUSED)
         }
         RunOutcome::Interrupted => {

@@ -36,7 +36,13 @@ pub fn run(args: StatusArgs) -> Result<i32> {
         print_json(&repo, &name, &conf)?;
         return Ok(0);
     }
+    for line in crate::render::talk::status_top(&st, &name) {
+        crate::outln!("{line}");
+    }
     print_summary(&name, &conf, &st, &shown);
+    for line in crate::render::talk::status_guidance(&st) {
+        crate::outln!("{line}");
+    }
     print_running(&conf, &st, runner.is_some());
     print_researchers(&st);
     print_machines(&repo, &conf, &st);

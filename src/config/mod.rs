@@ -57,6 +57,34 @@ pub enum Mode {
     Qualitative,
 }
 
+/// `- mode:` under `## Researchers`: whether the conference ever waits for a person.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LoopMode {
+    /// Never asks: questions are answered when people answer them, the loop goes on.
+    #[default]
+    Agentic,
+    /// Pauses (exit 3) before knowledge transfer puts findings on best, when every researcher
+    /// is stalled, and on a blocking question (DESIGN.md §10).
+    HumanInTheLoop,
+}
+
+impl LoopMode {
+    /// The word conference.md writes.
+    pub fn parse(value: &str) -> Option<LoopMode> {
+        match value
+            .trim()
+            .to_lowercase()
+            .replace([' ', '_'], "-")
+            .as_str()
+        {
+            "agentic" => Some(LoopMode::Agentic),
+            "human-in-the-loop" => Some(LoopMode::HumanInTheLoop),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Direction {
@@ -195,6 +223,9 @@ pub struct Config {
     /// `## Environment`: setup command, shared paths, devices (see `environment`).
     #[serde(default)]
     pub environment: environment::Environment,
+    /// `- mode:` under `## Researchers` (agentic unless it says human-in-the-loop).
+    #[serde(default)]
+    pub loop_mode: LoopMode,
 }
 
 /// Bytes of the Goal's brief a prompt holds; a longer file is cut at a line, with a line saying

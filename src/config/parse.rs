@@ -156,6 +156,11 @@ pub static SECTIONS: &[SectionSpec] = &[
                 "- **Iterations per round:** 5",
             ),
             key("Max rounds", &["rounds"], "- **Max rounds:** 4"),
+            key(
+                "Mode",
+                &["loop mode"],
+                "- **Mode:** agentic   (or: human-in-the-loop)",
+            ),
         ],
     },
     SectionSpec {

@@ -214,7 +214,19 @@ impl<'a> Validator<'a> {
             shared_knowledge,
             context: self.text(S::Context),
             environment,
+            loop_mode: self.loop_mode(),
         })
+    }
+
+    /// `- mode: agentic | human-in-the-loop` under `## Researchers` (agentic when absent).
+    fn loop_mode(&mut self) -> super::LoopMode {
+        self.value(
+            S::Researchers,
+            "Mode",
+            "must be agentic or human-in-the-loop",
+            super::LoopMode::parse,
+        )
+        .map_or(super::LoopMode::Agentic, |(v, _, _)| v)
     }
 
     /// Iterations per round and max rounds, each agreed with the gate and required in one of them.
@@ -1134,6 +1146,7 @@ Make it fast.
             shared_knowledge: vec![],
             context: s("- benches/README.md explains the benchmark."),
             environment: Default::default(),
+            loop_mode: Default::default(),
         };
         assert_eq!(c, expected);
         assert_eq!(c.devils_advocate_id().as_deref(), Some("C"));

@@ -26,6 +26,10 @@ pub async fn drive(conf: Arc<Conference>) -> Result<RunOutcome> {
         if process::cancelled() {
             return Ok(RunOutcome::Interrupted);
         }
+        super::talk::take_requests(&conf)?;
+        if let Some(waiting) = super::talk::pause_needed(&conf, &conf.state())? {
+            return super::talk::pause_for(&conf, waiting);
+        }
         if let Some(outcome) = step(&conf).await? {
             return Ok(outcome);
         }
@@ -262,6 +266,7 @@ fn pause(conf: &Conference) -> Result<()> {
         Event::Paused(events::Paused {
             round: st.round,
             pause_every: conf.config.pause_every,
+            waits_for: None,
         }),
         &format!("paused after round {}", st.round),
         vec![],

@@ -36,6 +36,7 @@ pub use crate::model::state;
 pub mod stop;
 pub mod stored;
 pub mod synthesis;
+pub mod talk;
 pub mod transfer;
 pub mod workspace;
 
@@ -63,6 +64,9 @@ pub enum RunOutcome {
     Completed(String),
     Paused,
     Interrupted,
+    /// Paused for what the sentence says (`git conference stop`, or a person's decision in
+    /// human-in-the-loop mode): exit 3, like `pause_every`.
+    Waiting(String),
 }
 
 /// A git lock file shared with other processes (notes, packed-refs) that has stayed this long is
@@ -866,5 +870,12 @@ fn initial_state(name: &str, config: &Config, base: Oid, now: &str) -> State {
         stopped_seconds: 0,
         recorded_running_seconds: Some(0.0),
         machines: Default::default(),
+        guidance: vec![],
+        questions: vec![],
+        requests: vec![],
+        stop_requested: false,
+        waiting: None,
+        approvals: vec![],
+        stall_paused_round: 0,
     }
 }

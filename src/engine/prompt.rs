@@ -8,6 +8,7 @@ use std::fmt::Write;
 
 use super::briefing::{self, Briefing};
 use crate::config::{Config, Strategy, BRIEF_BYTES};
+use crate::model::talk::{GuidanceNote, OpenQuestion};
 
 /// Bytes the shared knowledge may take in a prompt (the newest findings are kept).
 pub const KNOWLEDGE_BYTES: usize = 6 * 1024;
@@ -31,7 +32,20 @@ pub struct PromptContext<'a> {
     pub frozen: &'a [String],
     /// The Goal's brief (`- brief: program.md`), already within its budget.
     pub brief: Option<&'a Brief>,
+    /// Guidance people gave (`git conference steer`), oldest first.
+    pub guidance: &'a [GuidanceNote],
+    /// Every question asked so far (the answered ones go to the prompt).
+    pub questions: &'a [OpenQuestion],
+    /// Human-in-the-loop mode: a blocking question pauses the conference.
+    pub human_in_the_loop: bool,
 }
+
+/// Pieces of guidance a prompt holds at most (the newest), each cut to [`TALK_CHARS`].
+pub const GUIDANCE_IN_PROMPT: usize = 5;
+/// Answered questions a prompt holds at most (the newest answers).
+pub const ANSWERS_IN_PROMPT: usize = 5;
+/// Characters of one piece of guidance, question or answer a prompt holds.
+pub const TALK_CHARS: usize = 600;
 
 /// The Goal's brief as a prompt shows it: the file's path and its text, cut to
 /// [`BRIEF_BYTES`] at a line, with a line saying how much was left out.
@@ -118,6 +132,8 @@ pub fn render(p: &PromptContext) -> String {
     write_task(&mut s, p);
     write_background(&mut s, p.config);
     write_focus(&mut s, p);
+    write_guidance(&mut s, p.guidance);
+    write_answers(&mut s, p.questions);
     write_search_space(&mut s, p);
     write_knowledge(&mut s, p);
     write_signals(&mut s, p);
@@ -129,7 +145,70 @@ pub fn render(p: &PromptContext) -> String {
          evaluation command is `{}`; the conference measures, keeps or reverts your change.",
         p.config.evaluation.command
     );
+    let _ = writeln!(
+        s,
+        "\nTo ask the humans running the conference a question, end your note with a line \
+         `QUESTION: …` (one question per line). Answers reach your prompt in a later iteration; {}",
+        if p.human_in_the_loop {
+            "the conference does not wait for them, unless you write `QUESTION (blocking): …`, \
+             which pauses it until a human answers."
+        } else {
+            "the conference does not wait for them: go on with your best judgement."
+        }
+    );
     s
+}
+
+/// `text` within [`TALK_CHARS`], on one line.
+fn said(text: &str) -> String {
+    super::reasons::one_line(text, TALK_CHARS)
+}
+
+/// The guidance in force, newest first, at most [`GUIDANCE_IN_PROMPT`] pieces.
+fn write_guidance(s: &mut String, guidance: &[GuidanceNote]) {
+    if guidance.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "## Guidance from the humans (newest first; follow it)");
+    for g in guidance.iter().rev().take(GUIDANCE_IN_PROMPT) {
+        let _ = writeln!(s, "- (round {}) {}", g.round, said(&g.text));
+    }
+    if guidance.len() > GUIDANCE_IN_PROMPT {
+        let _ = writeln!(
+            s,
+            "({} earlier pieces of guidance omitted)",
+            guidance.len() - GUIDANCE_IN_PROMPT
+        );
+    }
+    s.push('\n');
+}
+
+/// The agents' questions the humans answered, newest first, at most [`ANSWERS_IN_PROMPT`].
+fn write_answers(s: &mut String, questions: &[OpenQuestion]) {
+    let answered: Vec<&OpenQuestion> = questions.iter().filter(|q| !q.is_open()).collect();
+    if answered.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "## Answers to the researchers' questions (newest first)");
+    for q in answered.iter().rev().take(ANSWERS_IN_PROMPT) {
+        let _ = writeln!(
+            s,
+            "- {} (researcher {}, round {}): {}\n  Answer: {}",
+            q.id,
+            q.researcher,
+            q.round,
+            said(&q.text),
+            said(q.answer.as_deref().unwrap_or(""))
+        );
+    }
+    if answered.len() > ANSWERS_IN_PROMPT {
+        let _ = writeln!(
+            s,
+            "({} earlier answers omitted)",
+            answered.len() - ANSWERS_IN_PROMPT
+        );
+    }
+    s.push('\n');
 }
 
 /// Who the researcher is, the goal, the metric (or criteria) and the current best.
@@ -393,6 +472,9 @@ metric
             devils_advocate: false,
             frozen: &frozen,
             brief: None,
+            guidance: &[],
+            questions: &[],
+            human_in_the_loop: false,
         });
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/prompt/rendered.md");
         if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {

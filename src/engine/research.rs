@@ -112,7 +112,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         return Ok(());
     };
     loop {
-        if process::cancelled() {
+        if process::cancelled() || super::talk::holds_researchers(conf, &conf.state()) {
             return Ok(());
         }
         if !conf.runs_here(id) {
@@ -292,6 +292,7 @@ impl<'a> Session<'a> {
             Err(next) => return Ok(next),
         };
         crate::failpoint::hit("agent.finished");
+        let (description, questions) = split_note(description);
         let captured = self.capture(&r, head_tree, ran.damage, &ran.shared_before)?;
         let tree = captured.snap.tree;
         // Nothing changed: what the agent claimed is no description; why nothing changed is.
@@ -313,6 +314,7 @@ impl<'a> Session<'a> {
             description: &description,
             usage: ran.usage,
             agent_s: Some(ran.seconds),
+            questions,
         };
         let judged = Judged {
             attempt: &attempt,
@@ -367,6 +369,9 @@ impl<'a> Session<'a> {
             devils_advocate: conf.config.devils_advocate_id().as_deref() == Some(self.id),
             frozen: conf.guard.frozen_patterns(),
             brief: brief.as_ref(),
+            guidance: &st.guidance,
+            questions: &st.questions,
+            human_in_the_loop: conf.config.loop_mode == crate::config::LoopMode::HumanInTheLoop,
         }))
     }
 
@@ -441,6 +446,7 @@ impl<'a> Session<'a> {
                     description: "worktree removed",
                     usage: ran.usage,
                     agent_s: Some(ran.seconds),
+                    questions: vec![],
                 };
                 let wt_path = self.wt_path.clone();
                 match remake_worktree(self.conf, &attempt, st.round, &wt_path, why).await? {
@@ -690,6 +696,17 @@ fn agent_result(
     Ok((description, failure))
 }
 
+/// The agent's note less its `QUESTION: …` lines, and those questions.
+fn split_note(note: Option<String>) -> (Option<String>, Vec<crate::model::talk::Asked>) {
+    match note {
+        Some(note) => {
+            let (text, asked) = crate::model::talk::split_questions(&note);
+            ((!text.is_empty()).then_some(text), asked)
+        }
+        None => (None, Vec::new()),
+    }
+}
+
 /// `why`, followed by what the agent broke in git when it did.
 fn with_damage(why: String, damage: Option<&str>) -> String {
     match damage {
@@ -742,6 +759,8 @@ struct Attempt<'a> {
     usage: Option<crate::agents::Usage>,
     /// Seconds the agent ran (None: no agent run made it).
     agent_s: Option<f64>,
+    /// The questions its note asked (`QUESTION: …`).
+    questions: Vec<crate::model::talk::Asked>,
 }
 
 /// Seconds to a tenth (events and notes stay readable).
@@ -1049,6 +1068,7 @@ fn record_iteration(
         cost_usd: a.usage.and_then(|u| u.cost_usd),
         agent_s: record.agent_s,
         eval_s: record.eval_s,
+        questions: a.questions.clone(),
     };
     let summary = format!(
         "{} r{} i{} {} {}",
@@ -1240,6 +1260,7 @@ pub fn set_aside_partial(conf: &Conference, id: &str, wt: &Repository) -> Result
         description: &description,
         usage: None,
         agent_s: None,
+        questions: vec![],
     };
     let commit = commit_attempt(conf, &repo, &attempt)?;
     eprintln!(

@@ -287,6 +287,7 @@ fn final_report_md(
 
     let mut report = String::new();
     write_summary(&mut report, conf, st);
+    report.push_str(&crate::render::talk::report_section(st));
     write_rounds_table(&mut report, st, findings);
     write_trajectory(&mut report, st, &plot_data(conf, st, attempts));
     write_reviewed_findings(&mut report, repo, findings)?;

@@ -71,7 +71,12 @@ pub async fn run_phase(conf: &Conference) -> Result<()> {
         if crate::exec::process::cancelled() {
             return Ok(());
         }
-        if conf.state().transfer_done.contains(&f.researcher) {
+        let now = conf.state();
+        if now.transfer_done.contains(&f.researcher) {
+            continue;
+        }
+        if super::talk::dropped_by_approval(&now).contains(&f.researcher) {
+            leave_out_dropped(conf, &now, &f)?;
             continue;
         }
         pick(conf, &f, &start_runs).await?;
@@ -80,6 +85,20 @@ pub async fn run_phase(conf: &Conference) -> Result<()> {
         return Ok(());
     }
     complete_round(conf, &findings, began)
+}
+
+/// Records that a person left `f` out of best (human in the loop: `approve --drop`).
+fn leave_out_dropped(conf: &Conference, st: &super::state::State, f: &Finding) -> Result<()> {
+    let tried = Tried {
+        verdict: PickResult::Dropped,
+        candidate: None,
+        result: None,
+        reason: format!(
+            "left out by a person (`git conference approve {} --drop {}`)",
+            conf.name, f.researcher
+        ),
+    };
+    record_pick(conf, st, f, tried, vec![])
 }
 
 /// Three-way merge of the finding onto best; conflicted files keep best's version.

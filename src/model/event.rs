@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::talk::{Asked, Waiting};
 use super::{CommitId, FinalStatus, PickResult, Tokens, Usage, Verdict};
 
 /// Fields the recorder adds to every payload, whatever the event: the machine that recorded it
@@ -94,6 +95,10 @@ pub enum Event {
     Continued(Continued),
     Resumed(Resumed),
     Completed(Completed),
+    Guidance(Guidance),
+    Answered(Answered),
+    StopRequested(StopRequested),
+    Approved(Approved),
 }
 
 /// Every event name, as stored.
@@ -121,6 +126,10 @@ pub mod names {
     pub const CONTINUED: &str = "conference.continued";
     pub const RESUMED: &str = "conference.resumed";
     pub const COMPLETED: &str = "conference.completed";
+    pub const GUIDANCE: &str = "conference.guidance";
+    pub const ANSWERED: &str = "question.answered";
+    pub const STOP_REQUESTED: &str = "conference.stop_requested";
+    pub const APPROVED: &str = "transfer.approved";
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -211,6 +220,9 @@ pub struct Iteration {
     pub agent_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eval_s: Option<f64>,
+    /// The questions its note asked (`QUESTION: …`); the reducer numbers them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub questions: Vec<Asked>,
 }
 
 impl Iteration {
@@ -333,6 +345,10 @@ pub struct PhaseStarted {
 pub struct Paused {
     pub round: u32,
     pub pause_every: Option<u32>,
+    /// What the pause waits for, when it is not `pause_every`'s (a stop asked for, a person's
+    /// decision in human-in-the-loop mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waits_for: Option<Waiting>,
 }
 
 /// `conference.converged`, `conference.stalled` or `conference.budget_stop`: the stop rules
@@ -372,6 +388,45 @@ pub struct Completed {
     pub best_commit: CommitId,
 }
 
+/// `conference.guidance`: `git conference steer` gave the researchers guidance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Guidance {
+    pub text: String,
+    pub round: u32,
+    /// When the person asked (the command's clock).
+    pub requested_at: String,
+    /// The request's id (`engine::talk`): a request is recorded once.
+    pub request: String,
+}
+
+/// `question.answered`: `git conference answer` answered an agent's question.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Answered {
+    /// `Q1`, `Q2`, …
+    pub question: String,
+    pub text: String,
+    pub request: String,
+}
+
+/// `conference.stop_requested`: `git conference stop` asked the run to stop after the attempts
+/// running.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StopRequested {
+    pub round: u32,
+    pub requested_at: String,
+    pub request: String,
+}
+
+/// `transfer.approved`: in human-in-the-loop mode, a person approved a round's candidates for
+/// best, less the researchers dropped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Approved {
+    pub round: u32,
+    pub approved: Vec<String>,
+    pub dropped: Vec<String>,
+    pub request: String,
+}
+
 /// The slot of the round's shared phases (start, baseline, poster, review, transfer, synthesis)
 /// when a conference runs on several machines: one machine holds it at a time.
 pub const CHAIR: &str = "chair";
@@ -406,6 +461,10 @@ impl Event {
             Event::Continued(_) => CONTINUED,
             Event::Resumed(_) => RESUMED,
             Event::Completed(_) => COMPLETED,
+            Event::Guidance(_) => GUIDANCE,
+            Event::Answered(_) => ANSWERED,
+            Event::StopRequested(_) => STOP_REQUESTED,
+            Event::Approved(_) => APPROVED,
         }
     }
 
@@ -433,6 +492,10 @@ impl Event {
             Event::Continued(p) => serde_json::to_value(p),
             Event::Resumed(p) => serde_json::to_value(p),
             Event::Completed(p) => serde_json::to_value(p),
+            Event::Guidance(p) => serde_json::to_value(p),
+            Event::Answered(p) => serde_json::to_value(p),
+            Event::StopRequested(p) => serde_json::to_value(p),
+            Event::Approved(p) => serde_json::to_value(p),
         };
         // Plain data with string keys always serialises.
         value.expect("an event payload serialises")
@@ -510,6 +573,10 @@ impl Event {
             CONTINUED => Event::Continued(typed(line)?),
             RESUMED => Event::Resumed(typed(line)?),
             COMPLETED => Event::Completed(typed(line)?),
+            GUIDANCE => Event::Guidance(typed(line)?),
+            ANSWERED => Event::Answered(typed(line)?),
+            STOP_REQUESTED => Event::StopRequested(typed(line)?),
+            APPROVED => Event::Approved(typed(line)?),
             _ => return None,
         })
     }

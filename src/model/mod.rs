@@ -13,6 +13,7 @@ pub mod event;
 pub mod reasons;
 mod records;
 pub mod state;
+pub mod talk;
 mod usage;
 mod words;
 

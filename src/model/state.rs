@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::Verdict;
+use crate::model::{talk, Verdict};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -179,6 +179,32 @@ pub struct State {
     /// On several machines: what each machine recorded (empty on one machine).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub machines: BTreeMap<String, MachineRecord>,
+    /// Guidance given with `git conference steer`, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guidance: Vec<talk::GuidanceNote>,
+    /// Every question agents asked (`Q1` first), answered or open.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub questions: Vec<talk::OpenQuestion>,
+    /// Ids of the requests (`steer`, `answer`, `stop`, `approve`) recorded: each once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<String>,
+    /// `git conference stop` asked the run to stop after its running attempts.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stop_requested: bool,
+    /// What the latest pause waits for (None: running, or paused by `pause_every`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<talk::Waiting>,
+    /// Human in the loop: the approvals of rounds' knowledge transfers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<talk::Approval>,
+    /// Human in the loop: the round after which it last paused because every researcher was
+    /// stalled (so a resume goes on instead of asking again).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stall_paused_round: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// What one machine of a conference on several machines recorded.
@@ -367,6 +393,7 @@ mod tests {
         crate::model::Event::Paused(crate::model::event::Paused {
             round: 1,
             pause_every: Some(1),
+            waits_for: None,
         })
     }
 

@@ -7,7 +7,7 @@
 
 use crate::model::event::{self, Event};
 use crate::model::state::{Phase, State};
-use crate::model::{reasons, PickResult, RunStatus, Usage, Verdict};
+use crate::model::{reasons, talk, PickResult, RunStatus, Usage, Verdict};
 
 use super::keep;
 
@@ -25,10 +25,7 @@ impl Event {
             Event::PeerReview(e) => peer_review(st, e),
             Event::TransferPick(e) => transfer_pick(st, e),
             Event::RoundCompleted(e) => round_completed(st, e),
-            Event::Paused(_) => {
-                st.status = RunStatus::Paused.into();
-                st.paused_at_round = st.round;
-            }
+            Event::Paused(e) => paused(st, e),
             Event::Stopped(e) => {
                 st.phase = Phase::Synthesis;
                 st.final_status = Some(e.status.to_string());
@@ -38,11 +35,22 @@ impl Event {
                 *st = continued(st);
                 st.stopped_seconds += e.stopped_seconds;
             }
-            Event::Resumed(_) => st.status = RunStatus::Running.into(),
+            Event::Resumed(_) => {
+                st.status = RunStatus::Running.into();
+                st.waiting = None;
+                st.stop_requested = false;
+            }
             Event::Completed(_) => {
                 st.phase = Phase::Done;
                 st.status = RunStatus::Completed.into();
             }
+            Event::Guidance(e) => guidance(st, e),
+            Event::Answered(e) => answered(st, e),
+            Event::StopRequested(e) => {
+                st.stop_requested = true;
+                st.requests.push(e.request.clone());
+            }
+            Event::Approved(e) => approved(st, e),
             Event::Started(_)
             | Event::PhaseStarted(_)
             | Event::SetupFailed(_)
@@ -126,6 +134,8 @@ fn iteration(st: &mut State, e: &event::Iteration) {
     r.last_verdict = Some(verdict.to_string());
     r.last_reason = reasons::shows_reason(verdict.as_str())
         .then(|| reasons::reason_text(verdict.as_str(), e.reason.as_deref()));
+    ask(st, e);
+    let r = st.researcher_mut(&e.researcher);
     if verdict == Verdict::Kept {
         if let Some(commit) = &e.commit {
             r.head = commit.to_string();
@@ -136,6 +146,69 @@ fn iteration(st: &mut State, e: &event::Iteration) {
     } else {
         r.consecutive_fails += 1;
         r.stuck_level = keep::stuck_level(r.consecutive_fails);
+    }
+}
+
+/// The questions an iteration's note asked, numbered after every question recorded before.
+fn ask(st: &mut State, e: &event::Iteration) {
+    for asked in &e.questions {
+        let id = format!("Q{}", st.questions.len() + 1);
+        st.questions.push(talk::OpenQuestion {
+            id,
+            researcher: e.researcher.clone(),
+            round: e.round,
+            iteration: e.iteration,
+            text: asked.text.clone(),
+            blocking: asked.blocking,
+            answer: None,
+        });
+    }
+}
+
+/// A pause: `pause_every`'s (none waited for) or one that waits for something.
+fn paused(st: &mut State, e: &event::Paused) {
+    st.status = RunStatus::Paused.into();
+    let Some(waits) = &e.waits_for else {
+        st.paused_at_round = st.round;
+        return;
+    };
+    match waits.kind {
+        talk::WaitKind::Stop => st.stop_requested = false,
+        talk::WaitKind::Stalled => st.stall_paused_round = st.round,
+        talk::WaitKind::Approval | talk::WaitKind::Answer => {}
+    }
+    st.waiting = Some(waits.clone());
+}
+
+fn guidance(st: &mut State, e: &event::Guidance) {
+    st.guidance.push(talk::GuidanceNote {
+        text: e.text.clone(),
+        round: e.round,
+        at: e.requested_at.clone(),
+    });
+    st.requests.push(e.request.clone());
+}
+
+fn answered(st: &mut State, e: &event::Answered) {
+    if let Some(q) = st.questions.iter_mut().find(|q| q.id == e.question) {
+        q.answer = Some(e.text.clone());
+    }
+    st.requests.push(e.request.clone());
+    let blocked = st.questions.iter().any(|q| q.blocking && q.is_open());
+    if !blocked && st.waiting.as_ref().map(|w| w.kind) == Some(talk::WaitKind::Answer) {
+        st.waiting = None;
+    }
+}
+
+fn approved(st: &mut State, e: &event::Approved) {
+    st.approvals.retain(|a| a.round != e.round);
+    st.approvals.push(talk::Approval {
+        round: e.round,
+        dropped: e.dropped.clone(),
+    });
+    st.requests.push(e.request.clone());
+    if st.waiting.as_ref().map(|w| w.kind) == Some(talk::WaitKind::Approval) {
+        st.waiting = None;
     }
 }
 
@@ -245,6 +318,7 @@ mod tests {
             cost_usd: Some(0.5),
             agent_s: None,
             eval_s: None,
+            questions: vec![],
         })
     }
 

@@ -9,4 +9,5 @@
 
 pub mod format;
 pub mod poster;
+pub mod talk;
 pub mod transfer;

@@ -109,10 +109,17 @@ impl ConferenceRefs {
         ]
     }
 
+    /// The folder of requests (`steer`, `answer`, `stop`, `approve`) waiting for the runner
+    /// (`engine::talk`): outside `refs/conference/<name>/`, so `push` never publishes one.
+    pub fn inbox(&self) -> String {
+        format!("refs/conference-inbox/{}/", self.name)
+    }
+
     /// Every ref glob owned by this conference (for `clean --all`).
     pub fn owned_prefixes(&self) -> Vec<String> {
         vec![
             format!("refs/conference/{}/", self.name),
+            self.inbox(),
             format!("refs/heads/conference/{}/", self.name),
         ]
     }

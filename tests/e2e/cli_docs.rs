@@ -43,7 +43,7 @@ fn help_names_every_command() {
     let text = String::from_utf8_lossy(&out.stdout);
     for cmd in [
         "init", "start", "resume", "status", "log", "report", "apply", "clean", "push", "fetch",
-        "join", "list", "trust", "demo",
+        "join", "list", "trust", "demo", "steer", "answer", "stop", "approve",
     ] {
         assert!(text.contains(cmd), "`-h` does not mention {cmd}:\n{text}");
     }

@@ -355,6 +355,12 @@ pub static SECTIONS: &[SectionSpec] = &[
                 &["metric source", "read metric"],
                 "- metric from: name   (or: last number)",
             ),
+            key("prune", &["pruning"], "- prune: on   (or: off, the default)"),
+            key(
+                "prune warmup",
+                &["pruning warmup", "prune after", "warmup"],
+                "- prune warmup: 2   (intermediate readings before any pruning decision)",
+            ),
         ],
     },
     SectionSpec {

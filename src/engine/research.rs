@@ -939,7 +939,7 @@ async fn evaluate_cached(
     if result.status == EvalStatus::Interrupted || !of_the_tree {
         conf.evaluations.lock().unwrap().remove(&key);
     }
-    if !of_the_tree {
+    if cut_short && result.status == EvalStatus::Timeout {
         result.reason = Some("the evaluation ran past the researcher timeout".into());
     }
     Ok((result, of_the_tree))

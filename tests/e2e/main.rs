@@ -21,6 +21,7 @@ mod others_things;
 mod progress;
 mod prompt;
 mod protocol;
+mod prune;
 mod research_loop;
 mod resume;
 mod rules;

@@ -1,11 +1,20 @@
 //! Pruning: whether an evaluation that is still running is already lost.
 //!
 //! An evaluation may print intermediate readings of its metric (a learning curve). With `prune:
-//! on`, each new reading is compared with the reference curve at the same step: the curve of the
-//! researcher's current best, the snapshot the attempt must beat to be kept. A run whose reading
-//! is worse than the reference by more than the noise margin, once it has printed at least
-//! `warmup` readings, is stopped: finishing it would spend the rest of its evaluation time on an
-//! attempt that is very unlikely to be kept.
+//! on`, each new reading is compared with the reference curve: the curve of the researcher's
+//! current best, the snapshot the attempt must beat to be kept. Once the run has printed at least
+//! `warmup` readings, it is stopped when both hold:
+//!
+//! - its reading is worse than the reference at the same step by more than the noise margin;
+//! - it cannot catch up at its current pace: improving from here to the reference's last step at
+//!   the rate of its last two readings, it would still end worse than the reference's last
+//!   reading by more than the noise margin.
+//!
+//! The second condition is for curves that cross. A slower start often ends better (a lower
+//! learning rate, more regularisation): such a run is behind the best at every early step, but
+//! still improving faster than the best did there. Learning curves flatten as they go (each step
+//! gains less than the one before), so the pace of the last two readings held to the end bounds
+//! what the run can still gain: a run that misses the best's end even at that pace is lost.
 //!
 //! The reference at a step between two of its readings is interpolated linearly; past its last
 //! reading it is its last reading (the nearest at or before); before its first there is no
@@ -48,9 +57,10 @@ pub fn reference_at(reference: &[Point], step: u64) -> Option<f64> {
 }
 
 /// Whether the run whose readings so far are `curve` (in the order printed) is pruned after its
-/// latest reading: it has at least `warmup` readings (and at least one), and its latest reading
-/// is worse than `reference` at that step by more than `margin` in `direction`. Without a
-/// direction (qualitative mode) nothing is pruned.
+/// latest reading: it has at least `warmup` readings (and at least one), its latest reading is
+/// worse than `reference` at that step by more than `margin` in `direction`, and at its current
+/// pace it would still end worse than the reference's last reading by more than `margin` (see
+/// the module's doc). Without a direction (qualitative mode) nothing is pruned.
 pub fn decide(
     curve: &[Point],
     reference: &[Point],
@@ -59,6 +69,7 @@ pub fn decide(
     direction: Option<Direction>,
 ) -> Option<Pruned> {
     let direction = direction?;
+    let margin = margin.max(0.0);
     if curve.len() < (warmup as usize).max(1) {
         return None;
     }
@@ -66,13 +77,36 @@ pub fn decide(
     if !value.is_finite() {
         return None;
     }
-    let reference = reference_at(reference, step)?;
-    let behind = direction.gain(reference, value);
-    (behind > margin.max(0.0)).then_some(Pruned {
+    let at_step = reference_at(reference, step)?;
+    if direction.gain(at_step, value) <= margin {
+        return None;
+    }
+    let &(end_step, end) = reference
+        .iter()
+        .filter(|(_, v)| v.is_finite())
+        .max_by_key(|(s, _)| *s)?;
+    let gained = pace(curve, direction) * end_step.saturating_sub(step) as f64;
+    let reachable = match direction {
+        Direction::Minimize => value - gained,
+        Direction::Maximize => value + gained,
+    };
+    (direction.gain(end, reachable) > margin).then_some(Pruned {
         step,
         value,
-        reference,
+        reference: at_step,
     })
+}
+
+/// How much the run gained per step between its last two readings (0 when it got worse, or
+/// with one reading).
+fn pace(curve: &[Point], direction: Direction) -> f64 {
+    let [.., (s0, v0), (s1, v1)] = curve else {
+        return 0.0;
+    };
+    if s1 <= s0 || !v0.is_finite() {
+        return 0.0;
+    }
+    (direction.gain(*v1, *v0) / (s1 - s0) as f64).max(0.0)
 }
 
 #[cfg(test)]
@@ -154,22 +188,32 @@ mod tests {
                 Some(Minimize),
                 pruned(250, 1.5, 1.35),
             ),
-            // Maximize: lower is worse.
-            (&[(100, 1.0), (200, 1.6)], 2, 0.1, Some(Maximize), None),
-            (&[(100, 3.0), (200, 1.45)], 2, 0.1, Some(Maximize), None),
+            // Behind, but improving fast enough to end better than the reference's end (1.2):
+            // curves that cross, a slow starter goes on.
+            (&[(100, 3.0), (200, 2.0)], 2, 0.1, Some(Minimize), None),
+            // Behind and improving, not fast enough: pruned.
             (
-                &[(100, 1.0), (300, 1.0)],
+                &[(100, 2.2), (200, 2.0)],
                 2,
                 0.1,
-                Some(Maximize),
-                pruned(300, 1.0, 1.2),
+                Some(Minimize),
+                pruned(200, 2.0, 1.5),
             ),
+            // Past the reference's last step there is nothing left to catch up with.
             (
-                &[(100, 2.5), (200, 1.2)],
+                &[(300, 1.6), (400, 1.5)],
                 2,
                 0.1,
-                Some(Maximize),
-                pruned(200, 1.2, 1.5),
+                Some(Minimize),
+                pruned(400, 1.5, 1.2),
+            ),
+            // Getting worse: no pace at all.
+            (
+                &[(100, 2.0), (200, 2.1)],
+                2,
+                0.1,
+                Some(Minimize),
+                pruned(200, 2.1, 1.5),
             ),
             // Before the reference's first step: no decision.
             (&[(10, 9.0), (20, 9.0)], 2, 0.1, Some(Minimize), None),
@@ -186,6 +230,16 @@ mod tests {
                 want,
                 "{curve:?} warmup {warmup} margin {margin} {direction:?}"
             );
+        }
+        // Maximize: lower is worse, and the pace is a rise.
+        let up: &[Point] = &[(100, 0.5), (200, 0.8), (300, 0.9)];
+        let max_cases: &[(&[Point], Option<Pruned>)] = &[
+            (&[(100, 0.3), (200, 0.4)], pruned(200, 0.4, 0.8)),
+            (&[(100, 0.2), (200, 0.6)], None),
+            (&[(100, 0.9), (200, 0.85)], None),
+        ];
+        for &(curve, want) in max_cases {
+            assert_eq!(decide(curve, up, 2, 0.1, Some(Maximize)), want, "{curve:?}");
         }
         // No reference curve (the best printed no readings): never.
         assert_eq!(

@@ -159,11 +159,20 @@ fn print_attempt_time(st: &State) {
     }
 }
 
-/// One row per researcher: attempts by verdict, stuck level, best and where its round is.
+/// One row per researcher: attempts by verdict, stuck level, best and where its round is. The
+/// `pruned` column shows once an attempt was pruned (`prune: on`).
 fn print_researchers(st: &State) {
+    let with_pruned = st.researchers.values().any(|r| r.counts.pruned > 0);
+    let pruned = |v: &dyn std::fmt::Display| {
+        if with_pruned {
+            format!(" {v:>7}")
+        } else {
+            String::new()
+        }
+    };
     crate::outln!();
     crate::outln!(
-        "{:<11} {:>8} {:>5} {:>9} {:>8} {:>8} {:>9} {:>6} {:>14}  round",
+        "{:<11} {:>8} {:>5} {:>9} {:>8} {:>8} {:>9}{} {:>6} {:>14}  round",
         "researcher",
         "attempts",
         "kept",
@@ -171,13 +180,14 @@ fn print_researchers(st: &State) {
         "crashed",
         "timeout",
         "rejected",
+        pruned(&"pruned"),
         "stuck",
         "best",
     );
     for (id, r) in &st.researchers {
         let c = &r.counts;
         crate::outln!(
-            "{:<11} {:>8} {:>5} {:>9} {:>8} {:>8} {:>9} {:>6} {:>14}  {}",
+            "{:<11} {:>8} {:>5} {:>9} {:>8} {:>8} {:>9}{} {:>6} {:>14}  {}",
             id,
             c.total(),
             c.kept,
@@ -185,6 +195,7 @@ fn print_researchers(st: &State) {
             c.crashed,
             c.timeout,
             c.rejected,
+            pruned(&c.pruned),
             format!("L{}", r.stuck_level),
             fmt(r.best_metric),
             r.round_finished

@@ -260,10 +260,24 @@ pub struct Evaluation {
     /// printed is the metric (an explicit opt-in; by default such a run is a crash).
     #[serde(default)]
     pub last_number: bool,
+    /// `prune: on`: an evaluation whose intermediate reading falls behind the researcher's best's
+    /// curve by more than the noise margin is stopped and recorded as `pruned`.
+    #[serde(default)]
+    pub prune: bool,
+    /// `prune warmup`: intermediate readings a run prints before any pruning decision.
+    #[serde(default = "default_prune_warmup")]
+    pub prune_warmup: u32,
     /// Optional hold-out evaluation run only in peer review, never shown to researchers.
     pub holdout: Option<String>,
     /// Qualitative mode: prints a 0-10 score for a candidate.
     pub judge: Option<String>,
+}
+
+/// Readings before any pruning decision when `prune warmup` is not set.
+pub const DEFAULT_PRUNE_WARMUP: u32 = 2;
+
+fn default_prune_warmup() -> u32 {
+    DEFAULT_PRUNE_WARMUP
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -360,6 +360,12 @@ pub static SECTIONS: &[SectionSpec] = &[
                 &["metric source", "read metric"],
                 "- metric from: name   (or: last number)",
             ),
+            key("prune", &["pruning"], "- prune: on   (or: off, the default)"),
+            key(
+                "prune warmup",
+                &["pruning warmup", "prune after", "warmup"],
+                "- prune warmup: 2   (intermediate readings before any pruning decision)",
+            ),
         ],
     },
     SectionSpec {
@@ -458,6 +464,15 @@ fn find_key(spec: &SectionSpec, written: &str) -> Option<&'static KeySpec> {
     let keys: &'static [KeySpec] = spec.keys;
     keys.iter()
         .find(|k| normalize(k.name) == n || k.aliases.iter().any(|a| normalize(a) == n))
+}
+
+/// The section whose key `written` is (by name, not alias), when it is another section's key.
+fn elsewhere(written: &str) -> Option<(&'static SectionSpec, &'static KeySpec)> {
+    let n = normalize(written);
+    SECTIONS.iter().find_map(|spec| {
+        let key = spec.keys.iter().find(|k| normalize(k.name) == n)?;
+        Some((spec, key))
+    })
 }
 
 /// A parsed conference.md, before its values are checked.
@@ -948,7 +963,13 @@ impl Reader {
             (Some(raw), None) => {
                 let names: Vec<&str> = spec.keys.iter().map(|k| k.name).collect();
                 let message = format!("unknown key `{}` in `## {}`", raw.key, spec.name);
-                let hint = suggest(raw.key, &names, "keys here");
+                let hint = match elsewhere(raw.key) {
+                    // A key of another section, written under the wrong heading.
+                    Some((section, key)) => {
+                        format!("move it under `## {}`: {}", section.name, key.example)
+                    }
+                    None => suggest(raw.key, &names, "keys here"),
+                };
                 self.error(number, message, hint);
             }
             (None, _) => {

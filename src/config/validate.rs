@@ -648,6 +648,17 @@ impl<'a> Validator<'a> {
                 metric_from,
             )
             .is_some_and(|(v, _, _)| v);
+        let prune = self
+            .value(S::Evaluation, "prune", "must be on or off", yes_no)
+            .is_some_and(|(v, _, _)| v);
+        let prune_warmup = self
+            .value(
+                S::Evaluation,
+                "prune warmup",
+                "must be a whole number of readings ≥ 0 (e.g. 2)",
+                |v| v.trim().parse::<u32>().ok(),
+            )
+            .map_or(super::DEFAULT_PRUNE_WARMUP, |(v, _, _)| v);
         let holdout = self.optional(S::Evaluation, "holdout");
         let judge = self.optional(S::Evaluation, "judge");
         if mode == Some(Mode::Qualitative) && judge.is_none() {
@@ -664,6 +675,8 @@ impl<'a> Validator<'a> {
             frozen,
             frozen_none,
             last_number,
+            prune,
+            prune_warmup,
             holdout,
             judge,
         })
@@ -1121,6 +1134,8 @@ Make it fast.
                 frozen: vec![s("bench.sh"), s("benches/**")],
                 frozen_none: false,
                 last_number: false,
+                prune: false,
+                prune_warmup: 2,
                 holdout: None,
                 judge: None,
             },

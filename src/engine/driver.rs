@@ -135,6 +135,8 @@ async fn measure_baseline(conf: &Conference) -> Result<()> {
         env: conf.context_env("baseline", 0, 0, None),
         log_prefix: conf.log_path("baseline.eval"),
         scheduler: &conf.scheduler,
+        // Never pruned: it is what attempts are measured against.
+        prune: None,
     })
     .await?;
     if result.status == EvalStatus::Interrupted {
@@ -155,8 +157,11 @@ async fn measure_baseline(conf: &Conference) -> Result<()> {
     let tree = repo
         .find_commit(Oid::from_str(&st.baseline_commit)?)?
         .tree_id();
-    let note = json!({"commit": st.baseline_commit, "conference": conf.name, "verdict": "baseline",
+    let mut note = json!({"commit": st.baseline_commit, "conference": conf.name, "verdict": "baseline",
                       "metric": value, "runs": result.runs, "sub_metrics": result.sub_metrics});
+    if !result.curve.is_empty() {
+        note["curve"] = json!(result.curve);
+    }
     let cache_entry = StateChange::Put(
         files::eval_cache(&st.eval_settings, &tree.to_string()),
         serde_json::to_vec(&result)?,

@@ -15,9 +15,10 @@ use crate::config::Config;
 use crate::exec::metric::{self, Reading};
 use crate::exec::process::{self, Outcome, Spec};
 use crate::model::EvalStatus;
+use crate::protocol::prune::{self, Point, Pruned};
 
 /// What one evaluation (all its repeats) gave.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct EvalResult {
     /// Mean of the runs' metrics; None when the candidate crashed.
     pub metric: Option<f64>,
@@ -29,6 +30,13 @@ pub struct EvalResult {
     /// Why it crashed, in words.
     pub reason: Option<String>,
     pub seconds: f64,
+    /// The intermediate readings the (first) run printed, `[step, value]` in the order printed
+    /// (absent when it printed none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub curve: Vec<Point>,
+    /// Where pruning stopped it (status `pruned`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pruned: Option<Pruned>,
 }
 
 impl EvalResult {
@@ -71,6 +79,47 @@ pub struct EvalRequest<'a> {
     pub log_prefix: std::path::PathBuf,
     /// Where the evaluation waits for its slot (and device): `&conf.scheduler`.
     pub scheduler: &'a super::schedule::Scheduler,
+    /// Stop a run early when it falls behind (`prune: on`, a researcher's attempt); None for
+    /// the baseline, review and transfer readings, which are never pruned.
+    pub prune: Option<PruneRule>,
+}
+
+/// What pruning compares a running evaluation with (the rule: `protocol::prune::decide`).
+#[derive(Debug, Clone)]
+pub struct PruneRule {
+    /// The researcher's best's curve.
+    pub reference: Vec<Point>,
+    pub warmup: u32,
+    pub margin: f64,
+    pub direction: Option<crate::config::Direction>,
+}
+
+/// One run's intermediate readings, read as it prints them, and where pruning stopped it.
+#[derive(Default)]
+struct Watch {
+    curve: Vec<Point>,
+    pruned: Option<Pruned>,
+}
+
+impl Watch {
+    /// Takes one line of the run's stdout; true when the run must stop now.
+    fn line(&mut self, line: &str, metric: &str, rule: Option<&PruneRule>) -> bool {
+        let Some(point) = metric::reading_at_step(line, metric) else {
+            return false;
+        };
+        self.curve.push(point);
+        let Some(rule) = rule.filter(|_| self.pruned.is_none()) else {
+            return false;
+        };
+        self.pruned = prune::decide(
+            &self.curve,
+            &rule.reference,
+            rule.warmup,
+            rule.margin,
+            rule.direction,
+        );
+        self.pruned.is_some()
+    }
 }
 
 /// A run that gave no usable metric: its status (crashed, timeout, interrupted) and why.
@@ -88,10 +137,13 @@ pub async fn evaluate(req: EvalRequest<'_>) -> Result<EvalResult> {
     let mut runs = Vec::new();
     let mut sub_metrics = Default::default();
     let mut seconds = 0.0;
+    let mut curve = None;
     for run in 0..req.runs.max(1) {
         let stdout = req.log_prefix.with_extension(format!("{run}.out"));
         let stderr = req.log_prefix.with_extension(format!("{run}.err"));
-        let finished = process::run(Spec {
+        let mut watch = Watch::default();
+        let mut on_line = |line: &str| watch.line(line, req.metric, req.prune.as_ref());
+        let spec = Spec {
             command: req.command,
             cwd: req.cwd,
             env: run_env(&base_env, run),
@@ -99,12 +151,20 @@ pub async fn evaluate(req: EvalRequest<'_>) -> Result<EvalResult> {
             stdout: stdout.clone(),
             stderr: stderr.clone(),
             stdin: None,
-        })
-        .await?;
+        };
+        let finished = process::run_watched(spec, Some(&mut on_line)).await?;
         seconds += finished.elapsed.as_secs_f64();
-        let reading = match run_failure(&finished.outcome, &stderr, req.timeout) {
-            Some(failure) => Err(failure),
-            None => read_metric(&req, &stdout, &stderr),
+        let curve = curve.get_or_insert_with(|| watch.curve.clone());
+        let reading = match (&finished.outcome, watch.pruned) {
+            (Outcome::Stopped, Some(pruned)) => {
+                let mut result = pruned_result(runs, seconds, req.metric, pruned, req.prune);
+                result.curve = watch.curve;
+                return Ok(result);
+            }
+            _ => match run_failure(&finished.outcome, &stderr, req.timeout) {
+                Some(failure) => Err(failure),
+                None => read_metric(&req, &stdout, &stderr),
+            },
         };
         match reading {
             Ok((v, subs)) => {
@@ -119,11 +179,43 @@ pub async fn evaluate(req: EvalRequest<'_>) -> Result<EvalResult> {
                     status: status.to_string(),
                     reason: Some(reason),
                     seconds,
+                    curve: std::mem::take(curve),
+                    pruned: None,
                 })
             }
         }
     }
-    Ok(mean_result(runs, sub_metrics, seconds, req.metric))
+    let mut result = mean_result(runs, sub_metrics, seconds, req.metric);
+    result.curve = curve.unwrap_or_default();
+    Ok(result)
+}
+
+/// The result of a run pruning stopped: no metric, the step, its reading and the reference's.
+fn pruned_result(
+    runs: Vec<f64>,
+    seconds: f64,
+    metric: &str,
+    pruned: Pruned,
+    rule: Option<PruneRule>,
+) -> EvalResult {
+    let margin = rule.map_or(0.0, |r| r.margin);
+    let reason = format!(
+        "at step {} {metric} {} was behind the best's {} there by more than the noise margin {}",
+        pruned.step,
+        pruned.value,
+        crate::render::format::fmt(Some(pruned.reference)),
+        crate::render::format::fmt(Some(margin)),
+    );
+    EvalResult {
+        metric: None,
+        runs,
+        sub_metrics: Default::default(),
+        status: EvalStatus::Pruned.into(),
+        reason: Some(reason),
+        seconds,
+        curve: Vec::new(),
+        pruned: Some(pruned),
+    }
 }
 
 /// The environment of run `run`: `base_env` with `CONFERENCE_EVAL_RUN` counted on from the
@@ -232,6 +324,8 @@ fn mean_result(
             status: "crashed".into(),
             reason: Some(reason),
             seconds,
+            curve: Vec::new(),
+            pruned: None,
         };
     }
     EvalResult {
@@ -241,6 +335,8 @@ fn mean_result(
         status: EvalStatus::Ok.into(),
         reason: None,
         seconds,
+        curve: Vec::new(),
+        pruned: None,
     }
 }
 

@@ -24,6 +24,7 @@ pub mod preflight;
 pub use crate::config::paths;
 pub mod prompt;
 pub mod prose;
+pub mod pruning;
 pub mod reasons;
 pub mod reconfigure;
 pub mod recorder;

@@ -560,13 +560,12 @@ impl<'a> Session<'a> {
         let (conf, id, iteration) = (self.conf, self.id, attempt.iteration);
         let (result, of_the_tree) = evaluate_cached(
             conf,
-            id,
-            st.round,
-            iteration,
+            (id, st.round, iteration),
             attempt.tree,
             &self.wt_path,
             env.to_vec(),
             self.remaining(),
+            super::pruning::rule_for(conf, st, id),
         )
         .await?;
         if result.status == EvalStatus::Interrupted {
@@ -780,6 +779,7 @@ fn failed_eval(status: &str, why: &str) -> EvalResult {
         status: status.to_string(),
         reason: Some(why.to_string()),
         seconds: 0.0,
+        ..Default::default()
     }
 }
 
@@ -903,17 +903,16 @@ pub fn researcher_signature(repo: &Repository, id: &str) -> Signature<'static> {
 
 /// Evaluates a tree in the researcher's worktree, or returns the cached result for it.
 /// `deadline` is what is left of the researcher's round time: an evaluation it cuts short is a
-/// timeout of this attempt, not a property of the tree, so it is not cached.
-#[allow(clippy::too_many_arguments)]
+/// timeout of this attempt, not a property of the tree, so it is not cached. Nor is a run that
+/// `prune` stopped: it was measured against this researcher's best, not in full.
 async fn evaluate_cached(
     conf: &Conference,
-    id: &str,
-    round: u32,
-    iteration: u32,
+    (id, round, iteration): (&str, u32, u32),
     tree: Oid,
     wt_path: &std::path::Path,
     env: Vec<(String, String)>,
     deadline: Option<Duration>,
+    prune: Option<evaluate::PruneRule>,
 ) -> Result<(EvalResult, bool)> {
     let eval_timeout = conf.config.evaluation.timeout;
     let cut_short = deadline.is_some_and(|d| d < eval_timeout);
@@ -947,17 +946,19 @@ async fn evaluate_cached(
                 env,
                 log_prefix: conf.log_path(&format!("{id}-r{round}-i{iteration}.eval")),
                 scheduler: &conf.scheduler,
+                prune,
             })
             .await
         })
         .await?
         .clone();
     let mut result = result;
-    let of_the_tree = !(cut_short && result.status == EvalStatus::Timeout);
+    let of_the_tree =
+        !(cut_short && result.status == EvalStatus::Timeout) && result.status != EvalStatus::Pruned;
     if result.status == EvalStatus::Interrupted || !of_the_tree {
         conf.evaluations.lock().unwrap().remove(&key);
     }
-    if !of_the_tree {
+    if cut_short && result.status == EvalStatus::Timeout {
         result.reason = Some("the evaluation ran past the researcher timeout".into());
     }
     Ok((result, of_the_tree))
@@ -989,7 +990,7 @@ fn attempt_note(
     record: &AttemptRecord,
     result: &EvalResult,
 ) -> Value {
-    json!({
+    let mut note = json!({
         "commit": commit.to_string(),
         "conference": conf.name,
         "researcher": record.researcher,
@@ -1002,7 +1003,15 @@ fn attempt_note(
         "reason": record.reason,
         "agent_s": record.agent_s,
         "eval_s": record.eval_s,
-    })
+    });
+    // The curve and where pruning stopped the run, only when there are (older notes lack them).
+    if !result.curve.is_empty() {
+        note["curve"] = json!(result.curve);
+    }
+    if let Some(pruned) = result.pruned {
+        note["pruned"] = json!(pruned);
+    }
+    note
 }
 
 /// Records `researcher.iteration`: the commit point of an attempt.
@@ -1149,7 +1158,8 @@ pub fn cached_evaluation_of_event(event: &EventLine, settings: &str) -> Option<(
         Verdict::Kept | Verdict::Reverted => EvalStatus::Ok.as_str(),
         Verdict::Crashed => EvalStatus::Crashed.as_str(),
         Verdict::Timeout => EvalStatus::Timeout.as_str(),
-        Verdict::Rejected | Verdict::NoChange => return None,
+        // A pruned run was not measured in full: a later attempt with its tree is evaluated.
+        Verdict::Rejected | Verdict::NoChange | Verdict::Pruned => return None,
     };
     let metric = p.get("metric_value").and_then(Value::as_f64);
     let note = p.get("notes").and_then(|n| n.get(0));
@@ -1162,6 +1172,10 @@ pub fn cached_evaluation_of_event(event: &EventLine, settings: &str) -> Option<(
         status: status.to_string(),
         reason: p.get("reason").and_then(Value::as_str).map(str::to_string),
         seconds: 0.0,
+        curve: note
+            .and_then(|n| serde_json::from_value(n.get("curve")?.clone()).ok())
+            .unwrap_or_default(),
+        pruned: None,
     };
     Some((
         files::eval_cache(settings, tree),

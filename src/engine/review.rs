@@ -124,6 +124,8 @@ async fn measure_runs(
         env,
         log_prefix: conf.log_path(&format!("r{}-{what}{suffix}.eval", st.round)),
         scheduler: &conf.scheduler,
+        // Review readings are never pruned.
+        prune: None,
     })
     .await?;
     // Leave the checkout clean for the next candidate (evaluations may write files).
@@ -141,6 +143,7 @@ fn interrupted() -> EvalResult {
         status: EvalStatus::Interrupted.into(),
         reason: Some("interrupted".into()),
         seconds: 0.0,
+        ..Default::default()
     }
 }
 

@@ -484,15 +484,30 @@ fn write_best_vs_baseline(
 
 /// One row per researcher: attempts by verdict and its best.
 fn write_researchers_table(report: &mut String, st: &State) {
+    // A Pruned column once an attempt was pruned (`prune: on`).
+    let with_pruned = st.researchers.values().any(|r| r.counts.pruned > 0);
+    let (head, rule) = if with_pruned {
+        (" Pruned |", "---|")
+    } else {
+        ("", "")
+    };
     let _ = writeln!(report, "## Researchers\n");
-    let _ = writeln!(report, "| Researcher | Attempts | Kept | Reverted | Crashed | Timeout | Rejected | No change | Best | Agent time | Evaluation time |");
-    let _ = writeln!(report, "|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(report, "| Researcher | Attempts | Kept | Reverted | Crashed | Timeout | Rejected | No change |{head} Best | Agent time | Evaluation time |");
+    let _ = writeln!(
+        report,
+        "|---|---|---|---|---|---|---|---|{rule}---|---|---|"
+    );
     let time = crate::render::format::seconds_text;
     for (id, r) in &st.researchers {
         let c = &r.counts;
+        let pruned = if with_pruned {
+            format!(" {} |", c.pruned)
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             report,
-            "| {id} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {id} | {} | {} | {} | {} | {} | {} | {} |{pruned} {} | {} | {} |",
             c.total(),
             c.kept,
             c.reverted,

@@ -180,6 +180,7 @@ async fn try_on_best(
             status: EvalStatus::Ok.into(),
             reason: None,
             seconds: 0.0,
+            ..Default::default()
         }
     } else {
         let command = conf.config.eval_command();

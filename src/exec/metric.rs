@@ -17,6 +17,10 @@
 //! the run is a crash naming both (the same value printed twice is one reading). Progress lines
 //! in another form (`score@step=200: 1.41`) are not the metric's line and do not count.
 //!
+//! Intermediate readings (a learning curve) are read by [`reading_at_step`], line by line while
+//! the evaluation runs: `name@step=N: value` (or `=`), and a one-line JSON object with an
+//! integer `step` and the metric's key. They are never the metric: [`parse`] skips both forms.
+//!
 //! What an evaluation printed is not always text: [`text_of`] writes a byte that is not UTF-8
 //! as `\xNN`, and [`escape_controls`] a control character as `\xNN`, so a line quoted in a
 //! reason (stored in events and notes, shown by `log`, `status` and the reports) never carries
@@ -137,10 +141,15 @@ pub fn parse_with(output: &str, name: &str, last_number: bool) -> Measurement {
             continue;
         }
         let trimmed = line.trim();
+        if step_line(trimmed, name).is_some() {
+            continue;
+        }
         if trimmed.starts_with('{') {
             let at = start + (line.len() - line.trim_start().len());
             if let Some((map, end)) = json_object_at(&text, at) {
-                json_fields(&map, name, &mut f);
+                if step_object(&map, name).is_none() {
+                    json_fields(&map, name, &mut f);
+                }
                 skip_to = at + end;
                 continue;
             }
@@ -177,6 +186,54 @@ pub fn parse_with(output: &str, name: &str, last_number: bool) -> Measurement {
         reading,
         sub_metrics: f.sub_metrics,
     }
+}
+
+/// The intermediate reading one printed line holds: `name@step=N: value` (`=` for `:` too; the
+/// name in any case), or a one-line JSON object with an integer `step` ≥ 0 and a number under
+/// the metric's key. None for any other line, and for a reading that is not a finite number.
+pub fn reading_at_step(line: &str, name: &str) -> Option<(u64, f64)> {
+    let line = strip_ansi(line);
+    let line = line.trim();
+    let (step, value) = match step_line(line, name) {
+        Some(found) => found,
+        None if line.starts_with('{') => match serde_json::from_str::<Value>(line).ok()? {
+            Value::Object(map) => step_object(&map, name)?,
+            _ => return None,
+        },
+        None => return None,
+    };
+    value.is_finite().then_some((step, value))
+}
+
+/// `name@step=N: value` or `name@step=N=value` (a leading `- ` allowed): the step and value.
+fn step_line(line: &str, name: &str) -> Option<(u64, f64)> {
+    let line = line.strip_prefix("- ").unwrap_or(line);
+    let (key, rest) = line.split_once("@step=")?;
+    if !key.trim().eq_ignore_ascii_case(name) {
+        return None;
+    }
+    let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    let step = rest[..digits].parse::<u64>().ok()?;
+    let value = rest[digits..].trim_start();
+    let value = value.strip_prefix([':', '='])?;
+    Some((step, read_value(value).ok()?))
+}
+
+/// A JSON object with an integer `step` ≥ 0 and a number under the metric's key (any case):
+/// the step and value.
+fn step_object(map: &serde_json::Map<String, Value>, name: &str) -> Option<(u64, f64)> {
+    let step = map.get("step")?.as_u64()?;
+    let value = map.get(name).or_else(|| {
+        map.iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
+    })?;
+    let value = match value {
+        Value::Number(n) => n.as_f64()?,
+        Value::String(s) => read_value(s).ok()?,
+        _ => return None,
+    };
+    Some((step, value))
 }
 
 /// `bytes` as text: UTF-8 as it is, every byte that is not part of a UTF-8 character as `\xNN`.
@@ -601,6 +658,48 @@ mod tests {
         assert_eq!(
             value("score: nan\nscore: nan\n", "score"),
             Reading::NotFinite("score: nan".into())
+        );
+    }
+
+    /// Intermediate readings: the accepted forms, read line by line, and never the metric.
+    #[test]
+    fn readings_at_a_step() {
+        let cases: &[(&str, Option<(u64, f64)>)] = &[
+            ("score@step=200: 1.412", Some((200, 1.412))),
+            ("score@step=200=1.412", Some((200, 1.412))),
+            ("  Score@step=5 : 3 ms", Some((5, 3.0))),
+            ("- score@step=7: 2", Some((7, 2.0))),
+            ("\u{1b}[32mscore@step=1: 4\u{1b}[0m", Some((1, 4.0))),
+            (
+                "{\"step\": 300, \"score\": 1.2, \"lr\": 0.1}",
+                Some((300, 1.2)),
+            ),
+            ("{\"step\": 3, \"Score\": \"0.5\"}", Some((3, 0.5))),
+            // Not a reading: another metric, no step, a step that is not a whole number, no
+            // value, a value that is not a finite number, the metric's own line.
+            ("loss@step=200: 1.4", None),
+            ("score@step=: 1.4", None),
+            ("score@step=2.5: 1.4", None),
+            ("score@step=200", None),
+            ("score@step=200: n/a", None),
+            ("score@step=200: nan", None),
+            ("{\"step\": -1, \"score\": 1}", None),
+            ("{\"step\": 1.5, \"score\": 1}", None),
+            ("{\"step\": 1, \"loss\": 1}", None),
+            ("{\"score\": 1}", None),
+            ("score: 1.3", None),
+        ];
+        for &(line, want) in cases {
+            assert_eq!(reading_at_step(line, "score"), want, "{line}");
+        }
+        // The final reading stays the metric; JSON readings at a step are not conflicting values.
+        let out = "{\"step\": 1, \"score\": 3}\n{\"step\": 2, \"score\": 2}\nscore: 1.5\n";
+        assert_eq!(value(out, "score"), Reading::Value(1.5));
+        // Readings alone are no metric, and no mention of one either.
+        assert_eq!(value("score@step=1: 3\n", "score"), Reading::Missing);
+        assert_eq!(
+            parse_with("score@step=1: 3\n", "score", true).reading,
+            Reading::Missing
         );
     }
 

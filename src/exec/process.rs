@@ -45,6 +45,8 @@ pub enum Outcome {
     Signaled(i32),
     TimedOut,
     Cancelled,
+    /// Ended early because its output watcher asked for it (pruning).
+    Stopped,
 }
 
 impl Outcome {
@@ -57,6 +59,7 @@ impl Outcome {
             Outcome::Signaled(sig) => format!("killed by signal {sig}"),
             Outcome::TimedOut => "timed out".into(),
             Outcome::Cancelled => "interrupted".into(),
+            Outcome::Stopped => "stopped early".into(),
         }
     }
 }
@@ -174,8 +177,18 @@ pub fn kill_orphaned_groups(dir: &Path) -> usize {
     killed
 }
 
+/// Sees each complete line a running command writes to its stdout, soon after it is written;
+/// returns true to end the run early ([`Outcome::Stopped`]).
+pub type OnLine<'a> = &'a mut (dyn FnMut(&str) -> bool + Send);
+
 /// Runs `spec` to completion, timeout or cancellation.
 pub async fn run(spec: Spec<'_>) -> Result<Finished> {
+    run_watched(spec, None).await
+}
+
+/// [`run`], showing `on_line` each line of stdout as the command runs; when it returns true the
+/// run is ended the way a timeout ends it ([`end_run`]).
+pub async fn run_watched(spec: Spec<'_>, mut on_line: Option<OnLine<'_>>) -> Result<Finished> {
     let started = Instant::now();
     if cancelled() {
         return Ok(Finished {
@@ -234,31 +247,34 @@ pub async fn run(spec: Spec<'_>) -> Result<Finished> {
     }
     let logs = [spec.stdout.as_path(), spec.stderr.as_path()];
     let mut cut = [0u64; 2];
+    let mut lines = on_line
+        .as_mut()
+        .map(|f| LineTail::new(&spec.stdout, &mut **f));
+    let wait = wait_capping(&mut child, &logs, &mut cut, lines.as_mut());
     let waited = match spec.timeout {
-        Some(limit) => tokio::time::timeout(limit, wait_capping(&mut child, &logs, &mut cut))
-            .await
-            .ok(),
-        None => Some(wait_capping(&mut child, &logs, &mut cut).await),
+        Some(limit) => tokio::time::timeout(limit, wait).await.ok(),
+        None => Some(wait.await),
     };
     let outcome = match waited {
-        Some(status) => {
-            let status = status?;
-            // The leader is gone; stragglers it left in its group go with it.
-            kill_group(pgid);
-            if cancelled() {
-                Outcome::Cancelled
-            } else if let Some(code) = status.code() {
-                Outcome::Exited(code)
-            } else {
-                use std::os::unix::process::ExitStatusExt;
-                Outcome::Signaled(status.signal().unwrap_or(0))
-            }
-        }
         None => {
-            kill_group(pgid);
-            let _ = child.wait().await;
+            end_run(&mut child, pgid).await;
             Outcome::TimedOut
         }
+        Some(waited) => match waited? {
+            Waited::Stop => {
+                end_run(&mut child, pgid).await;
+                Outcome::Stopped
+            }
+            Waited::Exited(status) => {
+                // The lines written last, for the watcher's record (too late to stop anything).
+                if let Some(lines) = lines.as_mut() {
+                    lines.read_new();
+                }
+                // The leader is gone; stragglers it left in its group go with it.
+                kill_group(pgid);
+                exited(status)
+            }
+        },
     };
     // Children that left the group (`setsid`, daemons) go too.
     super::contain::sweep(&mark, pgid);
@@ -272,6 +288,18 @@ pub async fn run(spec: Spec<'_>) -> Result<Finished> {
     })
 }
 
+/// The outcome of a run whose leader exited by itself.
+fn exited(status: std::process::ExitStatus) -> Outcome {
+    use std::os::unix::process::ExitStatusExt;
+    if cancelled() {
+        Outcome::Cancelled
+    } else if let Some(code) = status.code() {
+        Outcome::Exited(code)
+    } else {
+        Outcome::Signaled(status.signal().unwrap_or(0))
+    }
+}
+
 /// A log file, empty, written in append mode: [`super::caps::cap_log`] can cut it while the
 /// run writes to it.
 fn create_log(path: &Path) -> Result<std::fs::File> {
@@ -280,18 +308,93 @@ fn create_log(path: &Path) -> Result<std::fs::File> {
         .with_context(|| format!("cannot create {}", path.display()))
 }
 
-/// Waits for the child, cutting its logs to their cap every half second meanwhile.
+/// Ends a running command early: its whole process group is killed and the leader reaped. The
+/// one way a run is cut short (a timeout, or its watcher's stop); what left the group is swept
+/// after it as after every run.
+async fn end_run(child: &mut tokio::process::Child, pgid: i32) {
+    kill_group(pgid);
+    let _ = child.wait().await;
+}
+
+/// How waiting for a child ended.
+enum Waited {
+    Exited(std::process::ExitStatus),
+    /// The stdout watcher asked to stop the run.
+    Stop,
+}
+
+/// The lines a run appends to its stdout log, handed to a watcher as they complete.
+struct LineTail<'p, 'f> {
+    path: &'p Path,
+    offset: u64,
+    partial: Vec<u8>,
+    on_line: &'f mut (dyn FnMut(&str) -> bool + Send),
+}
+
+impl<'p, 'f> LineTail<'p, 'f> {
+    fn new(path: &'p Path, on_line: &'f mut (dyn FnMut(&str) -> bool + Send)) -> Self {
+        LineTail {
+            path,
+            offset: 0,
+            partial: Vec::new(),
+            on_line,
+        }
+    }
+
+    /// Reads what was appended since the last call; true when the watcher asked to stop.
+    fn read_new(&mut self) -> bool {
+        use std::io::{Read, Seek, SeekFrom};
+        let Ok(mut file) = std::fs::File::open(self.path) else {
+            return false;
+        };
+        let len = file.metadata().map_or(0, |m| m.len());
+        if len < self.offset {
+            // The log was cut to its cap: what was cut is gone, go on from its end.
+            self.offset = len;
+            self.partial.clear();
+        }
+        let mut new = Vec::new();
+        if file.seek(SeekFrom::Start(self.offset)).is_err() || file.read_to_end(&mut new).is_err() {
+            return false;
+        }
+        self.offset += new.len() as u64;
+        self.partial.extend_from_slice(&new);
+        let mut stop = false;
+        while let Some(nl) = self.partial.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = self.partial.drain(..=nl).collect();
+            let text = String::from_utf8_lossy(&line);
+            // Progress bars redraw a line with '\r': each redraw is a line of its own.
+            for part in text.split('\r') {
+                stop |= (self.on_line)(part.trim_end_matches('\n'));
+            }
+        }
+        stop
+    }
+}
+
+/// Waits for the child, cutting its logs to their cap every half second meanwhile, and showing
+/// a watcher each new line of stdout every tenth of a second.
 async fn wait_capping(
     child: &mut tokio::process::Child,
     logs: &[&Path],
     cut: &mut [u64; 2],
-) -> std::io::Result<std::process::ExitStatus> {
+    mut lines: Option<&mut LineTail<'_, '_>>,
+) -> std::io::Result<Waited> {
+    let tick = Duration::from_millis(if lines.is_some() { 100 } else { 500 });
+    let mut last_cap = Instant::now();
     loop {
         tokio::select! {
-            status = child.wait() => return status,
-            _ = tokio::time::sleep(Duration::from_millis(500)) => {
-                for (log, cut) in logs.iter().zip(cut.iter_mut()) {
-                    *cut += super::caps::cap_log(log, super::caps::LOG_CAP, *cut).unwrap_or(0);
+            status = child.wait() => return status.map(Waited::Exited),
+            _ = tokio::time::sleep(tick) => {
+                if lines.as_mut().is_some_and(|l| l.read_new()) {
+                    return Ok(Waited::Stop);
+                }
+                if last_cap.elapsed() >= Duration::from_millis(500) || lines.is_none() {
+                    last_cap = Instant::now();
+                    for (log, cut) in logs.iter().zip(cut.iter_mut()) {
+                        *cut += super::caps::cap_log(log, super::caps::LOG_CAP, *cut)
+                            .unwrap_or(0);
+                    }
                 }
             }
         }

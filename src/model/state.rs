@@ -45,6 +45,13 @@ pub struct Counts {
     pub timeout: u64,
     pub rejected: u64,
     pub no_change: u64,
+    /// Stopped early by pruning (absent from states written before pruning, and while none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pruned: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Counts {
@@ -58,11 +65,18 @@ impl Counts {
             Verdict::Timeout => &mut self.timeout,
             Verdict::Rejected => &mut self.rejected,
             Verdict::NoChange => &mut self.no_change,
+            Verdict::Pruned => &mut self.pruned,
         };
         *count += 1;
     }
     pub fn total(&self) -> u64 {
-        self.kept + self.reverted + self.crashed + self.timeout + self.rejected + self.no_change
+        self.kept
+            + self.reverted
+            + self.crashed
+            + self.timeout
+            + self.rejected
+            + self.no_change
+            + self.pruned
     }
 }
 

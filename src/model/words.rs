@@ -103,6 +103,9 @@ words! {
         Rejected = "rejected",
         /// The agent changed nothing.
         NoChange = "no_change",
+        /// Stopped early (`prune: on`): an intermediate reading fell behind the researcher's
+        /// best's curve by more than the noise margin. Not a measurement of the tree.
+        Pruned = "pruned",
     }
 }
 
@@ -139,6 +142,8 @@ words! {
         Timeout = "timeout",
         /// The conference was stopped while it ran: nothing is recorded.
         Interrupted = "interrupted",
+        /// Stopped early by pruning: no metric, and never cached.
+        Pruned = "pruned",
     }
 }
 
@@ -197,6 +202,7 @@ mod tests {
                 "timeout",
                 "rejected",
                 "no_change",
+                "pruned",
             ],
             Verdict::as_str,
             Verdict::parse,
@@ -215,7 +221,7 @@ mod tests {
         );
         check(
             EvalStatus::ALL,
-            &["ok", "crashed", "timeout", "interrupted"],
+            &["ok", "crashed", "timeout", "interrupted", "pruned"],
             EvalStatus::as_str,
             EvalStatus::parse,
         );

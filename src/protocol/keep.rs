@@ -21,7 +21,8 @@ pub fn improves(metric: f64, best: Option<f64>, direction: Option<Direction>) ->
 
 /// The verdict on an evaluated attempt, before the guard: kept when the evaluation ran (`ok`)
 /// and its metric improves on `best`, reverted when it ran but does not, timeout when it ran out
-/// of time, crashed otherwise (including a status this release does not know).
+/// of time, pruned when pruning stopped it, crashed otherwise (including a status this release
+/// does not know).
 pub fn verdict(
     eval_status: &str,
     metric: Option<f64>,
@@ -34,6 +35,7 @@ pub fn verdict(
         }
         Some(EvalStatus::Ok) => Verdict::Reverted,
         Some(EvalStatus::Timeout) => Verdict::Timeout,
+        Some(EvalStatus::Pruned) => Verdict::Pruned,
         _ => Verdict::Crashed,
     }
 }
@@ -136,6 +138,8 @@ mod tests {
                 Some(Minimize),
                 Verdict::Crashed,
             ),
+            // Stopped early by pruning: pruned, never kept.
+            ("pruned", None, Some(1.0), Some(Minimize), Verdict::Pruned),
             (
                 "something new",
                 Some(0.1),

@@ -9,6 +9,7 @@
 //! - `noise`: medians, pooled noise, the noise margin, and the review verdict from interleaved
 //!   readings of a finding and of the round start.
 //! - `pick`: whether a knowledge-transfer pick stays on best.
+//! - `prune`: whether a running evaluation is already lost against the reference curve.
 //! - `round`: the noise threshold, progress in a round, the streaks the stop rules count.
 //! - `schedule`: the iterations each researcher may run in a round, the endgame, the pause.
 //! - `stop_rules`: whether the conference stops after a round, each rule in its order.
@@ -16,6 +17,7 @@
 pub mod keep;
 pub mod noise;
 pub mod pick;
+pub mod prune;
 pub mod reduce;
 pub mod review_verdict;
 pub mod round;

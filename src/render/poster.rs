@@ -51,8 +51,9 @@ fn researcher_section(md: &mut String, p: &Poster, id: &str, r: &ResearcherState
     let c = &r.round_counts;
     let _ = writeln!(
         md,
-        "- **Attempts:** {} — kept {}, reverted {}, crashed {}, timeout {}, rejected {}, no change {}",
-        c.total(), c.kept, c.reverted, c.crashed, c.timeout, c.rejected, c.no_change
+        "- **Attempts:** {} — kept {}, reverted {}, crashed {}, timeout {}, rejected {}, no change {}{}",
+        c.total(), c.kept, c.reverted, c.crashed, c.timeout, c.rejected, c.no_change,
+        if c.pruned > 0 { format!(", pruned {}", c.pruned) } else { String::new() }
     );
     let _ = writeln!(
         md,

@@ -22,6 +22,7 @@ mod others_things;
 mod progress;
 mod prompt;
 mod protocol;
+mod prune;
 mod research_loop;
 mod resume;
 mod rules;

@@ -14,28 +14,29 @@ fn iterations(repo: &TestRepo, name: &str) -> Vec<Value> {
     repo.events_named(name, "researcher.iteration")
 }
 
-/// An unknown key under `## Evaluation` below `- frozen:` (`- prune: on`) is an unknown key with
+/// An unknown key under `## Evaluation` below `- frozen:` (`- early stop: on`) is an unknown key with
 /// its line and the known keys, not a frozen path that matches no file.
 #[test]
 fn an_unknown_evaluation_key_is_named_as_one() {
     let repo = TestRepo::from_fixture("autoresearch");
     let text = repo.read("conference.md").replace(
         "- frozen: prepare.py\n",
-        "- frozen: prepare.py\n- prune: on\n",
+        "- frozen: prepare.py\n- early stop: on\n",
     );
     let run = repo.start("unknown", &text);
     assert_eq!(run.code, 2, "{}", run.stderr);
-    let line = line_of(&text, "- prune: on");
+    let line = line_of(&text, "- early stop: on");
     assert!(
         run.stderr.contains(&format!(
-            "conference.md:{line}: unknown key `prune` in `## Evaluation`"
+            "conference.md:{line}: unknown key `early stop` in `## Evaluation`"
         )),
         "{}",
         run.stderr
     );
     assert!(
         run.stderr.contains(
-            "fix: valid keys here: command, timeout, repeats, frozen, holdout, judge, metric from"
+            "fix: valid keys here: command, timeout, repeats, frozen, holdout, judge, metric from, \
+             prune, prune warmup"
         ),
         "{}",
         run.stderr

@@ -8,6 +8,7 @@ mod demo;
 mod effective;
 mod init;
 mod join;
+mod knowledge;
 mod list;
 mod log;
 mod man;
@@ -58,6 +59,7 @@ pub enum Command {
     Join(join::JoinArgs),
     List(list::ListArgs),
     Trust(trust::TrustArgs),
+    Knowledge(knowledge::KnowledgeArgs),
     Demo(demo::DemoArgs),
     #[command(name = "man")]
     Manual(man::InstallArgs),
@@ -96,6 +98,7 @@ pub fn main() -> i32 {
         Command::Join(a) => join::join(a, quiet),
         Command::List(a) => list::run(a),
         Command::Trust(a) => trust::run(a),
+        Command::Knowledge(a) => knowledge::run(a),
         Command::Demo(a) => demo::run(a, quiet),
         Command::Manual(a) => man::install(a),
         Command::Man(a) => man::run(a),

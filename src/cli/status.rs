@@ -37,6 +37,12 @@ pub fn run(args: StatusArgs) -> Result<i32> {
         return Ok(0);
     }
     print_summary(&name, &conf, &st, &shown);
+    if let Some(brief) = &st.knowledge_brief {
+        crate::outln!(
+            "Knowledge:  briefed {} (`git conference knowledge show ID`)",
+            brief.entries.join(", ")
+        );
+    }
     print_running(&conf, &st, runner.is_some());
     print_researchers(&st);
     print_machines(&repo, &conf, &st);

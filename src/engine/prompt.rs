@@ -2,7 +2,8 @@
 //! and direction, current best, its focus, the forbidden and frozen paths verbatim, shared
 //! knowledge (the newest within a byte budget), the briefing on the past (`super::briefing`: peer
 //! review verdicts, its recent attempts with changes and reasons, the others' failures this
-//! round), the stuck-level advice, and the endgame signal in the last round.
+//! round), the knowledge brief from earlier conferences (`super::knowledge`), the stuck-level
+//! advice, and the endgame signal in the last round.
 
 use std::fmt::Write;
 
@@ -31,6 +32,9 @@ pub struct PromptContext<'a> {
     pub frozen: &'a [String],
     /// The Goal's brief (`- brief: program.md`), already within its budget.
     pub brief: Option<&'a Brief>,
+    /// What earlier conferences on this repository learned (`knowledge.briefed`), within
+    /// `model::knowledge::BRIEF_TOKENS`.
+    pub knowledge_brief: Option<&'a str>,
 }
 
 /// The Goal's brief as a prompt shows it: the file's path and its text, cut to
@@ -120,6 +124,7 @@ pub fn render(p: &PromptContext) -> String {
     write_focus(&mut s, p);
     write_search_space(&mut s, p);
     write_knowledge(&mut s, p);
+    write_knowledge_brief(&mut s, p);
     write_signals(&mut s, p);
     let _ = writeln!(
         s,
@@ -252,6 +257,19 @@ fn write_knowledge(s: &mut String, p: &PromptContext) {
     s.push_str(&newest_knowledge(p.shared_knowledge));
     s.push('\n');
     s.push_str(&briefing::render(p.briefing));
+}
+
+/// The knowledge brief from earlier conferences, when the store held something relevant.
+fn write_knowledge_brief(s: &mut String, p: &PromptContext) {
+    if let Some(text) = p.knowledge_brief {
+        let _ = writeln!(
+            s,
+            "## Knowledge from earlier conferences
+{}
+",
+            text.trim_end()
+        );
+    }
 }
 
 /// Respawn, stuck-level and endgame advice, when they apply.
@@ -393,6 +411,7 @@ metric
             devils_advocate: false,
             frozen: &frozen,
             brief: None,
+            knowledge_brief: None,
         });
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/prompt/rendered.md");
         if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {

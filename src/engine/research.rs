@@ -367,6 +367,7 @@ impl<'a> Session<'a> {
             devils_advocate: conf.config.devils_advocate_id().as_deref() == Some(self.id),
             frozen: conf.guard.frozen_patterns(),
             brief: brief.as_ref(),
+            knowledge_brief: st.knowledge_brief.as_ref().map(|k| k.text.as_str()),
         }))
     }
 

@@ -94,6 +94,7 @@ pub enum Event {
     Continued(Continued),
     Resumed(Resumed),
     Completed(Completed),
+    KnowledgeBriefed(KnowledgeBriefed),
 }
 
 /// Every event name, as stored.
@@ -121,6 +122,7 @@ pub mod names {
     pub const CONTINUED: &str = "conference.continued";
     pub const RESUMED: &str = "conference.resumed";
     pub const COMPLETED: &str = "conference.completed";
+    pub const KNOWLEDGE_BRIEFED: &str = "knowledge.briefed";
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -372,6 +374,18 @@ pub struct Completed {
     pub best_commit: CommitId,
 }
 
+/// `knowledge.briefed`: what the knowledge store of earlier conferences told this one's
+/// researchers (recorded once, before round 1; every prompt carries the same brief).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KnowledgeBriefed {
+    /// The entries briefed, best first.
+    pub entries: Vec<String>,
+    /// The brief as the prompts show it.
+    pub text: String,
+    /// Its size as `model::knowledge::tokens` counts it.
+    pub tokens: usize,
+}
+
 /// The slot of the round's shared phases (start, baseline, poster, review, transfer, synthesis)
 /// when a conference runs on several machines: one machine holds it at a time.
 pub const CHAIR: &str = "chair";
@@ -406,6 +420,7 @@ impl Event {
             Event::Continued(_) => CONTINUED,
             Event::Resumed(_) => RESUMED,
             Event::Completed(_) => COMPLETED,
+            Event::KnowledgeBriefed(_) => KNOWLEDGE_BRIEFED,
         }
     }
 
@@ -433,6 +448,7 @@ impl Event {
             Event::Continued(p) => serde_json::to_value(p),
             Event::Resumed(p) => serde_json::to_value(p),
             Event::Completed(p) => serde_json::to_value(p),
+            Event::KnowledgeBriefed(p) => serde_json::to_value(p),
         };
         // Plain data with string keys always serialises.
         value.expect("an event payload serialises")
@@ -510,6 +526,7 @@ impl Event {
             CONTINUED => Event::Continued(typed(line)?),
             RESUMED => Event::Resumed(typed(line)?),
             COMPLETED => Event::Completed(typed(line)?),
+            KNOWLEDGE_BRIEFED => Event::KnowledgeBriefed(typed(line)?),
             _ => return None,
         })
     }

@@ -43,6 +43,12 @@ impl Event {
                 st.phase = Phase::Done;
                 st.status = RunStatus::Completed.into();
             }
+            Event::KnowledgeBriefed(e) => {
+                st.knowledge_brief = Some(crate::model::state::KnowledgeBrief {
+                    entries: e.entries.clone(),
+                    text: e.text.clone(),
+                });
+            }
             Event::Started(_)
             | Event::PhaseStarted(_)
             | Event::SetupFailed(_)

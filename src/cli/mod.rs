@@ -9,6 +9,7 @@ mod demo;
 mod effective;
 mod init;
 mod join;
+mod knowledge;
 mod list;
 mod log;
 mod man;
@@ -61,6 +62,7 @@ pub enum Command {
     Join(join::JoinArgs),
     List(list::ListArgs),
     Trust(trust::TrustArgs),
+    Knowledge(knowledge::KnowledgeArgs),
     Demo(demo::DemoArgs),
     Serve(serve::ServeArgs),
     Steer(talk::SteerArgs),
@@ -105,6 +107,7 @@ pub fn main() -> i32 {
         Command::Join(a) => join::join(a, quiet),
         Command::List(a) => list::run(a),
         Command::Trust(a) => trust::run(a),
+        Command::Knowledge(a) => knowledge::run(a),
         Command::Demo(a) => demo::run(a, quiet),
         Command::Serve(a) => serve::run(a),
         Command::Steer(a) => talk::steer(a),

@@ -5,6 +5,9 @@
 //! `fetch` never rewinds a conference: it fetches into a namespace of its own, then takes a
 //! conference's refs only when the remote's event log continues the local one, with the
 //! conference's run lock held (not while it runs here).
+//!
+//! Both carry the repository's knowledge store (`refs/conference-knowledge/store`): the remote's is
+//! fetched and merged into the local one first, so neither side loses an entry.
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -15,7 +18,8 @@ use git2::{Oid, Repository};
 use crate::git::{git, git_remote, worktree};
 use crate::lock::RunLock;
 use crate::remote::ONLY_THE_REFSPECS;
-use crate::store::refs::MACHINE_NOTES_PREFIX;
+use crate::store::knowledge::Merged;
+use crate::store::refs::{KNOWLEDGE_REF, MACHINE_NOTES_PREFIX};
 use crate::store::{ConferenceRefs, NOTES_REF};
 
 /// Push a conference's refs and the conference notes to a remote.
@@ -57,6 +61,9 @@ pub fn push(args: PushArgs) -> Result<i32> {
         args.remote.clone(),
     ];
     cmd.extend(refs.push_refspecs(args.force));
+    if let Some(line) = knowledge_to_push(&repo, &args.remote, args.force)? {
+        cmd.push(line);
+    }
     if repo.find_reference(NOTES_REF).is_ok() {
         let plus = if args.force { "+" } else { "" };
         cmd.push(format!("{plus}{NOTES_REF}:{NOTES_REF}"));
@@ -204,10 +211,7 @@ pub fn fetch(args: FetchArgs) -> Result<i32> {
             Taken::Said(line) => println!("{line}"),
         }
     }
-    merge_notes(&repo, &dir, &remote_notes)?;
-    for machine_notes in ref_names(&repo, &format!("{machines_notes}*"))? {
-        merge_notes(&repo, &dir, &machine_notes)?;
-    }
+    merge_repository_wide(&repo, remote, &remote_notes, &machines_notes)?;
     drop(locks);
     if !refused.is_empty() {
         anyhow::bail!(
@@ -396,6 +400,75 @@ fn branches_of_log(
     }
     out.push((refs.best(), Oid::from_str(&state.best.commit)?));
     Ok(out)
+}
+
+/// Merges what every conference of the repository shares (the knowledge store, the notes and
+/// each machine's notes) from what `fetch` received of `remote`.
+fn merge_repository_wide(
+    repo: &Repository,
+    remote: &str,
+    remote_notes: &str,
+    machines_notes: &str,
+) -> Result<()> {
+    if let Some(line) = fetch_knowledge(repo, remote)? {
+        println!("{line}");
+    }
+    let dir = repo.commondir().to_path_buf();
+    merge_notes(repo, &dir, remote_notes)?;
+    for machine_notes in ref_names(repo, &format!("{machines_notes}*"))? {
+        merge_notes(repo, &dir, &machine_notes)?;
+    }
+    Ok(())
+}
+
+/// Where `fetch` and `push` put the remote's knowledge store before merging it.
+fn knowledge_scratch(remote: &str) -> String {
+    format!("{}/knowledge", tracking_namespace(remote))
+}
+
+/// Fetches the remote's knowledge store and merges it into the local one (entries of both
+/// survive; see `store::knowledge::merge`). None: the remote has none.
+fn fetch_knowledge(repo: &Repository, remote: &str) -> Result<Option<String>> {
+    let scratch = knowledge_scratch(remote);
+    let spec = format!("+{KNOWLEDGE_REF}:{scratch}");
+    let argv = ["fetch", "--quiet", ONLY_THE_REFSPECS, remote, spec.as_str()];
+    if let Err(e) = git_remote(Path::new("."), &argv) {
+        if format!("{e:#}").contains("couldn't find remote ref") {
+            return Ok(None);
+        }
+        return Err(e);
+    }
+    let Some(theirs) = target(repo, &scratch) else {
+        return Ok(None);
+    };
+    let said = match crate::store::knowledge::merge(repo, theirs, remote)? {
+        Merged::UpToDate => return Ok(None),
+        Merged::FastForward => format!("Knowledge: took {remote}'s entries ({KNOWLEDGE_REF})."),
+        Merged::Merged { both_changed } => format!(
+            "Knowledge: merged {remote}'s entries with this clone's ({KNOWLEDGE_REF}){}.",
+            if both_changed > 0 {
+                format!("; {both_changed} entry(ies) changed on both sides, both copies kept")
+            } else {
+                String::new()
+            }
+        ),
+    };
+    Ok(Some(said))
+}
+
+/// The refspec that pushes the knowledge store, once the remote's is merged into it (so the
+/// push only adds); None when this clone has no store.
+fn knowledge_to_push(repo: &Repository, remote: &str, force: bool) -> Result<Option<String>> {
+    if target(repo, KNOWLEDGE_REF).is_none() {
+        return Ok(None);
+    }
+    if !force {
+        if let Some(line) = fetch_knowledge(repo, remote)? {
+            eprintln!("{line}");
+        }
+    }
+    let plus = if force { "+" } else { "" };
+    Ok(Some(format!("{plus}{KNOWLEDGE_REF}:{KNOWLEDGE_REF}")))
 }
 
 /// Points `name` at `new` if it is still at `old` (None: it must not exist yet).

@@ -481,6 +481,7 @@ fn resume_conference(args: ResumeArgs, quiet: bool) -> Result<i32> {
     let continuing = st.phase == Phase::Done && (args.continue_stopped || plan.is_some());
     let idle = crate::engine::reconfigure::stopped_for(&st);
     if st.phase == Phase::Done && !continuing {
+        store_missed_retrospective(&repo, &conf)?;
         say_already_complete(&name, &st);
         return Ok(0);
     }
@@ -533,6 +534,20 @@ fn resume_conference(args: ResumeArgs, quiet: bool) -> Result<i32> {
         .config
         .unwrap_or_else(|| PathBuf::from("conference.md"));
     with_advice(run_engine(conf), &config)
+}
+
+/// A finished conference whose run was killed before its retrospective was stored: store it
+/// now (the retrospective command runs only where this clone trusts the conference).
+fn store_missed_retrospective(repo: &git2::Repository, conf: &Conference) -> Result<()> {
+    if crate::engine::knowledge::retrospective_stored(repo, &conf.state()) {
+        return Ok(());
+    }
+    let trusted = crate::trust::is_trusted(repo, &conf.name, &conf.config)
+        || crate::trust::ran_here_unrecorded(repo, &conf.name);
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(crate::engine::knowledge::store_retrospective(conf, trusted))
 }
 
 /// What `resume` says of a conference that is complete, and how to continue it.
@@ -663,7 +678,13 @@ pub(super) fn run_engine(conf: Conference) -> Result<i32> {
             crate::exec::process::cancel_all();
         });
         tokio::spawn(take_requests_while_running(conf.clone()));
-        driver::drive(conf.clone()).await
+        let outcome = driver::drive(conf.clone()).await;
+        if let Ok(RunOutcome::Completed(_)) = &outcome {
+            // The retrospective's commit point is the knowledge store: stored once, here at
+            // the end, or by the next `resume` when this run is killed first.
+            crate::engine::knowledge::store_retrospective(&conf, true).await?;
+        }
+        outcome
     });
     let flushed = conf.flush_notes();
     conf.finish_hooks();

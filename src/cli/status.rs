@@ -43,6 +43,12 @@ pub fn run(args: StatusArgs) -> Result<i32> {
     for line in crate::render::talk::status_guidance(&st) {
         crate::outln!("{line}");
     }
+    if let Some(brief) = &st.knowledge_brief {
+        crate::outln!(
+            "Knowledge:  briefed {} (`git conference knowledge show ID`)",
+            brief.entries.join(", ")
+        );
+    }
     print_running(&conf, &st, runner.is_some());
     print_researchers(&st);
     print_machines(&repo, &conf, &st);

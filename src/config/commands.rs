@@ -48,6 +48,7 @@ pub fn list(cfg: &Config) -> Vec<Command> {
         ("chair", &cfg.agent.chair),
         ("reviewer", &cfg.agent.reviewer),
         ("synthesizer", &cfg.agent.synthesizer),
+        ("retrospective", &cfg.agent.retrospective),
     ] {
         if let Some(c) = c {
             push(role, c);

@@ -298,6 +298,10 @@ pub struct Agent {
     pub chair: Option<String>,
     pub reviewer: Option<String>,
     pub synthesizer: Option<String>,
+    /// Optional command that adds prose to each knowledge entry a conference's retrospective
+    /// stores (the entry's text on stdin; never replaces its data).
+    #[serde(default)]
+    pub retrospective: Option<String>,
     /// The model an agent asks for (`builtin:openai`, where `OPENAI_MODEL` serves when unset;
     /// a preset's `--model`).
     #[serde(default)]

@@ -399,6 +399,11 @@ pub static SECTIONS: &[SectionSpec] = &[
                 "- synthesizer: ./prose.sh synthesizer",
             ),
             key(
+                "retrospective",
+                &["retrospective command"],
+                "- retrospective: ./prose.sh retrospective",
+            ),
+            key(
                 "model",
                 &["model name", "agent model"],
                 "- model: gpt-4o-mini   (with a preset: - model: claude-sonnet-4-5)",

@@ -45,6 +45,9 @@ pub(super) async fn step(conf: &Arc<Conference>) -> Result<Option<RunOutcome>> {
                 measure_baseline(conf).await?;
                 return Ok(None);
             }
+            if st.round == 0 && st.knowledge_brief.is_none() {
+                super::knowledge::record_brief(conf)?;
+            }
             if st.round > 0 {
                 show_best(conf, &st)?;
                 if let Some(decision) = stop::check(conf, &st) {

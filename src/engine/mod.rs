@@ -16,6 +16,7 @@ pub mod driver;
 pub mod evaluate;
 pub mod guards;
 pub mod integrity;
+pub mod knowledge;
 /// The noise rules are pure (`protocol::noise`); engine code keeps its old path.
 pub use crate::protocol::noise;
 pub mod openai;
@@ -870,6 +871,7 @@ fn initial_state(name: &str, config: &Config, base: Oid, now: &str) -> State {
         round_spend: vec![],
         stopped_seconds: 0,
         recorded_running_seconds: Some(0.0),
+        knowledge_brief: None,
         machines: Default::default(),
         guidance: vec![],
         questions: vec![],

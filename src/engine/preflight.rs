@@ -219,6 +219,13 @@ fn sites(cfg: &Config) -> Vec<Site<'_>> {
             &cfg.agent.synthesizer,
             Cwd::RunDir,
         ),
+        (
+            "the retrospective command",
+            Agent,
+            "retrospective",
+            &cfg.agent.retrospective,
+            Cwd::RunDir,
+        ),
     ];
     let setup = (
         "the setup command",

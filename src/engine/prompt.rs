@@ -2,7 +2,8 @@
 //! and direction, current best, its focus, the forbidden and frozen paths verbatim, shared
 //! knowledge (the newest within a byte budget), the briefing on the past (`super::briefing`: peer
 //! review verdicts, its recent attempts with changes and reasons, the others' failures this
-//! round), the stuck-level advice, and the endgame signal in the last round.
+//! round), the knowledge brief from earlier conferences (`super::knowledge`), the stuck-level
+//! advice, and the endgame signal in the last round.
 
 use std::fmt::Write;
 
@@ -38,6 +39,9 @@ pub struct PromptContext<'a> {
     pub questions: &'a [OpenQuestion],
     /// Human-in-the-loop mode: a blocking question pauses the conference.
     pub human_in_the_loop: bool,
+    /// What earlier conferences on this repository learned (`knowledge.briefed`), within
+    /// `model::knowledge::BRIEF_TOKENS`.
+    pub knowledge_brief: Option<&'a str>,
 }
 
 /// Pieces of guidance a prompt holds at most (the newest), each cut to [`TALK_CHARS`].
@@ -136,6 +140,7 @@ pub fn render(p: &PromptContext) -> String {
     write_answers(&mut s, p.questions);
     write_search_space(&mut s, p);
     write_knowledge(&mut s, p);
+    write_knowledge_brief(&mut s, p);
     write_signals(&mut s, p);
     let _ = writeln!(
         s,
@@ -333,6 +338,19 @@ fn write_knowledge(s: &mut String, p: &PromptContext) {
     s.push_str(&briefing::render(p.briefing));
 }
 
+/// The knowledge brief from earlier conferences, when the store held something relevant.
+fn write_knowledge_brief(s: &mut String, p: &PromptContext) {
+    if let Some(text) = p.knowledge_brief {
+        let _ = writeln!(
+            s,
+            "## Knowledge from earlier conferences
+{}
+",
+            text.trim_end()
+        );
+    }
+}
+
 /// Respawn, stuck-level and endgame advice, when they apply.
 fn write_signals(s: &mut String, p: &PromptContext) {
     if p.respawned {
@@ -475,6 +493,7 @@ metric
             guidance: &[],
             questions: &[],
             human_in_the_loop: false,
+            knowledge_brief: None,
         });
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/prompt/rendered.md");
         if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {

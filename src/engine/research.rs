@@ -372,6 +372,7 @@ impl<'a> Session<'a> {
             guidance: &st.guidance,
             questions: &st.questions,
             human_in_the_loop: conf.config.loop_mode == crate::config::LoopMode::HumanInTheLoop,
+            knowledge_brief: st.knowledge_brief.as_ref().map(|k| k.text.as_str()),
         }))
     }
 

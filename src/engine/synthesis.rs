@@ -288,6 +288,7 @@ fn final_report_md(
     let mut report = String::new();
     write_summary(&mut report, conf, st);
     report.push_str(&crate::render::talk::report_section(st));
+    write_knowledge_briefed(&mut report, st);
     write_rounds_table(&mut report, st, findings);
     write_trajectory(&mut report, st, &plot_data(conf, st, attempts));
     write_reviewed_findings(&mut report, repo, findings)?;
@@ -357,6 +358,17 @@ fn write_summary(report: &mut String, conf: &Conference, st: &State) {
         st.round, st.total_iterations
     );
     let _ = writeln!(report, "- **Noise:** {}\n", noise_sentence(conf, st));
+}
+
+/// The entries of the knowledge store its researchers were briefed with, when there were any.
+fn write_knowledge_briefed(report: &mut String, st: &State) {
+    if let Some(brief) = &st.knowledge_brief {
+        let _ = writeln!(
+            report,
+            "Briefed from earlier conferences' knowledge: {} (`git conference knowledge show ID`).\n",
+            brief.entries.join(", ")
+        );
+    }
 }
 
 /// One row per round: the best after it and how many of its findings got each verdict.

@@ -99,6 +99,7 @@ pub enum Event {
     Answered(Answered),
     StopRequested(StopRequested),
     Approved(Approved),
+    KnowledgeBriefed(KnowledgeBriefed),
 }
 
 /// Every event name, as stored.
@@ -130,6 +131,7 @@ pub mod names {
     pub const ANSWERED: &str = "question.answered";
     pub const STOP_REQUESTED: &str = "conference.stop_requested";
     pub const APPROVED: &str = "transfer.approved";
+    pub const KNOWLEDGE_BRIEFED: &str = "knowledge.briefed";
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -427,6 +429,18 @@ pub struct Approved {
     pub request: String,
 }
 
+/// `knowledge.briefed`: what the knowledge store of earlier conferences told this one's
+/// researchers (recorded once, before round 1; every prompt carries the same brief).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KnowledgeBriefed {
+    /// The entries briefed, best first.
+    pub entries: Vec<String>,
+    /// The brief as the prompts show it.
+    pub text: String,
+    /// Its size as `model::knowledge::tokens` counts it.
+    pub tokens: usize,
+}
+
 /// The slot of the round's shared phases (start, baseline, poster, review, transfer, synthesis)
 /// when a conference runs on several machines: one machine holds it at a time.
 pub const CHAIR: &str = "chair";
@@ -465,6 +479,7 @@ impl Event {
             Event::Answered(_) => ANSWERED,
             Event::StopRequested(_) => STOP_REQUESTED,
             Event::Approved(_) => APPROVED,
+            Event::KnowledgeBriefed(_) => KNOWLEDGE_BRIEFED,
         }
     }
 
@@ -496,6 +511,7 @@ impl Event {
             Event::Answered(p) => serde_json::to_value(p),
             Event::StopRequested(p) => serde_json::to_value(p),
             Event::Approved(p) => serde_json::to_value(p),
+            Event::KnowledgeBriefed(p) => serde_json::to_value(p),
         };
         // Plain data with string keys always serialises.
         value.expect("an event payload serialises")
@@ -577,6 +593,7 @@ impl Event {
             ANSWERED => Event::Answered(typed(line)?),
             STOP_REQUESTED => Event::StopRequested(typed(line)?),
             APPROVED => Event::Approved(typed(line)?),
+            KNOWLEDGE_BRIEFED => Event::KnowledgeBriefed(typed(line)?),
             _ => return None,
         })
     }

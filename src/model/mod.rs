@@ -10,6 +10,7 @@
 
 mod commit_id;
 pub mod event;
+pub mod knowledge;
 pub mod reasons;
 mod records;
 pub mod state;

@@ -50,8 +50,8 @@ pub struct Counts {
     pub pruned: u64,
 }
 
-fn is_zero(n: &u64) -> bool {
-    *n == 0
+fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
+    *n == T::default()
 }
 
 impl Counts {
@@ -190,6 +190,10 @@ pub struct State {
         skip_serializing_if = "Option::is_none"
     )]
     pub recorded_running_seconds: Option<f64>,
+    /// What the knowledge store of earlier conferences briefed this one's researchers with
+    /// (`knowledge.briefed`; None when nothing was relevant, and in earlier releases' states).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub knowledge_brief: Option<KnowledgeBrief>,
     /// On several machines: what each machine recorded (empty on one machine).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub machines: BTreeMap<String, MachineRecord>,
@@ -217,8 +221,11 @@ pub struct State {
     pub stall_paused_round: u32,
 }
 
-fn is_zero(n: &u32) -> bool {
-    *n == 0
+/// The knowledge brief every researcher's prompt carries, and the entries it names.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct KnowledgeBrief {
+    pub entries: Vec<String>,
+    pub text: String,
 }
 
 /// What one machine of a conference on several machines recorded.

@@ -51,6 +51,12 @@ impl Event {
                 st.requests.push(e.request.clone());
             }
             Event::Approved(e) => approved(st, e),
+            Event::KnowledgeBriefed(e) => {
+                st.knowledge_brief = Some(crate::model::state::KnowledgeBrief {
+                    entries: e.entries.clone(),
+                    text: e.text.clone(),
+                });
+            }
             Event::Started(_)
             | Event::PhaseStarted(_)
             | Event::SetupFailed(_)

@@ -5,6 +5,7 @@
 
 pub mod cas;
 pub mod events;
+pub mod knowledge;
 pub mod notes;
 pub mod protect;
 pub mod recovery;

@@ -6,6 +6,12 @@
 /// Notes on snapshot commits: one JSON object per line, shared by all conferences of a repository.
 pub const NOTES_REF: &str = "refs/notes/conference";
 
+/// The repository-wide knowledge store (DESIGN.md §10): one commit per retrospective, its tree
+/// one `<id>.md` file per entry. Outside `refs/conference/`, which holds conferences (a
+/// conference may be named `knowledge`), and pushed and fetched with every conference. Two
+/// levels below `refs/`: a remote's `git receive-pack` refuses a one-level ref ("funny refname").
+pub const KNOWLEDGE_REF: &str = "refs/conference-knowledge/store";
+
 /// Where each machine of a conference on several machines publishes its notes, by conference.
 pub const MACHINE_NOTES_PREFIX: &str = "refs/notes/conference-machines/";
 

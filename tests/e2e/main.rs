@@ -11,6 +11,7 @@ mod conference;
 mod demo;
 mod format;
 mod harden;
+mod knowledge;
 mod machines;
 mod misbehaving_agents;
 mod ml;

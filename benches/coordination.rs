@@ -170,6 +170,7 @@ fn iteration(researcher: &str, n: u32) -> Event {
         cost_usd: None,
         agent_s: None,
         eval_s: None,
+        placement: None,
     })
 }
 

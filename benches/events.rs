@@ -67,6 +67,7 @@ fn main() {
                 cost_usd: None,
                 agent_s: None,
                 eval_s: None,
+                placement: None,
             });
             let summary = format!("A r{} i{} reverted 1", n / 49, n % 49);
             conf.record(event, &summary, vec![]).expect("record");

@@ -362,6 +362,7 @@ mod tests {
             cost_usd: None,
             agent_s: None,
             eval_s: None,
+            placement: None,
         });
         let next = reduced(&state, &event, "t2", Some("m9"), None).unwrap();
         let mut line = event.line("t2".into());

@@ -128,9 +128,11 @@ async fn measure_baseline(conf: &Conference) -> Result<()> {
         runs: conf.config.evaluation.repeats.max(noise_runs),
         timeout: conf.config.evaluation.timeout,
         cwd: &path,
+        commit: &st.baseline_commit,
         env: conf.context_env("baseline", 0, 0, None),
         log_prefix: conf.log_path("baseline.eval"),
         scheduler: &conf.scheduler,
+        launcher: &conf.launcher,
     })
     .await?;
     if result.status == EvalStatus::Interrupted {

@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 
 use crate::config::Config;
 use crate::exec::metric::{self, Reading};
-use crate::exec::process::{self, Outcome, Spec};
+use crate::exec::process::Outcome;
 use crate::model::EvalStatus;
 
 /// What one evaluation (all its repeats) gave.
@@ -29,6 +29,13 @@ pub struct EvalResult {
     /// Why it crashed, in words.
     pub reason: Option<String>,
     pub seconds: f64,
+    /// Where it ran (launcher, host, Slurm job and node, GPU model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<crate::model::Placement>,
+    /// The launcher could not run it (a host that refused connections, a queue timeout): a
+    /// crash that says nothing about the tree, so it is never cached.
+    #[serde(skip)]
+    pub launcher_failed: bool,
 }
 
 impl EvalResult {
@@ -66,11 +73,15 @@ pub struct EvalRequest<'a> {
     pub runs: u32,
     pub timeout: Duration,
     pub cwd: &'a Path,
+    /// The commit checked out in `cwd`: what a remote launcher ships.
+    pub commit: &'a str,
     pub env: Vec<(String, String)>,
     /// Log file prefix, e.g. `<run-dir>/logs/A-r1-i3.eval`.
     pub log_prefix: std::path::PathBuf,
     /// Where the evaluation waits for its slot (and device): `&conf.scheduler`.
     pub scheduler: &'a super::schedule::Scheduler,
+    /// Where each run happens: `&conf.launcher`.
+    pub launcher: &'a crate::launch::Launcher,
 }
 
 /// A run that gave no usable metric: its status (crashed, timeout, interrupted) and why.
@@ -79,8 +90,8 @@ type RunFailure = (&'static str, String);
 /// A run's metric and the sub-metrics it printed.
 type RunMetric = (f64, BTreeMap<String, f64>);
 
-/// Runs the evaluation `runs` times, on one slot of the scheduler (waiting for it first); stops
-/// at the first run that fails.
+/// Runs the evaluation `runs` times through the launcher, on one slot of the scheduler (waiting
+/// for it first); stops at the first run that fails.
 pub async fn evaluate(req: EvalRequest<'_>) -> Result<EvalResult> {
     let slot = req.scheduler.acquire().await;
     let mut base_env = req.env.clone();
@@ -88,23 +99,21 @@ pub async fn evaluate(req: EvalRequest<'_>) -> Result<EvalResult> {
     let mut runs = Vec::new();
     let mut sub_metrics = Default::default();
     let mut seconds = 0.0;
+    let mut placement = None;
     for run in 0..req.runs.max(1) {
         let stdout = req.log_prefix.with_extension(format!("{run}.out"));
         let stderr = req.log_prefix.with_extension(format!("{run}.err"));
-        let finished = process::run(Spec {
-            command: req.command,
-            cwd: req.cwd,
-            env: run_env(&base_env, run),
-            timeout: Some(req.timeout),
-            stdout: stdout.clone(),
-            stderr: stderr.clone(),
-            stdin: None,
-        })
-        .await?;
-        seconds += finished.elapsed.as_secs_f64();
-        let reading = match run_failure(&finished.outcome, &stderr, req.timeout) {
-            Some(failure) => Err(failure),
-            None => read_metric(&req, &stdout, &stderr),
+        let ended = run_once(&req, run_env(&base_env, run), &stdout, &stderr, slot.host()).await?;
+        seconds += ended.elapsed.as_secs_f64();
+        // A local run on a machine without a GPU says nothing worth a field.
+        placement = Some(ended.placement).filter(|p| p.launcher != "local" || p.gpu.is_some());
+        let launcher_failed = ended.launcher_failure.is_some();
+        let reading = match ended.launcher_failure {
+            Some(why) => Err((EvalStatus::Crashed.as_str(), why)),
+            None => match run_failure(&ended.outcome, &stderr, req.timeout) {
+                Some(failure) => Err(failure),
+                None => read_metric(&req, &stdout, &stderr),
+            },
         };
         match reading {
             Ok((v, subs)) => {
@@ -119,11 +128,46 @@ pub async fn evaluate(req: EvalRequest<'_>) -> Result<EvalResult> {
                     status: status.to_string(),
                     reason: Some(reason),
                     seconds,
-                })
+                    placement,
+                    launcher_failed,
+                });
             }
         }
     }
-    Ok(mean_result(runs, sub_metrics, seconds, req.metric))
+    let mut result = mean_result(runs, sub_metrics, seconds, req.metric);
+    result.placement = placement;
+    Ok(result)
+}
+
+/// One run through the launcher: started, then waited for (its timeout and Ctrl-C cancel it).
+async fn run_once(
+    req: &EvalRequest<'_>,
+    env: Vec<(String, String)>,
+    stdout: &Path,
+    stderr: &Path,
+    host: Option<&str>,
+) -> Result<crate::launch::Ended> {
+    let job = req
+        .launcher
+        .start(crate::launch::Request {
+            command: req.command,
+            cwd: req.cwd,
+            commit: req.commit,
+            env,
+            stdout: stdout.to_path_buf(),
+            stderr: stderr.to_path_buf(),
+            host,
+        })
+        .await?;
+    match job {
+        Some(job) => job.wait(req.timeout).await,
+        None => Ok(crate::launch::Ended {
+            outcome: Outcome::Cancelled,
+            elapsed: Duration::ZERO,
+            placement: Default::default(),
+            launcher_failure: None,
+        }),
+    }
 }
 
 /// The environment of run `run`: `base_env` with `CONFERENCE_EVAL_RUN` counted on from the
@@ -232,6 +276,8 @@ fn mean_result(
             status: "crashed".into(),
             reason: Some(reason),
             seconds,
+            placement: None,
+            launcher_failed: false,
         };
     }
     EvalResult {
@@ -241,6 +287,8 @@ fn mean_result(
         status: EvalStatus::Ok.into(),
         reason: None,
         seconds,
+        placement: None,
+        launcher_failed: false,
     }
 }
 

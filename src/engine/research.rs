@@ -558,6 +558,7 @@ impl<'a> Session<'a> {
             st.round,
             iteration,
             attempt.tree,
+            anyhow::Context::context(commit, "an attempt measured without its commit")?,
             &self.wt_path,
             env.to_vec(),
             self.remaining(),
@@ -761,6 +762,8 @@ fn failed_eval(status: &str, why: &str) -> EvalResult {
         status: status.to_string(),
         reason: Some(why.to_string()),
         seconds: 0.0,
+        placement: None,
+        launcher_failed: false,
     }
 }
 
@@ -892,10 +895,12 @@ async fn evaluate_cached(
     round: u32,
     iteration: u32,
     tree: Oid,
+    commit: Oid,
     wt_path: &std::path::Path,
     env: Vec<(String, String)>,
     deadline: Option<Duration>,
 ) -> Result<(EvalResult, bool)> {
+    let commit = commit.to_string();
     let eval_timeout = conf.config.evaluation.timeout;
     let cut_short = deadline.is_some_and(|d| d < eval_timeout);
     let timeout = deadline.map_or(eval_timeout, |d| d.min(eval_timeout));
@@ -925,20 +930,24 @@ async fn evaluate_cached(
                 runs: conf.config.evaluation.repeats,
                 timeout,
                 cwd: wt_path,
+                commit: &commit,
                 env,
                 log_prefix: conf.log_path(&format!("{id}-r{round}-i{iteration}.eval")),
                 scheduler: &conf.scheduler,
+                launcher: &conf.launcher,
             })
             .await
         })
         .await?
         .clone();
     let mut result = result;
-    let of_the_tree = !(cut_short && result.status == EvalStatus::Timeout);
+    let cut = cut_short && result.status == EvalStatus::Timeout;
+    // A launcher that could not run it (a host down, a queue timeout) measured nothing either.
+    let of_the_tree = !cut && !result.launcher_failed;
     if result.status == EvalStatus::Interrupted || !of_the_tree {
         conf.evaluations.lock().unwrap().remove(&key);
     }
-    if !of_the_tree {
+    if cut {
         result.reason = Some("the evaluation ran past the researcher timeout".into());
     }
     Ok((result, of_the_tree))
@@ -970,7 +979,7 @@ fn attempt_note(
     record: &AttemptRecord,
     result: &EvalResult,
 ) -> Value {
-    json!({
+    let mut note = json!({
         "commit": commit.to_string(),
         "conference": conf.name,
         "researcher": record.researcher,
@@ -983,7 +992,11 @@ fn attempt_note(
         "reason": record.reason,
         "agent_s": record.agent_s,
         "eval_s": record.eval_s,
-    })
+    });
+    if let Some(placement) = &result.placement {
+        note["placement"] = json!(placement);
+    }
+    note
 }
 
 /// Records `researcher.iteration`: the commit point of an attempt.
@@ -1049,6 +1062,7 @@ fn record_iteration(
         cost_usd: a.usage.and_then(|u| u.cost_usd),
         agent_s: record.agent_s,
         eval_s: record.eval_s,
+        placement: result.placement.clone().map(Box::new),
     };
     let summary = format!(
         "{} r{} i{} {} {}",
@@ -1142,6 +1156,8 @@ pub fn cached_evaluation_of_event(event: &EventLine, settings: &str) -> Option<(
         status: status.to_string(),
         reason: p.get("reason").and_then(Value::as_str).map(str::to_string),
         seconds: 0.0,
+        placement: None,
+        launcher_failed: false,
     };
     Some((
         files::eval_cache(settings, tree),

@@ -121,9 +121,11 @@ async fn measure_runs(
         runs,
         timeout: conf.config.evaluation.timeout,
         cwd: &path,
+        commit,
         env,
         log_prefix: conf.log_path(&format!("r{}-{what}{suffix}.eval", st.round)),
         scheduler: &conf.scheduler,
+        launcher: &conf.launcher,
     })
     .await?;
     // Leave the checkout clean for the next candidate (evaluations may write files).
@@ -141,6 +143,8 @@ fn interrupted() -> EvalResult {
         status: EvalStatus::Interrupted.into(),
         reason: Some("interrupted".into()),
         seconds: 0.0,
+        placement: None,
+        launcher_failed: false,
     }
 }
 

@@ -161,6 +161,8 @@ async fn try_on_best(
             status: EvalStatus::Ok.into(),
             reason: None,
             seconds: 0.0,
+            placement: None,
+            launcher_failed: false,
         }
     } else {
         let command = conf.config.eval_command();

@@ -176,12 +176,33 @@ pub fn kill_orphaned_groups(dir: &Path) -> usize {
 
 /// Runs `spec` to completion, timeout or cancellation.
 pub async fn run(spec: Spec<'_>) -> Result<Finished> {
-    let started = Instant::now();
-    if cancelled() {
-        return Ok(Finished {
+    let timeout = spec.timeout;
+    match start(spec).await? {
+        Some(running) => running.wait(timeout).await,
+        None => Ok(Finished {
             outcome: Outcome::Cancelled,
             elapsed: Duration::ZERO,
-        });
+        }),
+    }
+}
+
+/// A command started by [`start`]: its process group runs until [`Running::wait`] returns or
+/// [`Running::cancel`] ends it.
+pub struct Running {
+    child: tokio::process::Child,
+    pgid: i32,
+    slot: usize,
+    mark: String,
+    logs: [PathBuf; 2],
+    started: Instant,
+}
+
+/// Starts `spec` in a process group of its own (its stdin written and closed); None when
+/// Ctrl-C came first. `spec.timeout` is not used: the caller passes it to [`Running::wait`].
+pub async fn start(spec: Spec<'_>) -> Result<Option<Running>> {
+    let started = Instant::now();
+    if cancelled() {
+        return Ok(None);
     }
     let stdout = create_log(&spec.stdout)?;
     let stderr = create_log(&spec.stderr)?;
@@ -232,44 +253,63 @@ pub async fn run(spec: Spec<'_>) -> Result<Finished> {
         let _ = stdin.write_all(&input).await;
         drop(stdin);
     }
-    let logs = [spec.stdout.as_path(), spec.stderr.as_path()];
-    let mut cut = [0u64; 2];
-    let waited = match spec.timeout {
-        Some(limit) => tokio::time::timeout(limit, wait_capping(&mut child, &logs, &mut cut))
-            .await
-            .ok(),
-        None => Some(wait_capping(&mut child, &logs, &mut cut).await),
-    };
-    let outcome = match waited {
-        Some(status) => {
-            let status = status?;
-            // The leader is gone; stragglers it left in its group go with it.
-            kill_group(pgid);
-            if cancelled() {
-                Outcome::Cancelled
-            } else if let Some(code) = status.code() {
-                Outcome::Exited(code)
-            } else {
-                use std::os::unix::process::ExitStatusExt;
-                Outcome::Signaled(status.signal().unwrap_or(0))
-            }
-        }
-        None => {
-            kill_group(pgid);
-            let _ = child.wait().await;
-            Outcome::TimedOut
-        }
-    };
-    // Children that left the group (`setsid`, daemons) go too.
-    super::contain::sweep(&mark, pgid);
-    for (log, cut) in logs.iter().zip(cut) {
-        let _ = super::caps::cap_log(log, super::caps::LOG_CAP, cut);
+    Ok(Some(Running {
+        child,
+        pgid,
+        slot,
+        mark,
+        logs: [spec.stdout, spec.stderr],
+        started,
+    }))
+}
+
+impl Running {
+    /// Ends the command and everything in its process group (a timeout, Ctrl-C, an early stop).
+    pub fn cancel(&self) {
+        kill_group(self.pgid);
     }
-    unregister(slot);
-    Ok(Finished {
-        outcome,
-        elapsed: started.elapsed(),
-    })
+
+    /// Waits for the command to end, cancelling it after `timeout`; then ends what it left
+    /// behind (its group, what left the group) and cuts its logs to their cap.
+    pub async fn wait(mut self, timeout: Option<Duration>) -> Result<Finished> {
+        let logs = [self.logs[0].as_path(), self.logs[1].as_path()];
+        let mut cut = [0u64; 2];
+        let waiting = wait_capping(&mut self.child, &logs, &mut cut);
+        let waited = match timeout {
+            Some(limit) => tokio::time::timeout(limit, waiting).await.ok(),
+            None => Some(waiting.await),
+        };
+        let outcome = match waited {
+            Some(status) => {
+                let status = status?;
+                // The leader is gone; stragglers it left in its group go with it.
+                kill_group(self.pgid);
+                if cancelled() {
+                    Outcome::Cancelled
+                } else if let Some(code) = status.code() {
+                    Outcome::Exited(code)
+                } else {
+                    use std::os::unix::process::ExitStatusExt;
+                    Outcome::Signaled(status.signal().unwrap_or(0))
+                }
+            }
+            None => {
+                self.cancel();
+                let _ = self.child.wait().await;
+                Outcome::TimedOut
+            }
+        };
+        // Children that left the group (`setsid`, daemons) go too.
+        super::contain::sweep(&self.mark, self.pgid);
+        for (log, cut) in logs.iter().zip(cut) {
+            let _ = super::caps::cap_log(log, super::caps::LOG_CAP, cut);
+        }
+        unregister(self.slot);
+        Ok(Finished {
+            outcome,
+            elapsed: self.started.elapsed(),
+        })
+    }
 }
 
 /// A log file, empty, written in append mode: [`super::caps::cap_log`] can cut it while the

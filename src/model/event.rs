@@ -211,6 +211,9 @@ pub struct Iteration {
     pub agent_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eval_s: Option<f64>,
+    /// Where the evaluation ran (absent in events of earlier releases and unmeasured attempts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Box<super::Placement>>,
 }
 
 impl Iteration {

@@ -10,6 +10,7 @@
 
 mod commit_id;
 pub mod event;
+pub mod placement;
 pub mod reasons;
 mod records;
 pub mod state;
@@ -18,6 +19,7 @@ mod words;
 
 pub use commit_id::{CommitId, NotACommitId};
 pub use event::{Event, EventLine, Note};
+pub use placement::Placement;
 pub use records::{AttemptRecord, PickRecord};
 pub use usage::{Spend, Tokens, Usage};
 pub use words::{EvalStatus, FinalStatus, PickResult, ReviewVerdict, RunStatus, Verdict};

@@ -245,6 +245,7 @@ mod tests {
             cost_usd: Some(0.5),
             agent_s: None,
             eval_s: None,
+            placement: None,
         })
     }
 

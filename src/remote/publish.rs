@@ -249,6 +249,7 @@ mod tests {
             cost_usd: None,
             agent_s: None,
             eval_s: None,
+            placement: None,
         })
     }
 

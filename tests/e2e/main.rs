@@ -10,6 +10,7 @@ mod conference;
 mod demo;
 mod format;
 mod harden;
+mod launchers;
 mod machines;
 mod misbehaving_agents;
 mod ml;

@@ -1039,6 +1039,7 @@ fn record_iteration(
         cost_usd: a.usage.and_then(|u| u.cost_usd),
         agent_s: a.agent_s.map(tenths),
         eval_s: eval_s.map(tenths),
+        placement: result.placement.clone(),
     };
     let note = commit.map(|c| attempt_note(conf, c, &record, result));
     let event = events::Iteration {
@@ -1285,6 +1286,7 @@ pub fn set_aside_partial(conf: &Conference, id: &str, wt: &Repository) -> Result
         cost_usd: None,
         agent_s: None,
         eval_s: None,
+        placement: None,
     };
     conf.record(
         Event::AttemptInterrupted(events::AttemptInterrupted {

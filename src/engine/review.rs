@@ -640,6 +640,14 @@ fn write_review_header(
             "No researcher kept a change this round: nothing to review.\n"
         );
     }
+    let attempts = super::research::round_attempts(conf, round).unwrap_or_default();
+    if let Some(models) = crate::model::mixed_gpu_models(&attempts) {
+        let _ = writeln!(
+            md,
+            "**Hardware:** {}.\n",
+            crate::model::mixed_gpu_warning(&models)
+        );
+    }
     if let Some(warning) = noisy_evaluation(conf, round, findings) {
         let mut chars = warning.chars();
         let first: String = chars

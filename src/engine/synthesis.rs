@@ -287,6 +287,13 @@ fn final_report_md(
 
     let mut report = String::new();
     write_summary(&mut report, conf, st);
+    if let Some(models) = crate::model::mixed_gpu_models(attempts) {
+        let _ = writeln!(
+            report,
+            "**Hardware:** {}.\n",
+            crate::model::mixed_gpu_warning(&models)
+        );
+    }
     write_rounds_table(&mut report, st, findings);
     write_trajectory(&mut report, st, &plot_data(conf, st, attempts));
     write_reviewed_findings(&mut report, repo, findings)?;

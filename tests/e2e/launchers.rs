@@ -611,3 +611,60 @@ fn resume_after_kill_9_cancels_the_orphaned_slurm_job() {
     assert_eq!(slurm.jobs(), "");
     assert!(entries(&staging).is_empty(), "{:?}", entries(&staging));
 }
+
+/// Evaluations that ran on different GPU models: each attempt's placement names its model, and
+/// the review and the final report say the numbers were not measured alike. (No machine here has
+/// two GPU models: the submitter stands for a cluster of two node types and gives each job the
+/// `nvidia-smi` of its node, by iteration parity; the wrapper asks it as on a real node.)
+#[test]
+fn evaluations_on_different_gpu_models_are_named_in_the_review_and_the_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (node, model) in [
+        ("even", "NVIDIA A100-SXM4-40GB"),
+        ("odd", "NVIDIA H100 80GB HBM3"),
+    ] {
+        let bin = tmp.path().join(node);
+        std::fs::create_dir_all(&bin).unwrap();
+        let smi = bin.join("nvidia-smi");
+        std::fs::write(&smi, format!("#!/bin/sh\necho '{model}'\n")).unwrap();
+        std::process::Command::new("chmod")
+            .arg("+x")
+            .arg(&smi)
+            .status()
+            .unwrap();
+    }
+    let submitter = tmp.path().join("submit.sh");
+    std::fs::write(
+        &submitter,
+        format!(
+            "#!/bin/sh\n# submit.sh DIR COMMAND…: a job on the node of the iteration's parity\ndir=$1; shift\nnode=even; [ $(( ${{CONFERENCE_ITERATION:-0}} % 2 )) = 1 ] && node=odd\ncd \"$dir\" && PATH={}/$node:$PATH exec \"$@\"\n",
+            tmp.path().display()
+        ),
+    )
+    .unwrap();
+    let env = format!(
+        "- launcher: command\n- launch: sh {} {{dir}} {{command}}\n",
+        submitter.display()
+    );
+    let repo = repo();
+    repo.write(
+        "conference.md",
+        &config(2, &tmp.path().join("log"), None, "30s", &env),
+    );
+    repo.conference(&["start", "launch"]).ok();
+    let it = iterations(&repo, "launch");
+    let models: Vec<&str> = it
+        .iter()
+        .map(|e| e["payload"]["placement"]["gpu"].as_str().unwrap())
+        .collect();
+    assert_eq!(models, ["NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB"]);
+    let events = "refs/conference/launch/events";
+    let review = repo.show(events, "round-1/peer_review_round_1.md").unwrap();
+    let report = repo.show(events, "final_report.md").unwrap();
+    for text in [&review, &report] {
+        assert!(
+            text.contains("different GPU models (NVIDIA A100-SXM4-40GB, NVIDIA H100 80GB HBM3)"),
+            "{text}"
+        );
+    }
+}

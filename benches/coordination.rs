@@ -171,6 +171,7 @@ fn iteration(researcher: &str, n: u32) -> Event {
         agent_s: None,
         eval_s: None,
         questions: vec![],
+        placement: None,
     })
 }
 

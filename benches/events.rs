@@ -68,6 +68,7 @@ fn main() {
                 agent_s: None,
                 eval_s: None,
                 questions: vec![],
+                placement: None,
             });
             let summary = format!("A r{} i{} reverted 1", n / 49, n % 49);
             conf.record(event, &summary, vec![]).expect("record");

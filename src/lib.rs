@@ -20,6 +20,7 @@ pub mod exec;
 pub mod failpoint;
 pub mod git;
 pub mod hooks;
+pub mod launch;
 pub mod lock;
 pub mod model;
 #[allow(unsafe_code)]

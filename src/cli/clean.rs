@@ -25,6 +25,12 @@ pub fn run(args: CleanArgs) -> Result<i32> {
     let name = super::resolve_name_for(&repo, args.name, "clean")?;
     let run_dir = worktree::run_dir(&repo, &name);
     let lock = RunLock::acquire(&run_dir, &name)?;
+    let cancelled = crate::launch::cancel_left_behind(&run_dir);
+    if cancelled > 0 {
+        crate::outln!(
+            "Cancelled {cancelled} submitted evaluation(s) and removed what they staged."
+        );
+    }
     if let Some(said) = worktree::make_worktrees_own(&repo, &name)? {
         crate::errln!("warning: {said}");
     }

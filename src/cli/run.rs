@@ -311,6 +311,10 @@ pub(super) fn take_over(run_dir: &std::path::Path, name: &str) -> Result<RunLock
         crate::errln!("git-conference: stopped {killed} agent or evaluation process group(s) left running by a killed run");
     }
     crate::exec::process::track_groups_in(&run_dir.join("running"));
+    let cancelled = crate::launch::cancel_left_behind(run_dir);
+    if cancelled > 0 {
+        crate::errln!("git-conference: cancelled {cancelled} evaluation job(s) a killed run left submitted (ssh, Slurm) and removed what they staged");
+    }
     Ok(lock)
 }
 

@@ -50,6 +50,55 @@ pub static KEYS: &[KeySpec] = &[
         list: false,
         example: "- max parallel evaluations: 1",
     },
+    // Where evaluations run: read by `config::launcher`.
+    KeySpec {
+        name: "launcher",
+        aliases: &[],
+        list: false,
+        example: "- launcher: slurm",
+    },
+    KeySpec {
+        name: "slurm args",
+        aliases: &["sbatch args"],
+        list: false,
+        example: "- slurm args: --partition=gpu --gres=gpu:1 --time=00:20:00",
+    },
+    KeySpec {
+        name: "hosts",
+        aliases: &[],
+        list: true,
+        example: "- hosts: gpu1, gpu2:/scratch/conf, user@10.0.0.7",
+    },
+    KeySpec {
+        name: "launch",
+        aliases: &["launch command"],
+        list: false,
+        example: "- launch: sky exec mycluster --workdir {dir} -- {command}",
+    },
+    KeySpec {
+        name: "staging",
+        aliases: &[],
+        list: false,
+        example: "- staging: /shared/scratch/conference",
+    },
+    KeySpec {
+        name: "remote shared",
+        aliases: &[],
+        list: true,
+        example: "- remote shared: data=/datasets/x",
+    },
+    KeySpec {
+        name: "queue timeout",
+        aliases: &[],
+        list: false,
+        example: "- queue timeout: 2h",
+    },
+    KeySpec {
+        name: "ssh command",
+        aliases: &[],
+        list: false,
+        example: "- ssh command: ssh -F ~/conf/ssh_config",
+    },
 ];
 
 /// The `## Environment` settings. All optional: without them worktrees are plain checkouts and
@@ -69,6 +118,9 @@ pub struct Environment {
     pub devices: Vec<String>,
     #[serde(default)]
     pub max_parallel_evaluations: Option<u32>,
+    /// Where evaluations run (`launcher` and its keys).
+    #[serde(default)]
+    pub launch: super::launcher::Launch,
 }
 
 /// A shared path and the line that names it (for errors found against the repository).
@@ -144,6 +196,7 @@ pub fn read(doc: &Document, errors: &mut Vec<ConfigError>) -> Environment {
             }
         }
     }
+    env.launch = super::launcher::read(doc, errors);
     env
 }
 

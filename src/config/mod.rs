@@ -13,6 +13,7 @@ pub mod duration;
 pub mod edit;
 pub mod environment;
 pub mod guard;
+pub mod launcher;
 pub mod parse;
 pub mod paths;
 pub mod repeated;

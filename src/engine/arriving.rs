@@ -363,6 +363,7 @@ mod tests {
             agent_s: None,
             eval_s: None,
             questions: vec![],
+            placement: None,
         });
         let next = reduced(&state, &event, "t2", Some("m9"), None).unwrap();
         let mut line = event.line("t2".into());

@@ -135,11 +135,13 @@ async fn measure_baseline(conf: &Conference) -> Result<()> {
         runs: conf.config.evaluation.repeats.max(noise_runs),
         timeout: conf.config.evaluation.timeout,
         cwd: &path,
+        commit: &st.baseline_commit,
         env: conf.context_env("baseline", 0, 0, None),
         log_prefix: conf.log_path("baseline.eval"),
         scheduler: &conf.scheduler,
         // Never pruned: it is what attempts are measured against.
         prune: None,
+        launcher: &conf.launcher,
     })
     .await?;
     if result.status == EvalStatus::Interrupted {

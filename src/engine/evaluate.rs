@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 
 use crate::config::Config;
 use crate::exec::metric::{self, Reading};
-use crate::exec::process::{self, Outcome, Spec};
+use crate::exec::process::Outcome;
 use crate::model::EvalStatus;
 use crate::protocol::prune::{self, Point, Pruned};
 
@@ -37,6 +37,13 @@ pub struct EvalResult {
     /// Where pruning stopped it (status `pruned`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pruned: Option<Pruned>,
+    /// Where it ran (launcher, host, Slurm job and node, GPU model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<crate::model::Placement>,
+    /// The launcher could not run it (a host that refused connections, a queue timeout): a
+    /// crash that says nothing about the tree, so it is never cached.
+    #[serde(skip)]
+    pub launcher_failed: bool,
 }
 
 impl EvalResult {
@@ -74,6 +81,8 @@ pub struct EvalRequest<'a> {
     pub runs: u32,
     pub timeout: Duration,
     pub cwd: &'a Path,
+    /// The commit checked out in `cwd`: what a remote launcher ships.
+    pub commit: &'a str,
     pub env: Vec<(String, String)>,
     /// Log file prefix, e.g. `<run-dir>/logs/A-r1-i3.eval`.
     pub log_prefix: std::path::PathBuf,
@@ -82,6 +91,8 @@ pub struct EvalRequest<'a> {
     /// Stop a run early when it falls behind (`prune: on`, a researcher's attempt); None for
     /// the baseline, review and transfer readings, which are never pruned.
     pub prune: Option<PruneRule>,
+    /// Where each run happens: `&conf.launcher`.
+    pub launcher: &'a crate::launch::Launcher,
 }
 
 /// What pruning compares a running evaluation with (the rule: `protocol::prune::decide`).
@@ -128,8 +139,8 @@ type RunFailure = (&'static str, String);
 /// A run's metric and the sub-metrics it printed.
 type RunMetric = (f64, BTreeMap<String, f64>);
 
-/// Runs the evaluation `runs` times, on one slot of the scheduler (waiting for it first); stops
-/// at the first run that fails.
+/// Runs the evaluation `runs` times through the launcher, on one slot of the scheduler (waiting
+/// for it first); stops at the first run that fails.
 pub async fn evaluate(req: EvalRequest<'_>) -> Result<EvalResult> {
     let slot = req.scheduler.acquire().await;
     let mut base_env = req.env.clone();
@@ -138,30 +149,29 @@ pub async fn evaluate(req: EvalRequest<'_>) -> Result<EvalResult> {
     let mut sub_metrics = Default::default();
     let mut seconds = 0.0;
     let mut curve = None;
+    let mut placement = None;
     for run in 0..req.runs.max(1) {
         let stdout = req.log_prefix.with_extension(format!("{run}.out"));
         let stderr = req.log_prefix.with_extension(format!("{run}.err"));
         let mut watch = Watch::default();
         let mut on_line = |line: &str| watch.line(line, req.metric, req.prune.as_ref());
-        let spec = Spec {
-            command: req.command,
-            cwd: req.cwd,
-            env: run_env(&base_env, run),
-            timeout: Some(req.timeout),
-            stdout: stdout.clone(),
-            stderr: stderr.clone(),
-            stdin: None,
-        };
-        let finished = process::run_watched(spec, Some(&mut on_line)).await?;
-        seconds += finished.elapsed.as_secs_f64();
+        let env = run_env(&base_env, run);
+        let files = (stdout.as_path(), stderr.as_path());
+        let ended = run_once(&req, env, files, slot.host(), &mut on_line).await?;
+        seconds += ended.elapsed.as_secs_f64();
+        // A local run on a machine without a GPU says nothing worth a field.
+        placement = Some(ended.placement).filter(|p| p.launcher != "local" || p.gpu.is_some());
         let curve = curve.get_or_insert_with(|| watch.curve.clone());
-        let reading = match (&finished.outcome, watch.pruned) {
-            (Outcome::Stopped, Some(pruned)) => {
+        let launcher_failed = ended.launcher_failure.is_some();
+        let reading = match (&ended.outcome, watch.pruned, ended.launcher_failure) {
+            (Outcome::Stopped, Some(pruned), _) => {
                 let mut result = pruned_result(runs, seconds, req.metric, pruned, req.prune);
                 result.curve = watch.curve;
+                result.placement = placement;
                 return Ok(result);
             }
-            _ => match run_failure(&finished.outcome, &stderr, req.timeout) {
+            (_, _, Some(why)) => Err((EvalStatus::Crashed.as_str(), why)),
+            (outcome, _, None) => match run_failure(outcome, &stderr, req.timeout) {
                 Some(failure) => Err(failure),
                 None => read_metric(&req, &stdout, &stderr),
             },
@@ -181,12 +191,15 @@ pub async fn evaluate(req: EvalRequest<'_>) -> Result<EvalResult> {
                     seconds,
                     curve: std::mem::take(curve),
                     pruned: None,
-                })
+                    placement,
+                    launcher_failed,
+                });
             }
         }
     }
     let mut result = mean_result(runs, sub_metrics, seconds, req.metric);
     result.curve = curve.unwrap_or_default();
+    result.placement = placement;
     Ok(result)
 }
 
@@ -215,6 +228,40 @@ fn pruned_result(
         seconds,
         curve: Vec::new(),
         pruned: Some(pruned),
+        ..Default::default()
+    }
+}
+
+/// One run through the launcher: started, then waited for (its timeout and Ctrl-C cancel it).
+/// `on_line` sees the lines of its stdout as they arrive (as soon as the launcher brings them
+/// here); when it asks to stop, the launcher's cancel ends the run ([`Outcome::Stopped`]).
+async fn run_once(
+    req: &EvalRequest<'_>,
+    env: Vec<(String, String)>,
+    (stdout, stderr): (&Path, &Path),
+    host: Option<&str>,
+    on_line: crate::exec::process::OnLine<'_>,
+) -> Result<crate::launch::Ended> {
+    let job = req
+        .launcher
+        .start(crate::launch::Request {
+            command: req.command,
+            cwd: req.cwd,
+            commit: req.commit,
+            env,
+            stdout: stdout.to_path_buf(),
+            stderr: stderr.to_path_buf(),
+            host,
+        })
+        .await?;
+    match job {
+        Some(job) => job.wait(req.timeout, Some(on_line)).await,
+        None => Ok(crate::launch::Ended {
+            outcome: Outcome::Cancelled,
+            elapsed: Duration::ZERO,
+            placement: Default::default(),
+            launcher_failure: None,
+        }),
     }
 }
 
@@ -326,6 +373,8 @@ fn mean_result(
             seconds,
             curve: Vec::new(),
             pruned: None,
+            placement: None,
+            launcher_failed: false,
         };
     }
     EvalResult {
@@ -337,6 +386,8 @@ fn mean_result(
         seconds,
         curve: Vec::new(),
         pruned: None,
+        placement: None,
+        launcher_failed: false,
     }
 }
 

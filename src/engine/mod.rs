@@ -101,6 +101,8 @@ pub struct Conference {
     pub idle_worktrees: Mutex<std::collections::HashMap<String, research::IdleWorktree>>,
     /// Evaluation slots and devices (`## Environment`), shared by every evaluation of the run.
     pub scheduler: schedule::Scheduler,
+    /// Where evaluations run (`## Environment`'s launcher).
+    pub launcher: crate::launch::Launcher,
 }
 
 pub use crate::clock::{now_iso, now_unix};
@@ -175,6 +177,7 @@ impl Conference {
         drop(baseline);
         let hooks = Hooks::new(&repo);
         let scheduler = schedule::Scheduler::new(&config.environment);
+        let launcher = crate::launch::Launcher::new(&config.environment, &repo_dir, &run_dir);
         Ok(Conference {
             name: name.clone(),
             repo_dir,
@@ -188,6 +191,7 @@ impl Conference {
             evaluations: Mutex::new(Default::default()),
             idle_worktrees: Mutex::new(Default::default()),
             scheduler,
+            launcher,
         })
     }
 

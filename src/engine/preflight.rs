@@ -37,6 +37,27 @@ struct Site<'a> {
     cwd: Cwd,
 }
 
+/// Slurm's own refusal of `- slurm args:` (`sbatch --test-only`), before anything is submitted.
+fn launcher_refusal(cfg: &Config, text: &str) -> Option<ConfigError> {
+    let launch = &cfg.environment.launch;
+    if launch.kind != crate::config::launcher::LauncherKind::Slurm {
+        return None;
+    }
+    let said = crate::launch::check_slurm_args(&launch.slurm_args).err()?;
+    let line = config::setting_line(text, SectionKind::Environment, "slurm args", None);
+    let line = if line == 0 {
+        config::setting_line(text, SectionKind::Environment, "launcher", None)
+    } else {
+        line
+    };
+    Some(ConfigError {
+        line,
+        message: format!("Slurm refuses these slurm args: {said}"),
+        hint: "- slurm args: --partition=gpu --gres=gpu:1 --time=00:20:00 (as `sbatch` takes them)"
+            .into(),
+    })
+}
+
 /// Every problem with the harness and the commands of `cfg` at baseline `base`, each tied to its
 /// line of `text` (conference.md). `run_dir` is where the prose commands run.
 pub fn check(
@@ -98,6 +119,7 @@ pub fn check(
         }
     }
     errors.extend(crate::agents::version::preflight(cfg, text));
+    errors.extend(launcher_refusal(cfg, text));
     for (command, line) in config::guard::command_lines(text) {
         let site = Site {
             what: "the guard command",

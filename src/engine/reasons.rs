@@ -108,6 +108,7 @@ mod tests {
             cost_usd: Default::default(),
             agent_s: None,
             eval_s: None,
+            placement: None,
         }
     }
 

@@ -562,7 +562,10 @@ impl<'a> Session<'a> {
         let (result, of_the_tree) = evaluate_cached(
             conf,
             (id, st.round, iteration),
-            attempt.tree,
+            (
+                attempt.tree,
+                anyhow::Context::context(commit, "an attempt measured without its commit")?,
+            ),
             &self.wt_path,
             env.to_vec(),
             self.remaining(),
@@ -905,16 +908,18 @@ pub fn researcher_signature(repo: &Repository, id: &str) -> Signature<'static> {
 /// Evaluates a tree in the researcher's worktree, or returns the cached result for it.
 /// `deadline` is what is left of the researcher's round time: an evaluation it cuts short is a
 /// timeout of this attempt, not a property of the tree, so it is not cached. Nor is a run that
-/// `prune` stopped: it was measured against this researcher's best, not in full.
+/// `prune` stopped: it was measured against this researcher's best, not in full. `commit` is the
+/// attempt's commit of `tree`, what a remote launcher ships.
 async fn evaluate_cached(
     conf: &Conference,
     (id, round, iteration): (&str, u32, u32),
-    tree: Oid,
+    (tree, commit): (Oid, Oid),
     wt_path: &std::path::Path,
     env: Vec<(String, String)>,
     deadline: Option<Duration>,
     prune: Option<evaluate::PruneRule>,
 ) -> Result<(EvalResult, bool)> {
+    let commit = commit.to_string();
     let eval_timeout = conf.config.evaluation.timeout;
     let cut_short = deadline.is_some_and(|d| d < eval_timeout);
     let timeout = deadline.map_or(eval_timeout, |d| d.min(eval_timeout));
@@ -944,22 +949,25 @@ async fn evaluate_cached(
                 runs: conf.config.evaluation.repeats,
                 timeout,
                 cwd: wt_path,
+                commit: &commit,
                 env,
                 log_prefix: conf.log_path(&format!("{id}-r{round}-i{iteration}.eval")),
                 scheduler: &conf.scheduler,
                 prune,
+                launcher: &conf.launcher,
             })
             .await
         })
         .await?
         .clone();
     let mut result = result;
-    let of_the_tree =
-        !(cut_short && result.status == EvalStatus::Timeout) && result.status != EvalStatus::Pruned;
+    let cut = cut_short && result.status == EvalStatus::Timeout;
+    // A launcher that could not run it (a host down, a queue timeout) measured nothing either.
+    let of_the_tree = !cut && !result.launcher_failed && result.status != EvalStatus::Pruned;
     if result.status == EvalStatus::Interrupted || !of_the_tree {
         conf.evaluations.lock().unwrap().remove(&key);
     }
-    if cut_short && result.status == EvalStatus::Timeout {
+    if cut {
         result.reason = Some("the evaluation ran past the researcher timeout".into());
     }
     Ok((result, of_the_tree))
@@ -1012,6 +1020,9 @@ fn attempt_note(
     if let Some(pruned) = result.pruned {
         note["pruned"] = json!(pruned);
     }
+    if let Some(placement) = &result.placement {
+        note["placement"] = json!(placement);
+    }
     note
 }
 
@@ -1055,6 +1066,7 @@ fn record_iteration(
         cost_usd: a.usage.and_then(|u| u.cost_usd),
         agent_s: a.agent_s.map(tenths),
         eval_s: eval_s.map(tenths),
+        placement: result.placement.clone(),
     };
     let note = commit.map(|c| attempt_note(conf, c, &record, result));
     let event = events::Iteration {
@@ -1079,6 +1091,7 @@ fn record_iteration(
         agent_s: record.agent_s,
         eval_s: record.eval_s,
         questions: a.questions.clone(),
+        placement: result.placement.clone().map(Box::new),
     };
     let summary = format!(
         "{} r{} i{} {} {}",
@@ -1177,6 +1190,8 @@ pub fn cached_evaluation_of_event(event: &EventLine, settings: &str) -> Option<(
             .and_then(|n| serde_json::from_value(n.get("curve")?.clone()).ok())
             .unwrap_or_default(),
         pruned: None,
+        placement: None,
+        launcher_failed: false,
     };
     Some((
         files::eval_cache(settings, tree),
@@ -1305,6 +1320,7 @@ pub fn set_aside_partial(conf: &Conference, id: &str, wt: &Repository) -> Result
         cost_usd: None,
         agent_s: None,
         eval_s: None,
+        placement: None,
     };
     conf.record(
         Event::AttemptInterrupted(events::AttemptInterrupted {

@@ -121,11 +121,13 @@ async fn measure_runs(
         runs,
         timeout: conf.config.evaluation.timeout,
         cwd: &path,
+        commit,
         env,
         log_prefix: conf.log_path(&format!("r{}-{what}{suffix}.eval", st.round)),
         scheduler: &conf.scheduler,
         // Review readings are never pruned.
         prune: None,
+        launcher: &conf.launcher,
     })
     .await?;
     // Leave the checkout clean for the next candidate (evaluations may write files).
@@ -637,6 +639,14 @@ fn write_review_header(
         let _ = writeln!(
             md,
             "No researcher kept a change this round: nothing to review.\n"
+        );
+    }
+    let attempts = super::research::round_attempts(conf, round).unwrap_or_default();
+    if let Some(models) = crate::model::mixed_gpu_models(&attempts) {
+        let _ = writeln!(
+            md,
+            "**Hardware:** {}.\n",
+            crate::model::mixed_gpu_warning(&models)
         );
     }
     if let Some(warning) = noisy_evaluation(conf, round, findings) {

@@ -5,7 +5,8 @@
 //! knowledge transfer) takes a [`Slot`] before its command starts and gives it back when it ends.
 //! With `devices: 0,1` a slot is a device of its own, named to the command as
 //! `CUDA_VISIBLE_DEVICES` and `CONFERENCE_DEVICE`; `max parallel evaluations: N` bounds the slots
-//! without naming devices. Waiting is first come, first served (tokio's semaphore is fair), so a
+//! without naming devices. With the ssh launcher a slot is a host (a device of a host when devices
+//! are listed): one evaluation at a time on each. Waiting is first come, first served (tokio's semaphore is fair), so a
 //! researcher that queues first evaluates first and none starves.
 //!
 //! Only evaluations take slots: agents keep working while others' evaluations run. When devices
@@ -18,37 +19,88 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::config::environment::Environment;
+use crate::config::launcher::LauncherKind;
 
 /// The variable CUDA reads; also honoured by PyTorch, JAX and TensorFlow.
 pub const CUDA_VISIBLE_DEVICES: &str = "CUDA_VISIBLE_DEVICES";
 /// The device an evaluation got, for harnesses that pick a device some other way.
 pub const CONFERENCE_DEVICE: &str = "CONFERENCE_DEVICE";
 
-/// Hands out evaluation slots; unlimited when the environment sets neither devices nor a limit.
+/// Hands out evaluation slots; unlimited when the environment sets neither devices, ssh hosts
+/// nor a limit.
 pub struct Scheduler {
-    devices: Vec<String>,
-    /// Which devices are taken (same order as `devices`).
+    /// Where an evaluation can run: (ssh host, device) pairs, one evaluation at a time on each;
+    /// empty when neither devices nor hosts are listed.
+    places: Vec<Place>,
+    /// Which places are taken (same order as `places`).
     busy: Arc<Mutex<Vec<bool>>>,
     permits: Option<Arc<Semaphore>>,
 }
 
-/// The right to run one evaluation; on a device when devices are listed. Dropping it frees both.
+/// An ssh host (launcher `ssh`), a device, or both.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Place {
+    host: Option<String>,
+    device: Option<String>,
+}
+
+/// The right to run one evaluation; on a device when devices are listed, on a host with the
+/// ssh launcher. Dropping it frees them.
 pub struct Slot {
-    device: Option<(usize, Arc<Mutex<Vec<bool>>>)>,
+    place: Option<(usize, Arc<Mutex<Vec<bool>>>)>,
+    host: Option<String>,
     name: Option<String>,
     _permit: Option<OwnedSemaphorePermit>,
 }
 
+/// Every (host, device) pair: with the ssh launcher each host runs one evaluation at a time
+/// (per device when devices are listed).
+fn places(env: &Environment) -> Vec<Place> {
+    let devices: Vec<Option<String>> = if env.devices.is_empty() {
+        vec![None]
+    } else {
+        env.devices.iter().cloned().map(Some).collect()
+    };
+    let hosts: Vec<Option<String>> = match env.launch.kind {
+        LauncherKind::Ssh => env
+            .launch
+            .hosts
+            .iter()
+            .map(|h| Some(h.target.clone()))
+            .collect(),
+        _ => vec![None],
+    };
+    let all: Vec<Place> = hosts
+        .iter()
+        .flat_map(|host| {
+            devices.iter().map(move |device| Place {
+                host: host.clone(),
+                device: device.clone(),
+            })
+        })
+        .collect();
+    if all
+        == [Place {
+            host: None,
+            device: None,
+        }]
+    {
+        return vec![];
+    }
+    all
+}
+
 impl Scheduler {
     pub fn new(env: &Environment) -> Scheduler {
-        let limit = match (env.devices.len(), env.max_parallel_evaluations) {
+        let places = places(env);
+        let limit = match (places.len(), env.max_parallel_evaluations) {
             (0, limit) => limit.map(|n| n as usize),
             (n, None) => Some(n),
             (n, Some(limit)) => Some(n.min(limit as usize)),
         };
         Scheduler {
-            devices: env.devices.clone(),
-            busy: Arc::new(Mutex::new(vec![false; env.devices.len()])),
+            busy: Arc::new(Mutex::new(vec![false; places.len()])),
+            places,
             permits: limit.map(|n| Arc::new(Semaphore::new(n.max(1)))),
         }
     }
@@ -64,23 +116,25 @@ impl Scheduler {
             ),
             None => None,
         };
-        if self.devices.is_empty() {
+        if self.places.is_empty() {
             return Slot {
-                device: None,
+                place: None,
+                host: None,
                 name: None,
                 _permit: permit,
             };
         }
-        // A permit guarantees a free device: there are no more permits than devices.
+        // A permit guarantees a free place: there are no more permits than places.
         let mut busy = self.busy.lock().unwrap();
         let index = busy
             .iter()
             .position(|b| !b)
-            .expect("a permit always leaves a device free");
+            .expect("a permit always leaves a place free");
         busy[index] = true;
         Slot {
-            device: Some((index, Arc::clone(&self.busy))),
-            name: Some(self.devices[index].clone()),
+            place: Some((index, Arc::clone(&self.busy))),
+            host: self.places[index].host.clone(),
+            name: self.places[index].device.clone(),
             _permit: permit,
         }
     }
@@ -88,7 +142,7 @@ impl Scheduler {
     /// The environment of a command that is not an evaluation (an agent, a setup command): with
     /// devices listed it sees none of them.
     pub fn no_device_env(&self) -> Vec<(String, String)> {
-        if self.devices.is_empty() {
+        if self.places.iter().all(|p| p.device.is_none()) {
             return vec![];
         }
         vec![(CUDA_VISIBLE_DEVICES.into(), String::new())]
@@ -99,6 +153,11 @@ impl Slot {
     /// The device this slot holds, if devices are listed.
     pub fn device(&self) -> Option<&str> {
         self.name.as_deref()
+    }
+
+    /// The ssh host this slot holds (launcher `ssh`).
+    pub fn host(&self) -> Option<&str> {
+        self.host.as_deref()
     }
 
     /// `env` with this slot's device variables (replacing any it had).
@@ -114,10 +173,10 @@ impl Slot {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        if let Some((index, busy)) = &self.device {
+        if let Some((index, busy)) = &self.place {
             busy.lock().unwrap()[*index] = false;
         }
-        // The permit is released after the device is marked free (fields drop after this).
+        // The permit is released after the place is marked free (fields drop after this).
     }
 }
 

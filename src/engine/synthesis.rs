@@ -289,6 +289,13 @@ fn final_report_md(
     write_summary(&mut report, conf, st);
     report.push_str(&crate::render::talk::report_section(st));
     write_knowledge_briefed(&mut report, st);
+    if let Some(models) = crate::model::mixed_gpu_models(attempts) {
+        let _ = writeln!(
+            report,
+            "**Hardware:** {}.\n",
+            crate::model::mixed_gpu_warning(&models)
+        );
+    }
     write_rounds_table(&mut report, st, findings);
     write_trajectory(&mut report, st, &plot_data(conf, st, attempts));
     write_reviewed_findings(&mut report, repo, findings)?;

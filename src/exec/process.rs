@@ -183,18 +183,33 @@ pub type OnLine<'a> = &'a mut (dyn FnMut(&str) -> bool + Send);
 
 /// Runs `spec` to completion, timeout or cancellation.
 pub async fn run(spec: Spec<'_>) -> Result<Finished> {
-    run_watched(spec, None).await
-}
-
-/// [`run`], showing `on_line` each line of stdout as the command runs; when it returns true the
-/// run is ended the way a timeout ends it ([`end_run`]).
-pub async fn run_watched(spec: Spec<'_>, mut on_line: Option<OnLine<'_>>) -> Result<Finished> {
-    let started = Instant::now();
-    if cancelled() {
-        return Ok(Finished {
+    let timeout = spec.timeout;
+    match start(spec).await? {
+        Some(running) => running.wait(timeout, None).await,
+        None => Ok(Finished {
             outcome: Outcome::Cancelled,
             elapsed: Duration::ZERO,
-        });
+        }),
+    }
+}
+
+/// A command started by [`start`]: its process group runs until [`Running::wait`] returns or
+/// [`Running::cancel`] ends it.
+pub struct Running {
+    child: tokio::process::Child,
+    pgid: i32,
+    slot: usize,
+    mark: String,
+    logs: [PathBuf; 2],
+    started: Instant,
+}
+
+/// Starts `spec` in a process group of its own (its stdin written and closed); None when
+/// Ctrl-C came first. `spec.timeout` is not used: the caller passes it to [`Running::wait`].
+pub async fn start(spec: Spec<'_>) -> Result<Option<Running>> {
+    let started = Instant::now();
+    if cancelled() {
+        return Ok(None);
     }
     let stdout = create_log(&spec.stdout)?;
     let stderr = create_log(&spec.stderr)?;
@@ -245,47 +260,78 @@ pub async fn run_watched(spec: Spec<'_>, mut on_line: Option<OnLine<'_>>) -> Res
         let _ = stdin.write_all(&input).await;
         drop(stdin);
     }
-    let logs = [spec.stdout.as_path(), spec.stderr.as_path()];
-    let mut cut = [0u64; 2];
-    let mut lines = on_line
-        .as_mut()
-        .map(|f| LineTail::new(&spec.stdout, &mut **f));
-    let wait = wait_capping(&mut child, &logs, &mut cut, lines.as_mut());
-    let waited = match spec.timeout {
-        Some(limit) => tokio::time::timeout(limit, wait).await.ok(),
-        None => Some(wait.await),
-    };
-    let outcome = match waited {
-        None => {
-            end_run(&mut child, pgid).await;
-            Outcome::TimedOut
-        }
-        Some(waited) => match waited? {
-            Waited::Stop => {
-                end_run(&mut child, pgid).await;
-                Outcome::Stopped
-            }
-            Waited::Exited(status) => {
-                // The lines written last, for the watcher's record (too late to stop anything).
-                if let Some(lines) = lines.as_mut() {
-                    lines.read_new();
-                }
-                // The leader is gone; stragglers it left in its group go with it.
-                kill_group(pgid);
-                exited(status)
-            }
-        },
-    };
-    // Children that left the group (`setsid`, daemons) go too.
-    super::contain::sweep(&mark, pgid);
-    for (log, cut) in logs.iter().zip(cut) {
-        let _ = super::caps::cap_log(log, super::caps::LOG_CAP, cut);
+    Ok(Some(Running {
+        child,
+        pgid,
+        slot,
+        mark,
+        logs: [spec.stdout, spec.stderr],
+        started,
+    }))
+}
+
+impl Running {
+    /// Ends the command and everything in its process group: the one way a run is cut short
+    /// (a timeout, Ctrl-C, its watcher's stop, a launcher's cancel).
+    pub fn cancel(&self) {
+        kill_group(self.pgid);
     }
-    unregister(slot);
-    Ok(Finished {
-        outcome,
-        elapsed: started.elapsed(),
-    })
+
+    /// Cuts the run short ([`Running::cancel`]) and reaps its leader.
+    async fn end(&mut self) {
+        self.cancel();
+        let _ = self.child.wait().await;
+    }
+
+    /// Waits for the command to end, cancelling it after `timeout` or when `on_line` (shown
+    /// each line of stdout as it is written) asks to stop ([`Outcome::Stopped`]); then ends
+    /// what it left behind (its group, what left the group) and cuts its logs to their cap.
+    pub async fn wait(
+        mut self,
+        timeout: Option<Duration>,
+        mut on_line: Option<OnLine<'_>>,
+    ) -> Result<Finished> {
+        let paths = self.logs.clone();
+        let logs = [paths[0].as_path(), paths[1].as_path()];
+        let mut cut = [0u64; 2];
+        let mut lines = on_line.as_mut().map(|f| LineTail::new(logs[0], &mut **f));
+        let waiting = wait_capping(&mut self.child, &logs, &mut cut, lines.as_mut());
+        let waited = match timeout {
+            Some(limit) => tokio::time::timeout(limit, waiting).await.ok(),
+            None => Some(waiting.await),
+        };
+        let outcome = match waited {
+            None => {
+                self.end().await;
+                Outcome::TimedOut
+            }
+            Some(waited) => match waited? {
+                Waited::Stop => {
+                    self.end().await;
+                    Outcome::Stopped
+                }
+                Waited::Exited(status) => {
+                    // The lines written last, for the watcher's record (too late to stop anything).
+                    if let Some(lines) = lines.as_mut() {
+                        lines.read_new();
+                    }
+                    // The leader is gone; stragglers it left in its group go with it.
+                    kill_group(self.pgid);
+                    exited(status)
+                }
+            },
+        };
+        // Children that left the group (`setsid`, daemons) go too.
+        super::contain::sweep(&self.mark, self.pgid);
+        for (log, cut) in logs.iter().zip(cut) {
+            let _ = super::caps::cap_log(log, super::caps::LOG_CAP, cut);
+        }
+        unregister(self.slot);
+        Ok(Finished {
+            outcome,
+            elapsed: self.started.elapsed(),
+        })
+    }
 }
 
 /// The outcome of a run whose leader exited by itself.
@@ -308,14 +354,6 @@ fn create_log(path: &Path) -> Result<std::fs::File> {
         .with_context(|| format!("cannot create {}", path.display()))
 }
 
-/// Ends a running command early: its whole process group is killed and the leader reaped. The
-/// one way a run is cut short (a timeout, or its watcher's stop); what left the group is swept
-/// after it as after every run.
-async fn end_run(child: &mut tokio::process::Child, pgid: i32) {
-    kill_group(pgid);
-    let _ = child.wait().await;
-}
-
 /// How waiting for a child ended.
 enum Waited {
     Exited(std::process::ExitStatus),
@@ -323,8 +361,9 @@ enum Waited {
     Stop,
 }
 
-/// The lines a run appends to its stdout log, handed to a watcher as they complete.
-struct LineTail<'p, 'f> {
+/// The lines a run appends to its stdout log, handed to a watcher as they complete (launchers
+/// tail the file where a remote run's stdout appears here the same way).
+pub struct LineTail<'p, 'f> {
     path: &'p Path,
     offset: u64,
     partial: Vec<u8>,
@@ -332,7 +371,7 @@ struct LineTail<'p, 'f> {
 }
 
 impl<'p, 'f> LineTail<'p, 'f> {
-    fn new(path: &'p Path, on_line: &'f mut (dyn FnMut(&str) -> bool + Send)) -> Self {
+    pub fn new(path: &'p Path, on_line: &'f mut (dyn FnMut(&str) -> bool + Send)) -> Self {
         LineTail {
             path,
             offset: 0,
@@ -342,7 +381,7 @@ impl<'p, 'f> LineTail<'p, 'f> {
     }
 
     /// Reads what was appended since the last call; true when the watcher asked to stop.
-    fn read_new(&mut self) -> bool {
+    pub fn read_new(&mut self) -> bool {
         use std::io::{Read, Seek, SeekFrom};
         let Ok(mut file) = std::fs::File::open(self.path) else {
             return false;

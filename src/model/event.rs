@@ -225,6 +225,9 @@ pub struct Iteration {
     /// The questions its note asked (`QUESTION: …`); the reducer numbers them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub questions: Vec<Asked>,
+    /// Where the evaluation ran (absent in events of earlier releases and unmeasured attempts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Box<super::Placement>>,
 }
 
 impl Iteration {

@@ -11,6 +11,7 @@
 mod commit_id;
 pub mod event;
 pub mod knowledge;
+pub mod placement;
 pub mod reasons;
 mod records;
 pub mod state;
@@ -20,6 +21,7 @@ mod words;
 
 pub use commit_id::{CommitId, NotACommitId};
 pub use event::{Event, EventLine, Note};
-pub use records::{AttemptRecord, PickRecord};
+pub use placement::Placement;
+pub use records::{mixed_gpu_models, mixed_gpu_warning, AttemptRecord, PickRecord};
 pub use usage::{Spend, Tokens, Usage};
 pub use words::{EvalStatus, FinalStatus, PickResult, ReviewVerdict, RunStatus, Verdict};

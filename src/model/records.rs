@@ -30,6 +30,27 @@ pub struct AttemptRecord {
     pub agent_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eval_s: Option<f64>,
+    /// Where the evaluation ran (absent for local runs without a GPU and in earlier records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<super::Placement>,
+}
+
+/// The GPU models `attempts` were evaluated on, when there is more than one: their numbers
+/// are then not measured alike, and the review and the report say so.
+pub fn mixed_gpu_models(attempts: &[AttemptRecord]) -> Option<Vec<String>> {
+    let models: std::collections::BTreeSet<&str> = attempts
+        .iter()
+        .filter_map(|a| a.placement.as_ref()?.gpu.as_deref())
+        .collect();
+    (models.len() > 1).then(|| models.into_iter().map(str::to_string).collect())
+}
+
+/// What the review and the report say when evaluations ran on different GPU models.
+pub fn mixed_gpu_warning(models: &[String]) -> String {
+    format!(
+        "evaluations ran on different GPU models ({}): a difference between attempts measured on different models may come from the hardware; compare them on one model before trusting it (e.g. pin the node class with `- slurm args:` or list hosts of one model)",
+        models.join(", ")
+    )
 }
 
 /// What became of one validated finding in knowledge transfer (`round-N/transfer.jsonl`).

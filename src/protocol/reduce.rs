@@ -325,6 +325,7 @@ mod tests {
             agent_s: None,
             eval_s: None,
             questions: vec![],
+            placement: None,
         })
     }
 

@@ -250,6 +250,7 @@ mod tests {
             agent_s: None,
             eval_s: None,
             questions: vec![],
+            placement: None,
         })
     }
 

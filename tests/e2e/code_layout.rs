@@ -17,6 +17,7 @@ const BELOW_THE_ENGINE: &[&str] = &[
     "store",
     "git",
     "exec",
+    "launch",
     "agents",
     "tune",
     "remote",

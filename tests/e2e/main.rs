@@ -12,6 +12,7 @@ mod demo;
 mod format;
 mod harden;
 mod knowledge;
+mod launchers;
 mod machines;
 mod misbehaving_agents;
 mod ml;

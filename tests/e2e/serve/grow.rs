@@ -125,6 +125,7 @@ fn attempt(round: u32, iteration: u32, id: &str, commit: String) -> (Event, Stat
         cost_usd: None,
         agent_s: Some(0.01),
         eval_s: Some(0.01),
+        placement: None,
     };
     let event = Event::Iteration(events::Iteration {
         researcher: id.to_string(),
@@ -144,6 +145,8 @@ fn attempt(round: u32, iteration: u32, id: &str, commit: String) -> (Event, Stat
         cost_usd: None,
         agent_s: Some(0.01),
         eval_s: Some(0.01),
+        questions: vec![],
+        placement: None,
     });
     let line = StateChange::AppendLine(
         format!("{}/attempts.jsonl", files::round_dir(round)),

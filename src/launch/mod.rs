@@ -1,0 +1,254 @@
+//! Where an evaluation runs: a launcher starts one run of the evaluation command on a commit and
+//! hands back a [`Job`] to wait for or cancel.
+//!
+//! `local` (the default) runs the command in the worktree as a child process group, as
+//! evaluations always ran. The others ship exactly the attempt's commit (`git archive`, never the
+//! worktree) into a fresh folder under a staging root and run it there through one wrapper script
+//! (`wrapper.rs`): `command` fills a template with it (SkyPilot, Ray Jobs, kubectl…), `ssh` runs it
+//! on a host of `hosts`, `slurm` submits it with `sbatch`. Every early end of a run (its timeout,
+//! Ctrl-C, an early stop such as pruning's) goes through [`Job::cancel`]. What a remote run leaves (a job, a remote
+//! process group, a staged folder) is written down under `<run-dir>/launched/` before it is
+//! submitted, so that the next runner (`resume`, `clean`) cancels what a killed one left:
+//! [`cancel_left_behind`].
+
+mod command;
+mod records;
+mod slurm;
+mod ssh;
+mod stage;
+pub mod wrapper;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+
+use crate::config::environment::Environment;
+use crate::config::launcher::{Launch, LauncherKind};
+use crate::exec::process::{self, OnLine, Outcome, Running, Spec};
+use crate::model::Placement;
+
+pub use records::cancel_left_behind;
+pub use slurm::check_args as check_slurm_args;
+
+/// A launcher, made from `## Environment`.
+pub struct Launcher {
+    pub settings: Launch,
+    setup: Option<String>,
+    setup_timeout: Duration,
+    /// The repository's git folder, for `git archive`.
+    git_dir: PathBuf,
+    /// The conference's run folder: the records of what was submitted, the default staging root.
+    run_dir: PathBuf,
+}
+
+/// One run of the evaluation command.
+pub struct Request<'a> {
+    pub command: &'a str,
+    /// The worktree holding `commit` (where a local run happens).
+    pub cwd: &'a Path,
+    /// What a remote run ships.
+    pub commit: &'a str,
+    pub env: Vec<(String, String)>,
+    pub stdout: PathBuf,
+    pub stderr: PathBuf,
+    /// The ssh host the evaluation's slot holds.
+    pub host: Option<&'a str>,
+}
+
+/// How a run ended, and where it ran.
+pub struct Ended {
+    pub outcome: Outcome,
+    /// From the command's start (after setup and any queue) to its end.
+    pub elapsed: Duration,
+    pub placement: Placement,
+    /// Why the launcher could not run it (a host that refuses connections, a queue timeout):
+    /// the run says nothing about the tree.
+    pub launcher_failure: Option<String>,
+}
+
+/// A running evaluation.
+pub enum Job {
+    Local(Running, Placement),
+    Command(command::Job),
+    Ssh(ssh::Job),
+    Slurm(slurm::Job),
+}
+
+impl Launcher {
+    pub fn new(env: &Environment, git_dir: &Path, run_dir: &Path) -> Launcher {
+        Launcher {
+            settings: env.launch.clone(),
+            setup: env.setup.clone(),
+            setup_timeout: env.setup_timeout(),
+            git_dir: git_dir.to_path_buf(),
+            run_dir: run_dir.to_path_buf(),
+        }
+    }
+
+    pub fn kind(&self) -> LauncherKind {
+        self.settings.kind
+    }
+
+    /// Whether runs happen somewhere else than the worktree (then they get a staged tree).
+    pub fn is_remote(&self) -> bool {
+        self.kind() != LauncherKind::Local
+    }
+
+    /// Starts one run; None when Ctrl-C came first.
+    pub async fn start(&self, req: Request<'_>) -> Result<Option<Job>> {
+        if process::cancelled() {
+            return Ok(None);
+        }
+        Ok(Some(match self.kind() {
+            LauncherKind::Local => {
+                let spec = Spec {
+                    command: req.command,
+                    cwd: req.cwd,
+                    env: req.env,
+                    timeout: None,
+                    stdout: req.stdout,
+                    stderr: req.stderr,
+                    stdin: None,
+                };
+                let Some(running) = process::start(spec).await? else {
+                    return Ok(None);
+                };
+                Job::Local(running, local_placement())
+            }
+            LauncherKind::Command => Job::Command(command::start(self, req).await?),
+            LauncherKind::Ssh => Job::Ssh(ssh::start(self, req).await?),
+            LauncherKind::Slurm => Job::Slurm(slurm::start(self, req).await?),
+        }))
+    }
+
+    /// The root under which local staged trees go (`command`, `slurm`).
+    fn staging_root(&self) -> PathBuf {
+        match &self.settings.staging {
+            Some(s) => PathBuf::from(s),
+            None => self.run_dir.join("staging"),
+        }
+    }
+
+    fn records_dir(&self) -> PathBuf {
+        self.run_dir.join("launched")
+    }
+}
+
+impl Job {
+    /// Waits for the run to end; `timeout` counts from when its command starts (a queue and
+    /// setup before it do not count). On the timeout or Ctrl-C the run is cancelled.
+    ///
+    /// `on_line` is shown each line of the run's stdout as it arrives here: `local` and
+    /// `command` tail the local stdout log as the command (or the submitter, which streams the
+    /// remote output back) writes it; `slurm` tails the wrapper's `out` in the staging folder on
+    /// the shared filesystem; `ssh` brings the output back only when the run ends, so its
+    /// watcher sees the lines then. When `on_line` asks to stop, the run is cancelled as a
+    /// timeout cancels it ([`Job::cancel`]'s kill) and ends [`Outcome::Stopped`].
+    pub async fn wait(self, timeout: Duration, on_line: Option<OnLine<'_>>) -> Result<Ended> {
+        match self {
+            Job::Local(running, placement) => {
+                let finished = running.wait(Some(timeout), on_line).await?;
+                Ok(Ended {
+                    outcome: finished.outcome,
+                    elapsed: finished.elapsed,
+                    placement,
+                    launcher_failure: None,
+                })
+            }
+            Job::Command(job) => job.wait(timeout, on_line).await,
+            Job::Ssh(job) => job.wait(timeout, on_line).await,
+            Job::Slurm(job) => job.wait(timeout, on_line).await,
+        }
+    }
+
+    /// Ends the run wherever it runs: the one way a running evaluation is stopped early.
+    pub async fn cancel(&self) {
+        match self {
+            Job::Local(running, _) => running.cancel(),
+            Job::Command(job) => job.cancel(),
+            Job::Ssh(job) => job.cancel().await,
+            Job::Slurm(job) => job.cancel().await,
+        }
+    }
+}
+
+/// Why waiting stopped before the run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    TimedOut,
+    Cancelled,
+    /// The run's line watcher asked to stop it (pruning).
+    Watcher,
+}
+
+/// Resolves when `deadline` passes or Ctrl-C is pressed (checked every 50 ms).
+async fn stopped(deadline: Option<Instant>) -> Stop {
+    loop {
+        if process::cancelled() {
+            return Stop::Cancelled;
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Stop::TimedOut;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+impl Stop {
+    fn outcome(self) -> Outcome {
+        match self {
+            Stop::TimedOut => Outcome::TimedOut,
+            Stop::Cancelled => Outcome::Cancelled,
+            Stop::Watcher => Outcome::Stopped,
+        }
+    }
+}
+
+/// This machine, for a local run: its host name and GPU model (asked once).
+fn local_placement() -> Placement {
+    static HERE: std::sync::OnceLock<Placement> = std::sync::OnceLock::new();
+    HERE.get_or_init(|| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim().to_string());
+        let gpu = crate::exec::command("nvidia-smi", crate::exec::GitEnv::Clear)
+            .args(["--query-gpu=name", "--format=csv,noheader"])
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| {
+                let text = String::from_utf8_lossy(&o.stdout).into_owned();
+                text.lines().next().map(|l| l.trim().to_string())
+            })
+            .filter(|g| !g.is_empty());
+        Placement {
+            launcher: "local".into(),
+            host,
+            gpu,
+            ..Placement::default()
+        }
+    })
+    .clone()
+}
+
+/// A name for a staged folder or job that no other run of this or another runner has:
+/// the log's name, this process and the time.
+fn unique_name(stdout: &Path) -> String {
+    let stem = stdout
+        .file_name()
+        .map(|n| n.to_string_lossy().replace(['.', ' '], "-"))
+        .unwrap_or_default();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("gc-{stem}-{}-{nanos}", std::process::id())
+}
+
+/// The last lines of `text` after `: `, for reasons.
+fn tail(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(3)..].join(" | ")
+}

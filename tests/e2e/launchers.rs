@@ -1,0 +1,670 @@
+//! Launchers (`## Environment`'s `launcher`): evaluations shipped as `git archive` of the
+//! attempt's commit and run through a submitter template (`command`), on real OpenSSH servers on
+//! loopback (`ssh`) and on a real single-node Slurm cluster (`slurm`), all started by the tests
+//! with private configs (`launchers/servers.rs`). Checked: the same best as a local run, where it
+//! ran in notes and events, timeouts and kills cancel what was submitted, `resume` after `kill -9`
+//! cancels the orphan, nothing is left running or staged.
+
+use crate::common;
+
+#[path = "launchers/servers.rs"]
+mod servers;
+
+use std::path::{Path, PathBuf};
+
+use common::{ConfigBuilder, TestRepo};
+use serde_json::Value;
+
+/// `eval.sh LOG [GATE]`: logs `start <value> <pwd>` and `end <value>` to LOG (an absolute path
+/// outside every tree); when the file GATE exists it removes it and sleeps (its pid in
+/// GATE.pid) before printing the score: the value in value.txt (minimize).
+const EVAL: &str = r#"#!/bin/sh
+v=$(cat value.txt)
+echo "start $v $PWD" >>"$1"
+if [ -n "${2-}" ] && [ -e "$2" ]; then
+    rm -f "$2"
+    sleep 600 &
+    echo $! >"$2.pid"
+    wait
+fi
+echo "end $v" >>"$1"
+echo "score: $v"
+"#;
+
+/// A repository whose agent lowers value.txt by one per attempt.
+fn repo() -> TestRepo {
+    let repo = TestRepo::new();
+    repo.write_executable("eval.sh", EVAL);
+    repo.write_executable(
+        "agents/improve.sh",
+        "#!/bin/sh\nv=$(cat value.txt)\necho $((v - 1)) >value.txt\n",
+    );
+    repo.write("value.txt", "10\n");
+    repo.commit_all("project");
+    repo
+}
+
+/// The conference.md: `iterations` attempts, `eval.sh` logging to `log` (gated by `gate`), and
+/// `environment` as `## Environment`.
+fn config(
+    iterations: u32,
+    log: &Path,
+    gate: Option<&Path>,
+    timeout: &str,
+    environment: &str,
+) -> String {
+    let mut b = ConfigBuilder::new("Launch", "./agents/improve.sh")
+        .iterations(iterations)
+        .frozen("eval.sh, agents/**");
+    b.eval = match gate {
+        Some(g) => format!("sh eval.sh {} {}", log.display(), g.display()),
+        None => format!("sh eval.sh {}", log.display()),
+    };
+    b.eval_timeout = timeout.into();
+    format!("{}\n## Environment\n{environment}", b.build())
+}
+
+/// The lines of the evaluation log.
+fn log_lines(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Every `researcher.iteration` event's payload.
+fn iterations(repo: &TestRepo, name: &str) -> Vec<Value> {
+    repo.events_named(name, "researcher.iteration")
+}
+
+/// Whether process `pid` is alive (and not a zombie).
+fn alive(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).is_ok_and(|s| !s.contains(") Z "))
+}
+
+/// The entries of a folder (none when it does not exist).
+fn entries(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default()
+}
+
+/// The best metric of a conference run to its end with `environment`.
+fn best_with(environment: &str, log: &Path) -> (TestRepo, f64) {
+    let repo = repo();
+    repo.write("conference.md", &config(3, log, None, "30s", environment));
+    repo.conference(&["start", "launch"]).ok();
+    let best = repo.status_json("launch")["best"]["metric"]
+        .as_f64()
+        .unwrap();
+    (repo, best)
+}
+
+/// The `command` launcher runs the filled-in template: the submitter gets the staged tree
+/// (`git archive` of the commit, not the worktree: an untracked file there is not shipped), the
+/// command and the variables, and its output and exit code are the evaluation's; the staged
+/// folders are gone afterwards.
+#[test]
+fn a_command_launcher_runs_the_staged_commit_through_the_submitter() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("evals.log");
+    let submitted = tmp.path().join("submitted.log");
+    let submitter = tmp.path().join("submit.sh");
+    std::fs::write(
+        &submitter,
+        format!(
+            "#!/bin/sh\n# submit.sh DIR -- COMMAND…: runs COMMAND in DIR, as a job runner would\ndir=$1; shift 2\necho \"$dir $*\" >>{}\ncd \"$dir\" && [ ! -e stray.txt ] && exec \"$@\"\n",
+            submitted.display()
+        ),
+    )
+    .unwrap();
+    let staging = tmp.path().join("staging");
+    let env = format!(
+        "- launcher: command\n- launch: sh {} {{dir}} -- env {{env}} {{command}}\n- staging: {}\n",
+        submitter.display(),
+        staging.display()
+    );
+    let (local_repo, local_best) = best_with("- launcher: local\n", &tmp.path().join("local.log"));
+    drop(local_repo);
+    let repo = repo();
+    // An untracked file in the user's tree (and so in no commit) must not travel.
+    repo.write("conference.md", &config(3, &log, None, "30s", &env));
+    repo.write("stray.txt", "x");
+    repo.conference(&["start", "launch"]).ok();
+    let best = repo.status_json("launch")["best"]["metric"]
+        .as_f64()
+        .unwrap();
+    assert_eq!(best, local_best);
+    assert_eq!(best, 7.0);
+    let submitted = log_lines(&submitted);
+    // The baseline, three attempts and the review's two readings, each in a staged folder
+    // under the staging root.
+    assert_eq!(submitted.len(), 6, "{submitted:?}");
+    for line in &submitted {
+        assert!(line.starts_with(&staging.display().to_string()), "{line}");
+        assert!(line.contains("CONFERENCE_RESEARCHER="), "{line}");
+        assert!(line.ends_with("sh .git-conference-run.sh"), "{line}");
+    }
+    assert!(entries(&staging).is_empty(), "{:?}", entries(&staging));
+    let it = iterations(&repo, "launch");
+    let it: Vec<&Value> = it.iter().map(|e| &e["payload"]).collect();
+    assert_eq!(it[0]["placement"]["launcher"], "command", "{it:?}");
+    assert!(it[0]["placement"]["host"]
+        .as_str()
+        .is_some_and(|h| !h.is_empty()));
+    let commit = it[0]["commit"].as_str().unwrap();
+    assert_eq!(repo.notes(commit)[0]["placement"]["launcher"], "command");
+}
+
+/// The same conference reaches the same best through ssh on two real OpenSSH servers: every
+/// evaluation ran in a staged folder on a host (not in the worktree), where it ran is in the
+/// notes and events, and the hosts' staging folders are empty afterwards.
+#[test]
+#[cfg_attr(not(has_sshd), ignore = "needs OpenSSH's sshd: .ci/run installs it")]
+fn ssh_reaches_the_same_best_as_local() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hosts = servers::SshHosts::start(tmp.path(), 2);
+    let (_, local_best) = best_with("", &tmp.path().join("local.log"));
+    let log = tmp.path().join("evals.log");
+    let (repo, best) = best_with(&hosts.environment(""), &log);
+    assert_eq!(best, local_best);
+    let lines = log_lines(&log);
+    let starts: Vec<&String> = lines.iter().filter(|l| l.starts_with("start")).collect();
+    // The baseline, three attempts, and the review's readings of the round start and the finding.
+    assert_eq!(starts.len(), 6, "{lines:?}");
+    for line in starts {
+        assert!(
+            line.contains(&hosts.staging(0).display().to_string()),
+            "{line}"
+        );
+    }
+    let it = iterations(&repo, "launch");
+    let it: Vec<&Value> = it.iter().map(|e| &e["payload"]).collect();
+    assert_eq!(it[0]["placement"]["launcher"], "ssh", "{it:?}");
+    assert_eq!(it[0]["placement"]["host"], "gc-host-0");
+    let commit = it[2]["commit"].as_str().unwrap();
+    assert_eq!(repo.notes(commit)[0]["placement"]["host"], "gc-host-0");
+    for i in 0..2 {
+        assert!(
+            entries(&hosts.staging(i)).is_empty(),
+            "{:?}",
+            entries(&hosts.staging(i))
+        );
+    }
+}
+
+/// An evaluation past its timeout is cancelled on the host: its process group is gone, the
+/// attempt is a timeout, and nothing stays staged.
+#[test]
+#[cfg_attr(not(has_sshd), ignore = "needs OpenSSH's sshd: .ci/run installs it")]
+fn an_ssh_timeout_kills_the_remote_process_group() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hosts = servers::SshHosts::start(tmp.path(), 1);
+    let log = tmp.path().join("evals.log");
+    let gate = tmp.path().join("gate");
+    let repo = repo();
+    repo.write(
+        "conference.md",
+        &config(1, &log, Some(&gate), "3s", &hosts.environment("")),
+    );
+    std::fs::write(&gate, "").unwrap();
+    // The baseline consumes the gate and hangs past the timeout: the start fails with the
+    // baseline's timeout, the remote sleep is killed.
+    let out = repo.conference(&["start", "launch"]);
+    assert_ne!(out.code, 0);
+    assert!(out.stderr.contains("timed out"), "{}", out.stderr);
+    let pid = std::fs::read_to_string(tmp.path().join("gate.pid")).unwrap();
+    assert!(
+        !alive(&pid),
+        "the evaluation's sleep {pid} still runs on the host"
+    );
+    assert!(
+        entries(&hosts.staging(0)).is_empty(),
+        "{:?}",
+        entries(&hosts.staging(0))
+    );
+}
+
+/// The runner killed with `kill -9` while an evaluation runs on a host: `resume` kills the
+/// orphan on the host, evaluates that attempt again and completes; no evaluation ran to its
+/// end twice and nothing stays staged.
+#[test]
+#[cfg_attr(not(has_sshd), ignore = "needs OpenSSH's sshd: .ci/run installs it")]
+fn resume_after_kill_9_cancels_the_orphan_on_the_host() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hosts = servers::SshHosts::start(tmp.path(), 1);
+    let log = tmp.path().join("evals.log");
+    let gate = tmp.path().join("gate");
+    let repo = repo();
+    repo.write(
+        "conference.md",
+        &config(2, &log, Some(&gate), "60s", &hosts.environment("")),
+    );
+    repo.commit_all("config");
+    // Open the gate once the baseline has run: the first attempt's evaluation hangs.
+    let opener = {
+        let (log, gate) = (log.clone(), gate.clone());
+        std::thread::spawn(move || {
+            while !log_lines(&log).iter().any(|l| l.starts_with("end 10")) {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            std::fs::write(&gate, "").unwrap();
+        })
+    };
+    let runner = start_in_background(&repo);
+    opener.join().unwrap();
+    let pid_file = tmp.path().join("gate.pid");
+    wait_for(&pid_file);
+    repo.kill_runner("launch", runner);
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    assert!(alive(&pid), "the orphan should still run after kill -9");
+    let out = repo.conference(&["resume", "launch"]).ok();
+    assert!(
+        out.stderr.contains("cancelled 1 evaluation job"),
+        "{}",
+        out.stderr
+    );
+    assert!(!alive(&pid), "resume left the orphan {pid} running");
+    assert_eq!(
+        repo.status_json("launch")["best"]["metric"].as_f64(),
+        Some(8.0)
+    );
+    let lines = log_lines(&log);
+    let ends: Vec<&String> = lines.iter().filter(|l| l.starts_with("end")).collect();
+    // As in a run never killed: the baseline, two attempts, the review's two readings.
+    assert_eq!(
+        ends,
+        ["end 10", "end 9", "end 8", "end 10", "end 8"],
+        "{lines:?}"
+    );
+    assert!(
+        entries(&hosts.staging(0)).is_empty(),
+        "{:?}",
+        entries(&hosts.staging(0))
+    );
+}
+
+/// A host that stops accepting connections mid-run: the evaluations it can no longer run are
+/// `crashed` with ssh's reason (not cached as the tree's), and the conference goes on to its end.
+#[test]
+#[cfg_attr(not(has_sshd), ignore = "needs OpenSSH's sshd: .ci/run installs it")]
+fn a_host_that_refuses_connections_makes_the_evaluation_crash_and_the_conference_goes_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut hosts = servers::SshHosts::start(tmp.path(), 1);
+    let log = tmp.path().join("evals.log");
+    let repo = repo();
+    repo.write(
+        "conference.md",
+        &config(2, &log, None, "30s", &hosts.environment("")),
+    );
+    repo.commit_all("config");
+    let runner = start_in_background(&repo);
+    while !log_lines(&log).iter().any(|l| l.starts_with("end 10")) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    hosts.stop(0);
+    let out = runner.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let it = iterations(&repo, "launch");
+    assert_eq!(it.len(), 2, "{it:?}");
+    for i in &it {
+        let i = &i["payload"];
+        assert_eq!(i["status"], "crashed", "{i}");
+        let reason = i["reason"].as_str().unwrap();
+        assert!(reason.contains("ssh to gc-host-0 failed"), "{reason}");
+    }
+}
+
+fn start_in_background(repo: &TestRepo) -> std::process::Child {
+    repo.command(env!("CARGO_BIN_EXE_git-conference"))
+        .args(["start", "launch"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn wait_for(path: &Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !path.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Each launcher key misspelled, or given to a launcher that does not read it, is exit 2 with
+/// its line.
+#[test]
+fn launcher_keys_misspelled_or_misplaced_are_refused_with_their_line() {
+    let repo = repo();
+    let cases = [
+        ("- launcher: slurm\n- slurm argz: -p debug\n", "slurm argz"),
+        (
+            "- launcher: ssh\n- hosts: a\n- ssh comand: ssh -F x\n",
+            "ssh comand",
+        ),
+        ("- launcher: kubernetes\n", "launcher: kubernetes"),
+        ("- launcher: local\n- hosts: gpu1\n", "hosts: gpu1"),
+        (
+            "- launcher: ssh\n- hosts: a\n- slurm args: -p x\n",
+            "slurm args: -p x",
+        ),
+        (
+            "- launcher: ssh\n- hosts: a\n- launch: x {command}\n",
+            "launch: x",
+        ),
+        (
+            "- launcher: ssh\n- hosts: a\n- queue timeout: 1h\n",
+            "queue timeout: 1h",
+        ),
+        (
+            "- launcher: ssh\n- hosts: a\n- staging: /x\n",
+            "staging: /x",
+        ),
+        (
+            "- launcher: slurm\n- ssh command: ssh\n",
+            "ssh command: ssh",
+        ),
+        ("- remote shared: data=/x\n", "remote shared: data=/x"),
+        (
+            "- launcher: ssh\n- hosts: a\n- remote shared: data\n",
+            "remote shared: data",
+        ),
+        (
+            "- launcher: slurm\n- queue timeout: soon\n",
+            "queue timeout: soon",
+        ),
+        (
+            "- launcher: command\n- launch: sky exec c\n",
+            "launch: sky exec c",
+        ),
+        ("- launcher: ssh\n", "launcher: ssh"),
+    ];
+    for (env, needle) in cases {
+        let text = config(1, Path::new("/tmp/x.log"), None, "30s", env);
+        repo.write("conference.md", &text);
+        let out = repo.conference(&["start", "keys"]);
+        assert_eq!(out.code, 2, "{env}: {}", out.stderr);
+        let line = common::line_of(&text, needle);
+        assert!(
+            out.stderr.contains(&format!("conference.md:{line}:")),
+            "{env}: expected line {line}: {}",
+            out.stderr
+        );
+    }
+    // Misplaced in another section.
+    let text = config(1, Path::new("/tmp/x.log"), None, "30s", "")
+        .replace("## Agent\n", "## Agent\n- hosts: gpu1\n");
+    repo.write("conference.md", &text);
+    let out = repo.conference(&["start", "keys"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    let line = common::line_of(&text, "hosts: gpu1");
+    assert!(
+        out.stderr.contains(&format!("conference.md:{line}:")),
+        "{}",
+        out.stderr
+    );
+}
+
+/// A start against the test's Slurm cluster (its clients find it through `SLURM_CONF`).
+fn slurm_start(repo: &TestRepo, slurm: &servers::Slurm) -> common::Run {
+    let conf = slurm.conf.display().to_string();
+    repo.conference_env(&["start", "launch"], &[("SLURM_CONF", &conf)])
+}
+
+/// The same conference reaches the same best through Slurm: each evaluation is a job on the
+/// node (its id and node in the notes and events), and afterwards no job is listed and nothing
+/// stays staged.
+#[test]
+#[cfg_attr(
+    not(has_slurm),
+    ignore = "needs Slurm (slurmctld, slurmd, munge): .ci/run installs it"
+)]
+fn slurm_reaches_the_same_best_as_local() {
+    let tmp = tempfile::tempdir().unwrap();
+    let slurm = servers::Slurm::start(tmp.path());
+    let (_, local_best) = best_with("", &tmp.path().join("local.log"));
+    let log = tmp.path().join("evals.log");
+    let staging = tmp.path().join("staging");
+    let repo = repo();
+    repo.write(
+        "conference.md",
+        &config(3, &log, None, "30s", &slurm.environment(&staging, "")),
+    );
+    slurm_start(&repo, &slurm).ok();
+    assert_eq!(
+        repo.status_json("launch")["best"]["metric"].as_f64(),
+        Some(local_best)
+    );
+    let lines = log_lines(&log);
+    let starts: Vec<&String> = lines.iter().filter(|l| l.starts_with("start")).collect();
+    // The baseline, three attempts, and the review's readings of the round start and the finding.
+    assert_eq!(starts.len(), 6, "{lines:?}");
+    assert!(
+        starts
+            .iter()
+            .all(|l| l.contains(&staging.display().to_string())),
+        "{lines:?}"
+    );
+    let it = iterations(&repo, "launch");
+    let it: Vec<&Value> = it.iter().map(|e| &e["payload"]).collect();
+    assert_eq!(it[0]["placement"]["launcher"], "slurm", "{it:?}");
+    assert_eq!(it[0]["placement"]["node"], "localhost");
+    assert!(it[0]["placement"]["job"]
+        .as_str()
+        .is_some_and(|j| j.parse::<u32>().is_ok()));
+    assert_eq!(slurm.jobs(), "");
+    assert!(entries(&staging).is_empty(), "{:?}", entries(&staging));
+}
+
+/// A Slurm evaluation past its timeout is cancelled: the job is gone from `squeue`, its
+/// process is dead, nothing stays staged.
+#[test]
+#[cfg_attr(
+    not(has_slurm),
+    ignore = "needs Slurm (slurmctld, slurmd, munge): .ci/run installs it"
+)]
+fn a_slurm_timeout_cancels_the_job() {
+    let tmp = tempfile::tempdir().unwrap();
+    let slurm = servers::Slurm::start(tmp.path());
+    let log = tmp.path().join("evals.log");
+    let gate = tmp.path().join("gate");
+    let staging = tmp.path().join("staging");
+    std::fs::write(&gate, "").unwrap();
+    let repo = repo();
+    let env = slurm.environment(&staging, "");
+    repo.write("conference.md", &config(1, &log, Some(&gate), "3s", &env));
+    let out = slurm_start(&repo, &slurm);
+    assert_ne!(out.code, 0);
+    assert!(out.stderr.contains("timed out"), "{}", out.stderr);
+    let pid = std::fs::read_to_string(tmp.path().join("gate.pid")).unwrap();
+    assert!(!alive(&pid), "the job's sleep {pid} still runs");
+    assert_eq!(slurm.jobs(), "");
+    assert!(entries(&staging).is_empty(), "{:?}", entries(&staging));
+}
+
+/// A job that waits in the queue (a partition that is down) past `queue timeout` is cancelled
+/// and its evaluation fails with the queue timeout as the reason.
+#[test]
+#[cfg_attr(
+    not(has_slurm),
+    ignore = "needs Slurm (slurmctld, slurmd, munge): .ci/run installs it"
+)]
+fn a_queue_timeout_cancels_a_job_that_never_starts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let slurm = servers::Slurm::start(tmp.path());
+    let log = tmp.path().join("evals.log");
+    let staging = tmp.path().join("staging");
+    let repo = repo();
+    let env = slurm.environment(
+        &staging,
+        "- slurm args: --partition=down\n- queue timeout: 3s\n",
+    );
+    repo.write("conference.md", &config(1, &log, None, "30s", &env));
+    let out = slurm_start(&repo, &slurm);
+    assert_ne!(out.code, 0);
+    assert!(out.stderr.contains("queue timeout (3s"), "{}", out.stderr);
+    assert!(log_lines(&log).is_empty());
+    assert_eq!(slurm.jobs(), "");
+    assert!(entries(&staging).is_empty(), "{:?}", entries(&staging));
+}
+
+/// `slurm args` Slurm itself refuses is exit 2 at the start, with its line and Slurm's words.
+#[test]
+#[cfg_attr(
+    not(has_slurm),
+    ignore = "needs Slurm (slurmctld, slurmd, munge): .ci/run installs it"
+)]
+fn bad_slurm_args_are_refused_at_the_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let slurm = servers::Slurm::start(tmp.path());
+    let repo = repo();
+    let env = slurm.environment(&tmp.path().join("s"), "- slurm args: --partition=nosuch\n");
+    let text = config(1, &tmp.path().join("l"), None, "30s", &env);
+    repo.write("conference.md", &text);
+    let out = slurm_start(&repo, &slurm);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    let line = common::line_of(&text, "slurm args");
+    assert!(
+        out.stderr.contains(&format!("conference.md:{line}:")),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("invalid partition"), "{}", out.stderr);
+    assert_eq!(slurm.jobs(), "");
+}
+
+/// The runner killed with `kill -9` while a Slurm job evaluates: `resume` cancels the job (by
+/// the name recorded before `sbatch` returned), evaluates the attempt again and completes with
+/// no evaluation run to its end twice.
+#[test]
+#[cfg_attr(
+    not(has_slurm),
+    ignore = "needs Slurm (slurmctld, slurmd, munge): .ci/run installs it"
+)]
+fn resume_after_kill_9_cancels_the_orphaned_slurm_job() {
+    let tmp = tempfile::tempdir().unwrap();
+    let slurm = servers::Slurm::start(tmp.path());
+    let log = tmp.path().join("evals.log");
+    let gate = tmp.path().join("gate");
+    let staging = tmp.path().join("staging");
+    let repo = repo();
+    let env = slurm.environment(&staging, "");
+    repo.write("conference.md", &config(2, &log, Some(&gate), "60s", &env));
+    repo.commit_all("config");
+    let opener = {
+        let (log, gate) = (log.clone(), gate.clone());
+        std::thread::spawn(move || {
+            while !log_lines(&log).iter().any(|l| l.starts_with("end 10")) {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            std::fs::write(&gate, "").unwrap();
+        })
+    };
+    let conf = slurm.conf.display().to_string();
+    let runner = repo
+        .command(env!("CARGO_BIN_EXE_git-conference"))
+        .args(["start", "launch"])
+        .env("SLURM_CONF", &conf)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    opener.join().unwrap();
+    let pid_file = tmp.path().join("gate.pid");
+    wait_for(&pid_file);
+    repo.kill_runner("launch", runner);
+    assert!(slurm.jobs().contains("RUNNING"), "{}", slurm.jobs());
+    let out = repo
+        .conference_env(&["resume", "launch"], &[("SLURM_CONF", &conf)])
+        .ok();
+    assert!(
+        out.stderr.contains("cancelled 1 evaluation job"),
+        "{}",
+        out.stderr
+    );
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    assert!(
+        !alive(&pid),
+        "resume left the orphaned job's sleep {pid} running"
+    );
+    assert_eq!(
+        repo.status_json("launch")["best"]["metric"].as_f64(),
+        Some(8.0)
+    );
+    let lines = log_lines(&log);
+    let ends: Vec<&String> = lines.iter().filter(|l| l.starts_with("end")).collect();
+    // As in a run never killed: the baseline, two attempts, the review's two readings.
+    assert_eq!(
+        ends,
+        ["end 10", "end 9", "end 8", "end 10", "end 8"],
+        "{lines:?}"
+    );
+    assert_eq!(slurm.jobs(), "");
+    assert!(entries(&staging).is_empty(), "{:?}", entries(&staging));
+}
+
+/// Evaluations that ran on different GPU models: each attempt's placement names its model, and
+/// the review and the final report say the numbers were not measured alike. (No machine here has
+/// two GPU models: the submitter stands for a cluster of two node types and gives each job the
+/// `nvidia-smi` of its node, by iteration parity; the wrapper asks it as on a real node.)
+#[test]
+fn evaluations_on_different_gpu_models_are_named_in_the_review_and_the_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (node, model) in [
+        ("even", "NVIDIA A100-SXM4-40GB"),
+        ("odd", "NVIDIA H100 80GB HBM3"),
+    ] {
+        let bin = tmp.path().join(node);
+        std::fs::create_dir_all(&bin).unwrap();
+        let smi = bin.join("nvidia-smi");
+        std::fs::write(&smi, format!("#!/bin/sh\necho '{model}'\n")).unwrap();
+        std::process::Command::new("chmod")
+            .arg("+x")
+            .arg(&smi)
+            .status()
+            .unwrap();
+    }
+    let submitter = tmp.path().join("submit.sh");
+    std::fs::write(
+        &submitter,
+        format!(
+            "#!/bin/sh\n# submit.sh DIR COMMAND…: a job on the node of the iteration's parity\ndir=$1; shift\nnode=even; [ $(( ${{CONFERENCE_ITERATION:-0}} % 2 )) = 1 ] && node=odd\ncd \"$dir\" && PATH={}/$node:$PATH exec \"$@\"\n",
+            tmp.path().display()
+        ),
+    )
+    .unwrap();
+    let env = format!(
+        "- launcher: command\n- launch: sh {} {{dir}} {{command}}\n",
+        submitter.display()
+    );
+    let repo = repo();
+    repo.write(
+        "conference.md",
+        &config(2, &tmp.path().join("log"), None, "30s", &env),
+    );
+    repo.conference(&["start", "launch"]).ok();
+    let it = iterations(&repo, "launch");
+    let models: Vec<&str> = it
+        .iter()
+        .map(|e| e["payload"]["placement"]["gpu"].as_str().unwrap())
+        .collect();
+    assert_eq!(models, ["NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB"]);
+    let events = "refs/conference/launch/events";
+    let review = repo.show(events, "round-1/peer_review_round_1.md").unwrap();
+    let report = repo.show(events, "final_report.md").unwrap();
+    for text in [&review, &report] {
+        assert!(
+            text.contains("different GPU models (NVIDIA A100-SXM4-40GB, NVIDIA H100 80GB HBM3)"),
+            "{text}"
+        );
+    }
+}

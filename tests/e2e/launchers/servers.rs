@@ -1,0 +1,282 @@
+//! Real servers for the launcher tests, each started with a private config on free loopback
+//! ports and state under the test's tempdir, and stopped by pid when dropped; a watchdog also
+//! kills each one when the test process dies, so that none outlives it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A child that is killed when dropped, and by its watchdog when the test process dies.
+pub struct Server(Option<(Child, Child)>);
+
+impl Server {
+    pub fn spawn(cmd: &mut Command) -> Server {
+        let child = cmd.spawn().expect("cannot start a test server");
+        let watchdog = format!(
+            "while kill -0 {} 2>/dev/null; do sleep 1; done; kill -9 {} 2>/dev/null",
+            std::process::id(),
+            child.id()
+        );
+        let watchdog = Command::new("setsid")
+            .args(["sh", "-c", &watchdog])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("cannot start a watchdog");
+        Server(Some((child, watchdog)))
+    }
+
+    pub fn stop(&mut self) {
+        if let Some((mut child, mut watchdog)) = self.0.take() {
+            for process in [&mut child, &mut watchdog] {
+                let _ = process.kill();
+                let _ = process.wait();
+            }
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn wait_for_port(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "nothing listens on {port}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `count` OpenSSH servers on loopback, named `gc-host-<i>` in a private ssh_config, each with
+/// a staging folder of its own.
+pub struct SshHosts {
+    dir: PathBuf,
+    servers: Vec<Server>,
+}
+
+impl SshHosts {
+    pub fn start(parent: &Path, count: usize) -> SshHosts {
+        let dir = parent.join("ssh");
+        std::fs::create_dir_all(&dir).unwrap();
+        // sshd refuses to start without its privilege separation folder.
+        let _ = std::fs::create_dir_all("/run/sshd");
+        let keygen = |file: &str| {
+            let ok = Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+                .arg(dir.join(file))
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "ssh-keygen failed");
+        };
+        keygen("host_key");
+        keygen("id");
+        std::fs::copy(dir.join("id.pub"), dir.join("authorized_keys")).unwrap();
+        let mut client = String::new();
+        let mut servers = Vec::new();
+        for i in 0..count {
+            let port = free_port();
+            let config = dir.join(format!("sshd_config-{i}"));
+            std::fs::write(
+                &config,
+                format!(
+                    "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nPidFile {d}/sshd-{i}.pid\nAuthorizedKeysFile {d}/authorized_keys\nStrictModes no\nPermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nMaxStartups 100\nMaxSessions 100\n",
+                    d = dir.display()
+                ),
+            )
+            .unwrap();
+            servers.push(Server::spawn(
+                Command::new("/usr/sbin/sshd")
+                    .args(["-D", "-e", "-f"])
+                    .arg(&config)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null()),
+            ));
+            wait_for_port(port);
+            client.push_str(&format!(
+                "Host gc-host-{i}\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n  IdentityFile {d}/id\n  IdentitiesOnly yes\n  UserKnownHostsFile /dev/null\n  StrictHostKeyChecking no\n  LogLevel ERROR\n",
+                d = dir.display(),
+                user = std::env::var("USER").unwrap_or_else(|_| "root".into())
+            ));
+            std::fs::create_dir_all(dir.join(format!("staging-{i}"))).unwrap();
+        }
+        std::fs::write(dir.join("ssh_config"), client).unwrap();
+        SshHosts { dir, servers }
+    }
+
+    /// The staging folder of host `i`.
+    pub fn staging(&self, i: usize) -> PathBuf {
+        self.dir.join(format!("staging-{i}"))
+    }
+
+    /// `## Environment` lines for these hosts, then `extra`.
+    pub fn environment(&self, extra: &str) -> String {
+        let hosts: Vec<String> = (0..self.servers.len())
+            .map(|i| format!("gc-host-{i}:{}", self.staging(i).display()))
+            .collect();
+        format!(
+            "- launcher: ssh\n- hosts: {}\n- ssh command: ssh -F {}\n{extra}",
+            hosts.join(", "),
+            self.dir.join("ssh_config").display()
+        )
+    }
+
+    /// Stops host `i`'s listener: new connections are refused.
+    pub fn stop(&mut self, i: usize) {
+        self.servers[i].stop();
+    }
+}
+
+/// A single-node Slurm cluster: munged (as user munge, private key and socket), slurmctld and
+/// slurmd (as root) with a private slurm.conf on free ports; partition `debug` is up and the
+/// default, `down` is down (a job there waits forever). Clients find it through `SLURM_CONF`.
+pub struct Slurm {
+    pub conf: PathBuf,
+    dir: PathBuf,
+    /// Stopped when the cluster is dropped.
+    _servers: Vec<Server>,
+}
+
+impl Slurm {
+    pub fn start(parent: &Path) -> Slurm {
+        let dir = parent.join("slurm");
+        let munge = dir.join("munge");
+        for sub in ["state", "spool", "munge"] {
+            std::fs::create_dir_all(dir.join(sub)).unwrap();
+        }
+        let key: Vec<u8> = (0..1024).map(|i| (i * 7919 % 251) as u8).collect();
+        std::fs::write(munge.join("munge.key"), key).unwrap();
+        let sh = |script: String| {
+            assert!(
+                Command::new("sh")
+                    .args(["-c", &script])
+                    .status()
+                    .unwrap()
+                    .success(),
+                "{script}"
+            );
+        };
+        sh(format!(
+            "chown -R munge:munge {m} && chmod 755 {m} && chmod 400 {m}/munge.key",
+            m = munge.display()
+        ));
+        let mut servers = vec![Server::spawn(
+            Command::new("setpriv")
+                .args([
+                    "--reuid",
+                    "munge",
+                    "--regid",
+                    "munge",
+                    "--clear-groups",
+                    "munged",
+                    "-F",
+                ])
+                .arg(format!("--socket={}/sock", munge.display()))
+                .arg(format!("--key-file={}/munge.key", munge.display()))
+                .arg(format!("--pid-file={}/pid", munge.display()))
+                .arg(format!("--log-file={}/log", munge.display()))
+                .arg(format!("--seed-file={}/seed", munge.display()))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        )];
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !munge.join("sock").exists() {
+            assert!(Instant::now() < deadline, "munged did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let conf = dir.join("slurm.conf");
+        std::fs::write(&conf, slurm_conf(&dir, free_port(), free_port())).unwrap();
+        for daemon in ["slurmctld", "slurmd"] {
+            servers.push(Server::spawn(
+                Command::new(daemon)
+                    .args(["-D", "-f"])
+                    .arg(&conf)
+                    .env("SLURM_CONF", &conf)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null()),
+            ));
+        }
+        let slurm = Slurm {
+            conf,
+            dir,
+            _servers: servers,
+        };
+        slurm.wait_until_idle();
+        slurm
+    }
+
+    fn wait_until_idle(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let out = self
+                .client("sinfo")
+                .args(["-h", "-p", "debug", "-o", "%t"])
+                .output();
+            if out.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "idle") {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "slurm never came up: {}",
+                self.dir.display()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// A Slurm client command for this cluster.
+    pub fn client(&self, program: &str) -> Command {
+        let mut cmd = Command::new(program);
+        cmd.env("SLURM_CONF", &self.conf);
+        cmd
+    }
+
+    /// The jobs Slurm lists (any state).
+    pub fn jobs(&self) -> String {
+        let out = self
+            .client("squeue")
+            .args(["-h", "-o", "%i %j %T"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// `## Environment` lines for this cluster, then `extra`.
+    pub fn environment(&self, staging: &Path, extra: &str) -> String {
+        format!(
+            "- launcher: slurm\n- staging: {}\n{extra}",
+            staging.display()
+        )
+    }
+}
+
+fn slurm_conf(dir: &Path, ctld_port: u16, slurmd_port: u16) -> String {
+    let d = dir.display();
+    format!(
+        "ClusterName=gctest\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort={ctld_port}\nSlurmdPort={slurmd_port}\n\
+         AuthType=auth/munge\nAuthInfo=socket={d}/munge/sock\nCredType=cred/munge\nSlurmUser=root\nSlurmdUser=root\n\
+         StateSaveLocation={d}/state\nSlurmdSpoolDir={d}/spool\nSlurmctldPidFile={d}/slurmctld.pid\nSlurmdPidFile={d}/slurmd.pid\n\
+         SlurmctldLogFile={d}/slurmctld.log\nSlurmdLogFile={d}/slurmd.log\nProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n\
+         SwitchType=switch/none\nMpiDefault=none\nReturnToService=2\nSchedulerType=sched/backfill\n\
+         SelectType=select/cons_tres\nSelectTypeParameters=CR_CPU\nJobAcctGatherType=jobacct_gather/none\n\
+         AccountingStorageType=accounting_storage/none\nMinJobAge=2\n\
+         NodeName=localhost NodeAddr=127.0.0.1 CPUs=2 State=UNKNOWN\n\
+         PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP\n\
+         PartitionName=down Nodes=localhost State=DOWN\n"
+    )
+}

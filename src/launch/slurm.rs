@@ -122,10 +122,24 @@ async fn job_state(select: &[&str]) -> Option<String> {
     (out.status.success() && !text.is_empty()).then_some(text)
 }
 
+/// Cancels job `id` (and, should the id be lost, every job of its unique name).
+pub async fn cancel(id: &str, name: &str) {
+    if !id.is_empty() {
+        let _ = slurm_command("scancel").arg(id).status().await;
+    }
+    cancel_by_name(name).await;
+}
+
 impl Job {
-    pub async fn cancel(&self) {
-        let _ = slurm_command("scancel").arg(&self.id).status().await;
-        cancel_by_name(&self.name).await;
+    pub fn canceller(&self) -> super::Canceller {
+        super::Canceller::Slurm {
+            id: self.id.clone(),
+            name: self.name.clone(),
+        }
+    }
+
+    async fn cancel(&self) {
+        self.canceller().cancel().await;
     }
 
     pub async fn wait(self, timeout: Duration) -> Result<Ended> {

@@ -139,8 +139,16 @@ pub async fn kill_remote(ssh: &[String], host: &str, dir: &str, remove: bool) {
 }
 
 impl Job {
-    pub async fn cancel(&self) {
-        kill_remote(&self.ssh, &self.host, &self.dir, false).await;
+    pub fn canceller(&self) -> super::Canceller {
+        super::Canceller::Ssh {
+            ssh: self.ssh.clone(),
+            host: self.host.clone(),
+            dir: self.dir.clone(),
+        }
+    }
+
+    async fn cancel(&self) {
+        self.canceller().cancel().await;
     }
 
     pub async fn wait(mut self, timeout: Duration) -> Result<Ended> {

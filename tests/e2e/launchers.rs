@@ -668,3 +668,99 @@ fn evaluations_on_different_gpu_models_are_named_in_the_review_and_the_report() 
         );
     }
 }
+
+/// Opens `gate` once the baseline's evaluation ended (its `end 10` in `log`): the next
+/// evaluation, the first attempt's, hangs until it is ended.
+fn hang_the_first_attempt(log: &Path, gate: &Path) -> std::thread::JoinHandle<()> {
+    let (log, gate) = (log.to_path_buf(), gate.to_path_buf());
+    std::thread::spawn(move || {
+        while !log_lines(&log).iter().any(|l| l.starts_with("end 10")) {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        std::fs::write(&gate, "").unwrap();
+    })
+}
+
+/// Ctrl-C while an evaluation runs on a host ends it there (the wrapper's process group) and
+/// removes its staged folder; the run exits 130 and `resume` finishes the conference.
+#[test]
+#[cfg_attr(not(has_sshd), ignore = "needs OpenSSH's sshd: .ci/run installs it")]
+fn ctrl_c_cancels_the_evaluation_on_the_host() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hosts = servers::SshHosts::start(tmp.path(), 1);
+    let (log, gate) = (tmp.path().join("evals.log"), tmp.path().join("gate"));
+    let repo = repo();
+    repo.write(
+        "conference.md",
+        &config(2, &log, Some(&gate), "60s", &hosts.environment("")),
+    );
+    repo.commit_all("config");
+    let opener = hang_the_first_attempt(&log, &gate);
+    let runner = start_in_background(&repo);
+    opener.join().unwrap();
+    let pid_file = tmp.path().join("gate.pid");
+    wait_for(&pid_file);
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &runner.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let out = runner.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        !alive(&pid),
+        "Ctrl-C left the evaluation {pid} running on the host"
+    );
+    assert!(
+        entries(&hosts.staging(0)).is_empty(),
+        "{:?}",
+        entries(&hosts.staging(0))
+    );
+    repo.conference(&["resume", "launch"]).ok();
+    assert_eq!(
+        repo.status_json("launch")["best"]["metric"].as_f64(),
+        Some(8.0)
+    );
+}
+
+/// `clean` after `kill -9` of the runner cancels what it left on the host and removes the
+/// staged folder.
+#[test]
+#[cfg_attr(not(has_sshd), ignore = "needs OpenSSH's sshd: .ci/run installs it")]
+fn clean_cancels_what_a_killed_runner_left_on_the_host() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hosts = servers::SshHosts::start(tmp.path(), 1);
+    let (log, gate) = (tmp.path().join("evals.log"), tmp.path().join("gate"));
+    let repo = repo();
+    repo.write(
+        "conference.md",
+        &config(2, &log, Some(&gate), "60s", &hosts.environment("")),
+    );
+    repo.commit_all("config");
+    let opener = hang_the_first_attempt(&log, &gate);
+    let runner = start_in_background(&repo);
+    opener.join().unwrap();
+    let pid_file = tmp.path().join("gate.pid");
+    wait_for(&pid_file);
+    repo.kill_runner("launch", runner);
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    assert!(alive(&pid));
+    assert_eq!(entries(&hosts.staging(0)).len(), 1);
+    let out = repo.conference(&["clean", "launch"]).ok();
+    assert!(
+        out.stdout.contains("Cancelled 1 submitted evaluation"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        !alive(&pid),
+        "clean left the evaluation {pid} running on the host"
+    );
+    assert!(
+        entries(&hosts.staging(0)).is_empty(),
+        "{:?}",
+        entries(&hosts.staging(0))
+    );
+}

@@ -98,8 +98,10 @@ pub fn check_args(args: &[String]) -> std::result::Result<(), String> {
 
 /// Cancels the job named `name` and waits (up to 30 s) until Slurm no longer lists it.
 pub async fn cancel_by_name(name: &str) {
+    // Not killed if this runner is torn down meanwhile: the job must go whatever happens here.
     let _ = slurm_command("scancel")
         .args(["--name", name])
+        .kill_on_drop(false)
         .status()
         .await;
     for _ in 0..300 {
@@ -125,7 +127,11 @@ async fn job_state(select: &[&str]) -> Option<String> {
 /// Cancels job `id` (and, should the id be lost, every job of its unique name).
 pub async fn cancel(id: &str, name: &str) {
     if !id.is_empty() {
-        let _ = slurm_command("scancel").arg(id).status().await;
+        let _ = slurm_command("scancel")
+            .arg(id)
+            .kill_on_drop(false)
+            .status()
+            .await;
     }
     cancel_by_name(name).await;
 }

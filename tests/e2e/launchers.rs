@@ -80,7 +80,8 @@ fn iterations(repo: &TestRepo, name: &str) -> Vec<Value> {
 
 /// Whether process `pid` is alive (and not a zombie).
 fn alive(pid: &str) -> bool {
-    std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).is_ok_and(|s| !s.contains(") Z "))
+    let pid: u32 = pid.trim().parse().expect("a pid");
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
 }
 
 /// The entries of a folder (none when it does not exist).
@@ -327,9 +328,10 @@ fn start_in_background(repo: &TestRepo) -> std::process::Child {
         .unwrap()
 }
 
+/// Waits until `path` holds a line (a pid file is created empty before its pid is written).
 fn wait_for(path: &Path) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !path.exists() {
+    while !std::fs::read_to_string(path).is_ok_and(|t| t.ends_with('\n')) {
         assert!(
             std::time::Instant::now() < deadline,
             "{} never appeared",

@@ -15,12 +15,12 @@ use std::path::{Path, PathBuf};
 use common::{ConfigBuilder, TestRepo};
 use serde_json::Value;
 
-/// `eval.sh LOG [GATE]`: logs `start <value> <pwd>` and `end <value>` to LOG (an absolute path
+/// `eval.sh LOG [GATE]`: logs `start <value> <pwd> <data/x> <setup-ran>` and `end <value>` to LOG (an absolute path
 /// outside every tree); when the file GATE exists it removes it and sleeps (its pid in
 /// GATE.pid) before printing the score: the value in value.txt (minimize).
 const EVAL: &str = r#"#!/bin/sh
 v=$(cat value.txt)
-echo "start $v $PWD" >>"$1"
+echo "start $v $PWD $(cat data/x 2>/dev/null) $(cat setup-ran 2>/dev/null)" >>"$1"
 if [ -n "${2-}" ] && [ -e "$2" ]; then
     rm -f "$2"
     sleep 600 &
@@ -168,18 +168,30 @@ fn ssh_reaches_the_same_best_as_local() {
     let hosts = servers::SshHosts::start(tmp.path(), 2);
     let (_, local_best) = best_with("", &tmp.path().join("local.log"));
     let log = tmp.path().join("evals.log");
-    let (repo, best) = best_with(&hosts.environment(""), &log);
+    // Data that exists on the host side only, and a setup that runs in each staged tree.
+    let data = tmp.path().join("host-data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("x"), "42\n").unwrap();
+    let extra = format!(
+        "- remote shared: data={}\n- setup: echo $$ >setup-ran\n",
+        data.display()
+    );
+    let (repo, best) = best_with(&hosts.environment(&extra), &log);
     assert_eq!(best, local_best);
     let lines = log_lines(&log);
     let starts: Vec<&String> = lines.iter().filter(|l| l.starts_with("start")).collect();
     // The baseline, three attempts, and the review's readings of the round start and the finding.
     assert_eq!(starts.len(), 6, "{lines:?}");
-    for line in starts {
-        assert!(
-            line.contains(&hosts.staging(0).display().to_string()),
-            "{line}"
-        );
+    let mut setups = std::collections::BTreeSet::new();
+    for line in &starts {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let staging = hosts.staging(0).display().to_string();
+        assert!(words[2].starts_with(&staging), "{line}");
+        assert_eq!(words[3], "42", "{line}");
+        setups.insert(words[4].to_string());
     }
+    // Setup ran in every staged tree, a process of its own each time.
+    assert_eq!(setups.len(), 6, "{lines:?}");
     let it = iterations(&repo, "launch");
     let it: Vec<&Value> = it.iter().map(|e| &e["payload"]).collect();
     assert_eq!(it[0]["placement"]["launcher"], "ssh", "{it:?}");

@@ -222,6 +222,52 @@ mod tests {
         }
     }
 
+    /// With the ssh launcher each host runs one evaluation at a time, per device when devices
+    /// are listed; agents on this machine still see no device.
+    #[tokio::test]
+    async fn ssh_hosts_take_one_evaluation_each_per_device() {
+        use crate::config::launcher::{Host, Launch};
+        let host = |t: &str| Host {
+            target: t.into(),
+            staging: None,
+        };
+        let mut e = env(&["0", "1"], None);
+        e.launch = Launch {
+            kind: LauncherKind::Ssh,
+            hosts: vec![host("gpu1"), host("gpu2")],
+            ..Launch::default()
+        };
+        let s = Scheduler::new(&e);
+        let slots = futures_all(&s, 4).await;
+        let mut places: Vec<(Option<&str>, Option<&str>)> =
+            slots.iter().map(|x| (x.host(), x.device())).collect();
+        places.sort();
+        assert_eq!(
+            places,
+            [
+                (Some("gpu1"), Some("0")),
+                (Some("gpu1"), Some("1")),
+                (Some("gpu2"), Some("0")),
+                (Some("gpu2"), Some("1"))
+            ]
+        );
+        let fifth = tokio::time::timeout(std::time::Duration::from_millis(50), s.acquire()).await;
+        assert!(
+            fifth.is_err(),
+            "a fifth evaluation started with every host's devices busy"
+        );
+        assert_eq!(s.no_device_env().len(), 1);
+        // Without devices: one per host.
+        e.devices.clear();
+        let s = Scheduler::new(&e);
+        let slots = futures_all(&s, 2).await;
+        assert!(slots
+            .iter()
+            .all(|x| x.device().is_none() && x.host().is_some()));
+        let third = tokio::time::timeout(std::time::Duration::from_millis(50), s.acquire()).await;
+        assert!(third.is_err());
+    }
+
     #[tokio::test]
     async fn the_limit_and_the_devices_combine() {
         let s = Scheduler::new(&env(&["a", "b", "c"], Some(2)));

@@ -204,6 +204,16 @@ pub struct Running {
     started: Instant,
 }
 
+/// Ends a running command's process group: [`Running::cancel`], usable while another task waits.
+#[derive(Debug, Clone, Copy)]
+pub struct GroupCanceller(i32);
+
+impl GroupCanceller {
+    pub fn cancel(&self) {
+        kill_group(self.0);
+    }
+}
+
 /// Starts `spec` in a process group of its own (its stdin written and closed); None when
 /// Ctrl-C came first. `spec.timeout` is not used: the caller passes it to [`Running::wait`].
 pub async fn start(spec: Spec<'_>) -> Result<Option<Running>> {
@@ -274,7 +284,12 @@ impl Running {
     /// Ends the command and everything in its process group: the one way a run is cut short
     /// (a timeout, Ctrl-C, its watcher's stop, a launcher's cancel).
     pub fn cancel(&self) {
-        kill_group(self.pgid);
+        self.canceller().cancel();
+    }
+
+    /// A handle that cancels this command from elsewhere while [`Running::wait`] waits.
+    pub fn canceller(&self) -> GroupCanceller {
+        GroupCanceller(self.pgid)
     }
 
     /// Cuts the run short ([`Running::cancel`]) and reaps its leader.

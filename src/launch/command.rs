@@ -82,8 +82,8 @@ pub fn fill(template: &str, dir: &str, env: &[(String, String)]) -> String {
 }
 
 impl Job {
-    pub fn cancel(&self) {
-        self.running.cancel();
+    pub fn canceller(&self) -> process::GroupCanceller {
+        self.running.canceller()
     }
 
     /// `on_line` tails the submitter's stdout here, which is the run's as far as the submitter

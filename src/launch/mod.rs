@@ -162,13 +162,45 @@ impl Job {
         }
     }
 
-    /// Ends the run wherever it runs: the one way a running evaluation is stopped early.
+    /// Ends the run wherever it runs: the one way a running evaluation is stopped early (its
+    /// timeout and Ctrl-C inside [`Job::wait`]; an early stop from outside through
+    /// [`Job::canceller`]).
+    pub async fn cancel(&self) {
+        self.canceller().cancel().await;
+    }
+
+    /// A handle to [`Job::cancel`] for another task while this one waits (an early stop).
+    pub fn canceller(&self) -> Canceller {
+        match self {
+            Job::Local(running, _) => Canceller::Group(running.canceller()),
+            Job::Command(job) => Canceller::Group(job.canceller()),
+            Job::Ssh(job) => job.canceller(),
+            Job::Slurm(job) => job.canceller(),
+        }
+    }
+}
+
+/// Cancels one running job: what [`Job::cancel`] does, detached from the job.
+#[derive(Debug, Clone)]
+pub enum Canceller {
+    /// A local process group (a local run, a `command` submitter).
+    Group(process::GroupCanceller),
+    /// The wrapper's process group on an ssh host.
+    Ssh {
+        ssh: Vec<String>,
+        host: String,
+        dir: String,
+    },
+    /// A Slurm job, by id and by its unique name.
+    Slurm { id: String, name: String },
+}
+
+impl Canceller {
     pub async fn cancel(&self) {
         match self {
-            Job::Local(running, _) => running.cancel(),
-            Job::Command(job) => job.cancel(),
-            Job::Ssh(job) => job.cancel().await,
-            Job::Slurm(job) => job.cancel().await,
+            Canceller::Group(group) => group.cancel(),
+            Canceller::Ssh { ssh, host, dir } => ssh::kill_remote(ssh, host, dir, false).await,
+            Canceller::Slurm { id, name } => slurm::cancel(id, name).await,
         }
     }
 }

@@ -98,8 +98,10 @@ pub fn check_args(args: &[String]) -> std::result::Result<(), String> {
 
 /// Cancels the job named `name` and waits (up to 30 s) until Slurm no longer lists it.
 pub async fn cancel_by_name(name: &str) {
+    // Not killed if this runner is torn down meanwhile: the job must go whatever happens here.
     let _ = slurm_command("scancel")
         .args(["--name", name])
+        .kill_on_drop(false)
         .status()
         .await;
     for _ in 0..300 {
@@ -122,10 +124,28 @@ async fn job_state(select: &[&str]) -> Option<String> {
     (out.status.success() && !text.is_empty()).then_some(text)
 }
 
+/// Cancels job `id` (and, should the id be lost, every job of its unique name).
+pub async fn cancel(id: &str, name: &str) {
+    if !id.is_empty() {
+        let _ = slurm_command("scancel")
+            .arg(id)
+            .kill_on_drop(false)
+            .status()
+            .await;
+    }
+    cancel_by_name(name).await;
+}
+
 impl Job {
-    pub async fn cancel(&self) {
-        let _ = slurm_command("scancel").arg(&self.id).status().await;
-        cancel_by_name(&self.name).await;
+    pub fn canceller(&self) -> super::Canceller {
+        super::Canceller::Slurm {
+            id: self.id.clone(),
+            name: self.name.clone(),
+        }
+    }
+
+    async fn cancel(&self) {
+        self.canceller().cancel().await;
     }
 
     /// `on_line` tails the wrapper's `out` in the staging folder (on the shared filesystem, so

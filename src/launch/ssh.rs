@@ -130,17 +130,28 @@ pub async fn kill_remote(ssh: &[String], host: &str, dir: &str, remove: bool) {
     if remove {
         script.push_str(&format!("; rm -rf {d}"));
     }
+    // Not killed if this runner is torn down meanwhile (Ctrl-C ends the run while it waits):
+    // the remote group must go whatever happens here.
     let run = command(ssh, host, &script)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
+        .kill_on_drop(false)
         .status();
     let _ = tokio::time::timeout(Duration::from_secs(30), run).await;
 }
 
 impl Job {
-    pub async fn cancel(&self) {
-        kill_remote(&self.ssh, &self.host, &self.dir, false).await;
+    pub fn canceller(&self) -> super::Canceller {
+        super::Canceller::Ssh {
+            ssh: self.ssh.clone(),
+            host: self.host.clone(),
+            dir: self.dir.clone(),
+        }
+    }
+
+    async fn cancel(&self) {
+        self.canceller().cancel().await;
     }
 
     /// The run's stdout comes back only with its end (in the session's tar), so `on_line` sees
@@ -155,8 +166,11 @@ impl Job {
             Ok(false) => (None, None),
             Err(stop) => (Some(stop), None),
         };
-        if stop.is_some() {
-            self.cancel().await;
+        match stop {
+            // Ctrl-C: nothing of the run is wanted, and the runner is about to end.
+            Some(Stop::Cancelled) => kill_remote(&self.ssh, &self.host, &self.dir, true).await,
+            Some(Stop::TimedOut | Stop::Watcher) => self.cancel().await,
+            None => {}
         }
         let elapsed = started.map(|s| s.elapsed()).unwrap_or_default();
         let record = self.record.clone();

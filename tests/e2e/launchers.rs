@@ -15,12 +15,12 @@ use std::path::{Path, PathBuf};
 use common::{ConfigBuilder, TestRepo};
 use serde_json::Value;
 
-/// `eval.sh LOG [GATE]`: logs `start <value> <pwd>` and `end <value>` to LOG (an absolute path
+/// `eval.sh LOG [GATE]`: logs `start <value> <pwd> <data/x> <setup-ran>` and `end <value>` to LOG (an absolute path
 /// outside every tree); when the file GATE exists it removes it and sleeps (its pid in
 /// GATE.pid) before printing the score: the value in value.txt (minimize).
 const EVAL: &str = r#"#!/bin/sh
 v=$(cat value.txt)
-echo "start $v $PWD" >>"$1"
+echo "start $v $PWD $(cat data/x 2>/dev/null) $(cat setup-ran 2>/dev/null)" >>"$1"
 if [ -n "${2-}" ] && [ -e "$2" ]; then
     rm -f "$2"
     sleep 600 &
@@ -80,7 +80,8 @@ fn iterations(repo: &TestRepo, name: &str) -> Vec<Value> {
 
 /// Whether process `pid` is alive (and not a zombie).
 fn alive(pid: &str) -> bool {
-    std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).is_ok_and(|s| !s.contains(") Z "))
+    let pid: u32 = pid.trim().parse().expect("a pid");
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
 }
 
 /// The entries of a folder (none when it does not exist).
@@ -167,18 +168,30 @@ fn ssh_reaches_the_same_best_as_local() {
     let hosts = servers::SshHosts::start(tmp.path(), 2);
     let (_, local_best) = best_with("", &tmp.path().join("local.log"));
     let log = tmp.path().join("evals.log");
-    let (repo, best) = best_with(&hosts.environment(""), &log);
+    // Data that exists on the host side only, and a setup that runs in each staged tree.
+    let data = tmp.path().join("host-data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("x"), "42\n").unwrap();
+    let extra = format!(
+        "- remote shared: data={}\n- setup: echo $$ >setup-ran\n",
+        data.display()
+    );
+    let (repo, best) = best_with(&hosts.environment(&extra), &log);
     assert_eq!(best, local_best);
     let lines = log_lines(&log);
     let starts: Vec<&String> = lines.iter().filter(|l| l.starts_with("start")).collect();
     // The baseline, three attempts, and the review's readings of the round start and the finding.
     assert_eq!(starts.len(), 6, "{lines:?}");
-    for line in starts {
-        assert!(
-            line.contains(&hosts.staging(0).display().to_string()),
-            "{line}"
-        );
+    let mut setups = std::collections::BTreeSet::new();
+    for line in &starts {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let staging = hosts.staging(0).display().to_string();
+        assert!(words[2].starts_with(&staging), "{line}");
+        assert_eq!(words[3], "42", "{line}");
+        setups.insert(words[4].to_string());
     }
+    // Setup ran in every staged tree, a process of its own each time.
+    assert_eq!(setups.len(), 6, "{lines:?}");
     let it = iterations(&repo, "launch");
     let it: Vec<&Value> = it.iter().map(|e| &e["payload"]).collect();
     assert_eq!(it[0]["placement"]["launcher"], "ssh", "{it:?}");
@@ -327,9 +340,10 @@ fn start_in_background(repo: &TestRepo) -> std::process::Child {
         .unwrap()
 }
 
+/// Waits until `path` holds a line (a pid file is created empty before its pid is written).
 fn wait_for(path: &Path) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !path.exists() {
+    while !std::fs::read_to_string(path).is_ok_and(|t| t.ends_with('\n')) {
         assert!(
             std::time::Instant::now() < deadline,
             "{} never appeared",
@@ -667,4 +681,100 @@ fn evaluations_on_different_gpu_models_are_named_in_the_review_and_the_report() 
             "{text}"
         );
     }
+}
+
+/// Opens `gate` once the baseline's evaluation ended (its `end 10` in `log`): the next
+/// evaluation, the first attempt's, hangs until it is ended.
+fn hang_the_first_attempt(log: &Path, gate: &Path) -> std::thread::JoinHandle<()> {
+    let (log, gate) = (log.to_path_buf(), gate.to_path_buf());
+    std::thread::spawn(move || {
+        while !log_lines(&log).iter().any(|l| l.starts_with("end 10")) {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        std::fs::write(&gate, "").unwrap();
+    })
+}
+
+/// Ctrl-C while an evaluation runs on a host ends it there (the wrapper's process group) and
+/// removes its staged folder; the run exits 130 and `resume` finishes the conference.
+#[test]
+#[cfg_attr(not(has_sshd), ignore = "needs OpenSSH's sshd: .ci/run installs it")]
+fn ctrl_c_cancels_the_evaluation_on_the_host() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hosts = servers::SshHosts::start(tmp.path(), 1);
+    let (log, gate) = (tmp.path().join("evals.log"), tmp.path().join("gate"));
+    let repo = repo();
+    repo.write(
+        "conference.md",
+        &config(2, &log, Some(&gate), "60s", &hosts.environment("")),
+    );
+    repo.commit_all("config");
+    let opener = hang_the_first_attempt(&log, &gate);
+    let runner = start_in_background(&repo);
+    opener.join().unwrap();
+    let pid_file = tmp.path().join("gate.pid");
+    wait_for(&pid_file);
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &runner.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let out = runner.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        !alive(&pid),
+        "Ctrl-C left the evaluation {pid} running on the host"
+    );
+    assert!(
+        entries(&hosts.staging(0)).is_empty(),
+        "{:?}",
+        entries(&hosts.staging(0))
+    );
+    repo.conference(&["resume", "launch"]).ok();
+    assert_eq!(
+        repo.status_json("launch")["best"]["metric"].as_f64(),
+        Some(8.0)
+    );
+}
+
+/// `clean` after `kill -9` of the runner cancels what it left on the host and removes the
+/// staged folder.
+#[test]
+#[cfg_attr(not(has_sshd), ignore = "needs OpenSSH's sshd: .ci/run installs it")]
+fn clean_cancels_what_a_killed_runner_left_on_the_host() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hosts = servers::SshHosts::start(tmp.path(), 1);
+    let (log, gate) = (tmp.path().join("evals.log"), tmp.path().join("gate"));
+    let repo = repo();
+    repo.write(
+        "conference.md",
+        &config(2, &log, Some(&gate), "60s", &hosts.environment("")),
+    );
+    repo.commit_all("config");
+    let opener = hang_the_first_attempt(&log, &gate);
+    let runner = start_in_background(&repo);
+    opener.join().unwrap();
+    let pid_file = tmp.path().join("gate.pid");
+    wait_for(&pid_file);
+    repo.kill_runner("launch", runner);
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    assert!(alive(&pid));
+    assert_eq!(entries(&hosts.staging(0)).len(), 1);
+    let out = repo.conference(&["clean", "launch"]).ok();
+    assert!(
+        out.stdout.contains("Cancelled 1 submitted evaluation"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        !alive(&pid),
+        "clean left the evaluation {pid} running on the host"
+    );
+    assert!(
+        entries(&hosts.staging(0)).is_empty(),
+        "{:?}",
+        entries(&hosts.staging(0))
+    );
 }

@@ -275,6 +275,7 @@ fn slurm_conf(dir: &Path, ctld_port: u16, slurmd_port: u16) -> String {
          SwitchType=switch/none\nMpiDefault=none\nReturnToService=2\nSchedulerType=sched/backfill\n\
          SelectType=select/cons_tres\nSelectTypeParameters=CR_CPU\nJobAcctGatherType=jobacct_gather/none\n\
          AccountingStorageType=accounting_storage/none\nMinJobAge=2\n\
+         SchedulerParameters=sched_min_interval=50000\n\
          NodeName=localhost NodeAddr=127.0.0.1 CPUs=2 State=UNKNOWN\n\
          PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP\n\
          PartitionName=down Nodes=localhost State=DOWN\n"

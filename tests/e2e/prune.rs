@@ -19,22 +19,29 @@ const STEP_S: f64 = 0.3;
 /// early has a start and no end. `agent.sh 1-1:9 1-2:3` writes 9 into value.txt at round 1
 /// iteration 1, 3 at iteration 2, and changes nothing otherwise.
 fn curve_repo() -> TestRepo {
+    curve_repo_logging_to(r#""$(git rev-parse --git-common-dir)/runs""#)
+}
+
+/// [`curve_repo`] whose evaluation logs its runs to `runs` (a word for `sh`) instead, and each
+/// run's process id as `pid <pid> <who>` (for evaluations that run outside a worktree).
+fn curve_repo_logging_to(runs: &str) -> TestRepo {
     let repo = TestRepo::new();
     repo.write_executable(
         "eval.sh",
         &format!(
             r#"#!/bin/sh
-common=$(git rev-parse --git-common-dir)
+runs={runs}
 v=$(cat value.txt)
 who="${{CONFERENCE_RESEARCHER-}} ${{CONFERENCE_ROUND-}} ${{CONFERENCE_ITERATION-}} $v"
-echo "start $who" >>"$common/runs"
+echo "start $who" >>"$runs"
+echo "pid $$ $who" >>"$runs"
 s=1
 while [ $s -le {STEPS} ]; do
     awk -v v="$v" -v s=$s 'BEGIN {{ printf "score@step=%d: %g\n", s, v + ({STEPS} - s) * 0.2 }}'
     sleep {STEP_S}
     s=$((s + 1))
 done
-echo "end $who" >>"$common/runs"
+echo "end $who" >>"$runs"
 echo "score: $v"
 "#
         ),
@@ -69,8 +76,13 @@ fn config(title: &str, plan: &str, evaluation: &str) -> String {
 
 /// The lines of the fixture's run log.
 fn runs(repo: &TestRepo) -> Vec<String> {
-    repo.git_dir_file("runs")
-        .lines()
+    lines(&repo.git_dir_file("runs"))
+}
+
+/// The run log's lines, without the `pid` lines.
+fn lines(log: &str) -> Vec<String> {
+    log.lines()
+        .filter(|l| !l.starts_with("pid "))
         .map(str::to_string)
         .collect()
 }
@@ -109,7 +121,10 @@ fn curve(note: &Value) -> Vec<(u64, f64)> {
 
 /// Runs whose log has a start but no end (stopped early), by who ran them.
 fn unfinished(repo: &TestRepo) -> Vec<String> {
-    let lines = runs(repo);
+    unfinished_in(&runs(repo))
+}
+
+fn unfinished_in(lines: &[String]) -> Vec<String> {
     lines
         .iter()
         .filter_map(|l| l.strip_prefix("start "))
@@ -184,6 +199,74 @@ fn a_run_behind_the_best_is_stopped_and_recorded_as_pruned() {
         .stdout;
     let row = tsv.lines().find(|l| l.contains("\tpruned\t")).expect(&tsv);
     assert!(row.contains("[pruned: at step 2"), "{row}");
+}
+
+/// Through a launcher other than `local` the stop goes through the launcher's cancel: here the
+/// `command` launcher with a small submitter script (it runs the staged tree where it is, as a
+/// job runner would, and streams the run's output back). The attempt behind the best is
+/// `pruned` while it runs (the submitter's stdout is tailed here), and its process really ended
+/// early: it never wrote its end and is gone; the better attempt ran in full.
+#[test]
+fn a_run_through_the_command_launcher_is_pruned_and_ends_early() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("runs");
+    let submitted = tmp.path().join("submitted");
+    let submitter = tmp.path().join("submit.sh");
+    std::fs::write(
+        &submitter,
+        format!(
+            "#!/bin/sh\n# submit.sh DIR -- COMMAND…: runs COMMAND in DIR\ndir=$1; shift 2\necho \"$dir\" >>{}\ncd \"$dir\" && exec \"$@\"\n",
+            submitted.display()
+        ),
+    )
+    .unwrap();
+    let repo = curve_repo_logging_to(&format!("'{}'", log.display()));
+    let staging = tmp.path().join("staging");
+    let text = format!(
+        "{}\n## Environment\n- launcher: command\n- launch: sh {} {{dir}} -- env {{env}} {{command}}\n- staging: {}\n",
+        config("Launched", "1-1:9 1-2:3", "- prune: on\n"),
+        submitter.display(),
+        staging.display()
+    );
+    repo.start("launched", &text).ok();
+
+    let pruned = iteration(&repo, "launched", 1, 1);
+    assert_eq!(pruned["status"], "pruned", "{pruned}");
+    assert_eq!(pruned["placement"]["launcher"], "command", "{pruned}");
+    let eval_s = pruned["eval_s"].as_f64().unwrap();
+    assert!(
+        eval_s < STEPS as f64 * STEP_S * 0.75,
+        "a pruned run took {eval_s}s of a {}s evaluation",
+        STEPS as f64 * STEP_S
+    );
+    let n = note(&repo, &pruned);
+    assert_eq!(n["pruned"]["step"], 2, "{n}");
+    assert_eq!(curve(&n).len(), 2, "{n}");
+    // Every evaluation went through the submitter, in a staged tree.
+    let dirs = std::fs::read_to_string(&submitted).unwrap();
+    assert!(dirs.lines().count() >= 3, "{dirs}");
+    assert!(
+        dirs.lines()
+            .all(|d| d.starts_with(&*staging.to_string_lossy())),
+        "{dirs}"
+    );
+
+    // Ended for real: the pruned run never wrote its end, every other run did, and its
+    // process is gone.
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(unfinished_in(&lines(&text)), ["A 1 1 9"], "{text}");
+    let pid = text
+        .lines()
+        .find_map(|l| l.strip_suffix(" A 1 1 9")?.strip_prefix("pid "))
+        .expect(&text);
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"));
+    assert!(
+        stat.is_err() || stat.is_ok_and(|s| s.contains(") Z ")),
+        "the pruned run's process {pid} still runs"
+    );
+    let kept = iteration(&repo, "launched", 1, 2);
+    assert_eq!(kept["status"], "kept", "{kept}");
+    assert_eq!(curve(&note(&repo, &kept)).len(), STEPS as usize);
 }
 
 /// Pruning is off by default: the same attempt runs to its end and is reverted (its curve is

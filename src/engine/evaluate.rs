@@ -252,6 +252,7 @@ async fn run_once(
             stdout: stdout.to_path_buf(),
             stderr: stderr.to_path_buf(),
             host,
+            stream: req.prune.is_some(),
         })
         .await?;
     match job {

@@ -54,6 +54,9 @@ pub struct Request<'a> {
     pub stderr: PathBuf,
     /// The ssh host the evaluation's slot holds.
     pub host: Option<&'a str>,
+    /// Whether the run's stdout is wanted here while it runs (pruning watches it), not only at
+    /// its end: ssh then streams it back as it grows.
+    pub stream: bool,
 }
 
 /// How a run ended, and where it ran.
@@ -142,8 +145,8 @@ impl Job {
     /// `on_line` is shown each line of the run's stdout as it arrives here: `local` and
     /// `command` tail the local stdout log as the command (or the submitter, which streams the
     /// remote output back) writes it; `slurm` tails the wrapper's `out` in the staging folder on
-    /// the shared filesystem; `ssh` brings the output back only when the run ends, so its
-    /// watcher sees the lines then. When `on_line` asks to stop, the run is cancelled as a
+    /// the shared filesystem; `ssh` appends what the host streams back to the local stdout log
+    /// and tails that (with [`Request::stream`]; else the output and the lines come at the end). When `on_line` asks to stop, the run is cancelled as a
     /// timeout cancels it ([`Job::cancel`]'s kill) and ends [`Outcome::Stopped`].
     pub async fn wait(self, timeout: Duration, on_line: Option<OnLine<'_>>) -> Result<Ended> {
         match self {

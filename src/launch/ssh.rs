@@ -72,7 +72,8 @@ pub async fn start(launcher: &Launcher, req: Request<'_>) -> Result<Job> {
     });
     let tar = super::stage::archive(&launcher.git_dir, req.commit).await?;
     let ssh_err = req.stderr.with_extension("ssh");
-    let mut session = command(&ssh, target, &session_script(&dir, &script))
+    let session_script = session_script(&dir, &script, req.stream);
+    let mut session = command(&ssh, target, &session_script)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::from(std::fs::File::create(&ssh_err)?))
@@ -109,16 +110,36 @@ fn command(ssh: &[String], host: &str, script: &str) -> tokio::process::Command 
     cmd
 }
 
-/// What the session runs on the host.
-fn session_script(dir: &str, wrapper: &str) -> String {
+/// What the session runs on the host. With `stream`, what the command writes to `out` is sent
+/// back while it runs, every tenth of a second, as `chunk N` lines each followed by N bytes.
+fn session_script(dir: &str, wrapper: &str, stream: bool) -> String {
+    let wait = if stream { STREAMED_WAIT } else { "wait $p\n" };
     format!(
         "D={dir}\nmkdir -p \"$D/tree\" && cd \"$D\" && tar -x -C tree && printf '%s' {wrapper} >run.sh || exit 96\n\
-         setsid sh run.sh \"$PWD\" </dev/null 2>/dev/null &\necho \"pid $!\"\nwait $!\necho done\n\
+         setsid sh run.sh \"$PWD\" </dev/null 2>/dev/null &\np=$!\necho \"pid $p\"\n{wait}echo done\n\
          touch out err where\ntar -c -f - out err where $([ -f exit ] && echo exit)\ncd / && rm -rf \"$D\"\n",
         dir = quote(dir),
         wrapper = quote(wrapper)
     )
 }
+
+/// Waits for the wrapper (pid `$p`) while a loop sends back what `out` grew by; the loop ends
+/// once the wrapper is reaped (`.ended`) or gone, after sending the rest, before `done`.
+const STREAMED_WAIT: &str = r#"send() {
+    k=$(wc -c <out 2>/dev/null | tr -d ' ')
+    [ -n "$k" ] && [ "$k" -gt "$n" ] || return 0
+    echo "chunk $((k - n))"
+    tail -c +$((n + 1)) out | head -c $((k - n))
+    n=$k
+}
+( n=0
+  while [ ! -e .ended ] && kill -0 $p 2>/dev/null; do send; sleep 0.1 2>/dev/null || sleep 1; done
+  send ) &
+w=$!
+wait $p
+touch .ended
+wait $w
+"#;
 
 /// Kills the wrapper's process group on the host (its pid is in `dir/pid`), and removes the
 /// staged folder when `remove`.
@@ -154,14 +175,23 @@ impl Job {
         self.canceller().cancel().await;
     }
 
-    /// The run's stdout comes back only with its end (in the session's tar), so `on_line` sees
-    /// its lines then: the curve is recorded, but an ssh run cannot be stopped early by it.
-    pub async fn wait(mut self, timeout: Duration, on_line: Option<OnLine<'_>>) -> Result<Ended> {
-        let first = self.read_until("started", self.setup_timeout).await;
+    /// `on_line` tails the local stdout log, which grows as the host streams the run's output
+    /// back (a session started with [`Request::stream`](super::Request)); without it the output
+    /// comes back with the run's end (in the session's tar) and `on_line` sees the lines then.
+    pub async fn wait(
+        mut self,
+        timeout: Duration,
+        mut on_line: Option<OnLine<'_>>,
+    ) -> Result<Ended> {
+        let stdout = self.stdout.clone();
+        let _ = std::fs::write(&stdout, b"");
+        let mut lines = on_line.as_mut().map(|f| LineTail::new(&stdout, &mut **f));
+        let first = (self.read_until("started", self.setup_timeout, lines.as_mut())).await;
         let (stop, started) = match first {
             Ok(true) => {
                 let started = Instant::now();
-                (self.read_until("done", timeout).await.err(), Some(started))
+                let done = self.read_until("done", timeout, lines.as_mut()).await;
+                (done.err(), Some(started))
             }
             Ok(false) => (None, None),
             Err(stop) => (Some(stop), None),
@@ -174,18 +204,24 @@ impl Job {
         }
         let elapsed = started.map(|s| s.elapsed()).unwrap_or_default();
         let record = self.record.clone();
-        let stdout = self.stdout.clone();
         let ended = self.collect(stop, elapsed).await;
         let _ = std::fs::remove_file(record);
-        if let Some(on_line) = on_line {
-            LineTail::new(&stdout, on_line).read_new();
+        if let Some(lines) = lines.as_mut().filter(|_| stop.is_none()) {
+            // The rest of the output, now whole in the log, for the watcher's record.
+            lines.read_new();
         }
         ended
     }
 
     /// Reads the session's lines until `want` (true), the end of the wrapper or of the session
-    /// (false), or a stop after `limit`.
-    async fn read_until(&mut self, want: &str, limit: Duration) -> Result<bool, Stop> {
+    /// (false), or a stop after `limit`; output chunks go to the local stdout log, where
+    /// `lines` (the watcher) reads them, and its stop is a stop too.
+    async fn read_until(
+        &mut self,
+        want: &str,
+        limit: Duration,
+        mut lines: Option<&mut LineTail<'_, '_>>,
+    ) -> Result<bool, Stop> {
         let deadline = Some(Instant::now() + limit);
         loop {
             let mut line = String::new();
@@ -195,12 +231,33 @@ impl Job {
                     Ok(_) => match line.trim() {
                         l if l == want => return Ok(true),
                         "done" => return Ok(false),
-                        _ => {}
+                        l => {
+                            let Some(n) = l.strip_prefix("chunk ").and_then(|n| n.parse().ok()) else {
+                                continue;
+                            };
+                            if self.append_chunk(n).await.is_err() {
+                                return Ok(false);
+                            }
+                            if lines.as_mut().is_some_and(|l| l.read_new()) {
+                                return Err(Stop::Watcher);
+                            }
+                        }
                     },
                 },
                 stop = super::stopped(deadline) => return Err(stop),
             }
         }
+    }
+
+    /// Reads `n` bytes of streamed output and appends them to the local stdout log.
+    async fn append_chunk(&mut self, n: usize) -> std::io::Result<()> {
+        use std::io::Write;
+        let mut bytes = vec![0; n];
+        self.out.read_exact(&mut bytes).await?;
+        let mut log = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&self.stdout)?;
+        log.write_all(&bytes)
     }
 
     /// After `done` (or a stop): the files the session sends back, the outcome they say.

@@ -8,7 +8,7 @@
 use crate::common;
 
 #[path = "launchers/servers.rs"]
-mod servers;
+pub(crate) mod servers;
 
 use std::path::{Path, PathBuf};
 

@@ -205,11 +205,10 @@ fn a_run_behind_the_best_is_stopped_and_recorded_as_pruned() {
 /// `command` launcher with a small submitter script (it runs the staged tree where it is, as a
 /// job runner would, and streams the run's output back). The attempt behind the best is
 /// `pruned` while it runs (the submitter's stdout is tailed here), and its process really ended
-/// early: it never wrote its end and is gone; the better attempt ran in full.
+/// early; the better attempt ran in full.
 #[test]
 fn a_run_through_the_command_launcher_is_pruned_and_ends_early() {
     let tmp = tempfile::tempdir().unwrap();
-    let log = tmp.path().join("runs");
     let submitted = tmp.path().join("submitted");
     let submitter = tmp.path().join("submit.sh");
     std::fs::write(
@@ -220,19 +219,53 @@ fn a_run_through_the_command_launcher_is_pruned_and_ends_early() {
         ),
     )
     .unwrap();
-    let repo = curve_repo_logging_to(&format!("'{}'", log.display()));
     let staging = tmp.path().join("staging");
-    let text = format!(
-        "{}\n## Environment\n- launcher: command\n- launch: sh {} {{dir}} -- env {{env}} {{command}}\n- staging: {}\n",
-        config("Launched", "1-1:9 1-2:3", "- prune: on\n"),
+    let environment = format!(
+        "- launcher: command\n- launch: sh {} {{dir}} -- env {{env}} {{command}}\n- staging: {}\n",
         submitter.display(),
         staging.display()
+    );
+    pruned_through("command", &environment, tmp.path());
+    // Every evaluation went through the submitter, in a staged tree.
+    let dirs = std::fs::read_to_string(&submitted).unwrap();
+    assert!(dirs.lines().count() >= 3, "{dirs}");
+    assert!(
+        dirs.lines()
+            .all(|d| d.starts_with(&*staging.to_string_lossy())),
+        "{dirs}"
+    );
+}
+
+/// The same through ssh on a real OpenSSH server: the host streams the run's output back as it
+/// runs, the run is pruned and its process group on the host killed.
+#[test]
+#[cfg_attr(not(has_sshd), ignore = "needs OpenSSH's sshd: .ci/run installs it")]
+fn a_run_on_an_ssh_host_is_pruned_and_ends_early() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hosts = crate::launchers::servers::SshHosts::start(tmp.path(), 1);
+    pruned_through("ssh", &hosts.environment(""), tmp.path());
+    assert!(std::fs::read_dir(hosts.staging(0))
+        .unwrap()
+        .next()
+        .is_none());
+}
+
+/// Runs `curve_repo`'s pruning conference with `environment` as `## Environment` (its run log
+/// in `tmp`) and checks that attempt 1 was pruned at step 2 through `launcher`, that its process
+/// really ended early (it never wrote its end, every other run did, and it is gone), and that the
+/// better attempt ran in full.
+fn pruned_through(launcher: &str, environment: &str, tmp: &std::path::Path) {
+    let log = tmp.join("runs");
+    let repo = curve_repo_logging_to(&format!("'{}'", log.display()));
+    let text = format!(
+        "{}\n## Environment\n{environment}",
+        config("Launched", "1-1:9 1-2:3", "- prune: on\n"),
     );
     repo.start("launched", &text).ok();
 
     let pruned = iteration(&repo, "launched", 1, 1);
     assert_eq!(pruned["status"], "pruned", "{pruned}");
-    assert_eq!(pruned["placement"]["launcher"], "command", "{pruned}");
+    assert_eq!(pruned["placement"]["launcher"], launcher, "{pruned}");
     let eval_s = pruned["eval_s"].as_f64().unwrap();
     assert!(
         eval_s < STEPS as f64 * STEP_S * 0.75,
@@ -242,17 +275,7 @@ fn a_run_through_the_command_launcher_is_pruned_and_ends_early() {
     let n = note(&repo, &pruned);
     assert_eq!(n["pruned"]["step"], 2, "{n}");
     assert_eq!(curve(&n).len(), 2, "{n}");
-    // Every evaluation went through the submitter, in a staged tree.
-    let dirs = std::fs::read_to_string(&submitted).unwrap();
-    assert!(dirs.lines().count() >= 3, "{dirs}");
-    assert!(
-        dirs.lines()
-            .all(|d| d.starts_with(&*staging.to_string_lossy())),
-        "{dirs}"
-    );
 
-    // Ended for real: the pruned run never wrote its end, every other run did, and its
-    // process is gone.
     let text = std::fs::read_to_string(&log).unwrap();
     assert_eq!(unfinished_in(&lines(&text)), ["A 1 1 9"], "{text}");
     let pid = text

@@ -225,7 +225,7 @@ fn a_run_through_the_command_launcher_is_pruned_and_ends_early() {
         submitter.display(),
         staging.display()
     );
-    pruned_through("command", &environment, tmp.path());
+    pruned_through("command", &environment, &[], tmp.path());
     // Every evaluation went through the submitter, in a staged tree.
     let dirs = std::fs::read_to_string(&submitted).unwrap();
     assert!(dirs.lines().count() >= 3, "{dirs}");
@@ -243,25 +243,42 @@ fn a_run_through_the_command_launcher_is_pruned_and_ends_early() {
 fn a_run_on_an_ssh_host_is_pruned_and_ends_early() {
     let tmp = tempfile::tempdir().unwrap();
     let hosts = crate::launchers::servers::SshHosts::start(tmp.path(), 1);
-    pruned_through("ssh", &hosts.environment(""), tmp.path());
+    pruned_through("ssh", &hosts.environment(""), &[], tmp.path());
     assert!(std::fs::read_dir(hosts.staging(0))
         .unwrap()
         .next()
         .is_none());
 }
 
-/// Runs `curve_repo`'s pruning conference with `environment` as `## Environment` (its run log
-/// in `tmp`) and checks that attempt 1 was pruned at step 2 through `launcher`, that its process
+/// The same on a real single-node Slurm cluster: the wrapper's output on the shared staging
+/// folder is tailed while the job runs, and the job is cancelled (`scancel`): none is left.
+#[test]
+#[cfg_attr(
+    not(has_slurm),
+    ignore = "needs Slurm (slurmctld, slurmd, munge): .ci/run installs it"
+)]
+fn a_slurm_job_is_pruned_and_ends_early() {
+    let tmp = tempfile::tempdir().unwrap();
+    let slurm = crate::launchers::servers::Slurm::start(tmp.path());
+    let environment = slurm.environment(&tmp.path().join("staging"), "");
+    let conf = slurm.conf.display().to_string();
+    pruned_through("slurm", &environment, &[("SLURM_CONF", &conf)], tmp.path());
+    assert_eq!(slurm.jobs(), "");
+}
+
+/// Runs `curve_repo`'s pruning conference with `environment` as `## Environment` and `env` in
+/// the runner's environment (its run log in `tmp`) and checks that attempt 1 was pruned at step 2 through `launcher`, that its process
 /// really ended early (it never wrote its end, every other run did, and it is gone), and that the
 /// better attempt ran in full.
-fn pruned_through(launcher: &str, environment: &str, tmp: &std::path::Path) {
+fn pruned_through(launcher: &str, environment: &str, env: &[(&str, &str)], tmp: &std::path::Path) {
     let log = tmp.join("runs");
     let repo = curve_repo_logging_to(&format!("'{}'", log.display()));
     let text = format!(
         "{}\n## Environment\n{environment}",
         config("Launched", "1-1:9 1-2:3", "- prune: on\n"),
     );
-    repo.start("launched", &text).ok();
+    repo.write("conference.md", &text);
+    repo.conference_env(&["start", "launched"], env).ok();
 
     let pruned = iteration(&repo, "launched", 1, 1);
     assert_eq!(pruned["status"], "pruned", "{pruned}");

@@ -143,7 +143,13 @@ pub fn answer(repo_dir: &Path, name: &str, question: &str, text: &str) -> Result
 /// `git conference stop NAME`: the running conference stops after the attempts it runs, and
 /// records it; `resume` goes on.
 pub fn stop(repo_dir: &Path, name: &str) -> Result<Delivery> {
-    read_state(repo_dir, name)?;
+    let st = read_state(repo_dir, name)?;
+    if !st.machines.is_empty() && st.phase != Phase::Done {
+        return Err(usage(format!(
+            "`{name}` runs on several machines: stop each machine's run with Ctrl-C (it gives its \
+             researchers back) and continue with `git conference join <remote> {name}`"
+        )));
+    }
     let repo = Repository::open(repo_dir)?;
     if crate::lock::runner(&crate::git::worktree::run_dir(&repo, name)).is_none() {
         return Ok(Delivery::NotRunning);

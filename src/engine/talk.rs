@@ -162,6 +162,11 @@ pub fn stop(repo_dir: &Path, name: &str) -> Result<Delivery> {
 pub fn approve(repo_dir: &Path, name: &str, drop: &[String]) -> Result<Delivery> {
     let conf = open_view(repo_dir, name)?;
     let st = conf.state();
+    if conf.config.loop_mode != LoopMode::HumanInTheLoop {
+        return Err(usage(format!(
+            "conference `{name}` is agentic: it never waits for an approval (`- mode: human-in-the-loop` under `## Researchers` makes it pause before knowledge transfer)"
+        )));
+    }
     if st.phase != Phase::Transfer || !st.transfer_done.is_empty() {
         return Err(usage(format!(
             "conference `{name}` is not waiting for an approval ({}, round {}): `approve` decides \

@@ -347,7 +347,9 @@ fn unknown_questions_and_conferences_are_usage_errors() {
     let approve = repo.conference(&["approve", "talk"]);
     assert_eq!(approve.code, 2, "{}", approve.stderr);
     assert!(
-        approve.stderr.contains("is not waiting for an approval"),
+        approve
+            .stderr
+            .contains("is agentic: it never waits for an approval"),
         "{}",
         approve.stderr
     );
@@ -526,4 +528,40 @@ fn a_misspelled_or_invalid_mode_is_refused_with_its_line() {
         assert!(run.stderr.contains(says), "{}", run.stderr);
         assert!(run.stderr.contains(&format!(":{line}")), "{}", run.stderr);
     }
+}
+
+#[test]
+fn clean_all_removes_requests_left_in_the_inbox() {
+    let repo = repo_with_agent();
+    repo.start("talk", &config(1, 1, 1).build()).ok();
+    let tree = repo.git(&["hash-object", "-t", "tree", "/dev/null"]);
+    let commit = repo.git(&[
+        "commit-tree",
+        tree.trim(),
+        "-m",
+        "git conference stop\n\n{}",
+    ]);
+    repo.git(&[
+        "update-ref",
+        "refs/conference-inbox/talk/1-1-0",
+        commit.trim(),
+    ]);
+    repo.conference(&["clean", "--all", "talk"]).ok();
+    assert_eq!(inbox(&repo), "");
+}
+
+#[test]
+fn human_in_the_loop_is_refused_on_several_machines_and_nothing_is_kept() {
+    let repo = repo_with_agent();
+    repo.bare_origin();
+    repo.write("conference.md", &human_in_the_loop(&config(1, 1, 1)));
+    let run = repo.conference(&["start", "talk", "--remote", "origin", "--yes"]);
+    assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("is in human-in-the-loop mode")
+            && run.stderr.contains("- mode: agentic"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(repo.git(&["for-each-ref", "refs/conference/"]), "");
 }

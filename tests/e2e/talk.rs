@@ -248,8 +248,14 @@ fn stop_from_another_process_pauses_gracefully_and_resume_completes() {
 #[test]
 fn steer_and_answer_when_nothing_runs_are_recorded_at_once() {
     let repo = repo_with_agent();
-    std::fs::write(repo.git_dir().join("ask-A-r1-i1"), "QUESTION: more data?\n").unwrap();
+    // Agentic: even a blocking question never makes the loop wait.
+    std::fs::write(
+        repo.git_dir().join("ask-A-r1-i1"),
+        "QUESTION (blocking): more data?\n",
+    )
+    .unwrap();
     repo.start("talk", &config(1, 1, 1).build()).ok();
+    assert!(repo.events_named("talk", "conference.paused").is_empty());
     let said = repo
         .conference(&["steer", "talk", "prefer small steps"])
         .ok();

@@ -178,6 +178,7 @@ fn paused(st: &mut State, e: &event::Paused) {
         talk::WaitKind::Approval | talk::WaitKind::Answer => {}
     }
     st.waiting = Some(waits.clone());
+    st.pauses.push(waits.clone());
 }
 
 fn guidance(st: &mut State, e: &event::Guidance) {

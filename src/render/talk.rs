@@ -106,8 +106,11 @@ pub fn report_section(st: &State) -> String {
         }
         s.push('\n');
     }
-    if !st.approvals.is_empty() {
-        let _ = writeln!(s, "## Decisions (human in the loop)\n");
+    if !st.approvals.is_empty() || !st.pauses.is_empty() {
+        let _ = writeln!(s, "## Pauses and decisions\n");
+        for p in &st.pauses {
+            let _ = writeln!(s, "- round {}: paused, {}", p.round, line(&p.detail, 600));
+        }
         for a in &st.approvals {
             let dropped = if a.dropped.is_empty() {
                 "nothing dropped".to_string()

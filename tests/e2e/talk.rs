@@ -239,6 +239,13 @@ fn stop_from_another_process_pauses_gracefully_and_resume_completes() {
     assert!(stop < iteration && iteration < paused, "{subjects:#?}");
     let resumed = repo.conference(&["resume", "talk"]);
     assert_eq!(resumed.code, 0, "{}{}", resumed.stdout, resumed.stderr);
+    let report = repo
+        .show("refs/conference/talk/events", "final_report.md")
+        .unwrap();
+    assert!(
+        report.contains("- round 1: paused, stopped by `git conference stop`"),
+        "{report}"
+    );
     let st = repo.status_json("talk");
     assert_eq!(st["total_iterations"], 3);
     assert_eq!(st["status"], "completed");
@@ -428,6 +435,9 @@ fn human_in_the_loop_pauses_before_transfer_and_approve_drop_b_keeps_b_off_best(
         report.contains("- round 1: candidates for best approved, dropped B"),
         "{report}"
     );
+    assert!(report.contains("## Pauses and decisions"), "{report}");
+    let paused = "- round 1: paused, waits for approval of round 1's candidates";
+    assert_eq!(report.matches(paused).count(), 2, "{report}");
 }
 
 #[test]

@@ -31,6 +31,9 @@ pub fn plan(repo: &Repository, name: &str) -> Result<RefPlan> {
         delete: ref_names(repo, &own)?,
         kept: Vec::new(),
     };
+    // Requests `steer`, `answer`, `stop` and `approve` left for a runner (`engine::talk`).
+    plan.delete
+        .extend(ref_names(repo, &format!("{}*", refs.inbox()))?);
     let views = ref_names(repo, &format!("{SHARED_REMOTE_VIEWS}*"))?;
     plan.delete.extend(
         views

@@ -103,6 +103,14 @@ pub fn link(
     remote: &str,
     machine: &MachineArgs,
 ) -> Result<Arc<Link>> {
+    if conf.config.loop_mode == crate::config::LoopMode::HumanInTheLoop {
+        return Err(usage(format!(
+            "`{}` is in human-in-the-loop mode (`- mode: human-in-the-loop` under `## Researchers`), \
+             whose pauses run on one machine: run it with `git conference start` and `resume`, or \
+             write `- mode: agentic` to run it on several machines",
+            conf.name
+        )));
+    }
     let researchers = match &machine.researchers {
         Some(ids) => {
             let known = conf.state().researchers;

@@ -26,7 +26,10 @@ pub async fn drive(conf: Arc<Conference>) -> Result<RunOutcome> {
         if process::cancelled() {
             return Ok(RunOutcome::Interrupted);
         }
-        super::talk::take_requests(&conf)?;
+        // A request that cannot be read or recorded now waits in the inbox for the next try.
+        if let Err(e) = super::talk::take_requests(&conf) {
+            crate::errln!("git-conference: {e:#}");
+        }
         if let Some(waiting) = super::talk::pause_needed(&conf, &conf.state())? {
             return super::talk::pause_for(&conf, waiting);
         }

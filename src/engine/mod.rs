@@ -882,6 +882,7 @@ fn initial_state(name: &str, config: &Config, base: Oid, now: &str) -> State {
         requests: vec![],
         stop_requested: false,
         waiting: None,
+        pauses: vec![],
         approvals: vec![],
         stall_paused_round: 0,
     }

@@ -143,7 +143,13 @@ pub fn answer(repo_dir: &Path, name: &str, question: &str, text: &str) -> Result
 /// `git conference stop NAME`: the running conference stops after the attempts it runs, and
 /// records it; `resume` goes on.
 pub fn stop(repo_dir: &Path, name: &str) -> Result<Delivery> {
-    read_state(repo_dir, name)?;
+    let st = read_state(repo_dir, name)?;
+    if !st.machines.is_empty() && st.phase != Phase::Done {
+        return Err(usage(format!(
+            "`{name}` runs on several machines: stop each machine's run with Ctrl-C (it gives its \
+             researchers back) and continue with `git conference join <remote> {name}`"
+        )));
+    }
     let repo = Repository::open(repo_dir)?;
     if crate::lock::runner(&crate::git::worktree::run_dir(&repo, name)).is_none() {
         return Ok(Delivery::NotRunning);
@@ -156,6 +162,11 @@ pub fn stop(repo_dir: &Path, name: &str) -> Result<Delivery> {
 pub fn approve(repo_dir: &Path, name: &str, drop: &[String]) -> Result<Delivery> {
     let conf = open_view(repo_dir, name)?;
     let st = conf.state();
+    if conf.config.loop_mode != LoopMode::HumanInTheLoop {
+        return Err(usage(format!(
+            "conference `{name}` is agentic: it never waits for an approval (`- mode: human-in-the-loop` under `## Researchers` makes it pause before knowledge transfer)"
+        )));
+    }
     if st.phase != Phase::Transfer || !st.transfer_done.is_empty() {
         return Err(usage(format!(
             "conference `{name}` is not waiting for an approval ({}, round {}): `approve` decides \

@@ -50,9 +50,10 @@ pub async fn run_phase(conf: &Conference) -> Result<()> {
         .unwrap_or_default();
     let began = std::time::Instant::now();
     let order = review::transfer_order(&findings);
+    let dropped = super::talk::dropped_by_approval(&st);
     let to_pick: Vec<&str> = order
         .iter()
-        .filter(|f| !st.transfer_done.contains(&f.researcher))
+        .filter(|f| !st.transfer_done.contains(&f.researcher) && !dropped.contains(&f.researcher))
         .map(|f| f.researcher.as_str())
         .collect();
     if !to_pick.is_empty() {

@@ -538,7 +538,17 @@ impl Event {
     /// changes only its researcher's part of the state (and appends to JSON-lines files), so
     /// two machines' events of this kind apply in either order.
     pub fn may_interleave(&self) -> bool {
-        self.slot() != CHAIR
+        self.slot() != CHAIR || self.is_request()
+    }
+
+    /// Events that record what a person asked (`steer`, `answer`, `stop`, `approve`): they
+    /// change only the state's conversation fields, so they apply in either order with the
+    /// researchers' events. The machine holding the chair records them.
+    pub fn is_request(&self) -> bool {
+        matches!(
+            self,
+            Event::Guidance(_) | Event::Answered(_) | Event::StopRequested(_) | Event::Approved(_)
+        )
     }
 
     /// Which part of a conference on several machines records this event: its researcher's ID

@@ -212,6 +212,9 @@ pub struct State {
     /// What the latest pause waits for (None: running, or paused by `pause_every`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting: Option<talk::Waiting>,
+    /// Every pause that waited for something (a stop, a person's decision), oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pauses: Vec<talk::Waiting>,
     /// Human in the loop: the approvals of rounds' knowledge transfers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub approvals: Vec<talk::Approval>,

@@ -184,6 +184,7 @@ fn paused(st: &mut State, e: &event::Paused) {
         talk::WaitKind::Approval | talk::WaitKind::Answer => {}
     }
     st.waiting = Some(waits.clone());
+    st.pauses.push(waits.clone());
 }
 
 fn guidance(st: &mut State, e: &event::Guidance) {
@@ -563,5 +564,106 @@ mod tests {
             event.apply(&mut st);
             assert_eq!(st, state(), "{}", event.name());
         }
+    }
+
+    fn asking(questions: &[(&str, bool)]) -> Event {
+        let Event::Iteration(mut e) = iteration(Verdict::Reverted, Some(11.0), None) else {
+            unreachable!()
+        };
+        e.questions = (questions.iter())
+            .map(|(text, blocking)| crate::model::talk::Asked {
+                text: text.to_string(),
+                blocking: *blocking,
+            })
+            .collect();
+        Event::Iteration(e)
+    }
+
+    fn waits(kind: talk::WaitKind) -> Event {
+        Event::Paused(Paused {
+            round: 1,
+            pause_every: None,
+            waits_for: Some(talk::Waiting {
+                kind,
+                detail: "d".into(),
+                round: 1,
+            }),
+        })
+    }
+
+    /// Questions are numbered in the order the log records them; an answer closes one, and the
+    /// last blocking one answered ends the wait for it.
+    #[test]
+    fn questions_are_numbered_in_log_order_and_answers_close_them() {
+        let mut st = state();
+        asking(&[("first?", false), ("second?", true)]).apply(&mut st);
+        asking(&[("third?", false)]).apply(&mut st);
+        let ids: Vec<&str> = st.questions.iter().map(|q| q.id.as_str()).collect();
+        assert_eq!(ids, ["Q1", "Q2", "Q3"]);
+        assert!(st.questions[1].blocking && !st.questions[0].blocking);
+        waits(talk::WaitKind::Answer).apply(&mut st);
+        assert_eq!(st.status, "paused");
+        assert_eq!(st.paused_at_round, 0, "not pause_every's pause");
+        let answer = |q: &str, r: &str| {
+            Event::Answered(Answered {
+                question: q.into(),
+                text: "yes".into(),
+                request: r.into(),
+            })
+        };
+        answer("Q1", "r1").apply(&mut st);
+        assert!(st.waiting.is_some(), "Q2 still blocks");
+        answer("Q2", "r2").apply(&mut st);
+        assert!(st.waiting.is_none());
+        assert_eq!(st.questions[1].answer.as_deref(), Some("yes"));
+        assert!(st.questions[2].is_open());
+        assert_eq!(st.requests, ["r1", "r2"]);
+    }
+
+    /// A stop asked for holds until the pause it causes; guidance and approvals are kept; a
+    /// resume ends any wait.
+    #[test]
+    fn stop_guidance_and_approval_change_only_their_fields() {
+        let mut st = state();
+        let before = st.clone();
+        Event::Guidance(Guidance {
+            text: "try a cosine schedule".into(),
+            round: 1,
+            requested_at: "t".into(),
+            request: "g".into(),
+        })
+        .apply(&mut st);
+        Event::StopRequested(StopRequested {
+            round: 1,
+            requested_at: "t".into(),
+            request: "s".into(),
+        })
+        .apply(&mut st);
+        assert!(st.stop_requested);
+        assert_eq!(st.phase, before.phase);
+        assert_eq!(st.researchers, before.researchers);
+        waits(talk::WaitKind::Stop).apply(&mut st);
+        assert!(!st.stop_requested);
+        waits(talk::WaitKind::Approval).apply(&mut st);
+        Event::Approved(Approved {
+            round: 1,
+            approved: vec!["A".into()],
+            dropped: vec!["B".into()],
+            request: "a".into(),
+        })
+        .apply(&mut st);
+        assert!(st.waiting.is_none());
+        assert_eq!(st.approvals[0].dropped, ["B"]);
+        assert_eq!(st.guidance[0].text, "try a cosine schedule");
+        assert_eq!(st.requests, ["g", "s", "a"]);
+        waits(talk::WaitKind::Stalled).apply(&mut st);
+        assert_eq!(st.stall_paused_round, 1);
+        Event::Resumed(Resumed {
+            recovery_point: "x".into(),
+            round: 1,
+            reverted_researchers: vec![],
+        })
+        .apply(&mut st);
+        assert!(st.waiting.is_none() && st.status == "running");
     }
 }

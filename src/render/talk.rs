@@ -33,6 +33,19 @@ pub fn status_top(st: &State, name: &str) -> Vec<String> {
     if let (Some(w), "paused") = (&st.waiting, st.status.as_str()) {
         lines.push(format!("Waiting:    {}", w.detail));
     }
+    let approval = (st.approvals.iter())
+        .find(|a| a.round == st.round && st.phase == crate::model::state::Phase::Transfer);
+    if let (Some(a), "paused", None) = (approval, st.status.as_str(), &st.waiting) {
+        lines.push(format!(
+            "Approved:   round {}'s candidates for best{}; continue with `git conference resume {name}`",
+            a.round,
+            if a.dropped.is_empty() {
+                String::new()
+            } else {
+                format!(", less {}", a.dropped.join(", "))
+            }
+        ));
+    }
     if st.stop_requested {
         lines.push(
             "Stopping:   `git conference stop` asked; it stops after the running attempts".into(),
@@ -93,8 +106,11 @@ pub fn report_section(st: &State) -> String {
         }
         s.push('\n');
     }
-    if !st.approvals.is_empty() {
-        let _ = writeln!(s, "## Decisions (human in the loop)\n");
+    if !st.approvals.is_empty() || !st.pauses.is_empty() {
+        let _ = writeln!(s, "## Pauses and decisions\n");
+        for p in &st.pauses {
+            let _ = writeln!(s, "- round {}: paused, {}", p.round, line(&p.detail, 600));
+        }
         for a in &st.approvals {
             let dropped = if a.dropped.is_empty() {
                 "nothing dropped".to_string()

@@ -125,8 +125,8 @@ impl ConferenceRefs {
     pub fn owned_prefixes(&self) -> Vec<String> {
         vec![
             format!("refs/conference/{}/", self.name),
-            self.inbox(),
             format!("refs/heads/conference/{}/", self.name),
+            self.inbox(),
         ]
     }
 }

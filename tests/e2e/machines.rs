@@ -584,3 +584,53 @@ fn a_machine_whose_clock_is_hours_ahead_runs_its_researcher_within_the_time_budg
 }
 
 mod under_fire;
+
+/// `steer` on the machine holding the chair while researchers run on every machine: the guidance
+/// is recorded there, published over the other machines' iterations, and the conference reaches
+/// the same best; `stop` is refused on several machines (each machine stops with Ctrl-C).
+#[test]
+fn guidance_given_mid_research_is_published_over_the_other_machines_events() {
+    let config = config("5s");
+    let c = cluster(&config);
+    let [m1, m2, m3] = c.start_all();
+    let m1_dir = c.machines[0].clone();
+    c.wait_for("a first iteration on machine 1", || {
+        c.repo
+            .git_in(
+                &m1_dir,
+                &[
+                    "log",
+                    "--format=%s",
+                    &format!("refs/conference/{NAME}/events"),
+                ],
+            )
+            .contains("researcher.iteration")
+    });
+    let said = c
+        .repo
+        .conference_in(&m1_dir, &["steer", NAME, "prefer small steps"])
+        .ok();
+    assert!(
+        said.stdout.contains("recorded by the running conference"),
+        "{}",
+        said.stdout
+    );
+    let stop = c.repo.conference_in(&m1_dir, &["stop", NAME]);
+    assert_eq!(stop.code, 2, "{}{}", stop.stdout, stop.stderr);
+    assert!(
+        stop.stderr.contains("runs on several machines"),
+        "{}",
+        stop.stderr
+    );
+    c.finishes(0, m1);
+    c.finishes(1, m2);
+    c.finishes(2, m3);
+    let (events, _) = c.reached_the_one_machine_best(&config);
+    let guidance: Vec<_> = events
+        .iter()
+        .filter(|e| e["event"] == "conference.guidance")
+        .collect();
+    assert_eq!(guidance.len(), 1, "{guidance:?}");
+    assert_eq!(guidance[0]["payload"]["text"], "prefer small steps");
+    assert_eq!(machine_of(guidance[0]), "m1");
+}

@@ -239,6 +239,13 @@ fn stop_from_another_process_pauses_gracefully_and_resume_completes() {
     assert!(stop < iteration && iteration < paused, "{subjects:#?}");
     let resumed = repo.conference(&["resume", "talk"]);
     assert_eq!(resumed.code, 0, "{}{}", resumed.stdout, resumed.stderr);
+    let report = repo
+        .show("refs/conference/talk/events", "final_report.md")
+        .unwrap();
+    assert!(
+        report.contains("- round 1: paused, stopped by `git conference stop`"),
+        "{report}"
+    );
     let st = repo.status_json("talk");
     assert_eq!(st["total_iterations"], 3);
     assert_eq!(st["status"], "completed");
@@ -248,8 +255,14 @@ fn stop_from_another_process_pauses_gracefully_and_resume_completes() {
 #[test]
 fn steer_and_answer_when_nothing_runs_are_recorded_at_once() {
     let repo = repo_with_agent();
-    std::fs::write(repo.git_dir().join("ask-A-r1-i1"), "QUESTION: more data?\n").unwrap();
+    // Agentic: even a blocking question never makes the loop wait.
+    std::fs::write(
+        repo.git_dir().join("ask-A-r1-i1"),
+        "QUESTION (blocking): more data?\n",
+    )
+    .unwrap();
     repo.start("talk", &config(1, 1, 1).build()).ok();
+    assert!(repo.events_named("talk", "conference.paused").is_empty());
     let said = repo
         .conference(&["steer", "talk", "prefer small steps"])
         .ok();
@@ -347,7 +360,9 @@ fn unknown_questions_and_conferences_are_usage_errors() {
     let approve = repo.conference(&["approve", "talk"]);
     assert_eq!(approve.code, 2, "{}", approve.stderr);
     assert!(
-        approve.stderr.contains("is not waiting for an approval"),
+        approve
+            .stderr
+            .contains("is agentic: it never waits for an approval"),
         "{}",
         approve.stderr
     );
@@ -420,6 +435,9 @@ fn human_in_the_loop_pauses_before_transfer_and_approve_drop_b_keeps_b_off_best(
         report.contains("- round 1: candidates for best approved, dropped B"),
         "{report}"
     );
+    assert!(report.contains("## Pauses and decisions"), "{report}");
+    let paused = "- round 1: paused, waits for approval of round 1's candidates";
+    assert_eq!(report.matches(paused).count(), 2, "{report}");
 }
 
 #[test]
@@ -526,4 +544,40 @@ fn a_misspelled_or_invalid_mode_is_refused_with_its_line() {
         assert!(run.stderr.contains(says), "{}", run.stderr);
         assert!(run.stderr.contains(&format!(":{line}")), "{}", run.stderr);
     }
+}
+
+#[test]
+fn clean_all_removes_requests_left_in_the_inbox() {
+    let repo = repo_with_agent();
+    repo.start("talk", &config(1, 1, 1).build()).ok();
+    let tree = repo.git(&["hash-object", "-t", "tree", "/dev/null"]);
+    let commit = repo.git(&[
+        "commit-tree",
+        tree.trim(),
+        "-m",
+        "git conference stop\n\n{}",
+    ]);
+    repo.git(&[
+        "update-ref",
+        "refs/conference-inbox/talk/1-1-0",
+        commit.trim(),
+    ]);
+    repo.conference(&["clean", "--all", "talk"]).ok();
+    assert_eq!(inbox(&repo), "");
+}
+
+#[test]
+fn human_in_the_loop_is_refused_on_several_machines_and_nothing_is_kept() {
+    let repo = repo_with_agent();
+    repo.bare_origin();
+    repo.write("conference.md", &human_in_the_loop(&config(1, 1, 1)));
+    let run = repo.conference(&["start", "talk", "--remote", "origin", "--yes"]);
+    assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("is in human-in-the-loop mode")
+            && run.stderr.contains("- mode: agentic"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(repo.git(&["for-each-ref", "refs/conference/"]), "");
 }

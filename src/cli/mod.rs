@@ -6,6 +6,7 @@ mod clean;
 mod clean_refs;
 mod demo;
 mod effective;
+mod import;
 mod init;
 mod join;
 mod knowledge;
@@ -60,6 +61,7 @@ pub enum Command {
     List(list::ListArgs),
     Trust(trust::TrustArgs),
     Knowledge(knowledge::KnowledgeArgs),
+    Import(import::ImportArgs),
     Demo(demo::DemoArgs),
     #[command(name = "man")]
     Manual(man::InstallArgs),
@@ -99,6 +101,7 @@ pub fn main() -> i32 {
         Command::List(a) => list::run(a),
         Command::Trust(a) => trust::run(a),
         Command::Knowledge(a) => knowledge::run(a),
+        Command::Import(a) => import::run(a),
         Command::Demo(a) => demo::run(a, quiet),
         Command::Manual(a) => man::install(a),
         Command::Man(a) => man::run(a),

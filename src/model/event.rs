@@ -95,6 +95,7 @@ pub enum Event {
     Resumed(Resumed),
     Completed(Completed),
     KnowledgeBriefed(KnowledgeBriefed),
+    Imported(Imported),
 }
 
 /// Every event name, as stored.
@@ -123,6 +124,7 @@ pub mod names {
     pub const RESUMED: &str = "conference.resumed";
     pub const COMPLETED: &str = "conference.completed";
     pub const KNOWLEDGE_BRIEFED: &str = "knowledge.briefed";
+    pub const IMPORTED: &str = "conference.imported";
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -386,6 +388,21 @@ pub struct KnowledgeBriefed {
     pub tokens: usize,
 }
 
+/// `conference.imported`: the last event of a conference `git conference import` made from a
+/// folder of the original autoconference; the events before it (after `conference.started`)
+/// are the original's, each marked `"imported": true`. Its state is the original's, as far as
+/// its files say.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Imported {
+    /// The folder imported.
+    pub from: String,
+    /// Events and result rows taken.
+    pub events: usize,
+    pub attempts: usize,
+    /// What the original's files hold that has no place here, one line each.
+    pub not_mapped: Vec<String>,
+}
+
 /// The slot of the round's shared phases (start, baseline, poster, review, transfer, synthesis)
 /// when a conference runs on several machines: one machine holds it at a time.
 pub const CHAIR: &str = "chair";
@@ -421,6 +438,7 @@ impl Event {
             Event::Resumed(_) => RESUMED,
             Event::Completed(_) => COMPLETED,
             Event::KnowledgeBriefed(_) => KNOWLEDGE_BRIEFED,
+            Event::Imported(_) => IMPORTED,
         }
     }
 
@@ -449,6 +467,7 @@ impl Event {
             Event::Resumed(p) => serde_json::to_value(p),
             Event::Completed(p) => serde_json::to_value(p),
             Event::KnowledgeBriefed(p) => serde_json::to_value(p),
+            Event::Imported(p) => serde_json::to_value(p),
         };
         // Plain data with string keys always serialises.
         value.expect("an event payload serialises")
@@ -527,6 +546,7 @@ impl Event {
             RESUMED => Event::Resumed(typed(line)?),
             COMPLETED => Event::Completed(typed(line)?),
             KNOWLEDGE_BRIEFED => Event::KnowledgeBriefed(typed(line)?),
+            IMPORTED => Event::Imported(typed(line)?),
             _ => return None,
         })
     }

@@ -13,6 +13,7 @@ pub mod event;
 pub mod knowledge;
 pub mod reasons;
 mod records;
+pub mod seed;
 pub mod state;
 mod usage;
 mod words;

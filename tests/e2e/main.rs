@@ -10,6 +10,7 @@ mod conference;
 mod demo;
 mod format;
 mod harden;
+mod import;
 mod knowledge;
 mod machines;
 mod misbehaving_agents;

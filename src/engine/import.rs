@@ -40,6 +40,11 @@ pub struct Source {
     pub rows: Vec<Row>,
     /// The rows of each `researcher_{ID}_results.tsv`, by ID.
     pub researcher_rows: Vec<(String, Vec<Row>)>,
+    /// Each round's `poster_session_round_N.md` and `peer_review_round_N.md`: (round, the
+    /// state tree's path for it, its bytes).
+    pub round_pages: Vec<(u32, String, Vec<u8>)>,
+    /// The folder's other files, which the import does not read.
+    pub unread: Vec<String>,
 }
 
 pub const EVENTS_FILE: &str = "conference_events.jsonl";
@@ -67,12 +72,29 @@ pub fn read_source(dir: &Path) -> Result<Source> {
         source.rows =
             seed::parse_results(&text, &seed::CONFERENCE_COLUMNS).map_err(|m| bad(&path, m))?;
     }
-    let mut tables: Vec<PathBuf> = std::fs::read_dir(dir)
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("cannot read {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| researcher_of_table(p).is_some())
         .collect();
-    tables.sort();
+    paths.sort();
+    let (tables, others): (Vec<PathBuf>, Vec<PathBuf>) = paths
+        .into_iter()
+        .partition(|p| researcher_of_table(p).is_some());
+    for path in others {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        match round_page(&name) {
+            Some((round, state_path)) => {
+                source
+                    .round_pages
+                    .push((round, state_path, std::fs::read(&path)?))
+            }
+            None if [EVENTS_FILE, RESULTS_FILE, "conference.md"].contains(&name.as_str()) => {}
+            None => source.unread.push(name),
+        }
+    }
     for path in tables {
         let id = researcher_of_table(&path).unwrap_or_default();
         if let Some((path, text)) = read_optional(&path)? {
@@ -82,6 +104,21 @@ pub fn read_source(dir: &Path) -> Result<Source> {
         }
     }
     Ok(source)
+}
+
+/// The round of a poster or review page (`poster_session_round_N.md`,
+/// `peer_review_round_N.md`) and where the state tree keeps it.
+fn round_page(name: &str) -> Option<(u32, String)> {
+    let number = |prefix: &str| {
+        name.strip_prefix(prefix)?
+            .strip_suffix(".md")?
+            .parse::<u32>()
+            .ok()
+    };
+    if let Some(round) = number("poster_session_round_") {
+        return Some((round, files::poster(round)));
+    }
+    number("peer_review_round_").map(|round| (round, files::review(round)))
 }
 
 /// `X` of a `researcher_X_results.tsv` path.
@@ -144,7 +181,10 @@ pub fn import(
         .unwrap_or_else(crate::clock::now_iso);
     let mut initial = super::initial_state(name, config, base, &started_at);
     initial.started_unix = parse_time(&started_at).unwrap_or_else(crate::clock::now_unix);
-    let plan = plan(initial.clone(), config, best, source);
+    let mut plan = plan(initial.clone(), config, best, source);
+    for branch in researcher_branches(repo)? {
+        plan.not_mapped.push(format!("branch {branch}: not taken (each researcher starts the next round from the best, as in the original)"));
+    }
     let tip = write_log(
         repo,
         name,
@@ -169,6 +209,17 @@ pub fn import(
         state: plan.state,
         not_mapped: plan.not_mapped,
     })
+}
+
+/// The original's researcher branches in this repository (`conference/researcher-A`, …).
+fn researcher_branches(repo: &Repository) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for r in repo.references_glob("refs/heads/conference/researcher-*")? {
+        if let Some(name) = r?.name().and_then(|n| n.strip_prefix("refs/heads/")) {
+            out.push(name.to_string());
+        }
+    }
+    Ok(out)
 }
 
 /// Seconds since the epoch of an RFC 3339 time.
@@ -209,6 +260,15 @@ fn plan(mut st: State, config: &Config, best: Option<Oid>, source: &Source) -> P
         .map(|(n, e)| format!("{EVENTS_FILE}:{n}: event `{}` (kept in the log as imported; it changes nothing here)", e.event))
         .collect();
     not_mapped.extend(unknown);
+    for (round, path, _) in source.round_pages.iter().filter(|(r, _, _)| *r > st.round) {
+        let file = path.rsplit('/').next().unwrap_or(path);
+        not_mapped.push(format!(
+            "{file}: round {round} did not complete in the original (not taken)"
+        ));
+    }
+    if !source.unread.is_empty() {
+        not_mapped.push(format!("files not read: {}", source.unread.join(", ")));
+    }
     not_mapped.extend(source.events.iter().filter(|(_, e)| e.event == "researcher.stuck").map(|(n, e)| {
         format!(
             "{EVENTS_FILE}:{n}: researcher {} at stuck level {} (history only: stuck levels start again at 0)",
@@ -492,6 +552,13 @@ fn write_log(
         files::STATE.into(),
         serde_json::to_vec_pretty(&plan.state)?,
     )];
+    for (_, path, bytes) in source
+        .round_pages
+        .iter()
+        .filter(|(r, _, _)| *r <= plan.state.round)
+    {
+        changes.push(StateChange::Put(path.clone(), bytes.clone()));
+    }
     for round in 1..=plan.state.round {
         let lines: String = plan
             .attempts

@@ -16,6 +16,7 @@ fn repo_with_original_best() -> TestRepo {
     repo.git(&["checkout", "-q", "-b", "conference/best"]);
     repo.write("value.txt", "8\n");
     repo.commit_all("the original's best");
+    repo.git(&["branch", "conference/researcher-B", "main"]);
     repo.git(&["checkout", "-q", "main"]);
     repo
 }
@@ -51,6 +52,9 @@ fn an_original_folder_becomes_a_conference_that_status_log_report_and_resume_wor
         "- conference_results.tsv:8: round 3 did not complete in the original (left out; `resume` runs it again)",
         "- conference_events.jsonl:12: event `dashboard.refreshed` (kept in the log as imported; it changes nothing here)",
         "- conference_events.jsonl:11: researcher B at stuck level 1 (history only",
+        "- poster_session_round_3.md: round 3 did not complete in the original (not taken)",
+        "- files not read: README.md, researcher_A_log.md",
+        "- branch conference/researcher-B: not taken (each researcher starts the next round from the best",
     ] {
         assert!(out.contains(unmapped), "{unmapped} in {out}");
     }
@@ -72,8 +76,15 @@ fn an_original_folder_becomes_a_conference_that_status_log_report_and_resume_wor
             .as_array()
             .unwrap()
             .len(),
-        4
+        7
     );
+    let review = repo
+        .show(
+            "refs/conference/lower-value/events",
+            "round-1/peer_review_round_1.md",
+        )
+        .unwrap();
+    assert!(review.contains("**Verdict:** VALIDATED"), "{review}");
 
     let st = repo.status_json("lower-value");
     assert_eq!(

@@ -551,7 +551,10 @@ fn store_missed_retrospective(repo: &git2::Repository, conf: &Conference) -> Res
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?
-        .block_on(crate::engine::knowledge::store_retrospective(conf, trusted))
+        .block_on(crate::engine::knowledge::store_retrospective_or_warn(
+            conf, trusted,
+        ));
+    Ok(())
 }
 
 /// What `resume` says of a conference that is complete, and how to continue it.
@@ -671,7 +674,7 @@ pub(super) fn run_engine(conf: Conference) -> Result<i32> {
         if let Ok(RunOutcome::Completed(_)) = &outcome {
             // The retrospective's commit point is the knowledge store: stored once, here at
             // the end, or by the next `resume` when this run is killed first.
-            crate::engine::knowledge::store_retrospective(&conf, true).await?;
+            crate::engine::knowledge::store_retrospective_or_warn(&conf, true).await;
         }
         outcome
     });

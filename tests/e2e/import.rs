@@ -223,3 +223,49 @@ fn an_import_killed_before_its_commit_point_leaves_nothing_and_runs_again() {
     repo.conference(&["import", dir.to_str().unwrap()]).ok();
     assert_eq!(repo.events("lower-value").len(), 17);
 }
+
+#[test]
+fn an_original_that_converged_is_synthesised_by_resume_and_one_that_completed_is_done() {
+    let repo = repo_with_original_best();
+    let dir = copy_of_original(&repo);
+    let events = dir.join("conference_events.jsonl");
+    let text = std::fs::read_to_string(&events).unwrap();
+    let mut lines: Vec<&str> = text.lines().take(13).collect();
+    let converged = "{\"event\": \"conference.converged\", \"timestamp\": \"2026-03-18T10:19:30Z\", \"payload\": {\"final_best_metric\": 8, \"round_count\": 2, \"reason\": \"metric_plateau\"}}";
+    lines.push(converged);
+    std::fs::write(&events, lines.join("\n") + "\n").unwrap();
+    repo.conference(&["import", dir.to_str().unwrap(), "--name", "plateau"])
+        .ok();
+    let st = repo.status_json("plateau");
+    assert_eq!(st["phase"], "synthesis");
+    assert_eq!(st["final_status"], "converged");
+    repo.conference(&["resume", "plateau"]).ok();
+    let st = repo.status_json("plateau");
+    assert_eq!(
+        (st["phase"].as_str(), st["round"].as_u64()),
+        (Some("done"), Some(2))
+    );
+    let report = repo
+        .show("refs/conference/plateau/events", "final_report.md")
+        .unwrap();
+    assert!(report.contains("- **Status:** converged"), "{report}");
+    assert!(
+        report.contains("metric_plateau (in the original conference)"),
+        "{report}"
+    );
+
+    // With its conference.completed too, it is done on import: resume says so.
+    lines.push("{\"event\": \"conference.completed\", \"timestamp\": \"2026-03-18T10:30:00Z\", \"payload\": {\"synthesis_path\": \"synthesis.md\", \"final_report_path\": \"final_report.md\", \"total_iterations\": 4}}");
+    std::fs::write(&events, lines.join("\n") + "\n").unwrap();
+    repo.conference(&["import", dir.to_str().unwrap(), "--name", "done"])
+        .ok();
+    assert_eq!(repo.status_json("done")["phase"], "done");
+    let again = repo.conference(&["resume", "done"]).ok();
+    assert!(
+        again
+            .stdout
+            .contains("Conference `done` is already complete (converged)"),
+        "{}",
+        again.stdout
+    );
+}

@@ -5,7 +5,7 @@
 use anyhow::Result;
 use clap::{Args, Subcommand};
 
-use crate::model::knowledge::{Entry, Kind};
+use crate::model::knowledge::{short_number, Entry, Kind};
 use crate::store::knowledge as store;
 use crate::store::refs::KNOWLEDGE_REF;
 
@@ -79,7 +79,7 @@ fn said(e: &Entry) -> String {
         Kind::Pattern => format!(
             "{}{}",
             e.gain
-                .map(|g| format!("gain {g} {}: ", e.metric))
+                .map(|g| format!("gain {} {}: ", short_number(g), e.metric))
                 .unwrap_or_default(),
             e.change
         ),

@@ -7,6 +7,7 @@ mod clean_refs;
 mod completion;
 mod demo;
 mod effective;
+mod import;
 mod init;
 mod join;
 mod knowledge;
@@ -63,6 +64,7 @@ pub enum Command {
     List(list::ListArgs),
     Trust(trust::TrustArgs),
     Knowledge(knowledge::KnowledgeArgs),
+    Import(import::ImportArgs),
     Demo(demo::DemoArgs),
     Serve(serve::ServeArgs),
     Steer(talk::SteerArgs),
@@ -108,6 +110,7 @@ pub fn main() -> i32 {
         Command::List(a) => list::run(a),
         Command::Trust(a) => trust::run(a),
         Command::Knowledge(a) => knowledge::run(a),
+        Command::Import(a) => import::run(a),
         Command::Demo(a) => demo::run(a, quiet),
         Command::Serve(a) => serve::run(a),
         Command::Steer(a) => talk::steer(a),

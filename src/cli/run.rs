@@ -164,7 +164,7 @@ fn share(
 
 /// Reads and validates conference.md; settles what it leaves to the start (the final
 /// confirmation, whether one researcher is a Devil's Advocate).
-fn read_config(config_path: &std::path::Path, yes: bool) -> Result<(String, Config)> {
+pub(super) fn read_config(config_path: &std::path::Path, yes: bool) -> Result<(String, Config)> {
     if !config_path.exists() {
         return Err(usage(format!(
             "{} does not exist; write one with `git conference init`",
@@ -197,7 +197,11 @@ fn read_config(config_path: &std::path::Path, yes: bool) -> Result<(String, Conf
 }
 
 /// The conference's name: the one given, or the title's slug; one git can make refs for.
-fn conference_name(repo: &git2::Repository, given: Option<String>, cfg: &Config) -> Result<String> {
+pub(super) fn conference_name(
+    repo: &git2::Repository,
+    given: Option<String>,
+    cfg: &Config,
+) -> Result<String> {
     let name = match given {
         Some(n) if refs::is_reserved_name(&n) => {
             return Err(usage(format!(
@@ -551,7 +555,10 @@ fn store_missed_retrospective(repo: &git2::Repository, conf: &Conference) -> Res
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?
-        .block_on(crate::engine::knowledge::store_retrospective(conf, trusted))
+        .block_on(crate::engine::knowledge::store_retrospective_or_warn(
+            conf, trusted,
+        ));
+    Ok(())
 }
 
 /// What `resume` says of a conference that is complete, and how to continue it.
@@ -686,7 +693,7 @@ pub(super) fn run_engine(conf: Conference) -> Result<i32> {
         if let Ok(RunOutcome::Completed(_)) = &outcome {
             // The retrospective's commit point is the knowledge store: stored once, here at
             // the end, or by the next `resume` when this run is killed first.
-            crate::engine::knowledge::store_retrospective(&conf, true).await?;
+            crate::engine::knowledge::store_retrospective_or_warn(&conf, true).await;
         }
         outcome
     });

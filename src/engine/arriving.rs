@@ -99,10 +99,10 @@ impl Arrivals {
         })?;
         if matches!(
             event,
-            Event::Started(_) | Event::Rebased(_) | Event::ConfigChanged(_)
+            Event::Started(_) | Event::Rebased(_) | Event::ConfigChanged(_) | Event::Imported(_)
         ) {
             return Err(refused(format!(
-                "a {} event is recorded by `start` or `resume` on one machine, never while the conference runs on several",
+                "a {} event is recorded by `start`, `resume` or `import` on one machine, never while the conference runs on several",
                 event.name()
             )));
         }

@@ -99,6 +99,17 @@ pub fn retrospective_stored(repo: &Repository, st: &State) -> bool {
         .unwrap_or(false)
 }
 
+/// [`store_retrospective`], whose failure costs a warning (the conference itself is done; the
+/// next `resume` stores it), never the run's result.
+pub async fn store_retrospective_or_warn(conf: &Conference, prose: bool) {
+    if let Err(e) = store_retrospective(conf, prose).await {
+        conf.ui.warn(&format!(
+            "warning: the retrospective of `{}` was not stored in the knowledge store ({e:#}); `git conference resume {}` stores it",
+            conf.name, conf.name
+        ));
+    }
+}
+
 /// Stores the retrospective of a finished conference unless the store holds it. `prose`: run
 /// the retrospective command (only where this clone trusts the conference's commands).
 pub async fn store_retrospective(conf: &Conference, prose: bool) -> Result<()> {

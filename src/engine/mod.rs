@@ -15,6 +15,7 @@ pub mod budget;
 pub mod driver;
 pub mod evaluate;
 pub mod guards;
+pub mod import;
 pub mod integrity;
 pub mod knowledge;
 /// The noise rules are pure (`protocol::noise`); engine code keeps its old path.

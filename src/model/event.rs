@@ -100,6 +100,7 @@ pub enum Event {
     StopRequested(StopRequested),
     Approved(Approved),
     KnowledgeBriefed(KnowledgeBriefed),
+    Imported(Imported),
 }
 
 /// Every event name, as stored.
@@ -132,6 +133,7 @@ pub mod names {
     pub const STOP_REQUESTED: &str = "conference.stop_requested";
     pub const APPROVED: &str = "transfer.approved";
     pub const KNOWLEDGE_BRIEFED: &str = "knowledge.briefed";
+    pub const IMPORTED: &str = "conference.imported";
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -444,6 +446,21 @@ pub struct KnowledgeBriefed {
     pub tokens: usize,
 }
 
+/// `conference.imported`: the last event of a conference `git conference import` made from a
+/// folder of the original autoconference; the events before it (after `conference.started`)
+/// are the original's, each marked `"imported": true`. Its state is the original's, as far as
+/// its files say.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Imported {
+    /// The folder imported.
+    pub from: String,
+    /// Events and result rows taken.
+    pub events: usize,
+    pub attempts: usize,
+    /// What the original's files hold that has no place here, one line each.
+    pub not_mapped: Vec<String>,
+}
+
 /// The slot of the round's shared phases (start, baseline, poster, review, transfer, synthesis)
 /// when a conference runs on several machines: one machine holds it at a time.
 pub const CHAIR: &str = "chair";
@@ -483,6 +500,7 @@ impl Event {
             Event::StopRequested(_) => STOP_REQUESTED,
             Event::Approved(_) => APPROVED,
             Event::KnowledgeBriefed(_) => KNOWLEDGE_BRIEFED,
+            Event::Imported(_) => IMPORTED,
         }
     }
 
@@ -515,6 +533,7 @@ impl Event {
             Event::StopRequested(p) => serde_json::to_value(p),
             Event::Approved(p) => serde_json::to_value(p),
             Event::KnowledgeBriefed(p) => serde_json::to_value(p),
+            Event::Imported(p) => serde_json::to_value(p),
         };
         // Plain data with string keys always serialises.
         value.expect("an event payload serialises")
@@ -607,6 +626,7 @@ impl Event {
             STOP_REQUESTED => Event::StopRequested(typed(line)?),
             APPROVED => Event::Approved(typed(line)?),
             KNOWLEDGE_BRIEFED => Event::KnowledgeBriefed(typed(line)?),
+            IMPORTED => Event::Imported(typed(line)?),
             _ => return None,
         })
     }

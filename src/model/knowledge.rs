@@ -383,6 +383,21 @@ fn names_file(allowed: &str, file: &str) -> bool {
             .any(|w| w == file)
 }
 
+/// A gain as people read it: at most 6 decimals, no trailing zeros (`0.3`, not
+/// `0.30000000000000004`); tiny values in scientific notation.
+pub fn short_number(v: f64) -> String {
+    if v != 0.0 && v.abs() < 1e-4 {
+        return format!("{v:.3e}");
+    }
+    let s = format!("{v:.6}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s == "-0" {
+        "0".into()
+    } else {
+        s.to_string()
+    }
+}
+
 /// A conservative count of the tokens a text takes: one per four characters, rounded up (an
 /// English tokenizer averages about four characters a token; code and numbers take more
 /// tokens per character, prose fewer).
@@ -480,7 +495,9 @@ fn brief_line(e: &Entry) -> String {
             e.round.map(|r| format!(" round {r}")).unwrap_or_default(),
             e.metric,
             e.direction,
-            e.gain.map(|g| format!(", gain {g}")).unwrap_or_default(),
+            e.gain
+                .map(|g| format!(", gain {}", short_number(g)))
+                .unwrap_or_default(),
         ),
         Kind::Error => format!(
             "- [{}] {} ({} attempt(s) in conference {}{files}){}",
@@ -635,6 +652,9 @@ mod tests {
             b.ids
         );
         assert_eq!(b.ids[1], "e0499", "the error seen most often ranks first");
+        assert_eq!(short_number(0.1 + 0.2), "0.3");
+        assert_eq!(short_number(1.0), "1");
+        assert_eq!(short_number(-2.5e-7), "-2.500e-7");
         assert_eq!(tokens("abcd"), 1);
         assert_eq!(tokens("abcde"), 2);
     }

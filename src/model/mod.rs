@@ -14,6 +14,7 @@ pub mod knowledge;
 pub mod placement;
 pub mod reasons;
 mod records;
+pub mod seed;
 pub mod state;
 pub mod talk;
 mod usage;

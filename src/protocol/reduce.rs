@@ -57,7 +57,9 @@ impl Event {
                     text: e.text.clone(),
                 });
             }
+            // Its commit stores the imported state whole (`engine::import`).
             Event::Started(_)
+            | Event::Imported(_)
             | Event::PhaseStarted(_)
             | Event::SetupFailed(_)
             | Event::Stuck(_)

@@ -439,3 +439,31 @@ fn push_and_fetch_carry_the_store_and_merge_two_clones_entries() {
     );
     a.git(&["fsck", "--no-progress"]);
 }
+
+#[test]
+fn the_retrospective_command_adds_prose_and_never_changes_the_data() {
+    let repo = TestRepo::from_fixture("loop");
+    let agent = agent(&repo);
+    let prose = repo.tmp.path().join("prose.sh");
+    std::fs::write(&prose, "#!/bin/sh\nread -r title\necho \"Prose for $CONFERENCE_KNOWLEDGE_ID ($CONFERENCE_ROLE), after: $title\"\necho 'change: overwritten'\n").unwrap();
+    let mut perms = std::fs::metadata(&prose).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&prose, perms).unwrap();
+    let config = format!(
+        "{}- retrospective: {}\n",
+        first_config(&agent),
+        prose.display()
+    );
+    repo.start("first", &config).ok();
+    let show = repo
+        .conference(&["knowledge", "show", "first-r1-A"])
+        .ok()
+        .stdout;
+    assert!(show.contains("change: lower the value by one\n"), "{show}");
+    assert!(show.contains("\n\nProse for first-r1-A (retrospective), after: # pattern first-r1-A: lower the value by one\nchange: overwritten\n"), "{show}");
+    let list = repo.conference(&["knowledge", "list"]).ok().stdout;
+    assert!(
+        list.contains("gain 1 score: lower the value by one"),
+        "the prose is not data: {list}"
+    );
+}

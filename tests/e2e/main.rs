@@ -11,6 +11,7 @@ mod conference;
 mod demo;
 mod format;
 mod harden;
+mod import;
 mod knowledge;
 mod launchers;
 mod machines;

@@ -92,6 +92,8 @@ pub struct PruneRule {
     pub warmup: u32,
     pub margin: f64,
     pub direction: Option<crate::config::Direction>,
+    /// `prune: early`: no check that the run cannot catch up.
+    pub early: bool,
 }
 
 /// One run's intermediate readings, read as it prints them, and where pruning stopped it.
@@ -117,6 +119,7 @@ impl Watch {
             rule.warmup,
             rule.margin,
             rule.direction,
+            rule.early,
         );
         self.pruned.is_some()
     }

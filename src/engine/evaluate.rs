@@ -201,13 +201,18 @@ fn pruned_result(
     pruned: Pruned,
     rule: Option<PruneRule>,
 ) -> EvalResult {
-    let margin = rule.map_or(0.0, |r| r.margin);
+    let (margin, early) = rule.map_or((0.0, true), |r| (r.margin, r.early));
     let reason = format!(
-        "at step {} {metric} {} was behind the best's {} there by more than the noise margin {}",
+        "at step {} {metric} {} was behind the best's {} there by more than the noise margin {}{}",
         pruned.step,
         pruned.value,
         crate::render::format::fmt(Some(pruned.reference)),
         crate::render::format::fmt(Some(margin)),
+        if early {
+            ""
+        } else {
+            ", and could not catch up at its pace"
+        },
     );
     EvalResult {
         metric: None,

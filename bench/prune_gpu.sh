@@ -4,6 +4,7 @@
 # off and on, each for the same time budget, and the figures are printed side by side.
 #
 #   sh bench/prune_gpu.sh [BUDGET]      # from the repository root; BUDGET per arm, default 4m
+#   ARMS="off on early" sh bench/prune_gpu.sh 3m   # the arms, `prune:` values (default: off on)
 #
 # Needs: target/release/git-conference (built here with `cargo build --release` when cargo is
 # installed and the binary is missing), git, python3 with torch and a CUDA device. It makes its
@@ -12,6 +13,7 @@
 set -eu
 
 budget=${1:-4m}
+arms=${ARMS:-off on}
 root=$(pwd)
 binary="$root/target/release/git-conference"
 if [ ! -x "$binary" ]; then
@@ -218,7 +220,7 @@ print(f"{name:<10} attempts {len(its):>3}  kept {c['kept']:>2}  pruned {c.get('p
 EOF
 }
 
-for arm in off on; do
+for arm in $arms; do
     conference "prune-$arm" "$arm" >conference.md
     echo "running prune: $arm for $budget ..."
     git conference start "prune-$arm" --yes >"$work/$arm.out" 2>&1 || {
@@ -228,6 +230,6 @@ for arm in off on; do
     }
 done
 echo
-for arm in off on; do
+for arm in $arms; do
     summary "prune-$arm"
 done

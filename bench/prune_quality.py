@@ -266,15 +266,15 @@ def report(results, args):
     pruned = sum(r["pruned"] for r in by[True])
     wrong = sum(r["wrong"] for r in by[True])
     wrong_share = [100 * r["wrong"] / r["pruned"] for r in by[True] if r["pruned"]]
-    print(f"\nkept per evaluation-hour, on/off per seed: {fmt_q(ratios)}; "
+    print(f"\nkept per evaluation-hour, pruning/off per seed: {fmt_q(ratios)}; "
           f"ratio of medians {statistics.median([rate(r) for r in by[True]]) / statistics.median([rate(r) for r in by[False]]):.2f}")
     missed = [g for r in by[True] for g in r.get("wrong_gains", [])]
     print(f"wrongly pruned: {wrong} of {pruned} pruned attempts ({100 * wrong / max(pruned, 1):.1f}%); "
           f"per seed {fmt_q(wrong_share, 1)}%"
           + (f"; the gain they would have kept: {fmt_q(missed, 4)}" if missed else ""))
-    print(f"final best, on minus off per seed (negative = better with pruning): {fmt_q(gaps, 4)}; "
+    print(f"final best, pruning minus off per seed (negative = better with pruning): {fmt_q(gaps, 4)}; "
           f"median seed: off {statistics.median(r['best'] for r in by[False]):.4f}, "
-          f"on {statistics.median(r['best'] for r in by[True]):.4f}")
+          f"{args.prune} {statistics.median(r['best'] for r in by[True]):.4f}")
 
 
 def main():

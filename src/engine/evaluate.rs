@@ -357,6 +357,16 @@ fn missing_metric(metric: &str, output: &str) -> String {
     } else {
         format!("; last lines{last}")
     };
+    if output
+        .lines()
+        .any(|l| metric::reading_at_step(l, metric).is_some())
+    {
+        // Readings at a step (`name@step=N: v`, JSON with `step`) are progress, never the metric.
+        return format!(
+            "metric {metric} not in the output{last} (it printed readings at steps, which are \
+             progress, not the metric: print the final `{metric}: <number>` at the end)"
+        );
+    }
     format!(
         "metric {metric} not in the output{last} (print `{metric}: <number>`, or add `- metric \
          from: last number` under ## Evaluation to read the last number printed)"

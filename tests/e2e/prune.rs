@@ -253,6 +253,25 @@ fn a_pruned_tree_is_evaluated_again_in_full() {
     );
 }
 
+/// Readings are never the metric: an evaluation that prints only readings has none, and the
+/// reason says what to print.
+#[test]
+fn readings_alone_are_no_metric() {
+    let repo = curve_repo();
+    let eval = std::fs::read_to_string(repo.dir.join("eval.sh")).unwrap();
+    repo.write_executable("eval.sh", &eval.replace("echo \"score: $v\"\n", ""));
+    repo.commit_all("no final reading");
+    let run = repo.start("bare", &config("Bare", "1-1:9", "- prune: on\n"));
+    assert_ne!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("printed readings at steps, which are progress, not the metric")
+            && run.stderr.contains("score@step=8: 5"),
+        "{}",
+        run.stderr
+    );
+}
+
 /// A misspelled, misplaced or invalid pruning setting stops `start` with exit 2, its line and
 /// what to write.
 #[test]

@@ -26,7 +26,7 @@ researcher's best at the time it was pruned (it would have been kept).
 
     python3 bench/prune_quality.py [--binary target/release/git-conference] [--seeds 20]
                                    [--budget 45] [--steps 20] [--step-s 0.06] [--jobs 8]
-                                   [--warmup 2] [--json out.json]
+                                   [--warmup 2] [--prune on|early] [--json out.json]
 """
 
 import argparse
@@ -103,7 +103,7 @@ BASELINE_PARAMS = "lr=0.001\nwd=0.0000\n"
 
 
 def conference_md(seed, budget, prune, warmup):
-    evaluation = f"- prune: on\n- prune warmup: {warmup}\n" if prune else ""
+    evaluation = f"- prune: {prune}\n- prune warmup: {warmup}\n" if prune else ""
     return f"""# Conference: Prune bench
 ## Goal
 Lower the validation loss.
@@ -184,17 +184,19 @@ def eval_seconds(ticks_path):
 
 
 def wrongly_pruned(repo, events, baseline, env):
-    """(pruned attempts, those whose full evaluation would have been kept)."""
-    best, pruned, wrong = baseline, 0, 0
+    """(pruned attempts, the gains over the best of those whose full evaluation would have been
+    kept)."""
+    best, pruned, gains = baseline, 0, []
     for e in events:
         p = e["payload"]
         if p["status"] == "kept":
             best = p["metric_value"]
         elif p["status"] == "pruned":
             pruned += 1
-            if full_reading(repo, p["commit"], env) < best:
-                wrong += 1
-    return pruned, wrong
+            full = full_reading(repo, p["commit"], env)
+            if full < best:
+                gains.append(best - full)
+    return pruned, gains
 
 
 def run_one(binary_dir, seed, budget, prune, warmup, steps, step_s):
@@ -219,10 +221,10 @@ def run_one(binary_dir, seed, budget, prune, warmup, steps, step_s):
         iterations = [e for e in events if e["event"] == "researcher.iteration"]
         baseline = next(e for e in events if e["event"] == "baseline.measured")
         counts = st["researchers"]["A"]["counts"]
-        pruned, wrong = wrongly_pruned(repo, iterations, baseline["payload"]["metric_value"], env)
+        pruned, gains = wrongly_pruned(repo, iterations, baseline["payload"]["metric_value"], env)
         return {
             "seed": seed, "prune": prune, "attempts": len(iterations),
-            "kept": counts["kept"], "pruned": pruned, "wrong": wrong,
+            "kept": counts["kept"], "pruned": pruned, "wrong": len(gains), "wrong_gains": gains,
             "best": st["best"]["metric"], "eval_s": eval_seconds(ticks), "wall_s": wall,
         }
     finally:
@@ -245,15 +247,16 @@ def fmt_q(values, digits=2):
 def report(results, args):
     by = {True: [], False: []}
     for r in results:
-        by[r["prune"]].append(r)
+        by[bool(r["prune"])].append(r)
     rate = lambda r: r["kept"] / (r["eval_s"] / 3600) if r["eval_s"] else 0.0
     print(f"\n{args.seeds} seeds, time budget {args.budget}s, {args.steps} steps × {args.step_s}s "
-          f"per full evaluation, prune warmup {args.warmup}; median [quartiles]\n")
+          f"per full evaluation, prune: {args.prune}, prune warmup {args.warmup}; "
+          f"median [quartiles]\n")
     print("| | attempts | kept | pruned | evaluation s | kept per evaluation-hour | final best |")
     print("|---|---|---|---|---|---|---|")
     for prune in (False, True):
         rs = by[prune]
-        print(f"| prune {'on' if prune else 'off'} | {fmt_q([r['attempts'] for r in rs], 0)} | "
+        print(f"| prune {args.prune if prune else 'off'} | {fmt_q([r['attempts'] for r in rs], 0)} | "
               f"{fmt_q([r['kept'] for r in rs], 0)} | {fmt_q([r['pruned'] for r in rs], 0)} | "
               f"{fmt_q([r['eval_s'] for r in rs], 1)} | {fmt_q([rate(r) for r in rs], 0)} | "
               f"{fmt_q([r['best'] for r in rs], 4)} |")
@@ -263,13 +266,15 @@ def report(results, args):
     pruned = sum(r["pruned"] for r in by[True])
     wrong = sum(r["wrong"] for r in by[True])
     wrong_share = [100 * r["wrong"] / r["pruned"] for r in by[True] if r["pruned"]]
-    print(f"\nkept per evaluation-hour, on/off per seed: {fmt_q(ratios)}; "
+    print(f"\nkept per evaluation-hour, pruning/off per seed: {fmt_q(ratios)}; "
           f"ratio of medians {statistics.median([rate(r) for r in by[True]]) / statistics.median([rate(r) for r in by[False]]):.2f}")
+    missed = [g for r in by[True] for g in r.get("wrong_gains", [])]
     print(f"wrongly pruned: {wrong} of {pruned} pruned attempts ({100 * wrong / max(pruned, 1):.1f}%); "
-          f"per seed {fmt_q(wrong_share, 1)}%")
-    print(f"final best, on minus off per seed (negative = better with pruning): {fmt_q(gaps, 4)}; "
+          f"per seed {fmt_q(wrong_share, 1)}%"
+          + (f"; the gain they would have kept: {fmt_q(missed, 4)}" if missed else ""))
+    print(f"final best, pruning minus off per seed (negative = better with pruning): {fmt_q(gaps, 4)}; "
           f"median seed: off {statistics.median(r['best'] for r in by[False]):.4f}, "
-          f"on {statistics.median(r['best'] for r in by[True]):.4f}")
+          f"{args.prune} {statistics.median(r['best'] for r in by[True]):.4f}")
 
 
 def main():
@@ -280,6 +285,8 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--step-s", type=float, default=0.06)
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--prune", default="on", choices=["on", "early"],
+                    help="the pruning arm's `prune:` setting")
     ap.add_argument("--jobs", type=int, default=8)
     ap.add_argument("--json", help="write every run's figures here")
     args = ap.parse_args()
@@ -288,7 +295,7 @@ def main():
         sys.exit(f"no binary at {binary}: cargo build --release, or pass --binary")
     binary_dir = tempfile.mkdtemp(prefix="prunebench-bin-")
     os.symlink(binary, os.path.join(binary_dir, "git-conference"))
-    jobs = [(s, p) for s in range(args.seeds) for p in (False, True)]
+    jobs = [(s, p) for s in range(args.seeds) for p in (False, args.prune)]
     results = []
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         futures = [pool.submit(run_one, binary_dir, s, args.budget, p, args.warmup, args.steps,
@@ -296,7 +303,7 @@ def main():
         for f in concurrent.futures.as_completed(futures):
             r = f.result()
             results.append(r)
-            print(f"seed {r['seed']:>2} prune {'on ' if r['prune'] else 'off'}: "
+            print(f"seed {r['seed']:>2} prune {r['prune'] or 'off':<5}: "
                   f"{r['attempts']} attempts, {r['kept']} kept, {r['pruned']} pruned "
                   f"({r['wrong']} wrongly), best {r['best']:.4f}, evaluations {r['eval_s']:.1f}s, "
                   f"wall {r['wall_s']:.0f}s", flush=True)

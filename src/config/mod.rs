@@ -265,6 +265,10 @@ pub struct Evaluation {
     /// curve by more than the noise margin is stopped and recorded as `pruned`.
     #[serde(default)]
     pub prune: bool,
+    /// `prune: early`: behind the best's curve is enough, without the check that the run cannot
+    /// catch up at its pace (stops sooner; may stop a slow starter that would have ended better).
+    #[serde(default)]
+    pub prune_early: bool,
     /// `prune warmup`: intermediate readings a run prints before any pruning decision.
     #[serde(default = "default_prune_warmup")]
     pub prune_warmup: u32,

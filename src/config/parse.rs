@@ -360,7 +360,11 @@ pub static SECTIONS: &[SectionSpec] = &[
                 &["metric source", "read metric"],
                 "- metric from: name   (or: last number)",
             ),
-            key("prune", &["pruning"], "- prune: on   (or: off, the default)"),
+            key(
+                "prune",
+                &["pruning"],
+                "- prune: on   (or: early, or off, the default)",
+            ),
             key(
                 "prune warmup",
                 &["pruning warmup", "prune after", "warmup"],

@@ -648,9 +648,14 @@ impl<'a> Validator<'a> {
                 metric_from,
             )
             .is_some_and(|(v, _, _)| v);
-        let prune = self
-            .value(S::Evaluation, "prune", "must be on or off", yes_no)
-            .is_some_and(|(v, _, _)| v);
+        let (prune, prune_early) = self
+            .value(
+                S::Evaluation,
+                "prune",
+                "must be on, off or early",
+                prune_setting,
+            )
+            .map_or((false, false), |(v, _, _)| v);
         let prune_warmup = self
             .value(
                 S::Evaluation,
@@ -676,6 +681,7 @@ impl<'a> Validator<'a> {
             frozen_none,
             last_number,
             prune,
+            prune_early,
             prune_warmup,
             holdout,
             judge,
@@ -927,6 +933,14 @@ fn metric_from(value: &str) -> Option<bool> {
     }
 }
 
+/// `prune`: on / off (the words `yes_no` takes), or early → (pruning, without the catch-up check).
+fn prune_setting(value: &str) -> Option<(bool, bool)> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "early" => Some((true, true)),
+        v => yes_no(v).map(|on| (on, false)),
+    }
+}
+
 fn positive(value: &str) -> Option<u32> {
     value.trim().parse::<u32>().ok().filter(|&n| n >= 1)
 }
@@ -1136,6 +1150,7 @@ Make it fast.
                 frozen_none: false,
                 last_number: false,
                 prune: false,
+                prune_early: false,
                 prune_warmup: 2,
                 holdout: None,
                 judge: None,

@@ -103,6 +103,8 @@ pub struct PruneRule {
     pub warmup: u32,
     pub margin: f64,
     pub direction: Option<crate::config::Direction>,
+    /// `prune: early`: no check that the run cannot catch up.
+    pub early: bool,
 }
 
 /// One run's intermediate readings, read as it prints them, and where pruning stopped it.
@@ -128,6 +130,7 @@ impl Watch {
             rule.warmup,
             rule.margin,
             rule.direction,
+            rule.early,
         );
         self.pruned.is_some()
     }
@@ -211,13 +214,18 @@ fn pruned_result(
     pruned: Pruned,
     rule: Option<PruneRule>,
 ) -> EvalResult {
-    let margin = rule.map_or(0.0, |r| r.margin);
+    let (margin, early) = rule.map_or((0.0, true), |r| (r.margin, r.early));
     let reason = format!(
-        "at step {} {metric} {} was behind the best's {} there by more than the noise margin {}",
+        "at step {} {metric} {} was behind the best's {} there by more than the noise margin {}{}",
         pruned.step,
         pruned.value,
         crate::render::format::fmt(Some(pruned.reference)),
         crate::render::format::fmt(Some(margin)),
+        if early {
+            ""
+        } else {
+            ", and could not catch up at its pace"
+        },
     );
     EvalResult {
         metric: None,
@@ -401,6 +409,16 @@ fn missing_metric(metric: &str, output: &str) -> String {
     } else {
         format!("; last lines{last}")
     };
+    if output
+        .lines()
+        .any(|l| metric::reading_at_step(l, metric).is_some())
+    {
+        // Readings at a step (`name@step=N: v`, JSON with `step`) are progress, never the metric.
+        return format!(
+            "metric {metric} not in the output{last} (it printed readings at steps, which are \
+             progress, not the metric: print the final `{metric}: <number>` at the end)"
+        );
+    }
     format!(
         "metric {metric} not in the output{last} (print `{metric}: <number>`, or add `- metric \
          from: last number` under ## Evaluation to read the last number printed)"

@@ -420,6 +420,7 @@ fn record(row: &Row, round: u32, researcher: &str, verdict: Verdict) -> AttemptR
         cost_usd: None,
         agent_s: None,
         eval_s: None,
+        placement: None,
     }
 }
 

@@ -35,6 +35,7 @@ pub fn rule_for(conf: &Conference, st: &State, id: &str) -> Option<PruneRule> {
         warmup: evaluation.prune_warmup,
         margin: margin(conf, st),
         direction,
+        early: evaluation.prune_early,
     })
 }
 

@@ -926,12 +926,17 @@ async fn evaluate_cached(
     let st = conf.state();
     let key = files::eval_cache(&st.eval_settings, &tree.to_string());
     // One evaluation per tree even when two researchers produce it at the same moment: the
-    // second waits for the first one's result instead of starting the command again.
+    // second waits for the first one's result instead of starting the command again. Not with
+    // pruning: a run is pruned against its own researcher's best, so each waits for its own.
+    let cell_key = match &prune {
+        Some(_) => format!("{key}#{id}"),
+        None => key.clone(),
+    };
     let cell = conf
         .evaluations
         .lock()
         .unwrap()
-        .entry(key.clone())
+        .entry(cell_key.clone())
         .or_default()
         .clone();
     let result = cell
@@ -965,7 +970,7 @@ async fn evaluate_cached(
     // A launcher that could not run it (a host down, a queue timeout) measured nothing either.
     let of_the_tree = !cut && !result.launcher_failed && result.status != EvalStatus::Pruned;
     if result.status == EvalStatus::Interrupted || !of_the_tree {
-        conf.evaluations.lock().unwrap().remove(&key);
+        conf.evaluations.lock().unwrap().remove(&cell_key);
     }
     if cut {
         result.reason = Some("the evaluation ran past the researcher timeout".into());

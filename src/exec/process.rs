@@ -376,6 +376,9 @@ enum Waited {
     Stop,
 }
 
+/// The longest unfinished line a watcher's reader holds on to.
+const MAX_LINE: usize = 64 * 1024;
+
 /// The lines a run appends to its stdout log, handed to a watcher as they complete (launchers
 /// tail the file where a remote run's stdout appears here the same way).
 pub struct LineTail<'p, 'f> {
@@ -414,13 +417,14 @@ impl<'p, 'f> LineTail<'p, 'f> {
         self.offset += new.len() as u64;
         self.partial.extend_from_slice(&new);
         let mut stop = false;
-        while let Some(nl) = self.partial.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = self.partial.drain(..=nl).collect();
-            let text = String::from_utf8_lossy(&line);
-            // Progress bars redraw a line with '\r': each redraw is a line of its own.
-            for part in text.split('\r') {
-                stop |= (self.on_line)(part.trim_end_matches('\n'));
-            }
+        // Progress bars redraw a line with '\r': each redraw is a line of its own.
+        while let Some(end) = self.partial.iter().position(|b| matches!(b, b'\n' | b'\r')) {
+            let line: Vec<u8> = self.partial.drain(..=end).collect();
+            stop |= (self.on_line)(String::from_utf8_lossy(&line[..end]).as_ref());
+        }
+        // A line that never ends is no reading: what is held of it stays bounded.
+        if self.partial.len() > MAX_LINE {
+            self.partial.clear();
         }
         stop
     }
@@ -578,6 +582,45 @@ mod tests {
             direct_argv("eval.sh", Path::new("/"), &path).unwrap().0,
             dir.join("eval.sh")
         );
+    }
+
+    /// A watcher sees each line (a `\r` redraw too) while the command runs, and its stop ends
+    /// the run at once: the command's last line is never written.
+    #[tokio::test]
+    async fn a_watcher_sees_lines_as_they_come_and_can_stop_the_run() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let script = "printf 'a\\rb\\n'; echo step 1; sleep 0.3; echo step 2; sleep 10; touch done";
+        let mut seen = Vec::new();
+        let mut on_line = |line: &str| {
+            seen.push(line.to_string());
+            line == "step 2"
+        };
+        let started = Instant::now();
+        let running = start(Spec {
+            command: script,
+            cwd: dir,
+            env: vec![],
+            timeout: None,
+            stdout: dir.join("out"),
+            stderr: dir.join("err"),
+            stdin: None,
+        })
+        .await
+        .unwrap()
+        .expect("started");
+        let finished = running
+            .wait(Some(Duration::from_secs(30)), Some(&mut on_line))
+            .await
+            .unwrap();
+        assert_eq!(finished.outcome, Outcome::Stopped);
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(seen, ["a", "b", "step 1", "step 2"]);
+        assert!(!dir.join("done").exists());
     }
 
     /// A directly started command behaves as under `sh -c`: arguments, exit status, output.

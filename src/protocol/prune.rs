@@ -16,6 +16,9 @@
 //! gains less than the one before), so the pace of the last two readings held to the end bounds
 //! what the run can still gain: a run that misses the best's end even at that pace is lost.
 //!
+//! `prune: early` leaves the second condition out (Optuna's pruners compare levels only): runs
+//! stop sooner, and a slow starter that would have ended better is stopped too.
+//!
 //! The reference at a step between two of its readings is interpolated linearly; past its last
 //! reading it is its last reading (the nearest at or before); before its first there is no
 //! reference, and no decision.
@@ -60,13 +63,15 @@ pub fn reference_at(reference: &[Point], step: u64) -> Option<f64> {
 /// latest reading: it has at least `warmup` readings (and at least one), its latest reading is
 /// worse than `reference` at that step by more than `margin` in `direction`, and at its current
 /// pace it would still end worse than the reference's last reading by more than `margin` (see
-/// the module's doc). Without a direction (qualitative mode) nothing is pruned.
+/// the module's doc; not checked when `early`). Without a direction (qualitative mode) nothing is
+/// pruned.
 pub fn decide(
     curve: &[Point],
     reference: &[Point],
     warmup: u32,
     margin: f64,
     direction: Option<Direction>,
+    early: bool,
 ) -> Option<Pruned> {
     let direction = direction?;
     let margin = margin.max(0.0);
@@ -81,6 +86,14 @@ pub fn decide(
     if direction.gain(at_step, value) <= margin {
         return None;
     }
+    let pruned = Pruned {
+        step,
+        value,
+        reference: at_step,
+    };
+    if early {
+        return Some(pruned);
+    }
     let &(end_step, end) = reference
         .iter()
         .filter(|(_, v)| v.is_finite())
@@ -90,11 +103,7 @@ pub fn decide(
         Direction::Minimize => value - gained,
         Direction::Maximize => value + gained,
     };
-    (direction.gain(end, reachable) > margin).then_some(Pruned {
-        step,
-        value,
-        reference: at_step,
-    })
+    (direction.gain(end, reachable) > margin).then_some(pruned)
 }
 
 /// How much the run gained per step between its last two readings (0 when it got worse, or
@@ -226,7 +235,7 @@ mod tests {
         ];
         for &(curve, warmup, margin, direction, want) in cases {
             assert_eq!(
-                decide(curve, REF, warmup, margin, direction),
+                decide(curve, REF, warmup, margin, direction, false),
                 want,
                 "{curve:?} warmup {warmup} margin {margin} {direction:?}"
             );
@@ -239,11 +248,47 @@ mod tests {
             (&[(100, 0.9), (200, 0.85)], None),
         ];
         for &(curve, want) in max_cases {
-            assert_eq!(decide(curve, up, 2, 0.1, Some(Maximize)), want, "{curve:?}");
+            assert_eq!(
+                decide(curve, up, 2, 0.1, Some(Maximize), false),
+                want,
+                "{curve:?}"
+            );
         }
+        // `prune: early`: behind at the step is enough, even for a run that would catch up.
+        let slow_starter: &[Point] = &[(100, 3.0), (200, 2.0)];
+        assert_eq!(
+            decide(slow_starter, REF, 2, 0.1, Some(Minimize), true),
+            pruned(200, 2.0, 1.5)
+        );
+        assert_eq!(
+            decide(slow_starter, REF, 2, 0.1, Some(Minimize), false),
+            None
+        );
+        assert_eq!(
+            decide(
+                &[(100, 2.0), (200, 1.55)],
+                REF,
+                2,
+                0.1,
+                Some(Minimize),
+                true
+            ),
+            None
+        );
+        assert_eq!(
+            decide(&[(100, 9.0)], REF, 2, 0.1, Some(Minimize), true),
+            None
+        );
         // No reference curve (the best printed no readings): never.
         assert_eq!(
-            decide(&[(100, 9.0), (200, 9.0)], &[], 2, 0.0, Some(Minimize)),
+            decide(
+                &[(100, 9.0), (200, 9.0)],
+                &[],
+                2,
+                0.0,
+                Some(Minimize),
+                false
+            ),
             None
         );
     }

@@ -13,8 +13,9 @@ use serde_json::Value;
 const STEPS: u32 = 8;
 const STEP_S: f64 = 0.3;
 
-/// A repository whose evaluation prints `score@step=S: v + (8 - S) * 0.2` for S = 1..8 (a
-/// learning curve that ends at `v`, the number in value.txt), then `score: v`; it logs `start`
+/// A repository whose evaluation prints `score@step=S: v + (8 - S) * k` for S = 1..8 (a
+/// learning curve that ends at `v`; value.txt holds `v` or `v,k`, k 0.2 by default), then
+/// `score: v`; it logs `start`
 /// and `end` lines (researcher, round, iteration, value) to `<git dir>/runs`, so a run stopped
 /// early has a start and no end. `agent.sh 1-1:9 1-2:3` writes 9 into value.txt at round 1
 /// iteration 1, 3 at iteration 2, and changes nothing otherwise.
@@ -31,13 +32,15 @@ fn curve_repo_logging_to(runs: &str) -> TestRepo {
         &format!(
             r#"#!/bin/sh
 runs={runs}
-v=$(cat value.txt)
+v=$(cut -d, -f1 value.txt)
+slope=$(cut -s -d, -f2 value.txt)
+[ -n "$slope" ] || slope=0.2
 who="${{CONFERENCE_RESEARCHER-}} ${{CONFERENCE_ROUND-}} ${{CONFERENCE_ITERATION-}} $v"
 echo "start $who" >>"$runs"
 echo "pid $$ $who" >>"$runs"
 s=1
 while [ $s -le {STEPS} ]; do
-    awk -v v="$v" -v s=$s 'BEGIN {{ printf "score@step=%d: %g\n", s, v + ({STEPS} - s) * 0.2 }}'
+    awk -v v="$v" -v s=$s -v k="$slope" 'BEGIN {{ printf "score@step=%d: %g\n", s, v + ({STEPS} - s) * k }}'
     sleep {STEP_S}
     s=$((s + 1))
 done
@@ -327,6 +330,27 @@ fn without_prune_on_or_within_the_warmup_nothing_is_pruned() {
     assert!(unfinished(&repo).is_empty(), "{:?}", runs(&repo));
 }
 
+/// Curves that cross: a slow starter (behind the best at step 2, but improving fast enough to
+/// end better) runs to its end and is kept with `prune: on`; `prune: early` stops it at step 2.
+#[test]
+fn a_slow_starter_goes_on_unless_prune_is_early() {
+    let repo = curve_repo();
+    // 4 + 6 × 1.0 = 10 at step 2, against the baseline's 6.2 there; it ends at 4 (< 5).
+    repo.start("on", &config("On", "1-1:4,1.0", "- prune: on\n"))
+        .ok();
+    let attempt = iteration(&repo, "on", 1, 1);
+    assert_eq!(attempt["status"], "kept", "{attempt}");
+    assert!(unfinished(&repo).is_empty(), "{:?}", runs(&repo));
+
+    let repo = curve_repo();
+    repo.start("early", &config("Early", "1-1:4,1.0", "- prune: early\n"))
+        .ok();
+    let attempt = iteration(&repo, "early", 1, 1);
+    assert_eq!(attempt["status"], "pruned", "{attempt}");
+    assert_eq!(note(&repo, &attempt)["pruned"]["step"], 2);
+    assert_eq!(unfinished(&repo), ["A 1 1 4"], "{:?}", runs(&repo));
+}
+
 /// A pruned attempt is not the tree evaluated: when the same tree comes back (here after
 /// `resume` with pruning turned off), it is evaluated in full, not answered from the cache.
 #[test]
@@ -349,6 +373,25 @@ fn a_pruned_tree_is_evaluated_again_in_full() {
         runs(&repo).contains(&"end A 2 1 9".to_string()),
         "{:?}",
         runs(&repo)
+    );
+}
+
+/// Readings are never the metric: an evaluation that prints only readings has none, and the
+/// reason says what to print.
+#[test]
+fn readings_alone_are_no_metric() {
+    let repo = curve_repo();
+    let eval = std::fs::read_to_string(repo.dir.join("eval.sh")).unwrap();
+    repo.write_executable("eval.sh", &eval.replace("echo \"score: $v\"\n", ""));
+    repo.commit_all("no final reading");
+    let run = repo.start("bare", &config("Bare", "1-1:9", "- prune: on\n"));
+    assert_ne!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("printed readings at steps, which are progress, not the metric")
+            && run.stderr.contains("score@step=8: 5"),
+        "{}",
+        run.stderr
     );
 }
 

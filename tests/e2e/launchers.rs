@@ -358,58 +358,94 @@ fn wait_for(path: &Path) {
 #[test]
 fn launcher_keys_misspelled_or_misplaced_are_refused_with_their_line() {
     let repo = repo();
+    // (the conference.md lines, the line the error names, what it must say)
     let cases = [
-        ("- launcher: slurm\n- slurm argz: -p debug\n", "slurm argz"),
         (
-            "- launcher: ssh\n- hosts: a\n- ssh comand: ssh -F x\n",
-            "ssh comand",
+            "- launcher: slurm\n- slurm argz: -p debug\n",
+            "slurm argz",
+            "did you mean `slurm args`",
         ),
-        ("- launcher: kubernetes\n", "launcher: kubernetes"),
-        ("- launcher: local\n- hosts: gpu1\n", "hosts: gpu1"),
+        (
+            "- launcher: ssh\n- hosts: a\n- ssh comand: ssh\n",
+            "ssh comand",
+            "did you mean `ssh command`",
+        ),
+        (
+            "- launcher: kubernetes\n",
+            "launcher: kubernetes",
+            "must be local, ssh, slurm or command",
+        ),
+        (
+            "- launcher: local\n- hosts: gpu1\n",
+            "hosts: gpu1",
+            "read by launcher ssh only",
+        ),
         (
             "- launcher: ssh\n- hosts: a\n- slurm args: -p x\n",
             "slurm args: -p x",
+            "read by launcher slurm only",
         ),
         (
             "- launcher: ssh\n- hosts: a\n- launch: x {command}\n",
             "launch: x",
+            "read by launcher command only",
         ),
         (
             "- launcher: ssh\n- hosts: a\n- queue timeout: 1h\n",
             "queue timeout: 1h",
+            "read by launcher slurm only",
         ),
         (
             "- launcher: ssh\n- hosts: a\n- staging: /x\n",
             "staging: /x",
+            "read by launcher slurm or command only",
         ),
         (
             "- launcher: slurm\n- ssh command: ssh\n",
             "ssh command: ssh",
+            "read by launcher ssh only",
         ),
-        ("- remote shared: data=/x\n", "remote shared: data=/x"),
+        (
+            "- remote shared: data=/x\n",
+            "remote shared: data=/x",
+            "this conference's launcher is local",
+        ),
         (
             "- launcher: ssh\n- hosts: a\n- remote shared: data\n",
             "remote shared: data",
+            "name=/path",
         ),
         (
             "- launcher: slurm\n- queue timeout: soon\n",
             "queue timeout: soon",
+            "positive duration",
         ),
         (
             "- launcher: command\n- launch: sky exec c\n",
             "launch: sky exec c",
+            "must contain {command}",
         ),
-        ("- launcher: ssh\n", "launcher: ssh"),
+        ("- launcher: ssh\n", "launcher: ssh", "needs `- hosts:`"),
+        (
+            "- launcher: ssh\n- hosts: a b\n",
+            "hosts: a b",
+            "is not a host as ssh names it",
+        ),
     ];
-    for (env, needle) in cases {
+    for (env, needle, says) in cases {
         let text = config(1, Path::new("/tmp/x.log"), None, "30s", env);
         repo.write("conference.md", &text);
         let out = repo.conference(&["start", "keys"]);
         assert_eq!(out.code, 2, "{env}: {}", out.stderr);
         let line = common::line_of(&text, needle);
+        let at = format!("conference.md:{line}:");
+        // The error's line and the `fix:` line after it.
+        let lines: Vec<&str> = out.stderr.lines().collect();
+        let error = (lines.iter().position(|l| l.contains(&at)))
+            .map(|i| lines[i..(i + 2).min(lines.len())].join("\n"));
         assert!(
-            out.stderr.contains(&format!("conference.md:{line}:")),
-            "{env}: expected line {line}: {}",
+            error.is_some_and(|e| e.contains(says)),
+            "{env}: expected line {line} to say {says:?}: {}",
             out.stderr
         );
     }

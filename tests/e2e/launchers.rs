@@ -814,3 +814,46 @@ fn clean_cancels_what_a_killed_runner_left_on_the_host() {
         entries(&hosts.staging(0))
     );
 }
+
+/// Ctrl-C while a Slurm job evaluates cancels the job (`squeue` empty, its process dead) and
+/// removes its staged tree; the run exits 130.
+#[test]
+#[cfg_attr(
+    not(has_slurm),
+    ignore = "needs Slurm (slurmctld, slurmd, munge): .ci/run installs it"
+)]
+fn ctrl_c_cancels_the_slurm_job() {
+    let tmp = tempfile::tempdir().unwrap();
+    let slurm = servers::Slurm::start(tmp.path());
+    let (log, gate) = (tmp.path().join("evals.log"), tmp.path().join("gate"));
+    let staging = tmp.path().join("staging");
+    let repo = repo();
+    let env = slurm.environment(&staging, "");
+    repo.write("conference.md", &config(2, &log, Some(&gate), "60s", &env));
+    repo.commit_all("config");
+    let opener = hang_the_first_attempt(&log, &gate);
+    let runner = repo
+        .command(env!("CARGO_BIN_EXE_git-conference"))
+        .args(["start", "launch"])
+        .env("SLURM_CONF", &slurm.conf)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    opener.join().unwrap();
+    let pid_file = tmp.path().join("gate.pid");
+    wait_for(&pid_file);
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &runner.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let out = runner.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert_eq!(slurm.jobs(), "");
+    assert!(!alive(&pid), "Ctrl-C left the job's sleep {pid} running");
+    assert!(entries(&staging).is_empty(), "{:?}", entries(&staging));
+}

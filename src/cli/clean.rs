@@ -122,7 +122,14 @@ fn remove_the_rest(repo: &Repository, name: &str, lock: RunLock) -> Result<Remov
     // Never the tool's own folders (a conference named `hooks` by an older version shared
     // the hooks folder): only what the conference put there goes.
     if refs::is_reserved_name(name) || run_dir == crate::hooks::hooks_dir(repo) {
-        for own in ["worktrees", "logs", "running", "lock"] {
+        for own in [
+            "worktrees",
+            "logs",
+            "running",
+            "lock",
+            "staging",
+            "launched",
+        ] {
             let path = run_dir.join(own);
             let _ = std::fs::remove_dir_all(&path).or_else(|_| std::fs::remove_file(&path));
         }

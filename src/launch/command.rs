@@ -25,8 +25,8 @@ pub struct Job {
     stderr: PathBuf,
 }
 
-/// Stages the commit and starts the filled-in template.
-pub async fn start(launcher: &Launcher, req: Request<'_>) -> Result<Job> {
+/// Stages the commit and starts the filled-in template; None when Ctrl-C came first.
+pub async fn start(launcher: &Launcher, req: Request<'_>) -> Result<Option<Job>> {
     let name = super::unique_name(&req.stdout);
     let dir = launcher.staging_root().join(&name);
     let record = records::write(
@@ -55,22 +55,20 @@ pub async fn start(launcher: &Launcher, req: Request<'_>) -> Result<Job> {
         stderr: req.stderr.clone(),
         stdin: None,
     };
-    let started = process::start(spec).await;
-    let running = match started {
+    let running = match process::start(spec).await {
         Ok(Some(running)) => running,
-        Ok(None) => anyhow::bail!("interrupted"),
-        Err(e) => {
+        not_started => {
             let _ = std::fs::remove_dir_all(&dir);
             let _ = std::fs::remove_file(&record);
-            return Err(e);
+            return not_started.map(|_| None);
         }
     };
-    Ok(Job {
+    Ok(Some(Job {
         running,
         dir,
         record,
         stderr: req.stderr,
-    })
+    }))
 }
 
 /// The template with `{dir}`, `{command}` and `{env}` filled in (each quoted for `sh`).

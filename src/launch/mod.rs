@@ -119,7 +119,10 @@ impl Launcher {
                 };
                 Job::Local(running, local_placement())
             }
-            LauncherKind::Command => Job::Command(command::start(self, req).await?),
+            LauncherKind::Command => match command::start(self, req).await? {
+                Some(job) => Job::Command(job),
+                None => return Ok(None),
+            },
             LauncherKind::Ssh => Job::Ssh(ssh::start(self, req).await?),
             LauncherKind::Slurm => Job::Slurm(slurm::start(self, req).await?),
         }))

@@ -358,58 +358,94 @@ fn wait_for(path: &Path) {
 #[test]
 fn launcher_keys_misspelled_or_misplaced_are_refused_with_their_line() {
     let repo = repo();
+    // (the conference.md lines, the line the error names, what it must say)
     let cases = [
-        ("- launcher: slurm\n- slurm argz: -p debug\n", "slurm argz"),
         (
-            "- launcher: ssh\n- hosts: a\n- ssh comand: ssh -F x\n",
-            "ssh comand",
+            "- launcher: slurm\n- slurm argz: -p debug\n",
+            "slurm argz",
+            "did you mean `slurm args`",
         ),
-        ("- launcher: kubernetes\n", "launcher: kubernetes"),
-        ("- launcher: local\n- hosts: gpu1\n", "hosts: gpu1"),
+        (
+            "- launcher: ssh\n- hosts: a\n- ssh comand: ssh\n",
+            "ssh comand",
+            "did you mean `ssh command`",
+        ),
+        (
+            "- launcher: kubernetes\n",
+            "launcher: kubernetes",
+            "must be local, ssh, slurm or command",
+        ),
+        (
+            "- launcher: local\n- hosts: gpu1\n",
+            "hosts: gpu1",
+            "read by launcher ssh only",
+        ),
         (
             "- launcher: ssh\n- hosts: a\n- slurm args: -p x\n",
             "slurm args: -p x",
+            "read by launcher slurm only",
         ),
         (
             "- launcher: ssh\n- hosts: a\n- launch: x {command}\n",
             "launch: x",
+            "read by launcher command only",
         ),
         (
             "- launcher: ssh\n- hosts: a\n- queue timeout: 1h\n",
             "queue timeout: 1h",
+            "read by launcher slurm only",
         ),
         (
             "- launcher: ssh\n- hosts: a\n- staging: /x\n",
             "staging: /x",
+            "read by launcher slurm or command only",
         ),
         (
             "- launcher: slurm\n- ssh command: ssh\n",
             "ssh command: ssh",
+            "read by launcher ssh only",
         ),
-        ("- remote shared: data=/x\n", "remote shared: data=/x"),
+        (
+            "- remote shared: data=/x\n",
+            "remote shared: data=/x",
+            "this conference's launcher is local",
+        ),
         (
             "- launcher: ssh\n- hosts: a\n- remote shared: data\n",
             "remote shared: data",
+            "name=/path",
         ),
         (
             "- launcher: slurm\n- queue timeout: soon\n",
             "queue timeout: soon",
+            "positive duration",
         ),
         (
             "- launcher: command\n- launch: sky exec c\n",
             "launch: sky exec c",
+            "must contain {command}",
         ),
-        ("- launcher: ssh\n", "launcher: ssh"),
+        ("- launcher: ssh\n", "launcher: ssh", "needs `- hosts:`"),
+        (
+            "- launcher: ssh\n- hosts: a b\n",
+            "hosts: a b",
+            "is not a host as ssh names it",
+        ),
     ];
-    for (env, needle) in cases {
+    for (env, needle, says) in cases {
         let text = config(1, Path::new("/tmp/x.log"), None, "30s", env);
         repo.write("conference.md", &text);
         let out = repo.conference(&["start", "keys"]);
         assert_eq!(out.code, 2, "{env}: {}", out.stderr);
         let line = common::line_of(&text, needle);
+        let at = format!("conference.md:{line}:");
+        // The error's line and the `fix:` line after it.
+        let lines: Vec<&str> = out.stderr.lines().collect();
+        let error = (lines.iter().position(|l| l.contains(&at)))
+            .map(|i| lines[i..(i + 2).min(lines.len())].join("\n"));
         assert!(
-            out.stderr.contains(&format!("conference.md:{line}:")),
-            "{env}: expected line {line}: {}",
+            error.is_some_and(|e| e.contains(says)),
+            "{env}: expected line {line} to say {says:?}: {}",
             out.stderr
         );
     }
@@ -777,4 +813,47 @@ fn clean_cancels_what_a_killed_runner_left_on_the_host() {
         "{:?}",
         entries(&hosts.staging(0))
     );
+}
+
+/// Ctrl-C while a Slurm job evaluates cancels the job (`squeue` empty, its process dead) and
+/// removes its staged tree; the run exits 130.
+#[test]
+#[cfg_attr(
+    not(has_slurm),
+    ignore = "needs Slurm (slurmctld, slurmd, munge): .ci/run installs it"
+)]
+fn ctrl_c_cancels_the_slurm_job() {
+    let tmp = tempfile::tempdir().unwrap();
+    let slurm = servers::Slurm::start(tmp.path());
+    let (log, gate) = (tmp.path().join("evals.log"), tmp.path().join("gate"));
+    let staging = tmp.path().join("staging");
+    let repo = repo();
+    let env = slurm.environment(&staging, "");
+    repo.write("conference.md", &config(2, &log, Some(&gate), "60s", &env));
+    repo.commit_all("config");
+    let opener = hang_the_first_attempt(&log, &gate);
+    let runner = repo
+        .command(env!("CARGO_BIN_EXE_git-conference"))
+        .args(["start", "launch"])
+        .env("SLURM_CONF", &slurm.conf)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    opener.join().unwrap();
+    let pid_file = tmp.path().join("gate.pid");
+    wait_for(&pid_file);
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &runner.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let out = runner.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert_eq!(slurm.jobs(), "");
+    assert!(!alive(&pid), "Ctrl-C left the job's sleep {pid} running");
+    assert!(entries(&staging).is_empty(), "{:?}", entries(&staging));
 }

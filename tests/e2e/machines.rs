@@ -633,4 +633,43 @@ fn guidance_given_mid_research_is_published_over_the_other_machines_events() {
     assert_eq!(guidance.len(), 1, "{guidance:?}");
     assert_eq!(guidance[0]["payload"]["text"], "prefer small steps");
     assert_eq!(machine_of(guidance[0]), "m1");
+/// Several machines keep working with a launcher: each machine's evaluations go through the
+/// launcher from its own clone (staged under its own run folder, removed afterwards), and the
+/// conference reaches the best of one machine running the same config.
+#[test]
+fn machines_with_a_command_launcher_reach_the_best_of_one_machine() {
+    let tmp = tempfile::tempdir().unwrap();
+    let submitted = tmp.path().join("submitted.log");
+    let submitter = tmp.path().join("submit.sh");
+    std::fs::write(
+        &submitter,
+        format!(
+            "#!/bin/sh\n# submit.sh DIR COMMAND…: runs COMMAND in DIR, as a job runner would\ndir=$1; shift\necho \"$dir\" >>{}\ncd \"$dir\" && exec \"$@\"\n",
+            submitted.display()
+        ),
+    )
+    .unwrap();
+    let config = format!(
+        "{}\n## Environment\n- launcher: command\n- launch: sh {} {{dir}} {{command}}\n",
+        config("5s"),
+        submitter.display()
+    );
+    let c = cluster(&config);
+    let [m1, m2, m3] = c.start_all();
+    c.finishes(0, m1);
+    c.finishes(1, m2);
+    c.finishes(2, m3);
+    c.reached_the_one_machine_best(&config);
+    let lines = std::fs::read_to_string(&submitted).unwrap();
+    for (m, dir) in c.machines.iter().enumerate() {
+        let staging = dir.join(".git/conference").join(NAME).join("staging");
+        let staging = staging.display().to_string();
+        assert!(
+            lines.lines().any(|l| l.starts_with(&staging)),
+            "machine {} ran no evaluation through the launcher: {lines}",
+            m + 1
+        );
+        let left = std::fs::read_dir(&staging).map(|d| d.count()).unwrap_or(0);
+        assert_eq!(left, 0, "machine {} left staged trees", m + 1);
+    }
 }

@@ -8,6 +8,7 @@
 //! file paths: the only names a URL may carry are existing conferences' and their attempts'
 //! commits. Everything agents wrote reaches the page as JSON that the page inserts as text.
 
+mod actions;
 pub mod auth;
 mod http;
 pub mod views;
@@ -163,8 +164,19 @@ fn not_found() -> Response {
     )
 }
 
-/// Answers a GET (or refuses anything else).
+/// Answers a GET or an action's POST (or refuses anything else).
 fn answer(git_dir: &Path, request: &Request) -> Response {
+    if request.method == "POST" {
+        let parts: Vec<&str> = request.path.split('/').skip(1).collect();
+        if let ["api", name, what] = parts.as_slice() {
+            if let Some(name) = known_conference(git_dir, name) {
+                if let Some(response) = actions::act(git_dir, &name, what, &request.body) {
+                    return response;
+                }
+            }
+        }
+        return not_found();
+    }
     if request.method != "GET" {
         return Response::text(
             405,
@@ -265,8 +277,9 @@ fn conference_page(repo: &git2::Repository, name: &str) -> Result<Value> {
 /// The page with `initial` in it, escaped for its script element.
 fn page(initial: &Value) -> Response {
     let nonce = auth::new_token().unwrap_or_else(|_| format!("{:x}", crate::clock::now_unix()));
+    // The nonce first: only the page's own script element gets it, never data put in after.
     let html = PAGE
-        .replace("__INITIAL_JSON__", &views::script_json(initial))
-        .replace("<script>", &format!("<script nonce=\"{nonce}\">"));
+        .replace("<script>", &format!("<script nonce=\"{nonce}\">"))
+        .replace("__INITIAL_JSON__", &views::script_json(initial));
     Response::html(html, nonce)
 }

@@ -256,3 +256,59 @@ fn serve_costs_no_cpu_between_events() {
         at.elapsed()
     );
 }
+
+#[test]
+fn steer_answer_and_stop_from_the_api_are_recorded_as_the_commands_record_them() {
+    let repo = TestRepo::from_fixture("complement");
+    repo.write_executable(
+        "ask.sh",
+        "#!/bin/sh\n./agent.sh\necho 'QUESTION: may I change b.txt too?' >> \"$CONFERENCE_NOTE_FILE\"\n",
+    );
+    repo.commit_all("an agent that asks");
+    let repo = super::paused_conference_of(repo, "talk", "./ask.sh");
+    let served = Served::start(&repo, &["talk"]);
+    let origin = format!("http://{}", served.addr);
+    let post = |what: &str, body: &str| {
+        let path = format!("/api/talk/{what}?token={}", served.token);
+        http(&served.addr, "POST", &path, &[("Origin", &origin)], body)
+    };
+    let (code, said) = post("steer", r#"{"text": "prefer small steps"}"#);
+    assert_eq!(code, 200, "{said}");
+    assert!(
+        json(&said)["said"].as_str().unwrap().contains("recorded"),
+        "{said}"
+    );
+    let guidance = repo.events_named("talk", "conference.guidance");
+    assert_eq!(guidance.len(), 1);
+    assert_eq!(
+        repo.status_json("talk")["guidance"][0]["text"],
+        "prefer small steps"
+    );
+
+    let st = repo.status_json("talk");
+    let question = st["questions"][0]["id"].as_str().unwrap().to_string();
+    let (code, said) = post(
+        "answer",
+        &format!(r#"{{"question": "{question}", "text": "yes"}}"#),
+    );
+    assert_eq!(code, 200, "{said}");
+    assert_eq!(repo.status_json("talk")["questions"][0]["answer"], "yes");
+    let (code, said) = post("answer", r#"{"question": "Q999", "text": "yes"}"#);
+    assert_eq!(code, 400, "{said}");
+    let (code, said) = post("steer", r#"{"words": "no text field"}"#);
+    assert_eq!(code, 400, "{said}");
+    assert!(said.contains("\"text\""), "{said}");
+    // Nothing runs it: a stop has nothing to stop, as the command says.
+    let (code, said) = post("stop", "{}");
+    assert_eq!(code, 200, "{said}");
+    let (code, _) = post("restart", "{}");
+    assert_eq!(code, 404);
+    let (code, _) = http(
+        &served.addr,
+        "POST",
+        &format!("/api/nope/stop?token={}", served.token),
+        &[("Origin", &origin)],
+        "{}",
+    );
+    assert_eq!(code, 404);
+}

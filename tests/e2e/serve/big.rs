@@ -42,7 +42,9 @@ fn serve_answers_at_ten_thousand_attempts() {
         "an update's attempts took {took:?}"
     );
     let commit = fresh[3]["commit"].as_str().unwrap().to_string();
-    assert!(timed(&format!("/api/big/diff/{commit}")).0.starts_with("diff --git"));
+    assert!(timed(&format!("/api/big/diff/{commit}"))
+        .0
+        .starts_with("diff --git"));
     let (status, _) = timed("/api/big/status");
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&status).unwrap(),

@@ -144,6 +144,7 @@ fn attempt(round: u32, iteration: u32, id: &str, commit: String) -> (Event, Stat
         cost_usd: None,
         agent_s: Some(0.01),
         eval_s: Some(0.01),
+        questions: vec![],
     });
     let line = StateChange::AppendLine(
         format!("{}/attempts.jsonl", files::round_dir(round)),

@@ -137,8 +137,12 @@ pub fn http(
 /// A conference of two researchers (the complement fixture) paused after round 1 of 2: `resume`
 /// then records round 2's events while a test watches.
 pub fn paused_conference(name: &str) -> TestRepo {
-    let repo = TestRepo::from_fixture("complement");
-    let config = ConfigBuilder::new("Live", "./agent.sh")
+    paused_conference_of(TestRepo::from_fixture("complement"), name, "./agent.sh")
+}
+
+/// [`paused_conference`] in `repo` with researchers running `agent`.
+pub fn paused_conference_of(repo: TestRepo, name: &str, agent: &str) -> TestRepo {
+    let config = ConfigBuilder::new("Live", agent)
         .count(2)
         .iterations(2)
         .rounds(2)

@@ -312,3 +312,41 @@ fn steer_answer_and_stop_from_the_api_are_recorded_as_the_commands_record_them()
     );
     assert_eq!(code, 404);
 }
+
+#[test]
+fn a_clone_follows_a_conference_that_runs_elsewhere_with_fetch() {
+    let repo = paused_conference("far");
+    let remote = repo.bare_origin();
+    let pushed = repo.conference(&["push"]);
+    assert_eq!(pushed.code, 0, "{}{}", pushed.stdout, pushed.stderr);
+    let clone = repo.tmp.path().join("clone");
+    repo.git(&[
+        "clone",
+        "-q",
+        remote.to_str().unwrap(),
+        clone.to_str().unwrap(),
+    ]);
+    let fetched = repo.conference_in(&clone, &["fetch"]);
+    assert_eq!(fetched.code, 0, "{}{}", fetched.stdout, fetched.stderr);
+    let served = Served::start_in(&repo, &clone, &["far", "--fetch", "1s"]);
+    let events = |body: &str| json(body)["events"].as_u64().unwrap();
+    let before = events(&served.get("/api/far/status").1);
+    assert_eq!(before, repo.status_json("far")["events"].as_u64().unwrap());
+
+    // The conference goes on in the first clone and is pushed; the server of the second sees it.
+    let resumed = repo.conference(&["resume", "far"]);
+    assert_eq!(resumed.code, 0, "{}{}", resumed.stdout, resumed.stderr);
+    assert_eq!(repo.conference(&["push"]).code, 0);
+    let after = repo.status_json("far")["events"].as_u64().unwrap();
+    assert!(after > before);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while events(&served.get("/api/far/status").1) != after {
+        assert!(
+            Instant::now() < deadline,
+            "the clone's server never showed the pushed events"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let attempts = json(&served.get("/api/far/attempts").1);
+    assert_eq!(attempts.as_array().unwrap().len(), 8);
+}

@@ -28,8 +28,14 @@ pub struct Served {
 impl Served {
     /// Starts `git-conference serve <args> --port 0` in `repo` and waits for its address.
     pub fn start(repo: &TestRepo, args: &[&str]) -> Served {
+        Served::start_in(repo, &repo.dir, args)
+    }
+
+    /// [`Served::start`] in the clone at `dir`.
+    pub fn start_in(repo: &TestRepo, dir: &std::path::Path, args: &[&str]) -> Served {
         let mut child = repo
             .command(env!("CARGO_BIN_EXE_git-conference"))
+            .current_dir(dir)
             .arg("serve")
             .args(args)
             .args(["--port", "0"])

@@ -350,3 +350,33 @@ fn a_clone_follows_a_conference_that_runs_elsewhere_with_fetch() {
     let attempts = json(&served.get("/api/far/attempts").1);
     assert_eq!(attempts.as_array().unwrap().len(), 8);
 }
+
+#[test]
+fn serve_refuses_what_it_cannot_serve_with_what_to_write_instead() {
+    let repo = TestRepo::complement_conference("refused");
+    let run = repo.conference(&["serve", "nope", "--port", "0"]);
+    assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("no conference named `nope`") && run.stderr.contains("refused"),
+        "{}",
+        run.stderr
+    );
+    let run = repo.conference(&["serve", "refused", "--fetch", "soon", "--port", "0"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("--fetch soon: write an interval such as 10s"),
+        "{}",
+        run.stderr
+    );
+    // A port another server holds.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let run = repo.conference(&["serve", "refused", "--port", &port]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("cannot listen on 127.0.0.1:") && run.stderr.contains("--port 0"),
+        "{}",
+        run.stderr
+    );
+}

@@ -24,7 +24,7 @@ What it does, in a temporary folder:
 
 Prints the figures as Markdown (BENCHMARKS.md has a run); --json FILE writes them raw. Exits 1
 when a target is missed: first paint <= 300 ms, update <= 1 s, no CPU while idle (at most one
-tick), memory flat (the last quarter's mean within 10% or 4 MiB of the second quarter's).
+tick), memory flat (its trend over the second half adds at most 4 MiB, or 10%, an hour).
 """
 
 import argparse
@@ -272,13 +272,23 @@ def memory_over_time(E, repo, pid, minutes):
     return samples, events
 
 
+def growth_per_hour(samples):
+    """The resident memory's trend over the second half of the samples (least squares), in MiB an
+    hour: the first half holds the warm-up (the page's first loads, the allocator's pools)."""
+    half = samples[len(samples) // 2:]
+    if len(half) < 3:
+        return 0.0
+    xs = [s["s"] for s in half]
+    ys = [s["rss_kib"] / 1024 for s in half]
+    mx, my = statistics.mean(xs), statistics.mean(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    return slope * 3600
+
+
 def flat(samples):
-    n = len(samples)
-    if n < 8:
-        return True
-    second = statistics.mean(s["rss_kib"] for s in samples[n // 4: n // 2])
-    last = statistics.mean(s["rss_kib"] for s in samples[3 * n // 4:])
-    return last <= max(second * 1.10, second + 4096)
+    """Flat: at that trend, an hour adds at most 4 MiB (or 10% of what it holds)."""
+    mean = statistics.mean(s["rss_kib"] / 1024 for s in samples)
+    return growth_per_hour(samples) <= max(4.0, 0.10 * mean)
 
 
 def main():
@@ -331,9 +341,9 @@ def report(attempts, paint, update, idle, idle_s, samples, events, args):
     print("| CPU of `serve` over %d s idle, page open | %d ticks (%d ms) | none | %s |"
           % (idle_s, idle, idle * 10, verdict(ok_idle)))
     first, last = samples[0]["rss_kib"], samples[-1]["rss_kib"]
-    print("| resident memory of `serve`, %d events over %.0f min | %.1f → %.1f MiB (max %.1f) | flat | %s |"
+    print("| resident memory of `serve`, %d events over %.0f min | %.1f → %.1f MiB (max %.1f); trend %+.1f MiB/hour | flat | %s |"
           % (events, args.minutes, first / 1024, last / 1024, max(s["rss_kib"] for s in samples) / 1024,
-             verdict(ok_mem)))
+             growth_per_hour(samples), verdict(ok_mem)))
     print()
     print("Memory (MiB) every %d s: %s" % (samples[1]["s"] - samples[0]["s"] if len(samples) > 1 else 0,
                                             " ".join("%.1f" % (s["rss_kib"] / 1024) for s in samples)))

@@ -151,6 +151,15 @@ impl Response {
             nonce: None,
         }
     }
+    /// JSON already written as text.
+    pub fn json_text(body: String) -> Response {
+        Response {
+            status: 200,
+            content_type: "application/json",
+            body: body.into_bytes(),
+            nonce: None,
+        }
+    }
     pub fn text(status: u16, text: impl Into<String>) -> Response {
         Response {
             status,

@@ -8,6 +8,7 @@
 //! file paths: the only names a URL may carry are existing conferences' and their attempts'
 //! commits. Everything agents wrote reaches the page as JSON that the page inserts as text.
 
+mod actions;
 pub mod auth;
 mod http;
 pub mod views;
@@ -18,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Result;
-use serde_json::{json, Value};
+use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::broadcast;
 
@@ -163,8 +164,19 @@ fn not_found() -> Response {
     )
 }
 
-/// Answers a GET (or refuses anything else).
+/// Answers a GET or an action's POST (or refuses anything else).
 fn answer(git_dir: &Path, request: &Request) -> Response {
+    if request.method == "POST" {
+        let parts: Vec<&str> = request.path.split('/').skip(1).collect();
+        if let ["api", name, what] = parts.as_slice() {
+            if let Some(name) = known_conference(git_dir, name) {
+                if let Some(response) = actions::act(git_dir, &name, what, &request.body) {
+                    return response;
+                }
+            }
+        }
+        return not_found();
+    }
     if request.method != "GET" {
         return Response::text(
             405,
@@ -184,7 +196,7 @@ fn answer_get(git_dir: &Path, request: &Request) -> Result<Option<Response>> {
     let parts: Vec<&str> = request.path.split('/').skip(1).collect();
     let conference = |name: &str| names.iter().any(|n| n == name);
     Ok(Some(match parts.as_slice() {
-        [""] => page(&json!({ "conferences": views::conferences_json(&repo, &names) })),
+        [""] => page(&json!({ "conferences": views::conferences_json(&repo, &names) }).to_string()),
         ["api", "conferences"] => Response::json(&views::conferences_json(&repo, &names)),
         ["c", name] if conference(name) => page(&conference_page(&repo, name)?),
         ["api", name, what] if conference(name) => return api(&repo, name, what, request),
@@ -218,7 +230,8 @@ fn api(
                     )))
                 }
             };
-            views::attempts_json(&views::attempts(&conf, &conf.state())?, since)
+            let all = views::attempts(&conf, &conf.state())?;
+            return Ok(Some(Response::json_text(views::attempts_text(&all, since))));
         }
         _ => return Ok(None),
     };
@@ -249,24 +262,29 @@ fn commit_view(
     }))
 }
 
-/// What a conference's page shows first, so its first paint needs no other request.
-fn conference_page(repo: &git2::Repository, name: &str) -> Result<Value> {
+/// What a conference's page shows first, so its first paint needs no other request (JSON
+/// text: the attempts are written straight from their records).
+fn conference_page(repo: &git2::Repository, name: &str) -> Result<String> {
     let conf = crate::engine::Conference::view(repo.path(), name)?;
     let st = conf.state();
-    Ok(json!({
+    let mut head = json!({
         "name": name,
         "status": views::status_json(repo, name, &conf)?,
         "summary": views::summary_json(repo, &conf),
-        "attempts": views::attempts_json(&views::attempts(&conf, &st)?, 0),
         "rounds": views::rounds_json(&conf, &st),
-    }))
+    })
+    .to_string();
+    let attempts = views::attempts_text(&views::attempts(&conf, &st)?, 0);
+    head.pop(); // its closing brace
+    Ok(format!("{head},\"attempts\":{attempts}}}"))
 }
 
-/// The page with `initial` in it, escaped for its script element.
-fn page(initial: &Value) -> Response {
+/// The page with `initial` (JSON text) in it, escaped for its script element.
+fn page(initial: &str) -> Response {
     let nonce = auth::new_token().unwrap_or_else(|_| format!("{:x}", crate::clock::now_unix()));
+    // The nonce first: only the page's own script element gets it, never data put in after.
     let html = PAGE
-        .replace("__INITIAL_JSON__", &views::script_json(initial))
-        .replace("<script>", &format!("<script nonce=\"{nonce}\">"));
+        .replace("<script>", &format!("<script nonce=\"{nonce}\">"))
+        .replace("__INITIAL_JSON__", &views::script_json(initial));
     Response::html(html, nonce)
 }

@@ -82,6 +82,7 @@ pub fn summary_json(repo: &Repository, conf: &Conference) -> Value {
         "running_lines": crate::engine::budget::running_lines(cfg, &st, st.running_seconds() + live),
         "running_seconds": st.running_seconds() + live,
         "devices": cfg.environment.devices,
+        "max_parallel_evaluations": cfg.environment.max_parallel_evaluations,
         "leases": leases,
         "now": crate::clock::now_iso(),
     })
@@ -99,21 +100,26 @@ pub fn attempts(conf: &Conference, st: &State) -> Result<Vec<AttemptRecord>> {
     crate::engine::synthesis::all_attempts(conf, st)
 }
 
-/// The attempts from the `since`-th on (0 = all), each with its index `n`.
-pub fn attempts_json(all: &[AttemptRecord], since: usize) -> Value {
-    let rows: Vec<Value> = all
-        .iter()
-        .enumerate()
-        .skip(since)
-        .map(|(n, a)| {
-            let mut v = serde_json::to_value(a).unwrap_or(Value::Null);
-            if let Some(map) = v.as_object_mut() {
-                map.insert("n".into(), json!(n));
-            }
-            v
-        })
-        .collect();
-    Value::Array(rows)
+/// The attempts from the `since`-th on (0 = all), each its record with its index `n` first, as
+/// JSON text (written straight from the records: at 10,000 attempts a `Value` tree of them, or
+/// serde's flattening, costs more than reading them).
+pub fn attempts_text(all: &[AttemptRecord], since: usize) -> String {
+    let mut out = String::with_capacity(all.len().saturating_sub(since) * 360 + 2);
+    out.push('[');
+    for (n, attempt) in all.iter().enumerate().skip(since) {
+        let record = serde_json::to_string(attempt).unwrap_or_else(|_| "{}".into());
+        if n > since {
+            out.push(',');
+        }
+        out.push_str(&format!("{{\"n\":{n}"));
+        // The record is an object with fields: `{"round":…}` goes on after the index.
+        if record.len() > 2 {
+            out.push(',');
+        }
+        out.push_str(&record[1..]);
+    }
+    out.push(']');
+    out
 }
 
 /// Each round's peer review (the findings and their verdicts) and knowledge transfer (each
@@ -173,17 +179,22 @@ pub fn note_text(repo: &Repository, commit: Oid) -> Result<Option<String>> {
     crate::store::notes::read_note(repo, commit)
 }
 
-/// JSON for inside a `<script>` element: every `<`, `>` and `&` escaped, and the two line
+/// JSON text for inside a `<script>` element: every `<`, `>` and `&` escaped, and the two line
 /// separators JavaScript reads as line ends, so no string an agent wrote (`</script>`) can end
-/// the element or start markup.
-pub fn script_json(value: &Value) -> String {
-    serde_json::to_string(value)
-        .unwrap_or_else(|_| "null".into())
-        .replace('<', "\\u003c")
-        .replace('>', "\\u003e")
-        .replace('&', "\\u0026")
-        .replace('\u{2028}', "\\u2028")
-        .replace('\u{2029}', "\\u2029")
+/// the element or start markup. (Outside strings JSON has none of these characters.)
+pub fn script_json(json: &str) -> String {
+    let mut out = String::with_capacity(json.len() + json.len() / 16);
+    for c in json.chars() {
+        match c {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -193,7 +204,7 @@ mod tests {
     #[test]
     fn json_inside_the_page_cannot_end_its_script_element() {
         let v = json!({"d": "</script><img src=x onerror=alert(1)> & \u{2028}"});
-        let s = script_json(&v);
+        let s = script_json(&v.to_string());
         assert!(!s.contains('<') && !s.contains('>') && !s.contains('&'));
         let back: Value = serde_json::from_str(&s).unwrap();
         assert_eq!(back, v);

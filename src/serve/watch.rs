@@ -64,12 +64,11 @@ fn watch_loop(
     fetch: Option<Fetch>,
     updates: &broadcast::Sender<Arc<Update>>,
 ) {
-    let Ok(repo) = Repository::open(common_dir) else {
-        return;
-    };
     let mut tips: HashMap<String, Oid> = HashMap::new();
     add_watches(common_dir, inotify);
-    look(&repo, &mut tips, None);
+    if let Ok(repo) = Repository::open(common_dir) {
+        look(&repo, &mut tips, None);
+    }
     let mut buf = vec![0u8; 64 * 1024];
     let mut next_fetch = fetch.as_ref().map(|f| Instant::now() + f.every);
     loop {
@@ -85,7 +84,11 @@ fn watch_loop(
                 next_fetch = Some(Instant::now() + f.every);
             }
         }
-        look(&repo, &mut tips, Some(updates));
+        // Opened afresh each time: a repository kept open keeps libgit2's caches of every
+        // event read, and a server left running for days would grow with its conference.
+        if let Ok(repo) = Repository::open(common_dir) {
+            look(&repo, &mut tips, Some(updates));
+        }
     }
 }
 

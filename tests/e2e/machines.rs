@@ -633,6 +633,8 @@ fn guidance_given_mid_research_is_published_over_the_other_machines_events() {
     assert_eq!(guidance.len(), 1, "{guidance:?}");
     assert_eq!(guidance[0]["payload"]["text"], "prefer small steps");
     assert_eq!(machine_of(guidance[0]), "m1");
+}
+
 /// Several machines keep working with a launcher: each machine's evaluations go through the
 /// launcher from its own clone (staged under its own run folder, removed afterwards), and the
 /// conference reaches the best of one machine running the same config.

@@ -256,3 +256,127 @@ fn serve_costs_no_cpu_between_events() {
         at.elapsed()
     );
 }
+
+#[test]
+fn steer_answer_and_stop_from_the_api_are_recorded_as_the_commands_record_them() {
+    let repo = TestRepo::from_fixture("complement");
+    repo.write_executable(
+        "ask.sh",
+        "#!/bin/sh\n./agent.sh\necho 'QUESTION: may I change b.txt too?' >> \"$CONFERENCE_NOTE_FILE\"\n",
+    );
+    repo.commit_all("an agent that asks");
+    let repo = super::paused_conference_of(repo, "talk", "./ask.sh");
+    let served = Served::start(&repo, &["talk"]);
+    let origin = format!("http://{}", served.addr);
+    let post = |what: &str, body: &str| {
+        let path = format!("/api/talk/{what}?token={}", served.token);
+        http(&served.addr, "POST", &path, &[("Origin", &origin)], body)
+    };
+    let (code, said) = post("steer", r#"{"text": "prefer small steps"}"#);
+    assert_eq!(code, 200, "{said}");
+    assert!(
+        json(&said)["said"].as_str().unwrap().contains("recorded"),
+        "{said}"
+    );
+    let guidance = repo.events_named("talk", "conference.guidance");
+    assert_eq!(guidance.len(), 1);
+    assert_eq!(
+        repo.status_json("talk")["guidance"][0]["text"],
+        "prefer small steps"
+    );
+
+    let st = repo.status_json("talk");
+    let question = st["questions"][0]["id"].as_str().unwrap().to_string();
+    let (code, said) = post(
+        "answer",
+        &format!(r#"{{"question": "{question}", "text": "yes"}}"#),
+    );
+    assert_eq!(code, 200, "{said}");
+    assert_eq!(repo.status_json("talk")["questions"][0]["answer"], "yes");
+    let (code, said) = post("answer", r#"{"question": "Q999", "text": "yes"}"#);
+    assert_eq!(code, 400, "{said}");
+    let (code, said) = post("steer", r#"{"words": "no text field"}"#);
+    assert_eq!(code, 400, "{said}");
+    assert!(said.contains("\"text\""), "{said}");
+    // Nothing runs it: a stop has nothing to stop, as the command says.
+    let (code, said) = post("stop", "{}");
+    assert_eq!(code, 200, "{said}");
+    let (code, _) = post("restart", "{}");
+    assert_eq!(code, 404);
+    let (code, _) = http(
+        &served.addr,
+        "POST",
+        &format!("/api/nope/stop?token={}", served.token),
+        &[("Origin", &origin)],
+        "{}",
+    );
+    assert_eq!(code, 404);
+}
+
+#[test]
+fn a_clone_follows_a_conference_that_runs_elsewhere_with_fetch() {
+    let repo = paused_conference("far");
+    let remote = repo.bare_origin();
+    let pushed = repo.conference(&["push"]);
+    assert_eq!(pushed.code, 0, "{}{}", pushed.stdout, pushed.stderr);
+    let clone = repo.tmp.path().join("clone");
+    repo.git(&[
+        "clone",
+        "-q",
+        remote.to_str().unwrap(),
+        clone.to_str().unwrap(),
+    ]);
+    let fetched = repo.conference_in(&clone, &["fetch"]);
+    assert_eq!(fetched.code, 0, "{}{}", fetched.stdout, fetched.stderr);
+    let served = Served::start_in(&repo, &clone, &["far", "--fetch", "1s"]);
+    let events = |body: &str| json(body)["events"].as_u64().unwrap();
+    let before = events(&served.get("/api/far/status").1);
+    assert_eq!(before, repo.status_json("far")["events"].as_u64().unwrap());
+
+    // The conference goes on in the first clone and is pushed; the server of the second sees it.
+    let resumed = repo.conference(&["resume", "far"]);
+    assert_eq!(resumed.code, 0, "{}{}", resumed.stdout, resumed.stderr);
+    assert_eq!(repo.conference(&["push"]).code, 0);
+    let after = repo.status_json("far")["events"].as_u64().unwrap();
+    assert!(after > before);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while events(&served.get("/api/far/status").1) != after {
+        assert!(
+            Instant::now() < deadline,
+            "the clone's server never showed the pushed events"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let attempts = json(&served.get("/api/far/attempts").1);
+    assert_eq!(attempts.as_array().unwrap().len(), 8);
+}
+
+#[test]
+fn serve_refuses_what_it_cannot_serve_with_what_to_write_instead() {
+    let repo = TestRepo::complement_conference("refused");
+    let run = repo.conference(&["serve", "nope", "--port", "0"]);
+    assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("no conference named `nope`") && run.stderr.contains("refused"),
+        "{}",
+        run.stderr
+    );
+    let run = repo.conference(&["serve", "refused", "--fetch", "soon", "--port", "0"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("--fetch soon: write an interval such as 10s"),
+        "{}",
+        run.stderr
+    );
+    // A port another server holds.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let run = repo.conference(&["serve", "refused", "--port", &port]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("cannot listen on 127.0.0.1:") && run.stderr.contains("--port 0"),
+        "{}",
+        run.stderr
+    );
+}

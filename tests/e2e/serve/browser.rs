@@ -4,7 +4,10 @@
 use std::time::{Duration, Instant};
 
 use super::webdriver::Browser;
-use super::{markup_conference, paused_conference, Served, XSS_IMG, XSS_SCRIPT};
+use super::{
+    markup_conference, paused_conference, paused_conference_of, Served, XSS_IMG, XSS_SCRIPT,
+};
+use crate::common::TestRepo;
 
 /// Where the page's screenshot is kept (printed by the test that takes it).
 fn artifact(name: &str) -> std::path::PathBuf {
@@ -129,4 +132,67 @@ fn markup_that_agents_wrote_stays_text_in_the_browser() {
     );
     let detail = browser.run("return document.getElementById('attempt-detail').textContent");
     assert!(detail.as_str().unwrap().contains("<"), "{detail}");
+}
+
+#[test]
+#[cfg_attr(
+    not(has_chromium),
+    ignore = "needs Chromium and ChromeDriver: .ci/run installs them"
+)]
+fn steer_from_the_page_is_recorded_and_reaches_the_next_prompt() {
+    // Researchers that keep a copy of each prompt they get, then do the complement agent's work.
+    let repo = TestRepo::from_fixture("complement");
+    let prompts = repo.dir.join("..").join("prompts");
+    std::fs::create_dir_all(&prompts).unwrap();
+    repo.write_executable(
+        "keep-prompt.sh",
+        "#!/bin/sh\ncp \"$CONFERENCE_PROMPT_FILE\" \"$1/$CONFERENCE_RESEARCHER-$CONFERENCE_ROUND-$CONFERENCE_ITERATION.md\"\nexec ./agent.sh\n",
+    );
+    repo.commit_all("an agent that keeps its prompts");
+    let agent = format!(
+        "./keep-prompt.sh {}",
+        prompts.canonicalize().unwrap().display()
+    );
+    let repo = paused_conference_of(repo, "steered", &agent);
+    let served = Served::start(&repo, &["steered"]);
+    let browser = Browser::start();
+    browser.open(&served.url);
+    browser.wait_for(
+        "return document.getElementById('live').textContent === 'live'",
+        Duration::from_secs(10),
+    );
+
+    let guidance = "try halving b.txt <b>first</b>";
+    browser.run(&format!(
+        "document.getElementById('steer-text').value = {}; document.getElementById('steer').click(); return 1",
+        serde_json::to_string(guidance).unwrap()
+    ));
+    // The event is in the log, and the page (live, as text) shows the guidance in force.
+    let (said, _) = browser.wait_for(
+        "const g = document.getElementById('guidance'); return g && g.textContent",
+        Duration::from_secs(10),
+    );
+    assert!(said.as_str().unwrap().contains(guidance), "{said}");
+    let events = repo.events_named("steered", "conference.guidance");
+    assert_eq!(events.len(), 1);
+    assert!(
+        events[0].to_string().contains("halving b.txt"),
+        "{}",
+        events[0]
+    );
+    assert_eq!(
+        browser.run("return document.querySelectorAll('#guidance b').length"),
+        0
+    );
+
+    // Round 2's prompts carry it.
+    let resumed = repo.conference(&["resume", "steered"]);
+    assert_eq!(resumed.code, 0, "{}{}", resumed.stdout, resumed.stderr);
+    let prompt = std::fs::read_to_string(prompts.join("A-2-1.md")).unwrap();
+    assert!(
+        prompt.contains(guidance),
+        "round 2's prompt lacks the guidance:\n{prompt}"
+    );
+    let before = std::fs::read_to_string(prompts.join("A-1-1.md")).unwrap();
+    assert!(!before.contains("halving"));
 }

@@ -28,8 +28,14 @@ pub struct Served {
 impl Served {
     /// Starts `git-conference serve <args> --port 0` in `repo` and waits for its address.
     pub fn start(repo: &TestRepo, args: &[&str]) -> Served {
+        Served::start_in(repo, &repo.dir, args)
+    }
+
+    /// [`Served::start`] in the clone at `dir`.
+    pub fn start_in(repo: &TestRepo, dir: &std::path::Path, args: &[&str]) -> Served {
         let mut child = repo
             .command(env!("CARGO_BIN_EXE_git-conference"))
+            .current_dir(dir)
             .arg("serve")
             .args(args)
             .args(["--port", "0"])
@@ -137,8 +143,12 @@ pub fn http(
 /// A conference of two researchers (the complement fixture) paused after round 1 of 2: `resume`
 /// then records round 2's events while a test watches.
 pub fn paused_conference(name: &str) -> TestRepo {
-    let repo = TestRepo::from_fixture("complement");
-    let config = ConfigBuilder::new("Live", "./agent.sh")
+    paused_conference_of(TestRepo::from_fixture("complement"), name, "./agent.sh")
+}
+
+/// [`paused_conference`] in `repo` with researchers running `agent`.
+pub fn paused_conference_of(repo: TestRepo, name: &str, agent: &str) -> TestRepo {
+    let config = ConfigBuilder::new("Live", agent)
         .count(2)
         .iterations(2)
         .rounds(2)

@@ -1,0 +1,358 @@
+#!/usr/bin/env python3
+"""The live page (`git conference serve`) at 10,000 attempts: first paint, update latency, idle
+CPU and memory over time. Python 3 standard library only; needs Chromium and ChromeDriver
+(/usr/bin/chromium, /usr/bin/chromedriver).
+
+    python3 bench/serve.py                       # builds the release binary and the helper, 10 minutes of events
+    python3 bench/serve.py --minutes 60          # the hour the issue asks for
+    python3 bench/serve.py --attempts 1000 --minutes 1   # a quick look
+
+What it does, in a temporary folder:
+1. A real conference (the complement fixture, two researchers, paused after round 1), grown to
+   --attempts attempts by benches/serve_attempts.rs (the store's own event commits, 100 attempts
+   a round), then `git conference serve` on it.
+2. First paint: headless Chromium (through ChromeDriver's WebDriver endpoints) loads the page
+   --reps times; the figures are the browser's own: first contentful paint, and the end of the
+   page's first full drawing (its `rendered` performance mark), from the navigation's start.
+3. Update: --reps times, `git conference steer NAME "…"` records an event while the page is open;
+   the figure is from starting that command to the end of the page's drawing that follows
+   (its `rendered` mark, on the same clock). It includes starting the command.
+4. Idle CPU: the server's CPU ticks (/proc/<pid>/stat, 10 ms each) over --idle seconds with the
+   page open and nothing recorded.
+5. Memory: one event a second (`steer`) for --minutes, the page open and following; the
+   server's resident memory sampled every 10 s.
+
+Prints the figures as Markdown (BENCHMARKS.md has a run); --json FILE writes them raw. Exits 1
+when a target is missed: first paint <= 300 ms, update <= 1 s, no CPU while idle (at most one
+tick), memory flat (its trend over the second half adds at most 4 MiB, or 10%, an hour).
+"""
+
+import argparse
+import base64
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NAME = "big"
+
+
+def log(msg):
+    print("[serve bench] " + msg, file=sys.stderr, flush=True)
+
+
+def build():
+    """The release binary and the grow helper's executable."""
+    log("building the release binary and benches/serve_attempts.rs")
+    subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
+    out = subprocess.run(["cargo", "bench", "--no-run", "--quiet", "--bench", "serve_attempts",
+                          "--message-format=json"], cwd=ROOT, check=True, stdout=subprocess.PIPE,
+                         text=True).stdout
+    grow = None
+    for line in out.splitlines():
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            continue
+        if msg.get("reason") == "compiler-artifact" and msg.get("executable"):
+            grow = msg["executable"]
+    meta = json.loads(subprocess.run(["cargo", "metadata", "--format-version", "1", "--no-deps"],
+                                     cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True).stdout)
+    return os.path.join(meta["target_directory"], "release", "git-conference"), grow
+
+
+class Env:
+    """A hermetic environment: its own HOME, no system git config, the binary on PATH."""
+
+    def __init__(self, tmp, binary):
+        self.bin = os.path.join(tmp, "bin")
+        self.home = os.path.join(tmp, "home")
+        os.makedirs(self.bin)
+        os.makedirs(self.home)
+        os.symlink(os.path.abspath(binary), os.path.join(self.bin, "git-conference"))
+        self.vars = dict(os.environ, HOME=self.home, GIT_CONFIG_NOSYSTEM="1", TZ="UTC",
+                         PATH=self.bin + os.pathsep + os.environ.get("PATH", ""),
+                         GIT_AUTHOR_NAME="Bench", GIT_AUTHOR_EMAIL="bench@example.com",
+                         GIT_COMMITTER_NAME="Bench", GIT_COMMITTER_EMAIL="bench@example.com")
+
+    def run(self, args, cwd, check=True):
+        return subprocess.run(args, cwd=cwd, env=self.vars, check=check, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+
+
+CONFIG = """# Conference: Big
+
+## Goal
+Lower the score.
+
+## Mode
+metric
+
+## Success Metric
+- **Metric:** score
+- **Target:** none
+- **Direction:** minimize
+
+## Researchers
+- **Count:** 2
+- **Iterations per round:** 2
+- **Max rounds:** 5000
+
+## Search Space Partitioning
+**Strategy:** free
+
+## Noise Handling
+- **Noise runs:** 1
+
+## Constraints
+- **Max total iterations:** 100000
+- **Pause every:** 1
+
+## Evaluation
+- command: ./eval.sh
+- timeout: 30s
+- frozen: eval.sh
+
+## Agent
+- command: ./agent.sh
+- timeout: 30s
+"""
+
+
+def make_conference(E, tmp, grow, attempts):
+    repo = os.path.join(tmp, "repo")
+    shutil.copytree(os.path.join(ROOT, "fixtures", "complement"), repo)
+    with open(os.path.join(repo, "conference.md"), "w") as f:
+        f.write(CONFIG)
+    E.run(["git", "init", "-q", "-b", "main"], repo)
+    E.run(["git", "add", "-A"], repo)
+    E.run(["git", "commit", "-qm", "fixture"], repo)
+    started = E.run(["git", "conference", "start", NAME], repo, check=False)
+    if started.returncode != 3:
+        raise RuntimeError("start did not pause after round 1: " + started.stdout + started.stderr)
+    rounds = max(0, -(-(attempts - 4) // 100))
+    log("growing the conference by %d rounds of 100 attempts" % rounds)
+    E.run([grow, repo, NAME, str(rounds), "100"], repo)
+    st = json.loads(E.run(["git", "conference", "status", NAME, "--format", "json"], repo).stdout)
+    return repo, st["total_iterations"]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Browser:
+    """Headless Chromium through ChromeDriver's W3C WebDriver endpoints."""
+
+    def __init__(self, tmp):
+        port = free_port()
+        self.base = "http://127.0.0.1:%d" % port
+        self.driver = subprocess.Popen(["/usr/bin/chromedriver", "--port=%d" % port],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        args = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-dev-shm-usage", "--window-size=1400,1000",
+                "--user-data-dir=" + os.path.join(tmp, "chromium-profile")]
+        caps = {"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": {
+            "binary": "/usr/bin/chromium", "args": args}}}}
+        self.session = self.call("POST", "/session", caps)["sessionId"]
+
+    def call(self, method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.base + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return json.loads(r.read())["value"]
+
+    def open(self, url):
+        self.call("POST", "/session/%s/url" % self.session, {"url": url})
+
+    def run(self, script):
+        return self.call("POST", "/session/%s/execute/sync" % self.session, {"script": script, "args": []})
+
+    def wait_for(self, script, limit=30):
+        end = time.time() + limit
+        while time.time() < end:
+            v = self.run(script)
+            if v:
+                return v
+            time.sleep(0.02)
+        raise RuntimeError("waited %ss for: %s" % (limit, script))
+
+    def close(self):
+        try:
+            self.call("DELETE", "/session/%s" % self.session)
+        finally:
+            self.driver.kill()
+            self.driver.wait()
+
+
+def start_server(E, repo):
+    proc = subprocess.Popen([os.path.join(E.bin, "git-conference"), "serve", NAME, "--port", "0"],
+                            cwd=repo, env=E.vars, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            stdin=subprocess.DEVNULL, text=True)
+    line = proc.stdout.readline()
+    if not line.startswith("Serving "):
+        raise RuntimeError("serve printed %r" % line)
+    return proc, line.split(" ", 1)[1].strip()
+
+
+def ticks(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def first_paint(browser, url, reps):
+    rows = []
+    for _ in range(reps):
+        browser.open("about:blank")
+        browser.open(url)
+        browser.wait_for("return performance.getEntriesByName('rendered').length > 0")
+        rows.append(browser.run("""
+            const nav = performance.getEntriesByType('navigation')[0];
+            const fcp = performance.getEntriesByName('first-contentful-paint')[0];
+            return {response_end: nav.responseEnd, fcp: fcp ? fcp.startTime : null,
+                    rendered: performance.getEntriesByName('rendered')[0].startTime,
+                    bytes: nav.transferSize || nav.encodedBodySize};"""))
+    return rows
+
+
+def update_latency(E, repo, browser, reps):
+    out = []
+    for i in range(reps):
+        text = "bench update %d %f" % (i, time.time())
+        browser.run("performance.clearMarks('rendered'); return 1")
+        t0 = time.time() * 1000
+        E.run(["git", "conference", "steer", NAME, text], repo)
+        browser.wait_for("return document.getElementById('guidance') && "
+                         "document.getElementById('guidance').textContent.includes(%s)" % json.dumps(text))
+        marks = browser.run("return performance.getEntriesByName('rendered')"
+                            ".map(m => performance.timeOrigin + m.startTime)")
+        out.append(min(m for m in marks if m >= t0) - t0)
+        time.sleep(0.5)
+    return out
+
+
+def memory_over_time(E, repo, pid, minutes):
+    samples, events = [], 0
+    start = time.time()
+    next_sample = start
+    while time.time() - start < minutes * 60:
+        if time.time() >= next_sample:
+            samples.append({"s": round(time.time() - start), "rss_kib": rss_kib(pid)})
+            next_sample += 10
+        E.run(["git", "conference", "steer", NAME, "memory event %d" % events], repo)
+        events += 1
+        time.sleep(max(0.0, 1.0 - (time.time() - start) % 1.0))
+    samples.append({"s": round(time.time() - start), "rss_kib": rss_kib(pid)})
+    return samples, events
+
+
+def growth_per_hour(samples):
+    """The resident memory's trend over the second half of the samples (least squares), in MiB an
+    hour: the first half holds the warm-up (the page's first loads, the allocator's pools)."""
+    half = samples[len(samples) // 2:]
+    if len(half) < 3:
+        return 0.0
+    xs = [s["s"] for s in half]
+    ys = [s["rss_kib"] / 1024 for s in half]
+    mx, my = statistics.mean(xs), statistics.mean(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    return slope * 3600
+
+
+def flat(samples):
+    """Flat: at that trend, an hour adds at most 4 MiB (or 10% of what it holds)."""
+    mean = statistics.mean(s["rss_kib"] / 1024 for s in samples)
+    return growth_per_hour(samples) <= max(4.0, 0.10 * mean)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--attempts", type=int, default=10000)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--idle", type=int, default=30)
+    ap.add_argument("--minutes", type=float, default=10)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    binary, grow = build()
+    tmp = tempfile.mkdtemp(prefix="serve-bench-")
+    E = Env(tmp, binary)
+    repo, attempts = make_conference(E, tmp, grow, args.attempts)
+    server, url = start_server(E, repo)
+    browser = Browser(tmp)
+    try:
+        log("first paint at %d attempts" % attempts)
+        paint = first_paint(browser, url, args.reps)
+        log("update latency")
+        update = update_latency(E, repo, browser, args.reps)
+        log("idle CPU over %d s" % args.idle)
+        t = ticks(server.pid)
+        time.sleep(args.idle)
+        idle = ticks(server.pid) - t
+        log("memory over %.1f minutes of one event a second" % args.minutes)
+        samples, events = memory_over_time(E, repo, server.pid, args.minutes)
+    finally:
+        browser.close()
+        server.kill()
+        server.wait()
+    report(attempts, paint, update, idle, args.idle, samples, events, args)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def report(attempts, paint, update, idle, idle_s, samples, events, args):
+    fcp = statistics.median(r["fcp"] for r in paint)
+    rendered = statistics.median(r["rendered"] for r in paint)
+    res = {"attempts": attempts, "paint": paint, "update_ms": update, "idle_ticks": idle,
+           "idle_s": idle_s, "memory": samples, "events": events}
+    ok_paint, ok_update, ok_idle, ok_mem = rendered <= 300, max(update) <= 1000, idle <= 1, flat(samples)
+    verdict = lambda ok: "PASS" if ok else "MISS"
+    print("| at %d attempts | figure | target | |" % attempts)
+    print("| --- | ---: | ---: | --- |")
+    print("| first contentful paint (median of %d) | %.0f ms | | |" % (len(paint), fcp))
+    print("| first paint, whole page drawn (median; max %.0f ms) | %.0f ms | <= 300 ms | %s |"
+          % (max(r["rendered"] for r in paint), rendered, verdict(ok_paint)))
+    print("| update: `steer` started to the page redrawn (median; max %.0f ms) | %.0f ms | <= 1000 ms | %s |"
+          % (max(update), statistics.median(update), verdict(ok_update)))
+    print("| CPU of `serve` over %d s idle, page open | %d ticks (%d ms) | none | %s |"
+          % (idle_s, idle, idle * 10, verdict(ok_idle)))
+    first, last = samples[0]["rss_kib"], samples[-1]["rss_kib"]
+    print("| resident memory of `serve`, %d events over %.0f min | %.1f → %.1f MiB (max %.1f); trend %+.1f MiB/hour | flat | %s |"
+          % (events, args.minutes, first / 1024, last / 1024, max(s["rss_kib"] for s in samples) / 1024,
+             growth_per_hour(samples), verdict(ok_mem)))
+    print()
+    print("Memory (MiB) every %d s: %s" % (samples[1]["s"] - samples[0]["s"] if len(samples) > 1 else 0,
+                                            " ".join("%.1f" % (s["rss_kib"] / 1024) for s in samples)))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1)
+    if not (ok_paint and ok_update and ok_idle and ok_mem):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

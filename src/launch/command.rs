@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use super::wrapper::{self, Report, Wrapped};
+use super::wrapper::{self, Report};
 use super::{records, Ended, Launcher, Request};
 use crate::exec::process::{self, OnLine, Running, Spec};
 use crate::model::Placement;
@@ -34,13 +34,7 @@ pub async fn start(launcher: &Launcher, req: Request<'_>) -> Result<Option<Job>>
         &name,
         &records::Record::Command { dir: dir.clone() },
     )?;
-    let script = wrapper::script(&Wrapped {
-        command: req.command,
-        env: &req.env,
-        setup: launcher.setup.as_deref(),
-        shared: &launcher.settings.remote_shared,
-        report: Report::Streams,
-    });
+    let script = launcher.wrapper_script(&req, Report::Streams);
     super::stage::unpack(&launcher.git_dir, req.commit, &dir, &script).await?;
     let tree = dir.join("tree");
     std::fs::rename(dir.join("run.sh"), tree.join(WRAPPER))?;

@@ -136,6 +136,18 @@ impl Launcher {
         }
     }
 
+    /// The wrapper script a staged tree runs for `req`: its command, environment, setup and
+    /// remote shared data, reporting as `report` says.
+    fn wrapper_script(&self, req: &Request<'_>, report: wrapper::Report) -> String {
+        wrapper::script(&wrapper::Wrapped {
+            command: req.command,
+            env: &req.env,
+            setup: self.setup.as_deref(),
+            shared: &self.settings.remote_shared,
+            report,
+        })
+    }
+
     fn records_dir(&self) -> PathBuf {
         self.run_dir.join("launched")
     }

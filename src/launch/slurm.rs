@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use super::wrapper::{self, Report, Wrapped};
+use super::wrapper::Report;
 use super::{records, Ended, Launcher, Request, Stop};
 use crate::exec::process::{LineTail, OnLine, Outcome};
 use crate::model::Placement;
@@ -36,13 +36,7 @@ pub async fn start(launcher: &Launcher, req: Request<'_>) -> Result<Job> {
         dir: dir.clone(),
     };
     let record = records::write(&launcher.records_dir(), &name, &record)?;
-    let script = wrapper::script(&Wrapped {
-        command: req.command,
-        env: &req.env,
-        setup: launcher.setup.as_deref(),
-        shared: &launcher.settings.remote_shared,
-        report: Report::Files,
-    });
+    let script = launcher.wrapper_script(&req, Report::Files);
     super::stage::unpack(&launcher.git_dir, req.commit, &dir, &script).await?;
     let out = slurm_command("sbatch")
         .args(["--parsable", "--job-name", &name])

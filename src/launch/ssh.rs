@@ -14,7 +14,7 @@ use anyhow::{Context, Result};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdout};
 
-use super::wrapper::{self, quote, Report, Wrapped};
+use super::wrapper::{quote, Report};
 use super::{records, Ended, Launcher, Request, Stop};
 use crate::config::launcher::DEFAULT_REMOTE_STAGING;
 use crate::exec::process::{LineTail, OnLine, Outcome};
@@ -63,13 +63,7 @@ pub async fn start(launcher: &Launcher, req: Request<'_>) -> Result<Job> {
         dir: dir.clone(),
     };
     let record = records::write(&launcher.records_dir(), &name, &record)?;
-    let script = wrapper::script(&Wrapped {
-        command: req.command,
-        env: &req.env,
-        setup: launcher.setup.as_deref(),
-        shared: &launcher.settings.remote_shared,
-        report: Report::Files,
-    });
+    let script = launcher.wrapper_script(&req, Report::Files);
     let tar = super::stage::archive(&launcher.git_dir, req.commit).await?;
     let ssh_err = req.stderr.with_extension("ssh");
     let session_script = session_script(&dir, &script, req.stream);

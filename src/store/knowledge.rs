@@ -137,20 +137,10 @@ pub fn add_retrospective(
                 added.join(", ")
             }
         );
-        let new = commit(
-            repo,
-            &files,
-            &message,
-            &[tip].into_iter().flatten().collect::<Vec<_>>(),
-        )?;
-        Ok(cas::try_update(
-            repo,
-            KNOWLEDGE_REF,
-            new,
-            tip,
-            "git conference retrospective",
-        )?
-        .then(|| Added::Stored(added.clone())))
+        Ok(
+            commit_on(repo, tip, &files, &message, "git conference retrospective")?
+                .then(|| Added::Stored(added.clone())),
+        )
     })
 }
 
@@ -199,17 +189,11 @@ pub fn forget(repo: &Repository, id: &str) -> Result<Entry> {
             entry.conference,
             entry.change.clone() + &entry.reason
         );
-        let new = commit(
+        Ok(commit_on(
             repo,
+            tip,
             &files,
             &message,
-            &[tip].into_iter().flatten().collect::<Vec<_>>(),
-        )?;
-        Ok(cas::try_update(
-            repo,
-            KNOWLEDGE_REF,
-            new,
-            tip,
             "git conference knowledge forget",
         )?
         .then(|| entry.clone()))
@@ -317,6 +301,20 @@ fn files_at(repo: &Repository, commit: Option<Oid>) -> Result<BTreeMap<String, O
         }
     }
     Ok(files)
+}
+
+/// Commits `files` on the store's `tip` and moves the ref there if it still stands at `tip`
+/// (false when another process moved it first: the caller reads again and retries).
+fn commit_on(
+    repo: &Repository,
+    tip: Option<Oid>,
+    files: &BTreeMap<String, Oid>,
+    message: &str,
+    reflog: &str,
+) -> Result<bool> {
+    let parents: Vec<Oid> = tip.into_iter().collect();
+    let new = commit(repo, files, message, &parents)?;
+    cas::try_update(repo, KNOWLEDGE_REF, new, tip, reflog)
 }
 
 /// A commit of `files` (top-level blobs and trees) with `parents`.

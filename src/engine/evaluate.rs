@@ -145,7 +145,14 @@ type RunMetric = (f64, BTreeMap<String, f64>);
 /// Runs the evaluation `runs` times through the launcher, on one slot of the scheduler (waiting
 /// for it first); stops at the first run that fails.
 pub async fn evaluate(req: EvalRequest<'_>) -> Result<EvalResult> {
-    let slot = req.scheduler.acquire().await;
+    let who = req
+        .log_prefix
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned());
+    let slot = req
+        .scheduler
+        .acquire(who.as_deref().unwrap_or("evaluation"))
+        .await;
     let mut base_env = req.env.clone();
     slot.apply(&mut base_env);
     let mut runs = Vec::new();

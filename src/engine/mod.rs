@@ -177,7 +177,10 @@ impl Conference {
         let guard = paths::Guard::new(&config, &exists);
         drop(baseline);
         let hooks = Hooks::new(&repo);
-        let scheduler = schedule::Scheduler::new(&config.environment);
+        let scheduler = match access {
+            Access::Run => schedule::Scheduler::publishing(&config.environment, run_dir.clone()),
+            Access::Read => schedule::Scheduler::new(&config.environment),
+        };
         let launcher = crate::launch::Launcher::new(&config.environment, &repo_dir, &run_dir);
         Ok(Conference {
             name: name.clone(),

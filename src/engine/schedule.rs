@@ -13,9 +13,16 @@
 //! are listed, agents (and setup commands) see no device (`CUDA_VISIBLE_DEVICES` empty), so a
 //! training an agent starts on its own can never land on a device an evaluation holds and skew
 //! what it measures.
+//!
+//! Who holds a slot and who waits for one lives only in this process's memory, so the scheduler
+//! writes it to `<run dir>/queue.json` at every change (a snapshot replaced by rename, never a
+//! record: a run killed leaves a stale one, which readers ignore when no runner holds the lock);
+//! `serve` shows it as the devices queue.
 
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use serde::Serialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::config::environment::Environment;
@@ -35,6 +42,29 @@ pub struct Scheduler {
     /// Which places are taken (same order as `places`).
     busy: Arc<Mutex<Vec<bool>>>,
     permits: Option<Arc<Semaphore>>,
+    /// Who runs and who waits, and where it is published.
+    queue: Arc<Mutex<Queue>>,
+    published: Option<PathBuf>,
+}
+
+/// The devices queue as `<run dir>/queue.json` holds it: the evaluations running on a slot and
+/// those waiting for one, first come first.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct Queue {
+    pub running: Vec<Queued>,
+    pub waiting: Vec<Queued>,
+}
+
+/// One evaluation in the queue: who (its log's name, e.g. `A-r2-i5.eval`), since when, and the
+/// device and host it runs on.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct Queued {
+    pub who: String,
+    pub since: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 /// An ssh host (launcher `ssh`), a device, or both.
@@ -48,6 +78,8 @@ struct Place {
 /// ssh launcher. Dropping it frees them.
 pub struct Slot {
     place: Option<(usize, Arc<Mutex<Vec<bool>>>)>,
+    /// Taken off the published queue when the slot is given back.
+    leaves: Option<Leaving>,
     host: Option<String>,
     name: Option<String>,
     _permit: Option<OwnedSemaphorePermit>,
@@ -90,7 +122,22 @@ fn places(env: &Environment) -> Vec<Place> {
     all
 }
 
+/// What a slot needs to take itself off the queue.
+struct Leaving {
+    queue: Arc<Mutex<Queue>>,
+    published: Option<PathBuf>,
+    who: String,
+}
+
 impl Scheduler {
+    /// A scheduler whose queue is published to `<run_dir>/queue.json` when `run_dir` is given.
+    pub fn publishing(env: &Environment, run_dir: PathBuf) -> Scheduler {
+        Scheduler {
+            published: Some(run_dir.join(QUEUE_FILE)),
+            ..Scheduler::new(env)
+        }
+    }
+
     pub fn new(env: &Environment) -> Scheduler {
         let places = places(env);
         let limit = match (places.len(), env.max_parallel_evaluations) {
@@ -102,11 +149,34 @@ impl Scheduler {
             busy: Arc::new(Mutex::new(vec![false; places.len()])),
             places,
             permits: limit.map(|n| Arc::new(Semaphore::new(n.max(1)))),
+            queue: Default::default(),
+            published: None,
         }
     }
 
-    /// Waits for a free slot (first come, first served).
-    pub async fn acquire(&self) -> Slot {
+    /// Waits for a free slot (first come, first served) for the evaluation `who`, in the queue
+    /// while it waits and while it runs.
+    pub async fn acquire(&self, who: &str) -> Slot {
+        self.change_queue(|q| q.waiting.push(queued(who, None, None)));
+        let mut slot = self.take_slot().await;
+        self.change_queue(|q| {
+            remove_first(&mut q.waiting, who);
+            q.running
+                .push(queued(who, slot.name.clone(), slot.host.clone()));
+        });
+        slot.leaves = Some(Leaving {
+            queue: Arc::clone(&self.queue),
+            published: self.published.clone(),
+            who: who.to_string(),
+        });
+        slot
+    }
+
+    fn change_queue(&self, change: impl FnOnce(&mut Queue)) {
+        change_queue(&self.queue, self.published.as_ref(), change);
+    }
+
+    async fn take_slot(&self) -> Slot {
         let permit = match &self.permits {
             Some(s) => Some(
                 Arc::clone(s)
@@ -119,6 +189,7 @@ impl Scheduler {
         if self.places.is_empty() {
             return Slot {
                 place: None,
+                leaves: None,
                 host: None,
                 name: None,
                 _permit: permit,
@@ -133,6 +204,7 @@ impl Scheduler {
         busy[index] = true;
         Slot {
             place: Some((index, Arc::clone(&self.busy))),
+            leaves: None,
             host: self.places[index].host.clone(),
             name: self.places[index].device.clone(),
             _permit: permit,
@@ -171,8 +243,56 @@ impl Slot {
     }
 }
 
+/// The file, in the run folder, that holds the devices queue.
+pub const QUEUE_FILE: &str = "queue.json";
+
+fn queued(who: &str, device: Option<String>, host: Option<String>) -> Queued {
+    Queued {
+        who: who.to_string(),
+        since: crate::clock::now_iso(),
+        device,
+        host,
+    }
+}
+
+/// Changes the queue and, when it is published, replaces the file (written aside, then renamed,
+/// so a reader never sees half of it; a failure to write only leaves the page behind).
+fn change_queue(
+    queue: &Mutex<Queue>,
+    published: Option<&PathBuf>,
+    change: impl FnOnce(&mut Queue),
+) {
+    let mut queue = queue.lock().unwrap();
+    change(&mut queue);
+    let Some(path) = published else {
+        return;
+    };
+    let aside = path.with_extension("json.new");
+    let text = serde_json::to_vec(&*queue).expect("the queue serialises");
+    if std::fs::write(&aside, text).is_ok() {
+        let _ = std::fs::rename(&aside, path);
+    }
+}
+
+fn remove_first(list: &mut Vec<Queued>, who: &str) {
+    if let Some(at) = list.iter().position(|q| q.who == who) {
+        list.remove(at);
+    }
+}
+
+/// The devices queue a running conference published in `run_dir` (None when there is none).
+pub fn published_queue(run_dir: &std::path::Path) -> Option<serde_json::Value> {
+    let text = std::fs::read(run_dir.join(QUEUE_FILE)).ok()?;
+    serde_json::from_slice(&text).ok()
+}
+
 impl Drop for Slot {
     fn drop(&mut self) {
+        if let Some(leaving) = &self.leaves {
+            change_queue(&leaving.queue, leaving.published.as_ref(), |q| {
+                remove_first(&mut q.running, &leaving.who)
+            });
+        }
         if let Some((index, busy)) = &self.place {
             busy.lock().unwrap()[*index] = false;
         }
@@ -205,7 +325,7 @@ mod tests {
             tasks.push(tokio::spawn(async move {
                 let mut max = 0;
                 for _ in 0..5 {
-                    let slot = s.acquire().await;
+                    let slot = s.acquire("test").await;
                     let d: usize = slot.device().unwrap().parse().unwrap();
                     assert_eq!(on[d].fetch_add(1, Ordering::SeqCst), 0, "device {d} shared");
                     max = max.max(running.fetch_add(1, Ordering::SeqCst) + 1);
@@ -251,7 +371,8 @@ mod tests {
                 (Some("gpu2"), Some("1"))
             ]
         );
-        let fifth = tokio::time::timeout(std::time::Duration::from_millis(50), s.acquire()).await;
+        let fifth =
+            tokio::time::timeout(std::time::Duration::from_millis(50), s.acquire("test")).await;
         assert!(
             fifth.is_err(),
             "a fifth evaluation started with every host's devices busy"
@@ -264,20 +385,22 @@ mod tests {
         assert!(slots
             .iter()
             .all(|x| x.device().is_none() && x.host().is_some()));
-        let third = tokio::time::timeout(std::time::Duration::from_millis(50), s.acquire()).await;
+        let third =
+            tokio::time::timeout(std::time::Duration::from_millis(50), s.acquire("test")).await;
         assert!(third.is_err());
     }
 
     #[tokio::test]
     async fn the_limit_and_the_devices_combine() {
         let s = Scheduler::new(&env(&["a", "b", "c"], Some(2)));
-        let x = s.acquire().await;
-        let y = s.acquire().await;
+        let x = s.acquire("test").await;
+        let y = s.acquire("test").await;
         assert_eq!((x.device(), y.device()), (Some("a"), Some("b")));
-        let third = tokio::time::timeout(std::time::Duration::from_millis(50), s.acquire()).await;
+        let third =
+            tokio::time::timeout(std::time::Duration::from_millis(50), s.acquire("test")).await;
         assert!(third.is_err(), "a third evaluation started past the limit");
         drop(x);
-        let z = s.acquire().await;
+        let z = s.acquire("test").await;
         assert_eq!(z.device(), Some("a"));
         let mut vars = vec![(CUDA_VISIBLE_DEVICES.to_string(), String::new())];
         z.apply(&mut vars);
@@ -299,7 +422,7 @@ mod tests {
     async fn futures_all(s: &Scheduler, n: usize) -> Vec<Slot> {
         let mut out = Vec::new();
         for _ in 0..n {
-            out.push(s.acquire().await);
+            out.push(s.acquire("test").await);
         }
         out
     }
@@ -308,13 +431,13 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn waiting_is_first_come_first_served() {
         let s = Arc::new(Scheduler::new(&env(&[], Some(1))));
-        let first = s.acquire().await;
+        let first = s.acquire("test").await;
         let order = Arc::new(Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
         for i in 0..4 {
             let (s, order) = (s.clone(), order.clone());
             tasks.push(tokio::spawn(async move {
-                let _slot = s.acquire().await;
+                let _slot = s.acquire("test").await;
                 order.lock().unwrap().push(i);
             }));
             // Each waiter is queued before the next one asks.

@@ -207,7 +207,7 @@ fn answer_get(git_dir: &Path, request: &Request) -> Result<Option<Response>> {
     }))
 }
 
-/// `/api/<name>/status|summary|attempts|rounds`.
+/// `/api/<name>/status|summary|queue|attempts|rounds`.
 fn api(
     repo: &git2::Repository,
     name: &str,
@@ -218,6 +218,7 @@ fn api(
     let value = match what {
         "status" => views::status_json(repo, name, &conf)?,
         "summary" => views::summary_json(repo, &conf),
+        "queue" => views::queue_json(&conf),
         "rounds" => views::rounds_json(&conf, &conf.state()),
         "attempts" => {
             let since = match request.query.get("since").map(|s| s.parse::<usize>()) {

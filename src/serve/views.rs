@@ -83,9 +83,20 @@ pub fn summary_json(repo: &Repository, conf: &Conference) -> Value {
         "running_seconds": st.running_seconds() + live,
         "devices": cfg.environment.devices,
         "max_parallel_evaluations": cfg.environment.max_parallel_evaluations,
+        "queue": queue_json(conf),
         "leases": leases,
         "now": crate::clock::now_iso(),
     })
+}
+
+/// The devices queue of a running conference (the evaluations on a slot and those waiting for
+/// one, as its scheduler last wrote them); null when no runner holds the conference, whose
+/// last queue file is then stale.
+pub fn queue_json(conf: &Conference) -> Value {
+    match crate::lock::runner(&conf.run_dir) {
+        Some(_) => crate::engine::schedule::published_queue(&conf.run_dir).unwrap_or(Value::Null),
+        None => Value::Null,
+    }
 }
 
 /// Seconds since an RFC 3339 time (0 when it does not parse).

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::{http, paused_conference, Served};
-use crate::common::TestRepo;
+use crate::common::{ConfigBuilder, TestRepo};
 
 fn json(body: &str) -> Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
@@ -379,4 +379,76 @@ fn serve_refuses_what_it_cannot_serve_with_what_to_write_instead() {
         "{}",
         run.stderr
     );
+}
+
+/// The devices queue: with `devices: 0` and two researchers whose evaluations wait for a file,
+/// `/api/<name>/queue` shows one on device 0 and the other waiting; once the run has ended there
+/// is no queue (null), whatever its last file said.
+#[test]
+fn the_devices_queue_shows_who_runs_on_which_device_and_who_waits() {
+    let repo = TestRepo::new();
+    repo.write_executable(
+        "eval.sh",
+        r#"#!/bin/sh
+common=$(git rev-parse --git-common-dir)
+v=$(cat value.txt)
+if [ "$v" != 5 ]; then
+    touch "$common/evaluating-$CONFERENCE_RESEARCHER"
+    while [ ! -f "$common/go" ]; do sleep 0.1; done
+fi
+echo "score: $v"
+"#,
+    );
+    repo.write_executable(
+        "agent.sh",
+        "#!/bin/sh\ncase $CONFERENCE_RESEARCHER in A) echo 4 ;; *) echo 3 ;; esac >value.txt\necho lower >\"$CONFERENCE_NOTE_FILE\"\n",
+    );
+    repo.write("value.txt", "5\n");
+    repo.commit_all("an evaluation that waits for go");
+    let config = ConfigBuilder::new("Queue", "./agent.sh")
+        .count(2)
+        .iterations(1)
+        .frozen("eval.sh, agent.sh")
+        .build();
+    repo.write(
+        "conference.md",
+        &format!("{config}\n## Environment\n- devices: 0\n"),
+    );
+    let runner = repo.start_until("queue", "conference/queue/lock");
+    let served = Served::start(&repo, &["queue"]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let queue = loop {
+        let (code, body) = served.get("/api/queue/queue");
+        assert_eq!(code, 200, "{body}");
+        let queue = json(&body);
+        if queue["running"].as_array().is_some_and(|r| r.len() == 1)
+            && queue["waiting"].as_array().is_some_and(|w| w.len() == 1)
+        {
+            break queue;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never queued: {queue}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let running = &queue["running"][0];
+    assert_eq!(running["device"], "0", "{queue}");
+    let (runs, waits) = (
+        running["who"].as_str().unwrap(),
+        queue["waiting"][0]["who"].as_str().unwrap(),
+    );
+    assert!(runs.starts_with('A') || runs.starts_with('B'), "{queue}");
+    assert_ne!(runs[..1], waits[..1], "{queue}");
+    let summary = json(&served.get("/api/queue/summary").1);
+    assert_eq!(summary["queue"]["waiting"][0]["who"], waits, "{summary}");
+    std::fs::write(repo.git_dir().join("go"), "").unwrap();
+    let out = runner.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(json(&served.get("/api/queue/queue").1), Value::Null);
 }

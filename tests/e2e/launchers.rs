@@ -731,14 +731,18 @@ fn hang_the_first_attempt(log: &Path, gate: &Path) -> std::thread::JoinHandle<()
     })
 }
 
-/// Ctrl-C while an evaluation runs on a host ends it there (the wrapper's process group) and
-/// removes its staged folder; the run exits 130 and `resume` finishes the conference.
-#[test]
-#[cfg_attr(not(has_sshd), ignore = "needs OpenSSH's sshd: .ci/run installs it")]
-fn ctrl_c_cancels_the_evaluation_on_the_host() {
-    let tmp = tempfile::tempdir().unwrap();
-    let hosts = servers::SshHosts::start(tmp.path(), 1);
-    let (log, gate) = (tmp.path().join("evals.log"), tmp.path().join("gate"));
+/// A conference on one ssh host whose first attempt's evaluation hangs there: the host, the
+/// repository, its runner in the background, and the file holding the evaluation's pid.
+fn hung_on_one_host(
+    tmp: &std::path::Path,
+) -> (
+    servers::SshHosts,
+    TestRepo,
+    std::process::Child,
+    std::path::PathBuf,
+) {
+    let hosts = servers::SshHosts::start(tmp, 1);
+    let (log, gate) = (tmp.join("evals.log"), tmp.join("gate"));
     let repo = repo();
     repo.write(
         "conference.md",
@@ -748,8 +752,18 @@ fn ctrl_c_cancels_the_evaluation_on_the_host() {
     let opener = hang_the_first_attempt(&log, &gate);
     let runner = start_in_background(&repo);
     opener.join().unwrap();
-    let pid_file = tmp.path().join("gate.pid");
+    let pid_file = tmp.join("gate.pid");
     wait_for(&pid_file);
+    (hosts, repo, runner, pid_file)
+}
+
+/// Ctrl-C while an evaluation runs on a host ends it there (the wrapper's process group) and
+/// removes its staged folder; the run exits 130 and `resume` finishes the conference.
+#[test]
+#[cfg_attr(not(has_sshd), ignore = "needs OpenSSH's sshd: .ci/run installs it")]
+fn ctrl_c_cancels_the_evaluation_on_the_host() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (hosts, repo, runner, pid_file) = hung_on_one_host(tmp.path());
     let pid = std::fs::read_to_string(&pid_file).unwrap();
     let sent = std::process::Command::new("kill")
         .args(["-INT", &runner.id().to_string()])
@@ -781,19 +795,7 @@ fn ctrl_c_cancels_the_evaluation_on_the_host() {
 #[cfg_attr(not(has_sshd), ignore = "needs OpenSSH's sshd: .ci/run installs it")]
 fn clean_cancels_what_a_killed_runner_left_on_the_host() {
     let tmp = tempfile::tempdir().unwrap();
-    let hosts = servers::SshHosts::start(tmp.path(), 1);
-    let (log, gate) = (tmp.path().join("evals.log"), tmp.path().join("gate"));
-    let repo = repo();
-    repo.write(
-        "conference.md",
-        &config(2, &log, Some(&gate), "60s", &hosts.environment("")),
-    );
-    repo.commit_all("config");
-    let opener = hang_the_first_attempt(&log, &gate);
-    let runner = start_in_background(&repo);
-    opener.join().unwrap();
-    let pid_file = tmp.path().join("gate.pid");
-    wait_for(&pid_file);
+    let (hosts, repo, runner, pid_file) = hung_on_one_host(tmp.path());
     repo.kill_runner("launch", runner);
     let pid = std::fs::read_to_string(&pid_file).unwrap();
     assert!(alive(&pid));

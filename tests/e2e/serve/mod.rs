@@ -90,10 +90,21 @@ pub fn http(
     headers: &[(&str, &str)],
     body: &str,
 ) -> (u16, String) {
+    http_within(addr, method, path, headers, body, Duration::from_secs(30))
+}
+
+/// [`http`] that waits up to `patience` for the answer (a browser starting on a loaded
+/// machine takes longer than a page).
+pub fn http_within(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+    patience: Duration,
+) -> (u16, String) {
     let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
+    stream.set_read_timeout(Some(patience)).unwrap();
     let mut head = format!("{method} {path} HTTP/1.1\r\n");
     if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
         head.push_str(&format!("Host: {addr}\r\n"));

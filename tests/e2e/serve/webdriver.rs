@@ -8,10 +8,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::http;
+use super::http_within;
 
 pub struct Browser {
     driver: Child,
+    /// One Chromium at a time: three starting together on CI's two cores took over 30 s to
+    /// open a session.
+    _turn: std::sync::MutexGuard<'static, ()>,
     addr: String,
     session: String,
     _profile: tempfile::TempDir,
@@ -28,6 +31,10 @@ fn free_port() -> u16 {
 impl Browser {
     /// Starts ChromeDriver and a headless Chromium session (1400×1000).
     pub fn start() -> Browser {
+        static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let turn = ONE_AT_A_TIME
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let port = free_port();
         let driver = Command::new("/usr/bin/chromedriver")
             .arg(format!("--port={port}"))
@@ -66,6 +73,7 @@ impl Browser {
         }}});
         let mut browser = Browser {
             driver,
+            _turn: turn,
             addr,
             session: String::new(),
             _profile: profile,
@@ -87,12 +95,13 @@ impl Browser {
 
     fn try_call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
         let body = body.map(|b| b.to_string()).unwrap_or_default();
-        let (code, text) = http(
+        let (code, text) = http_within(
             &self.addr,
             method,
             path,
             &[("Content-Type", "application/json")],
             &body,
+            Duration::from_secs(180),
         );
         let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         (code, value["value"].clone())

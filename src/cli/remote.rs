@@ -142,11 +142,11 @@ pub fn fetch(args: FetchArgs) -> Result<i32> {
         &dir.join("conference").join(".fetch"),
         "`git conference fetch`",
     )?;
-    crate::engine::clear_stale_locks_of(
+    crate::engine::recovery::clear_stale_locks_of(
         &dir,
         &[&ns, &remote_notes, &machines_notes, NOTES_MERGE_SCRATCH],
     );
-    crate::engine::clear_shared_locks(&dir);
+    crate::engine::recovery::clear_shared_locks(&dir);
     // What the last fetch left there is replaced by what the remote has now.
     for name in ref_names(&repo, &format!("{ns}/*"))? {
         repo.find_reference(&name)?.delete()?;
@@ -199,7 +199,7 @@ pub fn fetch(args: FetchArgs) -> Result<i32> {
             anyhow::anyhow!("{e:#}; fetch again once it has stopped (nothing was changed)")
         })?);
         // Its refs' lock files are a killed run's or a killed fetch's now.
-        crate::engine::clear_stale_ref_locks(&dir, name);
+        crate::engine::recovery::clear_stale_ref_locks(&dir, name);
     }
     let mut refused = Vec::new();
     for name in &fetched {

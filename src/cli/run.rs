@@ -93,7 +93,7 @@ fn start_conference(args: StartArgs, quiet: bool) -> Result<i32> {
     let run_dir = worktree::run_dir(&repo, &name);
     let lock = take_over(&run_dir, &name)?;
     // A start killed while it wrote its first event leaves a lock on the events ref.
-    crate::engine::clear_stale_ref_locks(repo.commondir(), &name);
+    crate::engine::recovery::clear_stale_ref_locks(repo.commondir(), &name);
     // The user wrote these commands: this clone trusts them (see `crate::trust`).
     crate::trust::approve(&repo, &name, &cfg)?;
     let conf = match Conference::create(repo.path(), &name, cfg, text, base, ui.clone()) {

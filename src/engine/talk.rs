@@ -252,7 +252,7 @@ fn deliver(repo_dir: &Path, name: &str, action: Action) -> Result<Delivery> {
 /// left to its runners (a local event would fork the shared log): the request waits for this
 /// clone's next `join`.
 fn record_here(repo: &Repository, name: &str) -> Result<Delivery> {
-    super::clear_stale_ref_locks(repo.commondir(), name);
+    super::recovery::clear_stale_ref_locks(repo.commondir(), name);
     let conf = Conference::open(repo.path(), name, crate::ui::Ui::new(true))?;
     let st = conf.state();
     if !st.machines.is_empty() && st.phase != Phase::Done {

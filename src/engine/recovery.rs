@@ -1,0 +1,613 @@
+//! Recovery: what a run does before anything else, so that a kill at any instant loses nothing
+//! and repeats nothing. The event log is the truth; branches, notes, worktrees and git's lock
+//! files are brought back in line with it here (`Conference::reconcile`), and a branch that
+//! points where no run of the program leaves it stops a resume (or is set aside with `--force`).
+//! Refs whose objects git lost are put back by `store::recovery` before this runs.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use git2::{Oid, Repository};
+use serde_json::{json, Value};
+
+use super::{
+    integrity, recorder, research, workspace, Conference, PROGRAM_REFLOG_MESSAGE, STALE_LOCK_AGE,
+};
+use crate::git::{snapshot, worktree};
+use crate::model::event::{self as events, Event};
+use crate::store::notes;
+
+impl Conference {
+    /// Brings branches, notes and worktrees in line with the recorded state (after a crash, a
+    /// kill, or on a fresh clone). Partial work found in a worktree is recorded, never dropped. A
+    /// branch moved by hand stops it (see `check_branches`) unless `force`, which sets the
+    /// commits aside as recorded attempts first.
+    pub fn reconcile(&self, force: bool) -> Result<Vec<String>> {
+        self.clear_stale_locks()?;
+        if let Some(said) = integrity::recover_config(&self.open_repo()?, &self.run_dir) {
+            self.ui.warn(&said);
+        }
+        // First, so that any later event's notes commit may say "noted through" truthfully.
+        self.replay_missing_notes()?;
+        let moved = self.check_branches()?;
+        if !moved.is_empty() && !force {
+            return Err(moved_branches_error(&self.open_repo()?, &self.name, &moved));
+        }
+        let mut set_aside_trees = Vec::new();
+        for m in &moved {
+            set_aside_trees.push(self.set_aside_branch(m)?);
+        }
+        let st = self.state();
+        let mut reverted = Vec::new();
+        for (id, r) in &st.researchers {
+            self.move_branch(&self.refs.researcher(id), &r.head, None)?;
+            let branch = self.refs.researcher_branch(id);
+            let label = format!("researcher-{id}");
+            let repo = self.open_repo()?;
+            let path = worktree::worktree_path(&repo, &self.name, &label);
+            if path.exists() {
+                // Broken links are repaired with the files as they are, so what they hold is
+                // recorded below rather than lost.
+                worktree::ensure(
+                    &repo,
+                    &self.name,
+                    &label,
+                    worktree::Checkout::Branch(&branch),
+                )?;
+            }
+            if let Ok(wt) = self.open_worktree(&path) {
+                // A commit set aside above, still checked out there, is recorded already.
+                let already = !set_aside_trees.is_empty()
+                    && snapshot::capture(&wt).is_ok_and(|s| set_aside_trees.contains(&s.tree));
+                // Partial work, or changes made by hand in any phase: recorded, never dropped.
+                // (Not in a worktree whose setup never completed: no agent ran there, and what
+                // it holds is a killed setup's output.)
+                if !already && workspace::set_up(self, &wt) {
+                    if let Some(commit) = research::set_aside_partial(self, id, &wt)? {
+                        reverted.push(format!("{id}:{commit}"));
+                    }
+                }
+            }
+            self.prepare_worktree(&label, Some(&branch), &r.head)?;
+        }
+        self.move_branch(&self.refs.best(), &st.best.commit, None)?;
+        Ok(reverted)
+    }
+
+    /// The conference's branches that point where no run of the program can leave them.
+    ///
+    /// Every move the program makes goes forward, right after the event that records it: a
+    /// kept attempt (a child of the researcher's head), a round start (a merge of the head and
+    /// best, or a fast-forward to best), a knowledge-transfer pick (a child of best). A kill
+    /// between the event and the move leaves the branch one such step behind the recorded
+    /// commit: at its first parent, or, when the researcher's last move was its round start, at
+    /// an ancestor of it. A missing branch is created. Anything else (a commit made in a
+    /// worktree, `git branch -f`, `git update-ref`) was done by hand and is not overwritten
+    /// unless it was set aside already (its note says so).
+    fn check_branches(&self) -> Result<Vec<MovedBranch>> {
+        let st = self.state();
+        let repo = self.open_repo()?;
+        let mut expected: Vec<(String, Option<String>, &str, bool)> = st
+            .researchers
+            .iter()
+            .map(|(id, r)| {
+                (
+                    self.refs.researcher_branch(id),
+                    Some(id.clone()),
+                    r.head.as_str(),
+                    r.head == r.round_start,
+                )
+            })
+            .collect();
+        expected.push((
+            self.refs.best_branch(),
+            None,
+            st.best.commit.as_str(),
+            false,
+        ));
+        let mut moved = Vec::new();
+        for (branch, researcher, want, fast_forward) in expected {
+            let want = Oid::from_str(want)?;
+            let Some(found) = repo
+                .find_reference(&format!("refs/heads/{branch}"))
+                .ok()
+                .and_then(|r| r.target())
+            else {
+                continue;
+            };
+            if found == want {
+                continue;
+            }
+            let behind = repo.find_commit(want)?.parent_id(0).ok() == Some(found)
+                || (fast_forward && repo.graph_descendant_of(want, found).unwrap_or(false));
+            if behind
+                || self.was_set_aside(&repo, found, &branch)?
+                || moved_there_by_the_program(&repo, &format!("refs/heads/{branch}"), found)
+            {
+                continue;
+            }
+            moved.push(MovedBranch {
+                branch,
+                researcher,
+                found,
+                expected: want,
+            });
+        }
+        Ok(moved)
+    }
+
+    /// Whether `commit` was set aside from `branch` already (a resume killed before it moved the
+    /// branch back).
+    fn was_set_aside(&self, repo: &Repository, commit: Oid, branch: &str) -> Result<bool> {
+        let Some(note) = notes::read_note(repo, commit)? else {
+            return Ok(false);
+        };
+        Ok(note.lines().any(|l| {
+            serde_json::from_str::<Value>(l).is_ok_and(|v| {
+                v["verdict"] == "set_aside" && v["branch"] == branch && v["conference"] == self.name
+            })
+        }))
+    }
+
+    /// `resume --force`: the commit a hand-moved branch points to is kept reachable, recorded
+    /// (`branch.set_aside`, with a note), and the branch goes back to the recorded commit.
+    /// Returns the set-aside commit's tree.
+    fn set_aside_branch(&self, m: &MovedBranch) -> Result<Oid> {
+        let repo = self.open_repo()?;
+        let found = repo.find_commit(m.found).with_context(|| {
+            format!(
+                "branch {} points to {}, which is not a commit; point it back with `git branch -f {} {}`",
+                m.branch, m.found, m.branch, m.expected
+            )
+        })?;
+        self.keep_reachable(&[m.found])?;
+        let st = self.state();
+        let note = json!({"commit": m.found.to_string(), "conference": self.name,
+                          "verdict": "set_aside", "branch": m.branch,
+                          "researcher": m.researcher, "round": st.round,
+                          "expected": m.expected.to_string()});
+        self.record(
+            Event::BranchSetAside(events::BranchSetAside {
+                branch: m.branch.clone(),
+                researcher: m.researcher.clone(),
+                round: st.round,
+                commit: m.found.into(),
+                expected: m.expected.into(),
+                subject: found.summary().unwrap_or("").to_string(),
+                notes: vec![events::Note(note)],
+            }),
+            &format!(
+                "{} moved by hand to {}; set aside",
+                m.branch,
+                &m.found.to_string()[..10]
+            ),
+            vec![],
+        )?;
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!(
+                "warning: branch {} was moved by hand to {}; set aside as a recorded attempt (event branch.set_aside, kept reachable from {}) and put back at {}\n",
+                m.branch,
+                &m.found.to_string()[..10],
+                self.refs.attempts(),
+                &m.expected.to_string()[..10]
+            ),
+        );
+        self.move_branch(
+            &format!("refs/heads/{}", m.branch),
+            &m.expected.to_string(),
+            Some(&m.found.to_string()),
+        )?;
+        Ok(found.tree_id())
+    }
+
+    /// A run killed while git wrote a worktree's index or HEAD, or one of this conference's refs,
+    /// leaves its `.lock` file behind, and every later write fails with "locked". Only a runner
+    /// holding the conference's run lock calls this, so no live process owns those files.
+    fn clear_stale_locks(&self) -> Result<()> {
+        let repo = self.open_repo()?;
+        let mut labels: Vec<String> = self
+            .state()
+            .researchers
+            .keys()
+            .map(|id| format!("researcher-{id}"))
+            .collect();
+        labels.extend(["best".to_string(), "review".to_string()]);
+        for label in labels {
+            let path = worktree::worktree_path(&repo, &self.name, &label);
+            if let Ok(wt) = Repository::open(&path) {
+                for file in ["index.lock", "HEAD.lock"] {
+                    let _ = std::fs::remove_file(wt.path().join(file));
+                }
+            }
+        }
+        clear_stale_ref_locks(repo.commondir(), &self.name);
+        clear_shared_locks(repo.commondir());
+        Ok(())
+    }
+
+    /// Notes are written after their event, in batches; a kill in between leaves notes missing,
+    /// and evaluation cache entries not yet in the state tree. A live process writes both before
+    /// it records `round.completed`, and a resume replays them before it records
+    /// `conference.resumed`: only events after the latest of those two can lack them, so the
+    /// walk stops there (resume cost does not grow with the log).
+    ///
+    /// Notes commits also say up to which event everything is written ("noted through", see
+    /// `Recorder::flush_notes`): the walk stops there too, so it covers at most a batch of events
+    /// even in a long round.
+    fn replay_missing_notes(&self) -> Result<()> {
+        let mut rec = self.recorder.lock().unwrap();
+        let mut pending: Vec<(Oid, String)> = Vec::new();
+        let mut cache: Vec<(String, Vec<u8>)> = Vec::new();
+        let settings = rec.state.eval_settings.clone();
+        let noted_through = notes::noted_through(&rec.repo, &self.name)?;
+        // No mark of this conference in the notes: they were deleted (or never marked), so the
+        // checkpoints below prove nothing and every event's notes are replayed.
+        let whole_log = noted_through.is_none();
+        rec.log.walk(&rec.repo, |e| {
+            if Some(e.commit) == noted_through
+                || (!whole_log
+                    && matches!(
+                        e.event.event.as_str(),
+                        events::names::ROUND_COMPLETED | events::names::RESUMED
+                    ))
+            {
+                return false;
+            }
+            pending.extend(recorder::notes_of_line(&e.event));
+            cache.extend(research::cached_evaluation_of_event(&e.event, &settings));
+            true
+        })?;
+        // Oldest first, so that a later result for the same tree wins, as it did when recorded.
+        for (path, bytes) in cache.into_iter().rev() {
+            if rec.log.read(&rec.repo, &path)?.is_none() {
+                rec.pending_cache.insert(path, bytes);
+            }
+        }
+        let mut missing = Vec::new();
+        for (commit, line) in pending {
+            let present = notes::read_note(&rec.repo, commit)?
+                .map(|n| n.lines().any(|l| l == line))
+                .unwrap_or(false);
+            if !present && rec.repo.find_commit(commit).is_ok() {
+                missing.push((commit, line));
+            }
+        }
+        missing.reverse();
+        // After a whole-log replay, a mark keeps the next resume's walk to a batch.
+        let marker = match rec.log.tip() {
+            Some(through) if whole_log && rec.pending_cache.is_empty() => Some(notes::Marker {
+                name: &self.name,
+                through,
+                force: true,
+            }),
+            _ => None,
+        };
+        notes::append_lines(&rec.repo, &missing, marker)?;
+        Ok(())
+    }
+}
+
+/// Removes lock files left on the refs of conference `name` by a killed run. Call it only with
+/// the conference's run lock held (no live process of this conference writes them then).
+pub fn clear_stale_ref_locks(common_dir: &Path, name: &str) {
+    for prefix in [
+        format!("refs/conference/{name}"),
+        format!("refs/heads/conference/{name}"),
+    ] {
+        remove_lock_files(&common_dir.join(prefix));
+    }
+}
+
+/// Removes the lock files a killed process left on the refs `names` (each a ref, or a folder of
+/// refs, under the common dir) that only the caller writes: call it only holding the lock that
+/// keeps every other writer of them out (a killed `git conference fetch`, or the `git fetch` it
+/// ran, leaves them on its tracking refs, and every later fetch would fail on them).
+pub fn clear_stale_locks_of(common_dir: &Path, names: &[&str]) {
+    for name in names {
+        let path = common_dir.join(name);
+        remove_lock_files(&path);
+        let _ = std::fs::remove_file(common_dir.join(format!("{name}.lock")));
+    }
+}
+
+/// The lock files every git process of the repository shares that a conference writes through:
+/// the notes ref and `packed-refs` (see [`clear_shared_lock`]).
+pub fn clear_shared_locks(common_dir: &Path) {
+    for shared in ["refs/notes/conference.lock", "packed-refs.lock"] {
+        clear_shared_lock(&common_dir.join(shared));
+    }
+}
+
+/// A lock file shared with every git process of the repository (`packed-refs.lock`): a live
+/// writer holds it for an instant, so a fresh one is waited for until it goes or turns a second
+/// old (its age is read from the file, so one left long ago by a killed run costs nothing). One
+/// that a live process has open is never removed, however old: it is named and left alone.
+fn clear_shared_lock(path: &Path) {
+    let deadline = std::time::Instant::now() + STALE_LOCK_AGE;
+    while let Ok(meta) = std::fs::metadata(path) {
+        let age = meta
+            .modified()
+            .ok()
+            .and_then(|m| m.elapsed().ok())
+            .unwrap_or_default();
+        if age >= STALE_LOCK_AGE || std::time::Instant::now() >= deadline {
+            let holders = crate::lock::processes_holding(path);
+            match holders.first() {
+                None => {
+                    let _ = std::fs::remove_file(path);
+                }
+                Some((pid, name)) => crate::errln!(
+                    "warning: {} is held by process {pid} ({name}); left alone (git commands that rewrite packed refs wait for it)",
+                    path.display()
+                ),
+            }
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Removes `*.lock` files under `dir` (recursively); a missing folder is fine.
+fn remove_lock_files(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            remove_lock_files(&path);
+        } else if path.extension().is_some_and(|e| e == "lock") {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
+/// A conference branch that points where the event log does not put it.
+struct MovedBranch {
+    /// Short name, e.g. `conference/x/researcher-A`.
+    branch: String,
+    researcher: Option<String>,
+    found: Oid,
+    expected: Oid,
+}
+
+/// The error that stops a resume on hand-moved branches: which, where, and how to go on.
+fn moved_branches_error(repo: &Repository, name: &str, moved: &[MovedBranch]) -> anyhow::Error {
+    let mut text = format!(
+        "conference `{name}`: {} moved outside the conference; nothing was changed.\n",
+        if moved.len() == 1 {
+            "a branch was"
+        } else {
+            "branches were"
+        }
+    );
+    for m in moved {
+        let subject = repo
+            .find_commit(m.found)
+            .ok()
+            .and_then(|c| c.summary().map(|s| format!(" (\"{s}\")")))
+            .unwrap_or_default();
+        text.push_str(&format!(
+            "  {} points to {}{subject}, but the event log expects {}\n",
+            m.branch,
+            &m.found.to_string()[..10],
+            &m.expected.to_string()[..10]
+        ));
+    }
+    text.push_str(&format!(
+        "To go on, either let resume record those commits as set-aside attempts (kept reachable, \
+         with a note) and put the branches back:\n  git conference resume {name} --force\n\
+         or keep the work on a branch of your own and put the branches back yourself:\n"
+    ));
+    for (i, m) in moved.iter().enumerate() {
+        let keep = if moved.len() == 1 {
+            "my-work".to_string()
+        } else {
+            format!("my-work-{}", i + 1)
+        };
+        text.push_str(&format!("  git branch {keep} {}\n", m.found));
+        text.push_str(&format!(
+            "  git update-ref refs/heads/{} {} {}\n",
+            m.branch, m.expected, m.found
+        ));
+    }
+    anyhow::anyhow!(text.trim_end().to_string())
+}
+
+/// Whether the program itself moved `refname` to `found` (its reflog's newest entry says so):
+/// a step whose event git lost (see `store::recovery`), put back where the state says, not a
+/// move by hand.
+fn moved_there_by_the_program(repo: &Repository, refname: &str, found: Oid) -> bool {
+    repo.reflog(refname).is_ok_and(|log| {
+        log.get(0).is_some_and(|newest| {
+            newest.id_new() == found && newest.message() == Some(PROGRAM_REFLOG_MESSAGE)
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    //! What recovery decides on states built here: a real repository in a tempdir, a
+    //! conference started in it, then its branches and lock files put where a kill, a
+    //! program step or a person's hand leaves them.
+
+    use super::*;
+    use crate::ui::Ui;
+
+    const CONFIG: &str = "# Conference: Recovery\n\n## Goal\nLower the score.\n\n## Mode\nmetric\n\n\
+        ## Success Metric\n- **Metric:** score\n- **Target:** none\n- **Direction:** minimize\n\n\
+        ## Researchers\n- **Count:** 2\n- **Iterations per round:** 1\n- **Max rounds:** 1\n\n\
+        ## Search Space Partitioning\n**Strategy:** free\n\n## Noise Handling\n- **Noise runs:** 1\n\n\
+        ## Constraints\n- **Max total iterations:** 10\n\n\
+        ## Evaluation\n- command: ./eval.sh\n- timeout: 30s\n- frozen: eval.sh\n\n\
+        ## Agent\n- command: true\n- timeout: 30s\n";
+
+    /// A repository with one commit (`eval.sh`) and conference `rec` started from it, its
+    /// branches and worktrees made by a first reconcile.
+    fn started() -> (tempfile::TempDir, Conference, Oid) {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = Repository::init(tmp.path()).unwrap();
+        let mut cfg = repo.config().unwrap();
+        cfg.set_str("user.name", "Test").unwrap();
+        cfg.set_str("user.email", "test@example.com").unwrap();
+        std::fs::write(tmp.path().join("eval.sh"), "#!/bin/sh\necho 'score: 1'\n").unwrap();
+        let base = commit(&repo, "eval.sh", "baseline", &[]);
+        let config = crate::config::load(CONFIG).unwrap();
+        let conf = Conference::create(
+            repo.path(),
+            "rec",
+            config,
+            CONFIG.to_string(),
+            base,
+            Ui::new(true),
+        )
+        .unwrap();
+        conf.reconcile(false).unwrap();
+        (tmp, conf, base)
+    }
+
+    /// A commit of the work tree's `file` on top of `parents`, naming no ref.
+    fn commit(repo: &Repository, file: &str, subject: &str, parents: &[Oid]) -> Oid {
+        let mut index = repo.index().unwrap();
+        index.add_path(Path::new(file)).unwrap();
+        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+        let sig = git2::Signature::now("Test", "test@example.com").unwrap();
+        let parents: Vec<_> = parents
+            .iter()
+            .map(|p| repo.find_commit(*p).unwrap())
+            .collect();
+        let parents: Vec<_> = parents.iter().collect();
+        repo.commit(None, &sig, &sig, subject, &tree, &parents)
+            .unwrap()
+    }
+
+    /// A commit on top of `parent` that changes `eval.sh`'s neighbour `notes.txt`.
+    fn child_of(conf: &Conference, parent: Oid, subject: &str) -> Oid {
+        let repo = conf.open_repo().unwrap();
+        let top = repo.workdir().unwrap().to_path_buf();
+        std::fs::write(top.join("notes.txt"), subject).unwrap();
+        commit(&repo, "notes.txt", subject, &[parent])
+    }
+
+    fn point(conf: &Conference, branch: &str, to: Oid, why: &str) {
+        let repo = conf.open_repo().unwrap();
+        repo.reference(&format!("refs/heads/{branch}"), to, true, why)
+            .unwrap();
+    }
+
+    fn tip(conf: &Conference, branch: &str) -> Oid {
+        let repo = conf.open_repo().unwrap();
+        let r = repo
+            .find_reference(&format!("refs/heads/{branch}"))
+            .unwrap();
+        r.target().unwrap()
+    }
+
+    #[test]
+    fn a_fresh_start_has_every_branch_where_the_state_puts_it() {
+        let (_tmp, conf, base) = started();
+        assert!(conf.check_branches().unwrap().is_empty());
+        assert_eq!(tip(&conf, &conf.refs.researcher_branch("A")), base);
+        assert_eq!(tip(&conf, &conf.refs.best_branch()), base);
+    }
+
+    #[test]
+    fn a_branch_moved_by_hand_stops_the_resume_and_says_how_to_go_on() {
+        let (_tmp, conf, base) = started();
+        let branch = conf.refs.researcher_branch("B");
+        let hand = child_of(&conf, base, "my own idea");
+        point(&conf, &branch, hand, "by hand");
+        let moved = conf.check_branches().unwrap();
+        assert_eq!(moved.len(), 1);
+        assert_eq!(
+            (moved[0].branch.as_str(), moved[0].found),
+            (branch.as_str(), hand)
+        );
+        assert_eq!(moved[0].researcher.as_deref(), Some("B"));
+        let said = conf.reconcile(false).unwrap_err().to_string();
+        assert!(
+            said.contains("a branch was moved outside the conference"),
+            "{said}"
+        );
+        assert!(said.contains("(\"my own idea\")"), "{said}");
+        assert!(said.contains("git conference resume rec --force"), "{said}");
+        assert!(said.contains(&format!("git update-ref refs/heads/{branch} {base} {hand}")));
+        // Nothing was changed: the branch still points to the hand-made commit.
+        assert_eq!(tip(&conf, &branch), hand);
+    }
+
+    #[test]
+    fn force_sets_a_hand_moved_branch_aside_and_puts_it_back() {
+        let (_tmp, conf, base) = started();
+        let branch = conf.refs.best_branch();
+        let hand = child_of(&conf, base, "moved best");
+        point(&conf, &branch, hand, "by hand");
+        let events_before = conf.state().events;
+        conf.reconcile(true).unwrap();
+        assert_eq!(tip(&conf, &branch), base);
+        assert_eq!(conf.state().events, events_before + 1);
+        assert_eq!(conf.state().last_event, events::names::BRANCH_SET_ASIDE);
+        let repo = conf.open_repo().unwrap();
+        assert!(conf.was_set_aside(&repo, hand, &branch).unwrap());
+        // A second resume finds nothing to set aside: the branch is back.
+        assert!(conf.check_branches().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_commit_set_aside_already_is_not_a_hand_move_again() {
+        let (_tmp, conf, base) = started();
+        let branch = conf.refs.researcher_branch("A");
+        let hand = child_of(&conf, base, "work");
+        point(&conf, &branch, hand, "by hand");
+        conf.reconcile(true).unwrap();
+        // A resume killed after the set-aside and before the branch moved back.
+        point(&conf, &branch, hand, "by hand");
+        assert!(conf.check_branches().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_branch_the_program_moved_last_is_put_back_not_stopped_on() {
+        let (_tmp, conf, base) = started();
+        let branch = conf.refs.researcher_branch("A");
+        let lost = child_of(&conf, base, "a step whose event git lost");
+        point(&conf, &branch, lost, PROGRAM_REFLOG_MESSAGE);
+        assert!(conf.check_branches().unwrap().is_empty());
+        conf.reconcile(false).unwrap();
+        assert_eq!(tip(&conf, &branch), base);
+    }
+
+    #[test]
+    fn a_missing_branch_is_made_again() {
+        let (_tmp, conf, base) = started();
+        let branch = conf.refs.researcher_branch("B");
+        let repo = conf.open_repo().unwrap();
+        repo.find_reference(&format!("refs/heads/{branch}"))
+            .unwrap()
+            .delete()
+            .unwrap();
+        assert!(conf.check_branches().unwrap().is_empty());
+        conf.reconcile(false).unwrap();
+        assert_eq!(tip(&conf, &branch), base);
+    }
+
+    #[test]
+    fn lock_files_a_killed_run_left_on_the_conference_refs_are_removed_and_nothing_else() {
+        let tmp = tempfile::tempdir().unwrap();
+        let refs = tmp.path().join("refs/conference/rec/deep");
+        let others = tmp.path().join("refs/conference/other");
+        std::fs::create_dir_all(&refs).unwrap();
+        std::fs::create_dir_all(&others).unwrap();
+        for file in [
+            refs.join("events.lock"),
+            refs.join("events"),
+            others.join("x.lock"),
+        ] {
+            std::fs::write(file, "").unwrap();
+        }
+        clear_stale_ref_locks(tmp.path(), "rec");
+        assert!(!refs.join("events.lock").exists());
+        assert!(refs.join("events").exists());
+        assert!(others.join("x.lock").exists());
+    }
+}

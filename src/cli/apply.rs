@@ -10,9 +10,9 @@
 use anyhow::Result;
 use clap::Args;
 
+use crate::engine::apply;
 use crate::engine::Conference;
 use crate::error::usage;
-use crate::git::{failure_reason, git, git_output};
 
 /// Merge the conference's best branch into the current branch.
 #[derive(Args, Debug)]
@@ -26,20 +26,19 @@ pub struct ApplyArgs {
 
 pub fn run(args: ApplyArgs) -> Result<i32> {
     let repo = super::discover()?;
-    let top = super::workdir(&repo)?;
+    let top = crate::engine::settings::workdir(&repo)?;
     let name = super::resolve_name(&repo, args.name)?;
     let conf = Conference::view(repo.path(), &name)?;
     // Shown by its branch name, but always handed to git fully qualified: a tag or a fetched
     // `refs/conference/<name>/best` of the same short name must never be what gets merged.
     let best = conf.refs.best_branch();
     let best_ref = conf.refs.best();
-    let dirty = git(&top, &["status", "--porcelain", "--untracked-files=no"])?;
-    if !dirty.trim().is_empty() {
+    if apply::has_uncommitted_changes(&top)? {
         return Err(usage(
             "you have uncommitted changes: commit or stash them before `git conference apply`",
         ));
     }
-    let stat = git(&top, &["diff", "--stat", &format!("HEAD...{best_ref}")])?;
+    let stat = apply::diff_stat(&top, &best_ref)?;
     if stat.trim().is_empty() {
         crate::outln!("Nothing to apply: {best} adds nothing to your branch.");
         return Ok(0);
@@ -63,7 +62,7 @@ pub fn run(args: ApplyArgs) -> Result<i32> {
         "Merge conference `{name}` best ({})",
         crate::engine::review::fmt(conf.state().best.metric)
     );
-    if let Some(files) = conflicts(&top, &best_ref)? {
+    if let Some(files) = apply::conflicts(&top, &best_ref)? {
         return Err(anyhow::anyhow!(
             "not applied: merging {best} into your branch would conflict in {} (your branch \
              changed the same lines since the conference's baseline). Nothing was changed. To merge by \
@@ -72,13 +71,7 @@ pub fn run(args: ApplyArgs) -> Result<i32> {
             files.join(", ")
         ));
     }
-    let merged = git_output(&top, &["merge", "--no-ff", "-m", &message, &best_ref])?;
-    if !merged.status.success() {
-        let reason = failure_reason(&merged);
-        let aborted = git_output(&top, &["rev-parse", "-q", "--verify", "MERGE_HEAD"])?
-            .status
-            .success()
-            && git_output(&top, &["merge", "--abort"])?.status.success();
+    if let Some((reason, aborted)) = apply::merge(&top, &message, &best_ref)? {
         let state = if aborted {
             "the merge was aborted; your branch and files are as they were"
         } else {
@@ -90,35 +83,4 @@ pub fn run(args: ApplyArgs) -> Result<i32> {
     }
     crate::outln!("Merged {best} into your branch.");
     Ok(0)
-}
-
-/// The files a merge of `best` into HEAD would conflict in (None: it merges cleanly), from
-/// `git merge-tree --write-tree`; None too when this git is older than 2.38 (the merge itself
-/// then finds out, and is aborted).
-fn conflicts(top: &std::path::Path, best: &str) -> Result<Option<Vec<String>>> {
-    let out = git_output(
-        top,
-        &[
-            "merge-tree",
-            "--write-tree",
-            "--name-only",
-            "--no-messages",
-            "HEAD",
-            best,
-        ],
-    )?;
-    match out.status.code() {
-        Some(1) => {
-            let text = String::from_utf8_lossy(&out.stdout);
-            let mut files: Vec<String> = text
-                .lines()
-                .skip(1)
-                .take_while(|l| !l.is_empty())
-                .map(str::to_string)
-                .collect();
-            files.dedup();
-            Ok(Some(files))
-        }
-        _ => Ok(None),
-    }
 }

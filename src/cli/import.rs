@@ -44,7 +44,7 @@ pub fn run(args: ImportArgs) -> Result<i32> {
         .unwrap_or_else(|| args.dir.join("conference.md"));
     let (text, cfg) = super::run::read_config(&config_path, true)?;
     let source = crate::engine::import::read_source(&args.dir)?;
-    let name = super::run::conference_name(&repo, args.name.clone(), &cfg)?;
+    let name = crate::engine::run::conference_name(&repo, args.name.clone(), &cfg)?;
     if super::conference_names(&repo)?.contains(&name) {
         return Err(usage(format!("conference `{name}` already exists: import under another name with `--name`, or remove it with `git conference clean --all {name}`")));
     }
@@ -63,9 +63,7 @@ pub fn run(args: ImportArgs) -> Result<i32> {
     // Imported from the user's own folder: this clone trusts its commands (as `start` does).
     crate::trust::approve(&repo, &name, &cfg)?;
     if best.is_some() {
-        let refs = crate::store::ConferenceRefs::new(&name);
-        let best = git2::Oid::from_str(&out.state.best.commit)?;
-        crate::store::cas::update(&repo, &refs.best(), best, None, "git conference import")?;
+        crate::engine::import::point_best_branch(&repo, &name, &out.state.best.commit)?;
     }
     say(&name, &args.dir, &out);
     Ok(0)

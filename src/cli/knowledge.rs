@@ -5,9 +5,8 @@
 use anyhow::Result;
 use clap::{Args, Subcommand};
 
+use crate::engine::knowledge_store::{self as store, REF as KNOWLEDGE_REF};
 use crate::model::knowledge::{short_number, Entry, Kind};
-use crate::store::knowledge as store;
-use crate::store::refs::KNOWLEDGE_REF;
 
 /// What earlier conferences learned: list, show or forget entries of the knowledge store.
 ///
@@ -129,7 +128,7 @@ fn origin(repo: &git2::Repository, tip: Option<git2::Oid>, path: &str) -> Option
 }
 
 fn short_tip(repo: &git2::Repository) -> String {
-    crate::store::cas::read(repo, KNOWLEDGE_REF)
+    store::tip(repo)
         .ok()
         .flatten()
         .map(|o| o.to_string()[..10].to_string())

@@ -10,7 +10,7 @@ use git2::Repository;
 use crate::engine::synthesis::conference_results_tsv;
 use crate::engine::Conference;
 use crate::model::event::names;
-use crate::store::{ConferenceRefs, EventLog, LoggedEvent};
+use crate::model::EventLine;
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
 pub enum Format {
@@ -31,24 +31,24 @@ pub struct LogArgs {
     pub follow: bool,
 }
 
-fn print_event(e: &LoggedEvent, format: Format) {
+fn print_event(event: &EventLine, summary: &str, format: Format) {
     match format {
-        Format::Jsonl => crate::outln!("{}", serde_json::to_string(&e.event).unwrap_or_default()),
+        Format::Jsonl => crate::outln!("{}", serde_json::to_string(event).unwrap_or_default()),
         _ => crate::outln!(
             "{}  {:<22} {}{}",
-            e.event.timestamp,
-            e.event.event,
-            e.summary,
-            reason_suffix(e)
+            event.timestamp,
+            event.event,
+            summary,
+            reason_suffix(event)
         ),
     }
 }
 
 /// An attempt's reason, from its payload, when its verdict carries one (also for logs written
 /// before the summary said it).
-fn reason_suffix(e: &LoggedEvent) -> String {
-    let p = &e.event.payload;
-    if e.event.event != names::ITERATION {
+fn reason_suffix(event: &EventLine) -> String {
+    let p = &event.payload;
+    if event.event != names::ITERATION {
         return String::new();
     }
     let verdict = p.get("status").and_then(|v| v.as_str()).unwrap_or("");
@@ -66,36 +66,25 @@ pub fn run(args: LogArgs) -> Result<i32> {
     if args.format == Format::Tsv {
         return tsv(&repo, &name);
     }
-    let refs = ConferenceRefs::new(&name);
-    let log = EventLog::open(&repo, refs.clone())?;
-    let events = log.read_all(&repo)?;
+    let (events, mut seen) = crate::engine::log::read_all(&repo, &name)?;
     for e in &events {
-        print_event(e, args.format);
+        print_event(&e.event, &e.summary, args.format);
     }
     if !args.follow {
         return Ok(0);
     }
-    let mut seen = log.tip();
     let mut done = events.iter().any(|e| e.event.event == names::COMPLETED);
     while !done {
         std::thread::sleep(Duration::from_millis(500));
-        let log = EventLog::open(&repo, refs.clone())?;
-        if log.tip() == seen {
+        let (fresh, tip) = crate::engine::log::recorded_since(&repo, &name, seen)?;
+        if tip == seen {
             continue;
         }
-        let mut fresh = Vec::new();
-        log.walk(&repo, |e| {
-            if Some(e.commit) == seen {
-                return false;
-            }
-            fresh.push(e);
-            true
-        })?;
         for e in fresh.iter().rev() {
-            print_event(e, args.format);
+            print_event(&e.event, &e.summary, args.format);
             done |= e.event.event == names::COMPLETED;
         }
-        seen = log.tip();
+        seen = tip;
     }
     Ok(0)
 }

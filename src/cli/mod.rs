@@ -3,7 +3,6 @@
 
 mod apply;
 mod clean;
-mod clean_refs;
 mod completion;
 mod demo;
 mod effective;
@@ -17,20 +16,17 @@ mod man;
 mod remote;
 pub mod report;
 pub mod run;
+mod running;
 mod serve;
-mod settings;
 mod status;
 mod talk;
 mod trust;
 
-use std::path::{Path, PathBuf};
-
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Parser, Subcommand};
 use git2::Repository;
 
 use crate::error::{self, usage};
-use crate::store::refs;
 
 /// Run automated research conferences inside a git repository.
 ///
@@ -163,16 +159,9 @@ fn not_a_repository(e: &git2::Error) -> String {
     )
 }
 
-/// The folder that holds the repository's main working tree (for conference.md and apply).
-pub fn workdir(repo: &Repository) -> Result<PathBuf> {
-    repo.workdir()
-        .map(Path::to_path_buf)
-        .ok_or_else(|| usage("this repository has no working tree (bare repositories can run `status`, `log` and `report` only)"))
-}
-
 /// Names of the conferences in the repository.
 pub fn conference_names(repo: &Repository) -> Result<Vec<String>> {
-    Ok(refs::conference_names(repo)?)
+    crate::engine::log::conference_names(repo)
 }
 
 /// Resolves the NAME argument: given, or the only conference of the repository.
@@ -203,36 +192,6 @@ pub fn resolve_name_for(repo: &Repository, name: Option<String>, command: &str) 
                 names[0]
             ))),
         },
-    }
-}
-
-/// Reads a conference.md, with the path in the error. A folder or bytes that are not UTF-8
-/// are the user's input to fix (exit 2, with the reason and where); a UTF-8 byte order mark is
-/// dropped.
-pub fn read_text(path: &Path) -> Result<String> {
-    if path.is_dir() {
-        return Err(crate::error::usage(format!(
-            "{} is a folder, not a conference.md file: pass the file (e.g. {})",
-            path.display(),
-            path.join("conference.md").display()
-        )));
-    }
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
-    match std::str::from_utf8(bytes) {
-        Ok(text) => Ok(text.to_string()),
-        Err(e) => {
-            let line = bytes[..e.valid_up_to()]
-                .iter()
-                .filter(|&&b| b == b'\n')
-                .count()
-                + 1;
-            Err(crate::error::usage(format!(
-                "{} is not UTF-8 text: line {line} holds a byte sequence that is not UTF-8 (byte {}); save the file as UTF-8",
-                path.display(),
-                e.valid_up_to()
-            )))
-        }
     }
 }
 

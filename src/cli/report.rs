@@ -77,9 +77,9 @@ pub fn write(repo: &git2::Repository, name: &str, out: &std::path::Path) -> Resu
         synthesis::conference_results_tsv(&conf, &st)?,
     )?;
     written.push("conference_results.tsv".into());
-    let log = crate::store::EventLog::open(repo, conf.refs.clone())?;
+    let (events, _) = crate::engine::log::read_all(repo, &conf.name)?;
     let mut jsonl = String::new();
-    for e in log.read_all(repo)? {
+    for e in events {
         jsonl.push_str(&serde_json::to_string(&e.event)?);
         jsonl.push('\n');
     }

@@ -586,3 +586,10 @@ fn write_log(
         &changes,
     )
 }
+
+/// Points the imported conference's best branch at `best` (the original's best, as imported).
+pub fn point_best_branch(repo: &Repository, name: &str, best: &str) -> Result<()> {
+    let refs = ConferenceRefs::new(name);
+    let best = Oid::from_str(best)?;
+    crate::store::cas::update(repo, &refs.best(), best, None, "git conference import")
+}

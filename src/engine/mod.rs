@@ -9,15 +9,21 @@
 //! review), `transfer` (knowledge transfer), `stop` (stop rules), `synthesis` (report).
 
 pub mod agent;
+pub mod apply;
 pub mod arriving;
 pub mod briefing;
 pub mod budget;
+pub mod clean;
+pub mod clean_refs;
 pub mod driver;
 pub mod evaluate;
+pub mod exchange;
 pub mod guards;
 pub mod import;
 pub mod integrity;
 pub mod knowledge;
+pub mod knowledge_store;
+pub mod log;
 /// The noise rules are pure (`protocol::noise`); engine code keeps its old path.
 pub use crate::protocol::noise;
 pub mod openai;
@@ -33,7 +39,9 @@ pub mod recorder;
 pub mod recovery;
 pub mod research;
 pub mod review;
+pub mod run;
 pub mod schedule;
+pub mod settings;
 pub mod shared;
 /// The state is model data (`model::state`); engine code keeps its old path.
 pub use crate::model::state;

@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use git2::{Oid, Repository};
 
 use crate::config::changes::{self, Change, Class};
@@ -32,7 +32,7 @@ pub fn plan(
     config_arg: Option<&Path>,
     base: Oid,
 ) -> Result<Option<Plan>> {
-    let top = super::workdir(repo)?;
+    let top = workdir(repo)?;
     let explicit = config_arg.is_some();
     let path = match config_arg {
         Some(p) if p.is_absolute() => p.to_path_buf(),
@@ -45,7 +45,7 @@ pub fn plan(
         }
         return Ok(None);
     }
-    let text = super::read_text(&path)?;
+    let text = read_text(&path)?;
     let (doc, _) = config::parse::read(&text);
     let title = doc.title.as_ref().map(|t| t.value.trim().to_string());
     if !explicit && title.as_deref() != Some(conf.config.title.as_str()) {
@@ -138,5 +138,42 @@ pub fn print(plan: &Plan) {
             String::new()
         };
         crate::errln!("- {}{place}", c.describe());
+    }
+}
+
+/// The folder that holds the repository's main working tree (for conference.md and apply).
+pub fn workdir(repo: &Repository) -> Result<PathBuf> {
+    repo.workdir()
+        .map(Path::to_path_buf)
+        .ok_or_else(|| usage("this repository has no working tree (bare repositories can run `status`, `log` and `report` only)"))
+}
+
+/// Reads a conference.md, with the path in the error. A folder or bytes that are not UTF-8
+/// are the user's input to fix (exit 2, with the reason and where); a UTF-8 byte order mark is
+/// dropped.
+pub fn read_text(path: &Path) -> Result<String> {
+    if path.is_dir() {
+        return Err(crate::error::usage(format!(
+            "{} is a folder, not a conference.md file: pass the file (e.g. {})",
+            path.display(),
+            path.join("conference.md").display()
+        )));
+    }
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
+    match std::str::from_utf8(bytes) {
+        Ok(text) => Ok(text.to_string()),
+        Err(e) => {
+            let line = bytes[..e.valid_up_to()]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count()
+                + 1;
+            Err(crate::error::usage(format!(
+                "{} is not UTF-8 text: line {line} holds a byte sequence that is not UTF-8 (byte {}); save the file as UTF-8",
+                path.display(),
+                e.valid_up_to()
+            )))
+        }
     }
 }

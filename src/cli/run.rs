@@ -261,7 +261,7 @@ fn say_already_complete(name: &str, st: &crate::engine::state::State) {
     crate::outln!(
         "Conference `{name}` is already complete ({}): best {} at {}. Read the report with `git conference report {name}`.",
         st.final_status.as_deref().unwrap_or("done"),
-        crate::engine::review::fmt(st.best.metric),
+        crate::render::format::fmt(st.best.metric),
         &st.best.commit[..10]
     );
     if st.final_status.is_some() {

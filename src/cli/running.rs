@@ -70,7 +70,7 @@ pub fn said_of_end(ended: Ended) -> i32 {
             crate::outln!(
                 "Conference `{name}` {status}: best {} = {} at {} (branch {}).",
                 metric_name,
-                crate::engine::review::fmt(st.best.metric),
+                crate::render::format::fmt(st.best.metric),
                 &st.best.commit[..10],
                 best_branch
             );

@@ -23,7 +23,9 @@ pub mod import;
 pub mod integrity;
 pub mod knowledge;
 pub mod knowledge_store;
+pub mod ledger;
 pub mod log;
+pub mod measure;
 /// The noise rules are pure (`protocol::noise`); engine code keeps its old path.
 pub use crate::protocol::noise;
 pub mod openai;

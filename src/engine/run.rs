@@ -505,7 +505,7 @@ fn rebase_target(repo: &git2::Repository, conf: &Conference, rev: &str) -> Resul
         return Err(usage(format!(
             "the baseline of `{}` is measured already ({}); --base only moves a baseline that could not be measured",
             conf.name,
-            crate::engine::review::fmt(st.baseline_metric)
+            crate::render::format::fmt(st.baseline_metric)
         )));
     }
     let commit = repo

@@ -592,6 +592,28 @@ mod tests {
     }
 
     #[test]
+    fn notes_deleted_after_their_events_are_written_again() {
+        let (_tmp, conf, base) = started();
+        let branch = conf.refs.researcher_branch("A");
+        let hand = child_of(&conf, base, "work");
+        point(&conf, &branch, hand, "by hand");
+        conf.reconcile(true).unwrap();
+        conf.flush_notes().unwrap();
+        let repo = conf.open_repo().unwrap();
+        assert!(notes::read_note(&repo, hand).unwrap().is_some());
+        // Someone deletes the notes ref (or a kill came before the batch was written).
+        repo.find_reference(crate::store::NOTES_REF)
+            .unwrap()
+            .delete()
+            .unwrap();
+        assert!(notes::read_note(&repo, hand).unwrap().is_none());
+        conf.reconcile(false).unwrap();
+        let note = notes::read_note(&repo, hand).unwrap().unwrap();
+        assert!(note.contains("\"verdict\":\"set_aside\""), "{note}");
+        assert!(conf.was_set_aside(&repo, hand, &branch).unwrap());
+    }
+
+    #[test]
     fn lock_files_a_killed_run_left_on_the_conference_refs_are_removed_and_nothing_else() {
         let tmp = tempfile::tempdir().unwrap();
         let refs = tmp.path().join("refs/conference/rec/deep");

@@ -15,7 +15,7 @@ use super::transfer::PickRecord;
 use super::Conference;
 use crate::git::snapshot;
 use crate::model::{FinalStatus, PickResult, ReviewVerdict, Verdict};
-use crate::report_plot::{self, PlotData, PlotSeries};
+use crate::render::plot::{self as report_plot, PlotData, PlotSeries};
 
 /// Header of conference_results.tsv: the original skill's columns, then the attempt's commit
 /// and how long its agent and evaluation ran; one column per sub-metric follows

@@ -6,10 +6,12 @@
 //! - `format`: how numbers, gains and changes are written everywhere;
 //! - `poster`: a round's poster session page;
 //! - `plot`: the progress chart (`conference_progress.png`);
+//! - `review`: a round's peer review page;
 //! - `transfer`: a round's knowledge transfer page.
 
 pub mod format;
 pub mod plot;
 pub mod poster;
+pub mod review;
 pub mod talk;
 pub mod transfer;

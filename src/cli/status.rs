@@ -283,7 +283,7 @@ fn print_last_reasons(st: &State) {
         for (id, verdict, why) in reasons {
             crate::outln!(
                 "  {id}: {verdict} — {}",
-                crate::engine::reasons::one_line(why, 200)
+                crate::render::format::one_line(why, 200)
             );
         }
     }

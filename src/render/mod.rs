@@ -7,7 +7,8 @@
 //! - `poster`: a round's poster session page;
 //! - `plot`: the progress chart (`conference_progress.png`);
 //! - `review`: a round's peer review page;
-//! - `transfer`: a round's knowledge transfer page.
+//! - `transfer`: a round's knowledge transfer page;
+//! - `tsv`: the results tables.
 
 pub mod format;
 pub mod plot;
@@ -15,3 +16,4 @@ pub mod poster;
 pub mod review;
 pub mod talk;
 pub mod transfer;
+pub mod tsv;

@@ -7,6 +7,7 @@
 //! - `poster`: a round's poster session page;
 //! - `plot`: the progress chart (`conference_progress.png`);
 //! - `review`: a round's peer review page;
+//! - `status`: the tables of `git conference status`;
 //! - `transfer`: a round's knowledge transfer page;
 //! - `tsv`: the results tables.
 
@@ -14,6 +15,7 @@ pub mod format;
 pub mod plot;
 pub mod poster;
 pub mod review;
+pub mod status;
 pub mod talk;
 pub mod transfer;
 pub mod tsv;

@@ -87,7 +87,7 @@ pub fn last_reasons(st: &State) -> Vec<String> {
         .collect();
     if !reasons.is_empty() {
         lines.push(String::new());
-        lines.push(format!("Last attempt's reason:"));
+        lines.push("Last attempt's reason:".to_string());
         for (id, verdict, why) in reasons {
             lines.push(format!(
                 "  {id}: {verdict} — {}",

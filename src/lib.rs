@@ -28,7 +28,6 @@ pub mod os;
 pub mod protocol;
 pub mod remote;
 pub mod render;
-pub mod report_plot;
 pub mod serve;
 pub mod store;
 pub mod trust;

@@ -57,7 +57,7 @@ fn reason_suffix(event: &EventLine) -> String {
     }
     let reason = p.get("reason").and_then(|v| v.as_str());
     let why = crate::model::reasons::reason_text(verdict, reason);
-    format!(" — {}", crate::engine::reasons::one_line(&why, 200))
+    format!(" — {}", crate::render::format::one_line(&why, 200))
 }
 
 pub fn run(args: LogArgs) -> Result<i32> {

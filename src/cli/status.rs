@@ -50,9 +50,13 @@ pub fn run(args: StatusArgs) -> Result<i32> {
         );
     }
     print_running(&conf, &st, runner.is_some());
-    print_researchers(&st);
+    for line in crate::render::status::researchers(&st) {
+        crate::outln!("{line}");
+    }
     print_machines(&repo, &conf, &st);
-    print_last_reasons(&st);
+    for line in crate::render::status::last_reasons(&st) {
+        crate::outln!("{line}");
+    }
     print_commands(&repo, &name, &conf.config);
     Ok(0)
 }
@@ -141,74 +145,8 @@ fn print_running(conf: &Conference, st: &State, running_here: bool) {
     {
         crate::outln!("{line}");
     }
-    print_attempt_time(st);
-}
-
-/// How long the agents and the evaluations ran, in all and per researcher.
-fn print_attempt_time(st: &State) {
-    let time = crate::render::format::seconds_text;
-    let (agents, evaluations) = st.researchers.values().fold((0.0, 0.0), |(a, e), r| {
-        (a + r.agent_seconds, e + r.eval_seconds)
-    });
-    if agents + evaluations > 0.0 {
-        let each: Vec<String> = st
-            .researchers
-            .iter()
-            .map(|(id, r)| format!("{id} {} + {}", time(r.agent_seconds), time(r.eval_seconds)))
-            .collect();
-        crate::outln!(
-            "Time:       agents {}, evaluations {} ({})",
-            time(agents),
-            time(evaluations),
-            each.join(", ")
-        );
-    }
-}
-
-/// One row per researcher: attempts by verdict, stuck level, best and where its round is. The
-/// `pruned` column shows once an attempt was pruned (`prune: on`).
-fn print_researchers(st: &State) {
-    let with_pruned = st.researchers.values().any(|r| r.counts.pruned > 0);
-    let pruned = |v: &dyn std::fmt::Display| {
-        if with_pruned {
-            format!(" {v:>7}")
-        } else {
-            String::new()
-        }
-    };
-    crate::outln!();
-    crate::outln!(
-        "{:<11} {:>8} {:>5} {:>9} {:>8} {:>8} {:>9}{} {:>6} {:>14}  round",
-        "researcher",
-        "attempts",
-        "kept",
-        "reverted",
-        "crashed",
-        "timeout",
-        "rejected",
-        pruned(&"pruned"),
-        "stuck",
-        "best",
-    );
-    for (id, r) in &st.researchers {
-        let c = &r.counts;
-        crate::outln!(
-            "{:<11} {:>8} {:>5} {:>9} {:>8} {:>8} {:>9}{} {:>6} {:>14}  {}",
-            id,
-            c.total(),
-            c.kept,
-            c.reverted,
-            c.crashed,
-            c.timeout,
-            c.rejected,
-            pruned(&c.pruned),
-            format!("L{}", r.stuck_level),
-            fmt(r.best_metric),
-            r.round_finished
-                .as_deref()
-                .map(|f| format!("finished ({f})"))
-                .unwrap_or_else(|| format!("iteration {}", r.round_iterations))
-        );
+    for line in crate::render::status::attempt_time(st) {
+        crate::outln!("{line}");
     }
 }
 
@@ -267,25 +205,6 @@ fn print_machines(repo: &git2::Repository, conf: &Conference, st: &State) {
                 held.join(", ")
             }
         );
-    }
-}
-
-/// Each researcher's last verdict with its reason, when there is one.
-fn print_last_reasons(st: &State) {
-    let reasons: Vec<_> = st
-        .researchers
-        .iter()
-        .filter_map(|(id, r)| Some((id, r.last_verdict.as_deref()?, r.last_reason.as_deref()?)))
-        .collect();
-    if !reasons.is_empty() {
-        crate::outln!();
-        crate::outln!("Last attempt's reason:");
-        for (id, verdict, why) in reasons {
-            crate::outln!(
-                "  {id}: {verdict} — {}",
-                crate::engine::reasons::one_line(why, 200)
-            );
-        }
     }
 }
 

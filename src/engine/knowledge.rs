@@ -167,7 +167,7 @@ fn entries(conf: &Conference, repo: &Repository, st: &State) -> Result<Vec<Entry
             if let Some(f) = findings.iter().find(|f| f.commit == p.finding) {
                 let kind = format!(
                     "left out in knowledge transfer: {}",
-                    reasons::one_line(&p.reason, 80)
+                    crate::render::format::one_line(&p.reason, 80)
                 );
                 count_failure(&mut failures, &kind, round, f);
             }
@@ -211,7 +211,7 @@ fn pattern(conf: &Conference, round: u32, f: &Finding) -> Entry {
     e.round = Some(round);
     e.researcher = Some(f.researcher.clone());
     e.files = f.files.clone();
-    e.change = reasons::one_line(&f.description, 300);
+    e.change = crate::render::format::one_line(&f.description, 300);
     e.gain = Some(f.gain_reproduced);
     e.commit = f.commit.clone();
     e
@@ -246,12 +246,12 @@ fn failures(repo: &Repository, attempts: &[AttemptRecord]) -> Vec<Failure> {
                 a.round,
                 a.researcher,
                 a.iteration,
-                reasons::one_line(
+                crate::render::format::one_line(
                     &crate::model::reasons::reason_text(&a.verdict, a.reason.as_deref()),
                     200
                 )
             ),
-            change: reasons::one_line(&a.description, 200),
+            change: crate::render::format::one_line(&a.description, 200),
             files: touched(repo, &a.commit),
         });
     }
@@ -270,9 +270,9 @@ fn count_failure(failures: &mut Vec<Failure>, kind: &str, round: u32, f: &Findin
         example: format!(
             "round {round}, researcher {}: {}",
             f.researcher,
-            reasons::one_line(&f.reasoning, 200)
+            crate::render::format::one_line(&f.reasoning, 200)
         ),
-        change: reasons::one_line(&f.description, 200),
+        change: crate::render::format::one_line(&f.description, 200),
         files: f.files.clone(),
     });
 }

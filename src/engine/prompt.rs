@@ -166,7 +166,7 @@ pub fn render(p: &PromptContext) -> String {
 
 /// `text` within [`TALK_CHARS`], on one line.
 fn said(text: &str) -> String {
-    super::reasons::one_line(text, TALK_CHARS)
+    crate::render::format::one_line(text, TALK_CHARS)
 }
 
 /// The guidance in force, newest first, at most [`GUIDANCE_IN_PROMPT`] pieces.

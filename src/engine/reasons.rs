@@ -4,18 +4,7 @@
 
 use crate::model::reasons::{reason_text, shows_reason};
 use crate::model::AttemptRecord;
-
-/// One line, at most `max` characters (an ellipsis marks a cut).
-pub fn one_line(text: &str, max: usize) -> String {
-    let line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if line.chars().count() <= max {
-        return line;
-    }
-    format!(
-        "{}…",
-        line.chars().take(max.saturating_sub(1)).collect::<String>()
-    )
-}
+use crate::render::format::one_line;
 
 /// The kind of failure a reason stands for: the verdict and the reason's first clause (up to a
 /// colon or parenthesis, where details such as output tails begin).

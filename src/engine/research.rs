@@ -296,7 +296,7 @@ impl<'a> Session<'a> {
     /// The progress line before the agent runs.
     fn announce(&self, st: &State, r: &ResearcherState, iteration: u32) {
         let last_reason = (r.last_reason.as_deref())
-            .map(|w| format!(" ({})", super::reasons::one_line(w, 60)))
+            .map(|w| format!(" ({})", crate::render::format::one_line(w, 60)))
             .unwrap_or_default();
         self.conf.ui.researcher(
             self.id,
@@ -607,7 +607,7 @@ impl<'a> Session<'a> {
     fn report_line(&self, st: &State, iteration: u32, verdict: Verdict, description: &str) {
         let now = self.conf.state();
         let why = (now.researcher(self.id).last_reason.as_deref())
-            .map(|w| super::reasons::one_line(w, 160))
+            .map(|w| crate::render::format::one_line(w, 160))
             .filter(|w| !description.contains(w.as_str()))
             .map(|w| format!(" — {w}"))
             .unwrap_or_default();
@@ -1031,7 +1031,7 @@ fn record_iteration(
         round: st.round,
         iteration: a.iteration,
         metric_value: result.metric,
-        delta: delta.map(super::synthesis::signed),
+        delta: delta.map(crate::render::tsv::signed),
         status: verdict,
         commit: commit.map(CommitId::from),
         tree: a.tree.to_string(),

@@ -5,8 +5,6 @@
 //! inconsistent gain, or a hold-out that disagrees), overturned (no gain, a crash, or a diff that
 //! touches a frozen or forbidden path). Findings that are not validated never reach best.
 
-use std::fmt::Write;
-
 use anyhow::Result;
 use git2::Oid;
 use serde_json::json;
@@ -17,11 +15,12 @@ use super::measure;
 use super::noise;
 use super::state::files;
 use super::Conference;
+use crate::config::Direction;
 use crate::git::snapshot;
 use crate::model::event::{self as events, Event, Note};
 use crate::model::{AttemptRecord, Conflict, EvalStatus, Finding, ReviewVerdict, Verdict};
 use crate::protocol::pick::transfer_order;
-use crate::render::format::{change_text, fmt, gain_text};
+use crate::render;
 use crate::store::StateChange;
 
 /// The readings of one tree in the review, or why a reading failed.
@@ -341,7 +340,18 @@ async fn record_review(
     let st = conf.state();
     let order = transfer_order(&findings);
     let conflicts = conflicts(&conf.open_repo()?, &order)?;
-    let md = render_review(conf, st.round, &findings, &order, &conflicts, start_runs);
+    let attempts = round_attempts(conf, st.round).unwrap_or_default();
+    let md = render::review::render(&render::review::ReviewPage {
+        round: st.round,
+        findings: &findings,
+        order: &order,
+        conflicts: &conflicts,
+        start_runs,
+        attempts: &attempts,
+        direction: conf.direction().unwrap_or(Direction::Maximize),
+        noise_runs: conf.config.noise_runs,
+        qualitative: conf.config.mode == crate::config::Mode::Qualitative,
+    });
     let md =
         super::prose::with_prose(conf, conf.config.agent.reviewer.as_ref(), "reviewer", md).await;
     let count = |v: ReviewVerdict| findings.iter().filter(|f| f.verdict == v).count();
@@ -365,7 +375,7 @@ async fn record_review(
     );
     let findings_json = serde_json::to_vec_pretty(&findings)?;
     let start_json = serde_json::to_vec(&start_runs)?;
-    let noisy = noisy_evaluation(conf, st.round, &findings);
+    let noisy = render::review::noisy_evaluation(st.round, &findings, conf.config.noise_runs);
     if let Some(warning) = &noisy {
         conf.ui.warn(&format!("warning: {warning}"));
     }
@@ -390,288 +400,4 @@ async fn record_review(
     )?;
     conf.ui.info(&format!("peer review: {summary}"));
     Ok(())
-}
-
-/// The warning for an evaluation that proved noisy this round (one reading per tree, and the
-/// review's reading of a snapshot disagreed with the researcher's beyond the tolerance).
-fn noisy_evaluation(conf: &Conference, round: u32, findings: &[Finding]) -> Option<String> {
-    let f = findings
-        .iter()
-        .filter(|f| f.noisy.is_some())
-        .max_by(|a, b| {
-            a.noisy
-                .partial_cmp(&b.noisy)
-                .unwrap_or(std::cmp::Ordering::Equal)
-        })?;
-    let d = f.noisy?;
-    Some(format!(
-        "the evaluation is noisy: in round {round} researcher {} read {} and the review {} for the same snapshot `{}` (a difference of {d:.6}, beyond the tolerance); with Noise runs: {} a lucky reading can pass for a gain. Set `- **Noise runs:** {}` under ## Noise Handling.",
-        f.researcher,
-        fmt(f.claimed),
-        fmt(f.reproduced),
-        &f.commit[..10.min(f.commit.len())],
-        conf.config.noise_runs,
-        f.suggested_noise_runs.unwrap_or(5)
-    ))
-}
-
-fn render_review(
-    conf: &Conference,
-    round: u32,
-    findings: &[Finding],
-    order: &[Finding],
-    conflicts: &[Conflict],
-    start_runs: &[f64],
-) -> String {
-    let mut md = String::new();
-    write_review_header(&mut md, conf, round, findings, start_runs);
-    let dir = conf
-        .direction()
-        .unwrap_or(crate::config::Direction::Maximize);
-    for f in findings {
-        write_finding_review(&mut md, f, dir);
-    }
-    write_conflict_resolution(&mut md, order, conflicts);
-    write_verdict_summary(&mut md, findings);
-    write_transfer_recommendations(&mut md, order);
-    if conf.config.mode == crate::config::Mode::Qualitative {
-        let _ = writeln!(md, "## Qualitative Scores\n");
-        for f in findings {
-            let _ = writeln!(md, "- {}: {}", f.researcher, fmt(f.reproduced));
-        }
-    }
-    md
-}
-
-/// The review's title, the round start's re-measurement, and a word when there is nothing to
-/// review or the evaluation proved noisy.
-fn write_review_header(
-    md: &mut String,
-    conf: &Conference,
-    round: u32,
-    findings: &[Finding],
-    start_runs: &[f64],
-) {
-    let _ = writeln!(md, "# Peer Review — Round {round}\n");
-    if let Some(m) = noise::median(start_runs) {
-        let _ = writeln!(
-            md,
-            "Round start re-measured {} time(s), interleaved with the findings: median {m:.6} (runs: {}).\n",
-            start_runs.len(),
-            join(start_runs)
-        );
-    }
-    if findings.is_empty() {
-        let _ = writeln!(
-            md,
-            "No researcher kept a change this round: nothing to review.\n"
-        );
-    }
-    let attempts = round_attempts(conf, round).unwrap_or_default();
-    if let Some(models) = crate::model::mixed_gpu_models(&attempts) {
-        let _ = writeln!(
-            md,
-            "**Hardware:** {}.\n",
-            crate::model::mixed_gpu_warning(&models)
-        );
-    }
-    if let Some(warning) = noisy_evaluation(conf, round, findings) {
-        let mut chars = warning.chars();
-        let first: String = chars
-            .next()
-            .map(|c| c.to_uppercase().collect())
-            .unwrap_or_default();
-        let _ = writeln!(md, "**Warning:** {first}{}\n", chars.as_str());
-    }
-}
-
-/// One finding's review: claim, evidence, verdict, reasoning and the action it leads to.
-fn write_finding_review(md: &mut String, f: &Finding, dir: crate::config::Direction) {
-    let _ = writeln!(
-        md,
-        "### Researcher {} — {}\n",
-        f.researcher,
-        short(&f.description)
-    );
-    let _ = writeln!(
-        md,
-        "- **Claim:** the researcher read {} ({}) with `{}` changing {}",
-        fmt(f.claimed),
-        gain_text(f.gain_claimed),
-        &f.commit[..10],
-        if f.files.is_empty() {
-            "nothing".to_string()
-        } else {
-            f.files.join(", ")
-        }
-    );
-    let evidence = match (f.start_metric, f.reproduced) {
-        (Some(s), Some(r)) => format!(
-            "round start {s:.6} (runs: {}) against the finding {r:.6} (runs: {}), interleaved in a clean checkout: {}; tolerance {:.6}",
-            join(&f.start_runs),
-            join(&f.runs),
-            change_text(dir, s, r),
-            f.tolerance
-        ),
-        _ if !f.runs.is_empty() => format!("runs before the failure: {}", join(&f.runs)),
-        _ => "not re-run".to_string(),
-    };
-    let _ = writeln!(
-        md,
-        "- **Evidence:** {evidence}{}{}",
-        f.noise_sd
-            .map(|sd| format!("; noise of one reading {sd:.6}"))
-            .unwrap_or_default(),
-        f.holdout
-            .map(|(v, s)| format!("; hold-out {}", change_text(dir, s, v)))
-            .unwrap_or_default()
-    );
-    let _ = writeln!(md, "- **Verdict:** {}", f.verdict);
-    let _ = writeln!(md, "- **Reasoning:** {}", f.reasoning);
-    let action = match ReviewVerdict::parse(&f.verdict) {
-        Some(ReviewVerdict::Validated) => {
-            "Cherry-pick onto best; keep it only if the combined best improves."
-        }
-        Some(ReviewVerdict::Challenged) => {
-            "Not merged. Re-test with more runs before relying on it."
-        }
-        _ => "Not merged.",
-    };
-    let _ = writeln!(md, "- **Action:** {action}\n");
-}
-
-/// Which validated findings clash on the same lines of a file, and who keeps each file.
-fn write_conflict_resolution(md: &mut String, order: &[Finding], conflicts: &[Conflict]) {
-    let _ = writeln!(md, "## Conflict Resolution\n");
-    if order.len() < 2 {
-        let _ = writeln!(
-            md,
-            "{} validated finding(s): nothing to resolve.\n",
-            order.len()
-        );
-    } else if conflicts.is_empty() {
-        let _ = writeln!(
-            md,
-            "No two of the {} validated findings change the same lines of a file: they combine.\n",
-            order.len()
-        );
-    } else {
-        for c in conflicts {
-            let why = if c.tie {
-                format!(
-                    "their gains are equal and the tie goes to the lower letter, {}",
-                    c.winner
-                )
-            } else {
-                format!("{} has the larger gain", c.winner)
-            };
-            let _ = writeln!(
-                md,
-                "- `{}`: {} and {} change the same lines; {why}, so {} keeps the file; {}'s other changes are kept.",
-                c.file, c.winner, c.loser, c.winner, c.loser
-            );
-        }
-        md.push('\n');
-    }
-}
-
-/// One row per finding: claimed, reproduced, verdict.
-fn write_verdict_summary(md: &mut String, findings: &[Finding]) {
-    let _ = writeln!(md, "## Round Verdict Summary\n");
-    let _ = writeln!(md, "| Researcher | Claimed | Reproduced | Verdict |");
-    let _ = writeln!(md, "|---|---|---|---|");
-    for f in findings {
-        let _ = writeln!(
-            md,
-            "| {} | {} | {} | {} |",
-            f.researcher,
-            fmt(f.claimed),
-            fmt(f.reproduced),
-            f.verdict
-        );
-    }
-    md.push('\n');
-}
-
-/// The validated findings in the order knowledge transfer will pick them.
-fn write_transfer_recommendations(md: &mut String, order: &[Finding]) {
-    let _ = writeln!(md, "## Knowledge Transfer Recommendations\n");
-    if order.is_empty() {
-        let _ = writeln!(md, "Nothing to transfer this round.\n");
-    }
-    for (i, f) in order.iter().enumerate() {
-        let _ = writeln!(
-            md,
-            "{}. Transfer Researcher {}'s finding ({}): {}",
-            i + 1,
-            f.researcher,
-            gain_text(f.gain_reproduced),
-            short(&f.description)
-        );
-    }
-    md.push('\n');
-}
-
-fn short(s: &str) -> String {
-    let s = s.lines().next().unwrap_or("");
-    if s.chars().count() > 80 {
-        format!("{}…", s.chars().take(79).collect::<String>())
-    } else if s.is_empty() {
-        "(no description)".into()
-    } else {
-        s.to_string()
-    }
-}
-
-fn join(v: &[f64]) -> String {
-    v.iter()
-        .map(|x| format!("{x:.6}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::Direction::{Maximize, Minimize};
-
-    /// Gain positive = better, whatever the direction; the words say which.
-    #[test]
-    fn changes_read_the_same_way_in_both_directions() {
-        let cases = [
-            (
-                Minimize,
-                1.128311,
-                1.150005,
-                "1.128311 → 1.150005 (gain -0.021694, worse)",
-            ),
-            (
-                Minimize,
-                10.0,
-                9.0,
-                "10.000000 → 9.000000 (gain +1.000000, better)",
-            ),
-            (
-                Maximize,
-                0.5,
-                0.75,
-                "0.500000 → 0.750000 (gain +0.250000, better)",
-            ),
-            (
-                Maximize,
-                0.5,
-                0.25,
-                "0.500000 → 0.250000 (gain -0.250000, worse)",
-            ),
-            (
-                Maximize,
-                2.0,
-                2.0,
-                "2.000000 → 2.000000 (gain +0.000000, unchanged)",
-            ),
-        ];
-        for (dir, from, to, want) in cases {
-            assert_eq!(change_text(dir, from, to), want);
-        }
-    }
 }

@@ -15,91 +15,11 @@ use crate::git::snapshot;
 use crate::model::{AttemptRecord, Finding, PickRecord};
 use crate::model::{FinalStatus, PickResult, ReviewVerdict, Verdict};
 use crate::render::format::{fmt, gain_text};
-use crate::report_plot::{self, PlotData, PlotSeries};
-
-/// Header of conference_results.tsv: the original skill's columns, then the attempt's commit
-/// and how long its agent and evaluation ran; one column per sub-metric follows
-/// ([`results_table`]).
-pub const RESULTS_HEADER: &str = "round\tresearcher\titeration\tmetric_value\tdelta\tdelta_pct\tstatus\tdescription\tevaluator_source\tpeer_review_verdict\ttimestamp\tcommit\tagent_s\teval_s";
-
-/// The status column: the attempt's verdict, the word `status`, `log` and the reports use
-/// (kept, reverted, crashed, timeout, rejected, no_change; interrupted for an attempt set aside).
-fn tsv_status(verdict: &str) -> &'static str {
-    match Verdict::parse(verdict) {
-        Some(v) => v.as_str(),
-        None if verdict == crate::model::EvalStatus::Interrupted.as_str() => "interrupted",
-        None => "failed",
-    }
-}
-
-fn tsv_clean(s: &str) -> String {
-    s.replace(['\t', '\n', '\r'], " ")
-}
-
-/// A signed number as the seed's logs write deltas: `+6.0`, `-0.0125` (at most 6 decimals).
-pub fn signed(d: f64) -> String {
-    let s = format!("{d:+.6}");
-    let s = s.trim_end_matches('0');
-    if s.ends_with('.') {
-        format!("{s}0")
-    } else {
-        s.to_string()
-    }
-}
-
-/// The description column; a rejected, crashed, timed-out or unchanged attempt's reason follows
-/// it (the seed's status column has only kept | reverted | failed), so the column count stays.
-fn tsv_description(a: &AttemptRecord) -> String {
-    let mut text = tsv_clean(&a.description);
-    if crate::model::reasons::shows_reason(&a.verdict) {
-        let why = crate::model::reasons::reason_text(&a.verdict, a.reason.as_deref());
-        text.push_str(&format!(
-            " [{}: {}]",
-            a.verdict,
-            tsv_clean(&super::reasons::one_line(&why, 200))
-        ));
-    }
-    text
-}
-
-/// One results row, with a column for each of `sub_metrics` (`-` where it printed none).
-pub fn tsv_row(
-    a: &AttemptRecord,
-    evaluator: &str,
-    verdict: Option<&str>,
-    sub_metrics: &[String],
-) -> String {
-    let delta = a.delta.map(signed).unwrap_or_else(|| "-".into());
-    let delta_pct = match (a.delta, a.metric) {
-        (Some(d), Some(m)) if (m - d).abs() > f64::EPSILON => {
-            format!("{:+.2}", 100.0 * d / (m - d).abs())
-        }
-        _ => "-".into(),
-    };
-    let number = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
-    let mut row = format!(
-        "{}\t{}\t{}\t{}\t{delta}\t{delta_pct}\t{}\t{}\t{evaluator}\t{}\t{}\t{}\t{}\t{}",
-        a.round,
-        a.researcher,
-        a.iteration,
-        number(a.metric),
-        tsv_status(&a.verdict),
-        tsv_description(a),
-        verdict.unwrap_or("-"),
-        a.timestamp,
-        if a.commit.is_empty() { "-" } else { &a.commit },
-        number(a.agent_s),
-        number(a.eval_s),
-    );
-    for name in sub_metrics {
-        row.push('\t');
-        row.push_str(&number(a.sub_metrics.get(name).copied()));
-    }
-    row
-}
+use crate::render::plot::{self as report_plot, PlotData, PlotSeries};
+use crate::render::tsv;
 
 pub fn evaluator_source(conf: &Conference) -> String {
-    format!("script:{}", tsv_clean(conf.config.eval_command()))
+    tsv::evaluator_source(conf.config.eval_command())
 }
 
 /// A round's attempts, each with the peer review verdict when it is the finding reviewed (the
@@ -125,33 +45,10 @@ fn reviewed_attempts(
         .collect())
 }
 
-/// The results table of `rows`: the header, a column per sub-metric any attempt printed
-/// (`memory_gb`, …), a row per attempt.
-fn results_table(conf: &Conference, rows: &[(AttemptRecord, Option<String>)]) -> String {
-    let sub_metrics: Vec<String> = rows
-        .iter()
-        .flat_map(|(a, _)| a.sub_metrics.keys().cloned())
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    let mut out = String::from(RESULTS_HEADER);
-    for name in &sub_metrics {
-        out.push('\t');
-        out.push_str(&tsv_clean(name));
-    }
-    out.push('\n');
-    let evaluator = evaluator_source(conf);
-    for (a, verdict) in rows {
-        out.push_str(&tsv_row(a, &evaluator, verdict.as_deref(), &sub_metrics));
-        out.push('\n');
-    }
-    out
-}
-
 /// The results table of one round, with the peer review verdict on each researcher's round-best.
 pub fn round_results_tsv(conf: &Conference, round: u32, findings: &[Finding]) -> Result<String> {
-    Ok(results_table(
-        conf,
+    Ok(tsv::results_table(
+        &evaluator_source(conf),
         &reviewed_attempts(conf, round, findings)?,
     ))
 }
@@ -162,7 +59,7 @@ pub fn conference_results_tsv(conf: &Conference, st: &State) -> Result<String> {
     for round in 1..=st.round {
         rows.extend(reviewed_attempts(conf, round, &read_findings(conf, round))?);
     }
-    Ok(results_table(conf, &rows))
+    Ok(tsv::results_table(&evaluator_source(conf), &rows))
 }
 
 /// conference_progress.png: the chart of [`plot_data`].

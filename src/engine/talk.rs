@@ -375,7 +375,7 @@ pub fn take_requests(conf: &Conference) -> Result<usize> {
 fn event_of(conf: &Conference, request: &Request) -> std::result::Result<(Event, String), String> {
     let st = conf.state();
     let id = request.id.clone();
-    let line = |t: &str| super::reasons::one_line(t, 80);
+    let line = |t: &str| crate::render::format::one_line(t, 80);
     Ok(match &request.action {
         Action::Steer { text } => (
             Event::Guidance(events::Guidance {
@@ -481,7 +481,7 @@ pub fn pause_needed(conf: &Conference, st: &State) -> Result<Option<Waiting>> {
     if let Some(q) = crate::protocol::talk::blocking_question(st) {
         let detail = format!(
             "waits for the answer to {} (researcher {}, round {}): \"{}\" — answer with `git conference answer {name} {} \"…\"`, then `git conference resume {name}`",
-            q.id, q.researcher, q.round, super::reasons::one_line(&q.text, 200), q.id
+            q.id, q.researcher, q.round, crate::render::format::one_line(&q.text, 200), q.id
         );
         return Ok(wait(WaitKind::Answer, detail));
     }
@@ -520,7 +520,7 @@ fn approval_question(name: &str, st: &State, found: &[Finding]) -> String {
                 f.researcher,
                 f.verdict,
                 crate::render::format::fmt(Some(f.gain_reproduced)),
-                super::reasons::one_line(&f.description, 60)
+                crate::render::format::one_line(&f.description, 60)
             )
         })
         .collect();
@@ -535,7 +535,10 @@ fn approval_question(name: &str, st: &State, found: &[Finding]) -> String {
 /// Records the pause that waits for `waiting` (an event) and ends the run there (exit 3).
 pub fn pause_for(conf: &Conference, waiting: Waiting) -> Result<RunOutcome> {
     let st = conf.state();
-    let summary = format!("paused: {}", super::reasons::one_line(&waiting.detail, 100));
+    let summary = format!(
+        "paused: {}",
+        crate::render::format::one_line(&waiting.detail, 100)
+    );
     let detail = waiting.detail.clone();
     conf.record(
         Event::Paused(events::Paused {

@@ -48,3 +48,15 @@ pub fn pct(delta: f64, base: f64) -> String {
         String::new()
     }
 }
+
+/// One line, at most `max` characters (an ellipsis marks a cut).
+pub fn one_line(text: &str, max: usize) -> String {
+    let line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() <= max {
+        return line;
+    }
+    format!(
+        "{}…",
+        line.chars().take(max.saturating_sub(1)).collect::<String>()
+    )
+}

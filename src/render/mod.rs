@@ -5,9 +5,17 @@
 //!
 //! - `format`: how numbers, gains and changes are written everywhere;
 //! - `poster`: a round's poster session page;
-//! - `transfer`: a round's knowledge transfer page.
+//! - `plot`: the progress chart (`conference_progress.png`);
+//! - `review`: a round's peer review page;
+//! - `status`: the tables of `git conference status`;
+//! - `transfer`: a round's knowledge transfer page;
+//! - `tsv`: the results tables.
 
 pub mod format;
+pub mod plot;
 pub mod poster;
+pub mod review;
+pub mod status;
 pub mod talk;
 pub mod transfer;
+pub mod tsv;

@@ -43,3 +43,41 @@ pub fn render(st: &State, picks: &[PickRecord], knowledge: &[String]) -> String 
     }
     md
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pick(researcher: &str, result: &str, reason: &str, conflicts: &[&str]) -> PickRecord {
+        PickRecord {
+            researcher: researcher.into(),
+            finding: format!("{researcher}'s finding"),
+            result: result.into(),
+            reason: reason.into(),
+            conflicts: conflicts.iter().map(|c| c.to_string()).collect(),
+            metric: Some(9.1),
+        }
+    }
+
+    /// The knowledge transfer page: a merged pick with a conflict, a dropped one, the
+    /// knowledge added; and a round with nothing to transfer.
+    #[test]
+    fn the_knowledge_transfer_page() {
+        let mut st = crate::model::state::sample();
+        st.round = 2;
+        st.best.commit = "ab12cd34ef".repeat(4);
+        st.best.metric = Some(9.1);
+        let picks = [
+            pick(
+                "A",
+                "merged",
+                "the combined best improved to 9.100000",
+                &["train.py"],
+            ),
+            pick("B", "dropped", "the combined best did not improve", &[]),
+        ];
+        let knowledge = ["Round 2, A: a smaller learning rate (10.000000 → 9.100000)".to_string()];
+        insta::assert_snapshot!(render(&st, &picks, &knowledge));
+        insta::assert_snapshot!(render(&st, &[], &[]));
+    }
+}

@@ -26,7 +26,6 @@ const BELOW_THE_ENGINE: &[&str] = &[
     "failpoint.rs",
     "ui.rs",
     "trust.rs",
-    "report_plot.rs",
 ];
 
 fn src() -> PathBuf {

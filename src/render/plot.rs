@@ -83,7 +83,7 @@ fn ensure_font() -> Result<()> {
         plotters::style::register_font(
             FONT,
             FontStyle::Normal,
-            include_bytes!("../assets/DejaVuSans.ttf"),
+            include_bytes!("../../assets/DejaVuSans.ttf"),
         )
         .is_ok()
     });
@@ -249,7 +249,8 @@ type Chart<'a, 'b> =
 
 /// Draws the whole chart into `buf`: frame and mesh, round boundaries, target, each
 /// researcher's readings, the best line, "no data" when there is none, and the legend.
-fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<()> {
+/// Returns the plotting area's pixel ranges (x, y), which everything but the axes stays in.
+fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<PixelArea> {
     let wild = off_the_chart(data);
     let is_wild = |s: &PlotSeries, x: f64| wild.iter().any(|w| w.0 == s.label && w.1 == x);
     let points: Vec<(f64, f64)> = data
@@ -279,8 +280,13 @@ fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<()> {
     if let Some(t) = data.target.filter(plottable) {
         draw_target(&mut chart, t, (x_lo, x_hi), y_span)?;
     }
+    let aggregated = points.len() > MAX_DRAWN_READINGS;
     for (i, s) in data.series.iter().enumerate() {
-        draw_readings(&mut chart, i, s, &|x| is_wild(s, x))?;
+        if aggregated {
+            draw_readings_aggregated(&mut chart, i, s, (x_lo, x_hi), &|x| is_wild(s, x))?;
+        } else {
+            draw_readings(&mut chart, i, s, &|x| is_wild(s, x))?;
+        }
     }
     let has_best_line = draw_best_line(&mut chart, data, x_lo)?;
     if points.is_empty() {
@@ -293,9 +299,14 @@ fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<()> {
     if has_legend {
         draw_legend(&mut chart, data.minimize)?;
     }
+    let area = chart.plotting_area().get_pixel_range();
+    drop(chart);
     root.present().map_err(plot_err)?;
-    Ok(())
+    Ok(area)
 }
+
+/// The pixel ranges (x, y) of the plotting area.
+type PixelArea = (std::ops::Range<i32>, std::ops::Range<i32>);
 
 /// The padded x range: every attempt (crashed ones too) and round boundaries.
 fn x_range(data: &PlotData) -> (f64, f64) {
@@ -371,6 +382,9 @@ fn draw_mesh(
     Ok(())
 }
 
+/// At most this many round boundaries are drawn and labelled (every k-th beyond).
+const MAX_ROUNDS_MARKED: usize = 24;
+
 /// A light vertical line at each round boundary, across the y range, and each round's name at
 /// the top where it begins.
 fn draw_round_boundaries(
@@ -385,7 +399,9 @@ fn draw_round_boundaries(
         .copied()
         .filter(plottable)
         .collect();
-    for &bx in &boundaries {
+    // Every k-th round when there are many, so lines and labels stay apart.
+    let every = boundaries.len().div_ceil(MAX_ROUNDS_MARKED).max(1);
+    for &bx in boundaries.iter().skip(every - 1).step_by(every) {
         chart
             .draw_series(LineSeries::new(
                 [(bx, y_lo), (bx, y_hi)],
@@ -397,14 +413,21 @@ fn draw_round_boundaries(
         return Ok(());
     }
     let nudge = (x_hi - x_lo) * 0.005;
+    let font = (FONT, 16).into_font().color(&RGBColor(0x66, 0x66, 0x66));
+    let right_edge = chart.plotting_area().get_pixel_range().0.end;
     let starts = std::iter::once(x_lo).chain(boundaries);
-    let labels = starts.enumerate().map(|(i, x)| {
-        Text::new(
-            format!("round {}", i + 1),
-            (x + nudge, y_hi),
-            (FONT, 16).into_font().color(&RGBColor(0x66, 0x66, 0x66)),
-        )
-    });
+    let mut labels = Vec::new();
+    for (i, x) in starts.enumerate().step_by(every) {
+        let text = format!("round {}", i + 1);
+        let (width, _) = chart
+            .plotting_area()
+            .estimate_text_size(&text, &font)
+            .map_err(plot_err)?;
+        // A label that would run past the plotting area is left out.
+        if chart.backend_coord(&(x + nudge, y_hi)).0 + width as i32 <= right_edge {
+            labels.push(Text::new(text, (x + nudge, y_hi), font.clone()));
+        }
+    }
     chart.draw_series(labels).map_err(plot_err)?;
     Ok(())
 }
@@ -442,6 +465,120 @@ fn draw_target<'a, 'b: 'a>(
             EmptyElement::at((x, y))
                 + PathElement::new([(0, 0), (8, 0)], TARGET_COLOR.stroke_width(2))
                 + PathElement::new([(13, 0), (20, 0)], TARGET_COLOR.stroke_width(2))
+        });
+    Ok(())
+}
+
+/// Above this many readings each researcher's readings are drawn aggregated
+/// ([`draw_readings_aggregated`]): a marker per reading and a line through them all turn a
+/// chart of thousands into a solid smear, and cost time at every round end.
+const MAX_DRAWN_READINGS: usize = 600;
+/// The columns the x range is cut into when readings are aggregated (about 5 pixels each).
+const BINS: usize = 200;
+/// At most this many kept readings are marked per researcher when readings are aggregated
+/// (evenly spaced among them, the last one always).
+const MAX_KEPT_MARKERS: usize = 100;
+
+/// One column of aggregated readings: (x from, x to, lowest, median, highest).
+type Bin = (f64, f64, f64, f64, f64);
+
+/// `readings` (x, metric) cut into [`BINS`] columns over `(x_lo, x_hi)`: the lowest, median and
+/// highest reading in each column that has one, left to right.
+fn bins(readings: &[(f64, f64)], (x_lo, x_hi): (f64, f64)) -> Vec<Bin> {
+    let width = (x_hi - x_lo) / BINS as f64;
+    let mut columns: Vec<Vec<f64>> = vec![Vec::new(); BINS];
+    for &(x, y) in readings {
+        let i = (((x - x_lo) / width).floor().max(0.0) as usize).min(BINS - 1);
+        columns[i].push(y);
+    }
+    columns
+        .into_iter()
+        .enumerate()
+        .filter(|(_, ys)| !ys.is_empty())
+        .map(|(i, mut ys)| {
+            ys.sort_by(f64::total_cmp);
+            let from = x_lo + width * i as f64;
+            (
+                from,
+                from + width,
+                ys[0],
+                ys[ys.len() / 2],
+                ys[ys.len() - 1],
+            )
+        })
+        .collect()
+}
+
+/// At most `max` of `xs`, evenly spaced among them, the last one always.
+fn thinned(xs: &[f64], max: usize) -> Vec<f64> {
+    if xs.len() <= max {
+        return xs.to_vec();
+    }
+    let step = xs.len() as f64 / max as f64;
+    let mut picked: Vec<f64> = (0..max).map(|k| xs[(k as f64 * step) as usize]).collect();
+    *picked.last_mut().unwrap() = xs[xs.len() - 1];
+    picked
+}
+
+/// Researcher `i`'s readings when there are too many to draw one by one: per column of the x
+/// range a light band from the lowest to the highest reading, a line through the medians, and
+/// a bounded sample of the kept readings as filled markers.
+fn draw_readings_aggregated<'a, 'b: 'a>(
+    chart: &mut Chart<'a, 'b>,
+    i: usize,
+    s: &PlotSeries,
+    x_range: (f64, f64),
+    wild: &dyn Fn(f64) -> bool,
+) -> Result<()> {
+    let color = SERIES_COLORS[i % SERIES_COLORS.len()];
+    let readings: Vec<(f64, f64)> = s
+        .points
+        .iter()
+        .filter_map(|&(x, y)| y.map(|y| (x, y)))
+        .filter(|&(x, y)| plottable(&x) && plottable(&y) && !wild(x))
+        .collect();
+    let columns = bins(&readings, x_range);
+    chart
+        .draw_series(columns.iter().map(|&(from, to, lo, _, hi)| {
+            Rectangle::new([(from, lo), (to, hi)], color.mix(0.25).filled())
+        }))
+        .map_err(plot_err)?;
+    chart
+        .draw_series(LineSeries::new(
+            columns
+                .iter()
+                .map(|&(from, to, _, median, _)| ((from + to) / 2.0, median)),
+            color.stroke_width(2),
+        ))
+        .map_err(plot_err)?;
+    let kept: Vec<f64> = readings
+        .iter()
+        .map(|p| p.0)
+        .filter(|x| s.kept.contains(x))
+        .collect();
+    let marked = thinned(&kept, MAX_KEPT_MARKERS);
+    let at = |x: f64| readings.iter().find(|p| p.0 == x).copied();
+    let label = if s.label.trim().is_empty() {
+        format!("series {}", i + 1)
+    } else {
+        s.label.clone()
+    };
+    chart
+        .draw_series(
+            marked
+                .into_iter()
+                .filter_map(at)
+                .map(|p| Circle::new(p, 5, color.filled())),
+        )
+        .map_err(plot_err)?
+        .label(format!(
+            "{label} (band: lowest–highest, line: median, dots: kept)"
+        ))
+        .legend(move |(x, y)| {
+            EmptyElement::at((x, y))
+                + Rectangle::new([(0, -5), (20, 5)], color.mix(0.25).filled())
+                + PathElement::new([(0, 0), (20, 0)], color.stroke_width(2))
+                + Circle::new((10, 0), 4, color.filled())
         });
     Ok(())
 }
@@ -814,6 +951,124 @@ mod tests {
             ink(&hollow, grey) > ink(&check(&unlabelled), grey),
             "round labels at each boundary"
         );
+    }
+
+    /// A conference of `n` attempts by three researchers: noisy readings drifting down, a
+    /// few kept, rounds of 100.
+    fn large(n: usize) -> PlotData {
+        let mut series: Vec<PlotSeries> = ["A", "B", "C"]
+            .iter()
+            .map(|name| PlotSeries {
+                label: format!("Researcher {name}"),
+                ..Default::default()
+            })
+            .collect();
+        for i in 0..n {
+            let x = (i + 1) as f64;
+            let noise = ((i * 7919) % 101) as f64 / 100.0;
+            let y = (i % 13 != 5).then(|| 1.0 / (1.0 + x / 500.0) + 0.3 * noise);
+            let s = &mut series[i % 3];
+            s.points.push((x, y));
+            if i % 37 == 0 {
+                s.kept.push(x);
+            }
+        }
+        let round_boundaries: Vec<f64> = (1..n / 100).map(|r| r as f64 * 100.0 + 0.5).collect();
+        let round_bests = round_boundaries
+            .iter()
+            .map(|&x| (x, 1.0 / (1.0 + x / 500.0)))
+            .collect();
+        PlotData {
+            title: "Large — val_loss by iteration".into(),
+            metric: "val_loss".into(),
+            minimize: true,
+            target: Some(0.1),
+            series,
+            baseline: Some(1.0),
+            round_boundaries,
+            round_bests,
+        }
+    }
+
+    /// Draws `data` and returns the RGB pixels and the plotting area.
+    fn drawn(data: &PlotData) -> (Vec<u8>, PixelArea) {
+        ensure_font().unwrap();
+        let mut buf = vec![0u8; (WIDTH * HEIGHT * 3) as usize];
+        let area = draw(data, &mut buf, (WIDTH, HEIGHT)).unwrap();
+        (buf, area)
+    }
+
+    /// Coloured pixels (not white, black or grey) outside the plotting area: only the axes,
+    /// their labels and the title belong there, and they are black or grey.
+    fn colour_outside(raw: &[u8], (xs, ys): &PixelArea) -> usize {
+        (0..HEIGHT as i32)
+            .flat_map(|y| (0..WIDTH as i32).map(move |x| (x, y)))
+            .filter(|&(x, y)| !xs.contains(&x) || !ys.contains(&y))
+            .filter(|&(x, y)| {
+                let p = pixel(raw, WIDTH, x as u32, y as u32);
+                p[0] != p[1] || p[1] != p[2]
+            })
+            .count()
+    }
+
+    /// At 10,000 attempts the chart aggregates: everything coloured stays inside the plotting
+    /// area, the round labels are thinned out, and the PNG stays small.
+    #[test]
+    fn a_chart_of_ten_thousand_attempts_stays_inside_the_plot_and_small() {
+        let data = large(10_000);
+        let (raw, area) = drawn(&data);
+        assert_eq!(colour_outside(&raw, &area), 0, "area {area:?}");
+        let png = render_png(&data).unwrap();
+        assert!(png.len() < 120_000, "{} bytes", png.len());
+        let (small_raw, small_area) = drawn(&sample());
+        assert_eq!(colour_outside(&small_raw, &small_area), 0);
+    }
+
+    /// Aggregated readings: each column holds its lowest, median and highest reading, and only
+    /// a bounded sample of kept readings is marked.
+    #[test]
+    fn readings_are_aggregated_only_above_the_threshold() {
+        let readings: Vec<(f64, f64)> = (1..=1000).map(|i| (i as f64, (i % 10) as f64)).collect();
+        let columns = bins(&readings, (0.5, 1000.5));
+        assert_eq!(columns.len(), BINS);
+        assert!(columns
+            .iter()
+            .all(|&(_, _, lo, median, hi)| lo <= median && median <= hi));
+        assert_eq!(columns.iter().map(|c| c.2).fold(f64::MAX, f64::min), 0.0);
+        assert_eq!(columns.iter().map(|c| c.4).fold(f64::MIN, f64::max), 9.0);
+        let xs: Vec<f64> = (0..1000).map(|i| i as f64).collect();
+        let picked = thinned(&xs, MAX_KEPT_MARKERS);
+        assert_eq!(picked.len(), MAX_KEPT_MARKERS);
+        assert_eq!((picked[0], *picked.last().unwrap()), (0.0, 999.0));
+        assert_eq!(thinned(&xs[..5], MAX_KEPT_MARKERS), &xs[..5]);
+    }
+
+    /// Time to draw the chart at 100, 1,000 and 10,000 attempts (BENCHMARKS.md):
+    /// `cargo test --release --lib render::plot::tests::chart_drawing_time -- --ignored --nocapture`
+    #[test]
+    #[ignore = "a benchmark: prints figures"]
+    fn chart_drawing_time() {
+        ensure_font().unwrap();
+        for n in [100, 1_000, 10_000] {
+            let data = large(n);
+            let mut times: Vec<f64> = (0..5)
+                .map(|_| {
+                    let t = std::time::Instant::now();
+                    let png = render_png(&data).unwrap();
+                    std::hint::black_box(png);
+                    t.elapsed().as_secs_f64() * 1000.0
+                })
+                .collect();
+            times.sort_by(f64::total_cmp);
+            let size = render_png(&data).unwrap().len();
+            println!(
+                "{n:>6} attempts: median {:.0} ms (min {:.0}, max {:.0}), {} KB",
+                times[2],
+                times[0],
+                times[4],
+                size / 1024
+            );
+        }
     }
 
     #[test]

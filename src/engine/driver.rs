@@ -6,13 +6,13 @@ use std::sync::Arc;
 
 use anyhow::{bail, Result};
 use git2::Oid;
-use serde_json::json;
 
 use super::evaluate::{self, EvalRequest};
 use super::state::{files, Phase};
 use super::{research, review, stop, synthesis, transfer, Conference, RunOutcome};
 use crate::exec::process;
 use crate::model::event::{self as events, Event, Note};
+use crate::model::notes::BaselineNote;
 use crate::model::CommitId;
 use crate::model::{EvalStatus, FinalStatus};
 use crate::render::format::fmt;
@@ -165,11 +165,15 @@ async fn measure_baseline(conf: &Conference) -> Result<()> {
     let tree = repo
         .find_commit(Oid::from_str(&st.baseline_commit)?)?
         .tree_id();
-    let mut note = json!({"commit": st.baseline_commit, "conference": conf.name, "verdict": "baseline",
-                      "metric": value, "runs": result.runs, "sub_metrics": result.sub_metrics});
-    if !result.curve.is_empty() {
-        note["curve"] = json!(result.curve);
-    }
+    let note = Note::from(BaselineNote {
+        commit: st.baseline_commit.clone(),
+        conference: conf.name.clone(),
+        verdict: "baseline",
+        metric: value,
+        runs: result.runs.clone(),
+        sub_metrics: result.sub_metrics.clone(),
+        curve: result.curve.clone(),
+    });
     let cache_entry = StateChange::Put(
         files::eval_cache(&st.eval_settings, &tree.to_string()),
         serde_json::to_vec(&result)?,
@@ -182,7 +186,7 @@ async fn measure_baseline(conf: &Conference) -> Result<()> {
             sub_metrics: result.sub_metrics.clone(),
             noise_runs,
             noise_sd: super::noise::pooled_noise_sd(&[&result.runs]),
-            notes: vec![Note(note)],
+            notes: vec![note],
         }),
         &format!("{metric} = {value}"),
         vec![cache_entry],

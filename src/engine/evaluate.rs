@@ -15,7 +15,8 @@ use crate::config::Config;
 use crate::exec::metric::{self, Reading};
 use crate::exec::process::Outcome;
 use crate::model::EvalStatus;
-use crate::protocol::prune::{self, Point, Pruned};
+use crate::model::Pruned;
+use crate::protocol::prune::{self, Point};
 
 /// What one evaluation (all its repeats) gave.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

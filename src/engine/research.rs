@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use git2::{Oid, Repository};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::agent::{self, AgentCall, AgentOutcome};
 use super::evaluate::{self, EvalRequest, EvalResult};
@@ -21,6 +21,7 @@ use crate::exec::process;
 use crate::git::watch::{self, Changes, Watch};
 use crate::git::{leftovers, snapshot, worktree};
 use crate::model::event::{self as events, Event, EventLine, Note};
+use crate::model::notes::{AttemptNote, InterruptedNote};
 use crate::model::{AttemptRecord, CommitId, Tokens};
 use crate::model::{EvalStatus, Verdict};
 use crate::protocol::keep;
@@ -955,32 +956,25 @@ fn attempt_note(
     commit: Oid,
     record: &AttemptRecord,
     result: &EvalResult,
-) -> Value {
-    let mut note = json!({
-        "commit": commit.to_string(),
-        "conference": conf.name,
-        "researcher": record.researcher,
-        "round": record.round,
-        "iteration": record.iteration,
-        "verdict": record.verdict,
-        "metric": result.metric,
-        "runs": result.runs,
-        "sub_metrics": result.sub_metrics,
-        "reason": record.reason,
-        "agent_s": record.agent_s,
-        "eval_s": record.eval_s,
-    });
-    // The curve and where pruning stopped the run, only when there are (older notes lack them).
-    if !result.curve.is_empty() {
-        note["curve"] = json!(result.curve);
+) -> Note {
+    AttemptNote {
+        commit: commit.to_string(),
+        conference: conf.name.clone(),
+        researcher: record.researcher.clone(),
+        round: record.round,
+        iteration: record.iteration,
+        verdict: record.verdict.clone(),
+        metric: result.metric,
+        runs: result.runs.clone(),
+        sub_metrics: result.sub_metrics.clone(),
+        reason: record.reason.clone(),
+        agent_s: record.agent_s,
+        eval_s: record.eval_s,
+        curve: result.curve.clone(),
+        pruned: result.pruned,
+        placement: result.placement.clone(),
     }
-    if let Some(pruned) = result.pruned {
-        note["pruned"] = json!(pruned);
-    }
-    if let Some(placement) = &result.placement {
-        note["placement"] = json!(placement);
-    }
-    note
+    .into()
 }
 
 /// Records `researcher.iteration`: the commit point of an attempt.
@@ -1039,10 +1033,7 @@ fn record_iteration(
         reason: reason.clone(),
         sub_metrics: result.sub_metrics.clone(),
         evaluated: measured.of_the_tree,
-        notes: note
-            .map(|n| Note(n).with_usage(a.usage))
-            .into_iter()
-            .collect(),
+        notes: note.map(|n| n.with_usage(a.usage)).into_iter().collect(),
         tokens: a.usage.map(Tokens::of),
         cost_usd: a.usage.and_then(|u| u.cost_usd),
         agent_s: record.agent_s,
@@ -1256,8 +1247,14 @@ pub fn set_aside_partial(conf: &Conference, id: &str, wt: &Repository) -> Result
         changed.join(", "),
         &commit.to_string()[..10]
     );
-    let note = json!({"commit": commit.to_string(), "conference": conf.name, "researcher": id,
-                      "round": st.round, "iteration": attempt.iteration, "verdict": EvalStatus::Interrupted});
+    let note = Note::from(InterruptedNote {
+        commit: commit.to_string(),
+        conference: conf.name.clone(),
+        researcher: id.to_string(),
+        round: st.round,
+        iteration: attempt.iteration,
+        verdict: EvalStatus::Interrupted,
+    });
     // Also in the researcher's attempts (the tuner skips `interrupted` ones), so a resume killed
     // before the worktree was reset finds it recorded instead of recording it again.
     let record = AttemptRecord {
@@ -1285,7 +1282,7 @@ pub fn set_aside_partial(conf: &Conference, id: &str, wt: &Repository) -> Result
             round: st.round,
             commit: commit.into(),
             tree: tree.to_string(),
-            notes: vec![Note(note)],
+            notes: vec![note],
         }),
         &format!("{id} r{} partial attempt set aside", st.round),
         vec![StateChange::AppendLine(

@@ -7,7 +7,6 @@
 
 use anyhow::Result;
 use git2::Oid;
-use serde_json::json;
 
 use super::evaluate;
 use super::ledger::round_attempts;
@@ -18,6 +17,7 @@ use super::Conference;
 use crate::config::Direction;
 use crate::git::snapshot;
 use crate::model::event::{self as events, Event, Note};
+use crate::model::notes::ReviewNote;
 use crate::model::{AttemptRecord, Conflict, EvalStatus, Finding, ReviewVerdict, Verdict};
 use crate::protocol::pick::transfer_order;
 use crate::render;
@@ -358,11 +358,17 @@ async fn record_review(
     let notes: Vec<Note> = findings
         .iter()
         .map(|f| {
-            Note(
-                json!({"commit": f.commit, "conference": conf.name, "researcher": f.researcher,
-                   "round": st.round, "verdict": f.verdict, "metric": f.reproduced,
-                   "runs": f.runs, "claimed": f.claimed, "reason": f.reasoning}),
-            )
+            Note::from(ReviewNote {
+                commit: f.commit.clone(),
+                conference: conf.name.clone(),
+                researcher: f.researcher.clone(),
+                round: st.round,
+                verdict: f.verdict.clone(),
+                metric: f.reproduced,
+                runs: f.runs.clone(),
+                claimed: f.claimed,
+                reason: f.reasoning.clone(),
+            })
         })
         .collect();
     let summary = format!(

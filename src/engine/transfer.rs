@@ -9,7 +9,6 @@
 
 use anyhow::Result;
 use git2::{Oid, Repository};
-use serde_json::json;
 
 use super::evaluate::EvalResult;
 use super::state::files;
@@ -18,6 +17,7 @@ use super::{ledger, measure};
 use crate::config::edit;
 use crate::git::{merge, snapshot};
 use crate::model::event::{self as events, Event, Note};
+use crate::model::notes::TransferNote;
 use crate::model::{CommitId, Finding, PickRecord};
 use crate::model::{EvalStatus, FinalStatus, PickResult, Verdict};
 use crate::protocol::pick::transfer_order;
@@ -238,10 +238,21 @@ fn record_pick(
     } = tried;
     let metric = result.as_ref().and_then(|r| r.metric);
     let note = candidate.map(|c| {
-        json!({"commit": c.to_string(), "conference": conf.name, "researcher": f.researcher,
-               "round": st.round, "verdict": if verdict == PickResult::Merged { Verdict::Kept } else { Verdict::Reverted },
-               "transfer": verdict, "metric": metric, "runs": result.as_ref().map(|r| r.runs.clone()),
-               "reason": reason})
+        Note::from(TransferNote {
+            commit: c.to_string(),
+            conference: conf.name.clone(),
+            researcher: f.researcher.clone(),
+            round: st.round,
+            verdict: if verdict == PickResult::Merged {
+                Verdict::Kept
+            } else {
+                Verdict::Reverted
+            },
+            transfer: verdict,
+            metric,
+            runs: result.as_ref().map(|r| r.runs.clone()),
+            reason: reason.clone(),
+        })
     });
     let pick_line = serde_json::to_string(&PickRecord {
         researcher: f.researcher.clone(),
@@ -260,7 +271,7 @@ fn record_pick(
         metric,
         conflicts: conflicted,
         reason: reason.clone(),
-        notes: note.map(Note).into_iter().collect(),
+        notes: note.into_iter().collect(),
     });
     conf.record(
         event,

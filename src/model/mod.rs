@@ -11,6 +11,7 @@
 mod commit_id;
 pub mod event;
 pub mod knowledge;
+pub mod notes;
 pub mod placement;
 pub mod reasons;
 mod records;
@@ -24,7 +25,7 @@ pub use commit_id::{CommitId, NotACommitId};
 pub use event::{Event, EventLine, Note};
 pub use placement::Placement;
 pub use records::{
-    mixed_gpu_models, mixed_gpu_warning, AttemptRecord, Conflict, Finding, PickRecord,
+    mixed_gpu_models, mixed_gpu_warning, AttemptRecord, Conflict, Finding, PickRecord, Pruned,
 };
 pub use usage::{Spend, Tokens, Usage};
 pub use words::{EvalStatus, FinalStatus, PickResult, ReviewVerdict, RunStatus, Verdict};

@@ -108,3 +108,11 @@ pub struct Conflict {
     /// The two gains were equal: the lower letter won the tie.
     pub tie: bool,
 }
+
+/// Why a run was pruned: the step, its reading, and the reference's value at that step.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Pruned {
+    pub step: u64,
+    pub value: f64,
+    pub reference: f64,
+}

@@ -24,17 +24,10 @@
 //! reference, and no decision.
 
 use crate::config::Direction;
+use crate::model::Pruned;
 
 /// One intermediate reading: the step the evaluation named and the metric's value there.
 pub type Point = (u64, f64);
-
-/// Why a run was pruned: the step, its reading, and the reference's value at that step.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Pruned {
-    pub step: u64,
-    pub value: f64,
-    pub reference: f64,
-}
 
 /// The reference curve's value at `step`: linear between the two readings around it, its last
 /// reading past its end, None before its first reading (or for an empty curve). `reference` is

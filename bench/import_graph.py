@@ -2,12 +2,20 @@
 """The crate's import graph, from its own source: which file names which module.
 
 Issue #23 measures the engine's layout by it: circles of files that import one another (strongly
-connected components), and what `cli/` reaches below the engine. A file's references are every
-`crate::a::b` and `super::x` path in it (in `use` lines and inline), resolved to the file that
+connected components), imports running back up (from a lower floor to a higher one, in the floor
+table below), imports between two phases of the engine, and what `cli/` reaches below the engine.
+A file's references are every `crate::a::b` and `super::x` path in it (in `use` lines and
+inline, not in comments, and each item of a `crate::a::{b, c}` group), resolved to the file that
 defines that module; a reference to a module's item counts as one to the module's file.
 
+The floors, lowest first: the crate's layers in the order of the README's layout (a layer may
+import only the ones before it; top-level files such as error.rs or ui.rs have no floor and are
+not counted), and inside `engine/` three floors: the shared rooms (every engine file not named
+below: the ledger, measuring, briefing, prompt, reasons, the recorder, ...), the phases (named in
+PHASES; they import none of each other) and the driver (DRIVER).
+
     python3 bench/import_graph.py            # summary
-    python3 bench/import_graph.py --edges    # also every edge inside each circle
+    python3 bench/import_graph.py --edges    # also every edge inside each circle, every edge up
 """
 import os
 import re
@@ -41,6 +49,41 @@ def resolve(path, mods):
 
 
 PATH = re.compile(r"\b(crate|super)((?:::[a-z_][a-z0-9_]*)+)")
+# `crate::a::{b, c::d, E}` and `super::{b, c}`: each lower-case item of a flat group is a path.
+GROUP = re.compile(r"\b(crate|super)((?:::[a-z_][a-z0-9_]*)*)::\{([^{}]*)\}")
+ITEM = re.compile(r"^([a-z_][a-z0-9_]*(?:::[a-z_][a-z0-9_]*)*)")
+
+# The crate's layers, lowest first (the README's layout).
+LAYERS = ["clock", "os", "model", "protocol", "render", "config", "store", "git", "exec",
+          "launch", "agents", "remote", "engine", "tune", "serve", "cli"]
+# Inside engine/: the phases, side by side, and the driver above them; every other engine file
+# is a shared room below the phases.
+PHASES = {"research", "review", "synthesis", "transfer", "talk", "knowledge", "import"}
+DRIVER = {"driver", "shared", "run"}
+
+
+def floor(rel):
+    """(layer, floor inside the engine) of a file, or None for a file outside the layers."""
+    parts = rel[:-3].split(os.sep)
+    layer = parts[0]
+    if layer not in LAYERS:
+        return None
+    inner = 0
+    if layer == "engine" and len(parts) > 1:
+        name = parts[1]
+        inner = 2 if name in DRIVER else 1 if name in PHASES else 0
+    return (LAYERS.index(layer), inner)
+
+
+def paths(text):
+    """Every (root, rest) module path a file's text names, group items expanded."""
+    found = PATH.findall(text)
+    for root, prefix, items in GROUP.findall(text):
+        for item in items.split(","):
+            m = ITEM.match(item.strip())
+            if m and m.group(1) != "self":
+                found.append((root, prefix + "::" + m.group(1)))
+    return found
 
 
 def edges(mods):
@@ -49,7 +92,8 @@ def edges(mods):
         is_dir_mod = os.path.basename(rel) == "mod.rs"
         text = open(os.path.join(SRC, rel), encoding="utf-8").read()
         text = text.split("#[cfg(test)]")[0]  # the tests' imports are not the layout
-        for root, rest in PATH.findall(text):
+        text = re.sub(r"(?m)^\s*//.*$", "", text)  # nor what comments mention
+        for root, rest in paths(text):
             segs = rest.strip(":").split("::")
             if root == "crate":
                 base = []
@@ -113,6 +157,17 @@ def main():
             for f in c:
                 for t in sorted(graph[f] & set(c)):
                     print(f"    {f} -> {t}")
+    up = sorted((f, t) for f in graph for t in graph[f]
+                if floor(f) and floor(t) and floor(f) < floor(t))
+    print(f"imports running back up (lower floor -> higher): {len(up)}")
+    for f, t in up:
+        if "--edges" in sys.argv:
+            print(f"  {f} -> {t}")
+    phase = lambda f: floor(f) == (LAYERS.index("engine"), 1)
+    sideways = sorted((f, t) for f in engine for t in graph[f] if phase(f) and phase(t))
+    print(f"imports between two phases: {len(sideways)}")
+    for f, t in sideways:
+        print(f"  {f} -> {t}")
     cli = {f for f in mods.values() if f.startswith("cli" + os.sep)}
     below = ("store", "git", "os")
     low = sorted(

@@ -46,7 +46,7 @@ pub fn run(args: ApplyArgs) -> Result<i32> {
     }
     crate::outln!(
         "{best} (best {}) changes:\n{stat}",
-        crate::engine::review::fmt(conf.state().best.metric)
+        crate::render::format::fmt(conf.state().best.metric)
     );
     if !args.yes {
         if !super::stdin_is_tty() {
@@ -61,7 +61,7 @@ pub fn run(args: ApplyArgs) -> Result<i32> {
     }
     let message = format!(
         "Merge conference `{name}` best ({})",
-        crate::engine::review::fmt(conf.state().best.metric)
+        crate::render::format::fmt(conf.state().best.metric)
     );
     if let Some(files) = conflicts(&top, &best_ref)? {
         return Err(anyhow::anyhow!(

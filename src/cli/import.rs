@@ -81,7 +81,7 @@ fn say(name: &str, dir: &std::path::Path, out: &crate::engine::import::Outcome) 
         out.attempts,
         st.round,
         st.phase.label(),
-        crate::engine::review::fmt(st.best.metric),
+        crate::render::format::fmt(st.best.metric),
         &st.best.commit[..10]
     );
     if out.not_mapped.is_empty() {

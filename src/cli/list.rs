@@ -3,8 +3,8 @@
 use anyhow::Result;
 use clap::Args;
 
-use crate::engine::review::fmt;
 use crate::engine::Conference;
+use crate::render::format::fmt;
 
 /// List the conferences in this repository and their state.
 #[derive(Args, Debug)]

@@ -52,11 +52,11 @@ fn reason_suffix(e: &LoggedEvent) -> String {
         return String::new();
     }
     let verdict = p.get("status").and_then(|v| v.as_str()).unwrap_or("");
-    if !crate::engine::reasons::shows_reason(verdict) {
+    if !crate::model::reasons::shows_reason(verdict) {
         return String::new();
     }
     let reason = p.get("reason").and_then(|v| v.as_str());
-    let why = crate::engine::reasons::reason_text(verdict, reason);
+    let why = crate::model::reasons::reason_text(verdict, reason);
     format!(" — {}", crate::engine::reasons::one_line(&why, 200))
 }
 

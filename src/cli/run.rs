@@ -566,7 +566,7 @@ fn say_already_complete(name: &str, st: &crate::engine::state::State) {
     crate::outln!(
         "Conference `{name}` is already complete ({}): best {} at {}. Read the report with `git conference report {name}`.",
         st.final_status.as_deref().unwrap_or("done"),
-        crate::engine::review::fmt(st.best.metric),
+        crate::render::format::fmt(st.best.metric),
         &st.best.commit[..10]
     );
     if st.final_status.is_some() {
@@ -644,7 +644,7 @@ fn rebase_target(repo: &git2::Repository, conf: &Conference, rev: &str) -> Resul
         return Err(usage(format!(
             "the baseline of `{}` is measured already ({}); --base only moves a baseline that could not be measured",
             conf.name,
-            crate::engine::review::fmt(st.baseline_metric)
+            crate::render::format::fmt(st.baseline_metric)
         )));
     }
     let commit = repo
@@ -706,7 +706,7 @@ pub(super) fn run_engine(conf: Conference) -> Result<i32> {
             crate::outln!(
                 "Conference `{name}` {status}: best {} = {} at {} (branch {}).",
                 crate::engine::evaluate::metric_name(&conf.config),
-                crate::engine::review::fmt(st.best.metric),
+                crate::render::format::fmt(st.best.metric),
                 &st.best.commit[..10],
                 conf.refs.best_branch()
             );

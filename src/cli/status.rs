@@ -4,9 +4,9 @@
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 
-use crate::engine::review::fmt;
 use crate::engine::state::State;
 use crate::engine::Conference;
+use crate::render::format::fmt;
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
 pub enum Format {

@@ -392,12 +392,12 @@ fn tuner_history(
     let order = |id: &str| ids.iter().position(|i| i == id).unwrap_or(usize::MAX);
     let assigned = conf.config.strategy == crate::config::Strategy::Assigned;
     for round in 1..=st.round {
-        let mut attempts = super::research::round_attempts(conf, round)?;
+        let mut attempts = super::ledger::round_attempts(conf, round)?;
         attempts.sort_by_key(|a| (a.iteration, order(&a.researcher)));
         if round >= 2 {
             let moved = best_after(round - 1) != best_after(round - 2);
             for s in streaks.iter_mut() {
-                if *s >= super::research::STUCK_LEVELS[2] || moved {
+                if *s >= crate::protocol::keep::STUCK_LEVELS[2] || moved {
                     *s = 0;
                 }
             }

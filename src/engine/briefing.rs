@@ -10,10 +10,10 @@ use std::fmt::Write;
 
 use anyhow::Result;
 
-use super::research::{recent_attempts, round_attempts, AttemptRecord};
+use super::ledger::{read_findings, read_picks, recent_attempts, round_attempts};
 use super::Conference;
 
-use crate::model::{PickResult, ReviewVerdict, Verdict};
+use crate::model::{AttemptRecord, PickResult, ReviewVerdict, Verdict};
 
 /// Bytes each part of the briefing may take.
 pub const OWN_BYTES: usize = 6 * 1024;
@@ -95,8 +95,8 @@ pub fn gather(conf: &Conference, id: &str) -> Result<Briefing> {
         .collect();
     let mut reviews = Vec::new();
     for r in (1..round).rev().take(5) {
-        let picks = super::transfer::read_picks(conf, r);
-        for f in super::synthesis::read_findings(conf, r) {
+        let picks = read_picks(conf, r);
+        for f in read_findings(conf, r) {
             let outcome = picks
                 .iter()
                 .find(|p| p.researcher == f.researcher)

@@ -9,13 +9,13 @@ use git2::Oid;
 use serde_json::json;
 
 use super::evaluate::{self, EvalRequest};
-use super::review::fmt;
 use super::state::{files, Phase};
 use super::{research, review, stop, synthesis, transfer, Conference, RunOutcome};
 use crate::exec::process;
 use crate::model::event::{self as events, Event, Note};
 use crate::model::CommitId;
 use crate::model::{EvalStatus, FinalStatus};
+use crate::render::format::fmt;
 use crate::store::StateChange;
 
 pub async fn drive(conf: Arc<Conference>) -> Result<RunOutcome> {

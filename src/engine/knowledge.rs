@@ -17,13 +17,13 @@
 use anyhow::Result;
 use git2::{Oid, Repository};
 
-use super::review::Finding;
-use super::{reasons, synthesis, transfer, Conference};
+use super::ledger::{all_attempts, read_findings, read_picks};
+use super::{reasons, Conference};
 use crate::exec::process::{self, Outcome, Spec};
 use crate::model::event::{Event, KnowledgeBriefed};
 use crate::model::knowledge::{self, Entry, Kind, Wanted};
 use crate::model::state::State;
-use crate::model::{AttemptRecord, PickResult, ReviewVerdict};
+use crate::model::{AttemptRecord, Finding, PickResult, ReviewVerdict};
 use crate::store::knowledge::{self as store, Added};
 
 /// Error kinds a retrospective keeps: the most frequent ones, not every failure.
@@ -146,12 +146,12 @@ pub async fn store_retrospective(conf: &Conference, prose: bool) -> Result<()> {
 
 /// The retrospective's entries: the patterns, then the errors.
 fn entries(conf: &Conference, repo: &Repository, st: &State) -> Result<Vec<Entry>> {
-    let attempts = synthesis::all_attempts(conf, st)?;
+    let attempts = all_attempts(conf, st)?;
     let mut out = Vec::new();
     let mut failures = failures(repo, &attempts);
     for round in 1..=st.round {
-        let findings = synthesis::read_findings(conf, round);
-        let picks = transfer::read_picks(conf, round);
+        let findings = read_findings(conf, round);
+        let picks = read_picks(conf, round);
         for f in &findings {
             let pick = picks.iter().find(|p| p.finding == f.commit);
             if f.verdict == ReviewVerdict::Validated
@@ -231,7 +231,7 @@ fn failures(repo: &Repository, attempts: &[AttemptRecord]) -> Vec<Failure> {
     let mut out: Vec<Failure> = Vec::new();
     for a in attempts
         .iter()
-        .filter(|a| reasons::shows_reason(&a.verdict))
+        .filter(|a| crate::model::reasons::shows_reason(&a.verdict))
     {
         let kind = reasons::kind(&a.verdict, a.reason.as_deref());
         if let Some(f) = out.iter_mut().find(|f| f.kind == kind) {
@@ -246,7 +246,10 @@ fn failures(repo: &Repository, attempts: &[AttemptRecord]) -> Vec<Failure> {
                 a.round,
                 a.researcher,
                 a.iteration,
-                reasons::one_line(&reasons::reason_text(&a.verdict, a.reason.as_deref()), 200)
+                reasons::one_line(
+                    &crate::model::reasons::reason_text(&a.verdict, a.reason.as_deref()),
+                    200
+                )
             ),
             change: reasons::one_line(&a.description, 200),
             files: touched(repo, &a.commit),

@@ -18,6 +18,8 @@ pub mod guards;
 pub mod import;
 pub mod integrity;
 pub mod knowledge;
+pub mod ledger;
+pub mod measure;
 /// The noise rules are pure (`protocol::noise`); engine code keeps its old path.
 pub use crate::protocol::noise;
 pub mod openai;

@@ -2,9 +2,8 @@
 //! count and one example, and the progress line, `status`, `log` and the results table show an
 //! attempt's reason next to its verdict. One place decides how a reason is worded and grouped.
 
-use super::research::AttemptRecord;
-
-pub use crate::model::reasons::{reason_text, shows_reason};
+use crate::model::reasons::{reason_text, shows_reason};
+use crate::model::AttemptRecord;
 
 /// One line, at most `max` characters (an ellipsis marks a cut).
 pub fn one_line(text: &str, max: usize) -> String {

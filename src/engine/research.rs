@@ -9,8 +9,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use git2::{Oid, Repository, Signature};
-use serde::Deserialize;
+use git2::{Oid, Repository};
 use serde_json::{json, Value};
 
 use super::agent::{self, AgentCall, AgentOutcome};
@@ -22,52 +21,13 @@ use crate::exec::process;
 use crate::git::watch::{self, Changes, Watch};
 use crate::git::{leftovers, snapshot, worktree};
 use crate::model::event::{self as events, Event, EventLine, Note};
-use crate::model::{CommitId, Tokens};
+use crate::model::{AttemptRecord, CommitId, Tokens};
 use crate::model::{EvalStatus, Verdict};
 use crate::protocol::keep;
 use crate::store::{self, StateChange};
 
-/// How many recent attempts a researcher's file in the state keeps.
-const RECENT_ATTEMPTS: usize = 200;
-pub use crate::protocol::keep::STUCK_LEVELS;
 /// Agent crashes in a row after which a researcher is marked failed for the round.
 const CRASHES_TO_FAIL: u32 = 3;
-
-pub use crate::model::AttemptRecord;
-
-/// Reads a JSON-lines file of the state tree.
-pub fn read_jsonl<T: for<'de> Deserialize<'de>>(conf: &Conference, path: &str) -> Result<Vec<T>> {
-    let bytes = conf.read_state_file(path)?.unwrap_or_default();
-    Ok(String::from_utf8_lossy(&bytes)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect())
-}
-
-/// A researcher's recent attempts (bounded), oldest first.
-pub fn recent_attempts(conf: &Conference, researcher: &str) -> Result<Vec<AttemptRecord>> {
-    // Read from the round files, newest round first, until enough are found: each iteration then
-    // writes one attempts file (its round's), not a second per-researcher copy.
-    let mut found: Vec<AttemptRecord> = Vec::new();
-    for round in (1..=conf.state().round).rev() {
-        let mut batch: Vec<AttemptRecord> = round_attempts(conf, round)?
-            .into_iter()
-            .filter(|a| a.researcher == researcher)
-            .collect();
-        batch.append(&mut found);
-        found = batch;
-        if found.len() >= RECENT_ATTEMPTS {
-            break;
-        }
-    }
-    let skip = found.len().saturating_sub(RECENT_ATTEMPTS);
-    Ok(found.split_off(skip))
-}
-
-/// All attempts of a round, in the order they were recorded.
-pub fn round_attempts(conf: &Conference, round: u32) -> Result<Vec<AttemptRecord>> {
-    read_jsonl(conf, &format!("{}/attempts.jsonl", files::round_dir(round)))
-}
 
 /// Runs phase 1 of the current round for every researcher that has not finished it.
 pub async fn run_phase(conf: &std::sync::Arc<Conference>) -> Result<()> {
@@ -112,7 +72,9 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         return Ok(());
     };
     loop {
-        if process::cancelled() || super::talk::holds_researchers(conf, &conf.state()) {
+        if process::cancelled()
+            || crate::protocol::talk::holds_researchers(conf.config.loop_mode, &conf.state())
+        {
             return Ok(());
         }
         if !conf.runs_here(id) {
@@ -886,23 +848,13 @@ fn commit_attempt(conf: &Conference, repo: &Repository, a: &Attempt) -> Result<O
         a.iteration,
         conf.name
     );
-    let author = researcher_signature(repo, a.id);
+    let author = store::researcher_signature(repo, a.id);
     let commit = snapshot::commit(repo, a.tree, &[Oid::from_str(a.head)?], &message, &author)?;
     crate::failpoint::hit("snapshot.committed");
     // Reachable before it is recorded: a kill now loses no attempt.
     conf.keep_reachable(&[commit])?;
     crate::failpoint::hit("snapshot.reachable");
     Ok(commit)
-}
-
-/// Snapshots are authored by the researcher that made them.
-pub fn researcher_signature(repo: &Repository, id: &str) -> Signature<'static> {
-    let email = store::signature(repo)
-        .email()
-        .unwrap_or("git-conference@localhost")
-        .to_string();
-    Signature::now(&format!("Researcher {id} (git-conference)"), &email)
-        .unwrap_or_else(|_| store::signature(repo))
 }
 
 /// Evaluates a tree in the researcher's worktree, or returns the cached result for it.
@@ -1107,7 +1059,7 @@ fn record_iteration(
         result.metric.map(|m| format!("{m}")).unwrap_or_default()
     );
     let mut produced = vec![StateChange::AppendLine(
-        format!("{}/attempts.jsonl", files::round_dir(st.round)),
+        files::attempts(st.round),
         serde_json::to_string(&record)?,
     )];
     // A measurement of the tree (an agent failure, a rejection or a cut-short run is not one)
@@ -1270,7 +1222,7 @@ pub fn set_aside_partial(conf: &Conference, id: &str, wt: &Repository) -> Result
         return Ok(None);
     }
     // Already recorded (killed after the event, before the reset)?
-    let recorded = recent_attempts(conf, id)?
+    let recorded = super::ledger::recent_attempts(conf, id)?
         .iter()
         .any(|a| a.tree == tree.to_string());
     if recorded {
@@ -1337,7 +1289,7 @@ pub fn set_aside_partial(conf: &Conference, id: &str, wt: &Repository) -> Result
         }),
         &format!("{id} r{} partial attempt set aside", st.round),
         vec![StateChange::AppendLine(
-            format!("{}/attempts.jsonl", files::round_dir(st.round.max(1))),
+            files::attempts(st.round.max(1)),
             serde_json::to_string(&record)?,
         )],
     )?;

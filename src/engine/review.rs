@@ -9,145 +9,20 @@ use std::fmt::Write;
 
 use anyhow::Result;
 use git2::Oid;
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::evaluate::{self, EvalRequest, EvalResult};
+use super::evaluate;
+use super::ledger::round_attempts;
+use super::measure;
 use super::noise;
-use super::research::round_attempts;
 use super::state::files;
 use super::Conference;
 use crate::git::snapshot;
 use crate::model::event::{self as events, Event, Note};
-use crate::model::{EvalStatus, ReviewVerdict, Verdict};
+use crate::model::{AttemptRecord, Conflict, EvalStatus, Finding, ReviewVerdict, Verdict};
+use crate::protocol::pick::transfer_order;
+use crate::render::format::{change_text, fmt, gain_text};
 use crate::store::StateChange;
-
-/// One researcher's round-best as the review judged it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Finding {
-    pub researcher: String,
-    pub commit: String,
-    pub round_start: String,
-    pub description: String,
-    pub files: Vec<String>,
-    pub claimed: Option<f64>,
-    pub start_metric: Option<f64>,
-    pub reproduced: Option<f64>,
-    pub runs: Vec<f64>,
-    pub start_runs: Vec<f64>,
-    pub gain_claimed: f64,
-    pub gain_reproduced: f64,
-    pub tolerance: f64,
-    pub holdout: Option<(f64, f64)>,
-    pub verdict: String,
-    pub reasoning: String,
-    /// Noise of one reading as repeated readings measured it (None: not measured).
-    #[serde(default)]
-    pub noise_sd: Option<f64>,
-    /// With one reading per tree: how far the researcher's and the review's readings of this
-    /// snapshot disagreed, beyond the tolerance (the evaluation is noisy).
-    #[serde(default)]
-    pub noisy: Option<f64>,
-    /// When noisy: the noise runs that would resolve the claimed gain.
-    #[serde(default)]
-    pub suggested_noise_runs: Option<u32>,
-}
-
-/// Runs per candidate in review: noise runs, at least the evaluation's repeats.
-pub fn review_runs(conf: &Conference) -> u32 {
-    conf.config
-        .noise_runs
-        .max(conf.config.evaluation.repeats)
-        .max(1)
-}
-
-/// Cache namespace of review-grade measurements (fresh runs in a clean checkout).
-pub fn review_settings(conf: &Conference) -> String {
-    let metric = evaluate::metric_name(&conf.config);
-    evaluate::settings_hash(
-        &format!("review\0{}", conf.config.eval_command()),
-        review_runs(conf),
-        conf.config.evaluation.timeout,
-        &metric,
-    )
-}
-
-/// Evaluates `commit` in the detached worktree `label` with review-grade runs; its metric is
-/// the median of the runs (one wild reading moves it little).
-pub async fn measure(
-    conf: &Conference,
-    label: &str,
-    commit: &str,
-    command: &str,
-    what: &str,
-) -> Result<EvalResult> {
-    let mut result = measure_runs(conf, label, commit, command, what, review_runs(conf), 0).await?;
-    if result.ok() {
-        result.metric = noise::median(&result.runs);
-    }
-    Ok(result)
-}
-
-/// `runs` readings of `commit` in a clean checkout, numbered from `first_run`
-/// (`CONFERENCE_EVAL_RUN`).
-async fn measure_runs(
-    conf: &Conference,
-    label: &str,
-    commit: &str,
-    command: &str,
-    what: &str,
-    runs: u32,
-    first_run: u32,
-) -> Result<EvalResult> {
-    let path = conf.prepare_worktree(label, None, commit)?;
-    super::workspace::remove_ignored(conf, &path)?;
-    if !super::workspace::ready_checkout(conf, &path, label).await? {
-        return Ok(interrupted());
-    }
-    let st = conf.state();
-    let mut env = conf.context_env("review", st.round, 0, st.best.metric);
-    env.push(("CONFERENCE_COMMIT".into(), commit.to_string()));
-    env.push(("CONFERENCE_EVAL_RUN".into(), first_run.to_string()));
-    let metric = evaluate::metric_name(&conf.config);
-    let suffix = if first_run > 0 {
-        format!("-{first_run}")
-    } else {
-        String::new()
-    };
-    let result = evaluate::evaluate(EvalRequest {
-        command,
-        metric: &metric,
-        last_number: conf.config.evaluation.last_number,
-        runs,
-        timeout: conf.config.evaluation.timeout,
-        cwd: &path,
-        commit,
-        env,
-        log_prefix: conf.log_path(&format!("r{}-{what}{suffix}.eval", st.round)),
-        scheduler: &conf.scheduler,
-        // Review readings are never pruned.
-        prune: None,
-        launcher: &conf.launcher,
-    })
-    .await?;
-    // Leave the checkout clean for the next candidate (evaluations may write files).
-    let wt = conf.open_worktree(&path)?;
-    snapshot::reset(&wt, Oid::from_str(commit)?, None)?;
-    Ok(result)
-}
-
-/// What an evaluation stopped by Ctrl-C gives.
-fn interrupted() -> EvalResult {
-    EvalResult {
-        metric: None,
-        runs: vec![],
-        sub_metrics: Default::default(),
-        status: EvalStatus::Interrupted.into(),
-        reason: Some("interrupted".into()),
-        seconds: 0.0,
-        ..Default::default()
-    }
-}
 
 /// The readings of one tree in the review, or why a reading failed.
 #[derive(Debug, Default)]
@@ -167,7 +42,7 @@ async fn interleave(
     let mut start_readings = Readings::default();
     let mut readings: Vec<Readings> = candidates.iter().map(|_| Readings::default()).collect();
     let command = conf.config.eval_command();
-    for run in 0..review_runs(conf) {
+    for run in 0..measure::review_runs(conf) {
         let mut trees: Vec<(&str, &str, &mut Readings)> =
             vec![("start", start, &mut start_readings)];
         for ((id, head), r) in candidates.iter().zip(readings.iter_mut()) {
@@ -177,7 +52,8 @@ async fn interleave(
             if r.failed.is_some() {
                 continue;
             }
-            let result = measure_runs(conf, "review", commit, command, what, 1, run).await?;
+            let result =
+                measure::measure_runs(conf, "review", commit, command, what, 1, run).await?;
             if result.status == EvalStatus::Interrupted {
                 return Ok(None);
             }
@@ -218,7 +94,7 @@ pub async fn poster_session(conf: &Conference) -> Result<()> {
 /// `N files, +I −D` of every kept attempt's commit (against its parent), by commit id.
 fn kept_diff_stats(
     conf: &Conference,
-    attempts: &[super::research::AttemptRecord],
+    attempts: &[AttemptRecord],
 ) -> Result<std::collections::BTreeMap<String, String>> {
     let repo = conf.open_repo()?;
     let stat = |commit: &str| {
@@ -306,7 +182,7 @@ pub async fn peer_review(conf: &Conference) -> Result<()> {
         start_runs = start.runs.clone();
         let start_holdout = match &conf.config.evaluation.holdout {
             Some(holdout) => {
-                measure(conf, "review", &round_start, holdout, "start-holdout")
+                measure::measure(conf, "review", &round_start, holdout, "start-holdout")
                     .await?
                     .metric
             }
@@ -336,7 +212,7 @@ fn announce_review(
     to_read: &[(String, String)],
 ) -> Result<()> {
     let who: Vec<&str> = to_read.iter().map(|(id, _)| id.as_str()).collect();
-    phase_started(
+    measure::phase_started(
         conf,
         round,
         "peer_review",
@@ -345,32 +221,9 @@ fn announce_review(
             who.len(),
             who.join(", "),
             &round_start[..10],
-            review_runs(conf)
+            measure::review_runs(conf)
         ),
     )
-}
-
-/// Records that a measuring phase of the round begins (`round.phase_started`) and says so on
-/// stderr: what it measures, so neither a terminal nor `log --follow` is silent while it runs.
-pub(super) fn phase_started(
-    conf: &Conference,
-    round: u32,
-    phase: &str,
-    measuring: &str,
-) -> Result<()> {
-    let label = phase.replace('_', " ");
-    conf.record(
-        Event::PhaseStarted(events::PhaseStarted {
-            round,
-            phase: phase.to_string(),
-            measuring: measuring.to_string(),
-        }),
-        &format!("round {round} {label}: {measuring}"),
-        vec![],
-    )?;
-    conf.ui
-        .info(&format!("{label}, round {round}: {measuring}"));
-    Ok(())
 }
 
 /// The verdict of one finding from its readings and the round start's.
@@ -432,7 +285,7 @@ async fn check_holdout(
     let (Some(holdout), Some(start_h)) = (&conf.config.evaluation.holdout, start_holdout) else {
         return Ok(());
     };
-    let h = measure(
+    let h = measure::measure(
         conf,
         "review",
         &f.commit,
@@ -447,32 +300,6 @@ async fn check_holdout(
         f.reasoning.push_str(&why);
     }
     Ok(())
-}
-
-/// Validated findings in transfer order: larger reproduced gain first, ties to the lower letter.
-pub fn transfer_order(findings: &[Finding]) -> Vec<Finding> {
-    let mut v: Vec<Finding> = findings
-        .iter()
-        .filter(|f| f.verdict == ReviewVerdict::Validated)
-        .cloned()
-        .collect();
-    v.sort_by(|a, b| {
-        b.gain_reproduced
-            .partial_cmp(&a.gain_reproduced)
-            .unwrap_or(std::cmp::Ordering::Equal)
-            .then_with(|| a.researcher.cmp(&b.researcher))
-    });
-    v
-}
-
-/// A file two validated findings change in ways that do not merge, and who keeps it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Conflict {
-    pub file: String,
-    pub winner: String,
-    pub loser: String,
-    /// The two gains were equal: the lower letter won the tie.
-    pub tie: bool,
 }
 
 /// Conflicts between validated findings (in transfer order), found with the same merge that
@@ -552,14 +379,13 @@ async fn record_review(
         notes,
         noisy_evaluation: noisy,
     });
-    let round_dir = files::round_dir(st.round);
     conf.record(
         event,
         &summary,
         vec![
             StateChange::Put(files::review(st.round), md.into_bytes()),
-            StateChange::Put(format!("{round_dir}/findings.json"), findings_json),
-            StateChange::Put(format!("{round_dir}/start_runs.json"), start_json),
+            StateChange::Put(files::findings(st.round), findings_json),
+            StateChange::Put(files::start_runs(st.round), start_json),
         ],
     )?;
     conf.ui.info(&format!("peer review: {summary}"));
@@ -641,7 +467,7 @@ fn write_review_header(
             "No researcher kept a change this round: nothing to review.\n"
         );
     }
-    let attempts = super::research::round_attempts(conf, round).unwrap_or_default();
+    let attempts = round_attempts(conf, round).unwrap_or_default();
     if let Some(models) = crate::model::mixed_gpu_models(&attempts) {
         let _ = writeln!(
             md,
@@ -803,9 +629,6 @@ fn join(v: &[f64]) -> String {
         .collect::<Vec<_>>()
         .join(", ")
 }
-
-/// How numbers, gains and changes are written (`render::format`); engine code keeps its old path.
-pub use crate::render::format::{change_text, fmt, gain_text};
 
 #[cfg(test)]
 mod tests {

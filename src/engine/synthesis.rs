@@ -8,13 +8,13 @@ use std::fmt::Write;
 use anyhow::Result;
 use git2::{Oid, Repository};
 
-use super::research::{round_attempts, AttemptRecord};
-use super::review::{fmt, gain_text, Finding};
+use super::ledger::{all_attempts, read_findings, read_picks, round_attempts};
 use super::state::{files, State};
-use super::transfer::PickRecord;
 use super::Conference;
 use crate::git::snapshot;
+use crate::model::{AttemptRecord, Finding, PickRecord};
 use crate::model::{FinalStatus, PickResult, ReviewVerdict, Verdict};
+use crate::render::format::{fmt, gain_text};
 use crate::report_plot::{self, PlotData, PlotSeries};
 
 /// Header of conference_results.tsv: the original skill's columns, then the attempt's commit
@@ -51,8 +51,8 @@ pub fn signed(d: f64) -> String {
 /// it (the seed's status column has only kept | reverted | failed), so the column count stays.
 fn tsv_description(a: &AttemptRecord) -> String {
     let mut text = tsv_clean(&a.description);
-    if super::reasons::shows_reason(&a.verdict) {
-        let why = super::reasons::reason_text(&a.verdict, a.reason.as_deref());
+    if crate::model::reasons::shows_reason(&a.verdict) {
+        let why = crate::model::reasons::reason_text(&a.verdict, a.reason.as_deref());
         text.push_str(&format!(
             " [{}: {}]",
             a.verdict,
@@ -163,23 +163,6 @@ pub fn conference_results_tsv(conf: &Conference, st: &State) -> Result<String> {
         rows.extend(reviewed_attempts(conf, round, &read_findings(conf, round))?);
     }
     Ok(results_table(conf, &rows))
-}
-
-pub fn read_findings(conf: &Conference, round: u32) -> Vec<Finding> {
-    conf.read_state_file(&format!("{}/findings.json", files::round_dir(round)))
-        .ok()
-        .flatten()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or_default()
-}
-
-/// Every attempt of the conference, round by round.
-pub fn all_attempts(conf: &Conference, st: &State) -> Result<Vec<AttemptRecord>> {
-    let mut all = Vec::new();
-    for round in 1..=st.round {
-        all.extend(round_attempts(conf, round)?);
-    }
-    Ok(all)
 }
 
 /// conference_progress.png: the chart of [`plot_data`].
@@ -563,11 +546,7 @@ fn synthesis_md(
         fmt(st.baseline_metric)
     );
     let picks: Vec<(u32, PickRecord)> = (1..=st.round)
-        .flat_map(|r| {
-            super::transfer::read_picks(conf, r)
-                .into_iter()
-                .map(move |p| (r, p))
-        })
+        .flat_map(|r| read_picks(conf, r).into_iter().map(move |p| (r, p)))
         .collect();
     write_what_worked(&mut synthesis, &picks, findings);
     write_not_combined(&mut synthesis, &picks, findings);

@@ -23,13 +23,13 @@ use anyhow::{Context, Result};
 use git2::Repository;
 use serde::{Deserialize, Serialize};
 
-use super::review::{self, Finding};
 use super::state::{files, Phase, State};
 use super::{Conference, RunOutcome};
 use crate::config::LoopMode;
 use crate::error::usage;
 use crate::model::event::{self as events, Event};
 use crate::model::talk::{WaitKind, Waiting};
+use crate::model::Finding;
 use crate::store::{ConferenceRefs, EventLog};
 
 /// How long a command waits for a running conference to record its request before it says the
@@ -454,32 +454,8 @@ fn approval(
 
 /// The round's validated findings, in the order knowledge transfer would pick them.
 pub fn candidates(conf: &Conference, st: &State) -> Result<Vec<Finding>> {
-    let findings: Vec<Finding> = conf
-        .read_state_file(&format!("{}/findings.json", files::round_dir(st.round)))?
-        .map(|b| serde_json::from_slice(&b))
-        .transpose()?
-        .unwrap_or_default();
-    Ok(review::transfer_order(&findings))
-}
-
-/// The researchers whose findings a person dropped from this round's transfer.
-pub fn dropped_by_approval(st: &State) -> Vec<String> {
-    (st.approvals.iter())
-        .find(|a| a.round == st.round)
-        .map(|a| a.dropped.clone())
-        .unwrap_or_default()
-}
-
-/// Whether researchers must not start another attempt: a stop was asked for, or (human in the
-/// loop) a blocking question waits for its answer.
-pub fn holds_researchers(conf: &Conference, st: &State) -> bool {
-    st.stop_requested
-        || (conf.config.loop_mode == LoopMode::HumanInTheLoop && blocking_question(st).is_some())
-}
-
-/// The first blocking question still open.
-fn blocking_question(st: &State) -> Option<&crate::model::talk::OpenQuestion> {
-    st.questions.iter().find(|q| q.blocking && q.is_open())
+    let findings = super::ledger::findings(conf, st.round)?;
+    Ok(crate::protocol::pick::transfer_order(&findings))
 }
 
 /// What the conference must pause for before its next step, if anything: a stop asked for, and
@@ -502,7 +478,7 @@ pub fn pause_needed(conf: &Conference, st: &State) -> Result<Option<Waiting>> {
     if conf.config.loop_mode != LoopMode::HumanInTheLoop || st.phase == Phase::Done {
         return Ok(None);
     }
-    if let Some(q) = blocking_question(st) {
+    if let Some(q) = crate::protocol::talk::blocking_question(st) {
         let detail = format!(
             "waits for the answer to {} (researcher {}, round {}): \"{}\" — answer with `git conference answer {name} {} \"…\"`, then `git conference resume {name}`",
             q.id, q.researcher, q.round, super::reasons::one_line(&q.text, 200), q.id
@@ -543,7 +519,7 @@ fn approval_question(name: &str, st: &State, found: &[Finding]) -> String {
                 "{} ({}, gain {}: {})",
                 f.researcher,
                 f.verdict,
-                review::fmt(Some(f.gain_reproduced)),
+                crate::render::format::fmt(Some(f.gain_reproduced)),
                 super::reasons::one_line(&f.description, 60)
             )
         })

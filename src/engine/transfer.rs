@@ -12,52 +12,35 @@ use git2::{Oid, Repository};
 use serde_json::json;
 
 use super::evaluate::EvalResult;
-use super::research::researcher_signature;
-use super::review::{self, fmt, Finding};
 use super::state::files;
 use super::Conference;
+use super::{ledger, measure};
 use crate::config::edit;
 use crate::git::{merge, snapshot};
 use crate::model::event::{self as events, Event, Note};
-use crate::model::CommitId;
+use crate::model::{CommitId, Finding, PickRecord};
 use crate::model::{EvalStatus, FinalStatus, PickResult, Verdict};
+use crate::protocol::pick::transfer_order;
 use crate::protocol::round as round_rules;
+use crate::protocol::talk::dropped_by_approval;
+use crate::render::format::fmt;
 use crate::store::StateChange;
-
-pub use crate::model::PickRecord;
-
-fn picks_path(round: u32) -> String {
-    format!("{}/transfer.jsonl", files::round_dir(round))
-}
-
-/// The transfer decisions of a round, in the order they were made.
-pub fn read_picks(conf: &Conference, round: u32) -> Vec<PickRecord> {
-    super::research::read_jsonl(conf, &picks_path(round)).unwrap_or_default()
-}
 
 /// Runs (or finishes) the transfer of the current round, then records `round.completed`.
 pub async fn run_phase(conf: &Conference) -> Result<()> {
     let st = conf.state();
-    let findings: Vec<Finding> = conf
-        .read_state_file(&format!("{}/findings.json", files::round_dir(st.round)))?
-        .map(|b| serde_json::from_slice(&b))
-        .transpose()?
-        .unwrap_or_default();
-    let start_runs: Vec<f64> = conf
-        .read_state_file(&format!("{}/start_runs.json", files::round_dir(st.round)))?
-        .map(|b| serde_json::from_slice(&b))
-        .transpose()?
-        .unwrap_or_default();
+    let findings = ledger::findings(conf, st.round)?;
+    let start_runs = ledger::start_runs(conf, st.round)?;
     let began = std::time::Instant::now();
-    let order = review::transfer_order(&findings);
-    let dropped = super::talk::dropped_by_approval(&st);
+    let order = transfer_order(&findings);
+    let dropped = dropped_by_approval(&st);
     let to_pick: Vec<&str> = order
         .iter()
         .filter(|f| !st.transfer_done.contains(&f.researcher) && !dropped.contains(&f.researcher))
         .map(|f| f.researcher.as_str())
         .collect();
     if !to_pick.is_empty() {
-        review::phase_started(
+        measure::phase_started(
             conf,
             st.round,
             "knowledge_transfer",
@@ -76,7 +59,7 @@ pub async fn run_phase(conf: &Conference) -> Result<()> {
         if now.transfer_done.contains(&f.researcher) {
             continue;
         }
-        if super::talk::dropped_by_approval(&now).contains(&f.researcher) {
+        if dropped_by_approval(&now).contains(&f.researcher) {
             leave_out_dropped(conf, &now, &f)?;
             continue;
         }
@@ -168,7 +151,7 @@ async fn try_on_best(
         "Round {}: transfer Researcher {}'s finding\n\n{}\n\nGain {:+.6} (validated in peer review).\n(cherry picked from commit {})\n",
         st.round, f.researcher, f.description, f.gain_reproduced, f.commit
     );
-    let author = researcher_signature(repo, &f.researcher);
+    let author = crate::store::researcher_signature(repo, &f.researcher);
     let commit = snapshot::commit(repo, tree, &[best], &message, &author)?;
     crate::failpoint::hit("transfer.cherry-picked");
     conf.keep_reachable(&[commit])?;
@@ -186,7 +169,7 @@ async fn try_on_best(
     } else {
         let command = conf.config.eval_command();
         let label = format!("transfer-{}", f.researcher);
-        let r = review::measure(conf, "best", &commit.to_string(), command, &label).await?;
+        let r = measure::measure(conf, "best", &commit.to_string(), command, &label).await?;
         if r.status == EvalStatus::Interrupted {
             return Ok(None);
         }
@@ -282,7 +265,7 @@ fn record_pick(
     conf.record(
         event,
         &format!("round {} {}: {verdict} ({reason})", st.round, f.researcher),
-        vec![StateChange::AppendLine(picks_path(st.round), pick_line)],
+        vec![StateChange::AppendLine(files::picks(st.round), pick_line)],
     )?;
     crate::failpoint::hit("transfer.recorded");
     if verdict == PickResult::Merged {
@@ -304,7 +287,7 @@ fn complete_round(
 ) -> Result<()> {
     let st = conf.state();
     let round = st.round;
-    let picks = read_picks(conf, round);
+    let picks = ledger::read_picks(conf, round);
     let knowledge = shared_knowledge(round, findings, &picks);
     let config_text = updated_config(conf, &st, findings, &knowledge)?;
     let transfer_md = crate::render::transfer::render(&st, &picks, &knowledge);
@@ -324,7 +307,7 @@ fn complete_round(
         super::stop::check(conf, &after).is_some_and(|s| s.status == FinalStatus::Converged);
     let results_tsv = super::synthesis::round_results_tsv(conf, round, findings)?;
     // The progress chart, refreshed every round (the seed overwrites it each round).
-    let attempts = super::synthesis::all_attempts(conf, &after)?;
+    let attempts = ledger::all_attempts(conf, &after)?;
     let plot = super::synthesis::plot(conf, &after, &attempts)?;
     let best_researcher = st.best.researcher.as_deref().unwrap_or("-");
     conf.record(
@@ -351,7 +334,7 @@ fn complete_round(
 /// One Shared Knowledge line per validated finding of the round, in transfer order, with what
 /// became of it.
 fn shared_knowledge(round: u32, findings: &[Finding], picks: &[PickRecord]) -> Vec<String> {
-    review::transfer_order(findings)
+    transfer_order(findings)
         .into_iter()
         .map(|f| {
             let outcome = match picks.iter().find(|p| p.researcher == f.researcher) {

@@ -23,6 +23,8 @@ mod words;
 pub use commit_id::{CommitId, NotACommitId};
 pub use event::{Event, EventLine, Note};
 pub use placement::Placement;
-pub use records::{mixed_gpu_models, mixed_gpu_warning, AttemptRecord, PickRecord};
+pub use records::{
+    mixed_gpu_models, mixed_gpu_warning, AttemptRecord, Conflict, Finding, PickRecord,
+};
 pub use usage::{Spend, Tokens, Usage};
 pub use words::{EvalStatus, FinalStatus, PickResult, ReviewVerdict, RunStatus, Verdict};

@@ -1,5 +1,7 @@
-//! The records of the state tree's JSON-lines files: one line per attempt
-//! (`round-N/attempts.jsonl`) and per knowledge-transfer pick (`round-N/transfer.jsonl`).
+//! The records of the state tree's files: one line per attempt (`round-N/attempts.jsonl`) and
+//! per knowledge-transfer pick (`round-N/transfer.jsonl`), the review's findings
+//! (`round-N/findings.json`) and the conflicts between them. Every phase reads them; none owns
+//! them, so they live here, below the engine (`engine/ledger.rs` reads them).
 
 use serde::{Deserialize, Serialize};
 
@@ -64,4 +66,45 @@ pub struct PickRecord {
     /// Files whose changes clashed with best's; best kept them (the seed's conflict rule).
     pub conflicts: Vec<String>,
     pub metric: Option<f64>,
+}
+
+/// One researcher's round-best as the review judged it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Finding {
+    pub researcher: String,
+    pub commit: String,
+    pub round_start: String,
+    pub description: String,
+    pub files: Vec<String>,
+    pub claimed: Option<f64>,
+    pub start_metric: Option<f64>,
+    pub reproduced: Option<f64>,
+    pub runs: Vec<f64>,
+    pub start_runs: Vec<f64>,
+    pub gain_claimed: f64,
+    pub gain_reproduced: f64,
+    pub tolerance: f64,
+    pub holdout: Option<(f64, f64)>,
+    pub verdict: String,
+    pub reasoning: String,
+    /// Noise of one reading as repeated readings measured it (None: not measured).
+    #[serde(default)]
+    pub noise_sd: Option<f64>,
+    /// With one reading per tree: how far the researcher's and the review's readings of this
+    /// snapshot disagreed, beyond the tolerance (the evaluation is noisy).
+    #[serde(default)]
+    pub noisy: Option<f64>,
+    /// When noisy: the noise runs that would resolve the claimed gain.
+    #[serde(default)]
+    pub suggested_noise_runs: Option<u32>,
+}
+
+/// A file two validated findings change in ways that do not merge, and who keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Conflict {
+    pub file: String,
+    pub winner: String,
+    pub loser: String,
+    /// The two gains were equal: the lower letter won the tie.
+    pub tie: bool,
 }

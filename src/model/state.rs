@@ -367,6 +367,22 @@ pub mod files {
     pub fn round_dir(round: u32) -> String {
         format!("round-{round}")
     }
+    /// Every attempt of a round, one JSON line each (`AttemptRecord`).
+    pub fn attempts(round: u32) -> String {
+        format!("round-{round}/attempts.jsonl")
+    }
+    /// The review's findings of a round (`Finding`, a JSON array).
+    pub fn findings(round: u32) -> String {
+        format!("round-{round}/findings.json")
+    }
+    /// The review's readings of the round start (a JSON array of numbers).
+    pub fn start_runs(round: u32) -> String {
+        format!("round-{round}/start_runs.json")
+    }
+    /// The knowledge-transfer decisions of a round, one JSON line each (`PickRecord`).
+    pub fn picks(round: u32) -> String {
+        format!("round-{round}/transfer.jsonl")
+    }
     pub fn results(round: u32) -> String {
         format!("round-{round}/results.tsv")
     }

@@ -8,11 +8,12 @@
 //!   from the interleaved readings is `noise::judge`).
 //! - `noise`: medians, pooled noise, the noise margin, and the review verdict from interleaved
 //!   readings of a finding and of the round start.
-//! - `pick`: whether a knowledge-transfer pick stays on best.
+//! - `pick`: the order knowledge transfer picks findings in; whether a pick stays on best.
 //! - `prune`: whether a running evaluation is already lost against the reference curve.
 //! - `round`: the noise threshold, progress in a round, the streaks the stop rules count.
 //! - `schedule`: the iterations each researcher may run in a round, the endgame, the pause.
 //! - `stop_rules`: whether the conference stops after a round, each rule in its order.
+//! - `talk`: what people's requests mean for the run: researchers held, findings dropped.
 
 pub mod keep;
 pub mod noise;
@@ -23,3 +24,4 @@ pub mod review_verdict;
 pub mod round;
 pub mod schedule;
 pub mod stop_rules;
+pub mod talk;

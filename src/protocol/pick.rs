@@ -1,8 +1,25 @@
-//! Knowledge transfer's acceptance rule: a validated finding, cherry-picked onto best and
-//! measured there, stays only if the combined best is strictly better than best was.
+//! Knowledge transfer's rules: the order it picks validated findings in, and the acceptance
+//! rule: a validated finding, cherry-picked onto best and measured there, stays only if the
+//! combined best is strictly better than best was.
 
 use crate::config::Direction;
-use crate::model::PickResult;
+use crate::model::{Finding, PickResult, ReviewVerdict};
+
+/// Validated findings in transfer order: larger reproduced gain first, ties to the lower letter.
+pub fn transfer_order(findings: &[Finding]) -> Vec<Finding> {
+    let mut v: Vec<Finding> = findings
+        .iter()
+        .filter(|f| f.verdict == ReviewVerdict::Validated)
+        .cloned()
+        .collect();
+    v.sort_by(|a, b| {
+        b.gain_reproduced
+            .partial_cmp(&a.gain_reproduced)
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then_with(|| a.researcher.cmp(&b.researcher))
+    });
+    v
+}
 
 /// Whether the pick measured at `metric` stays on a best measured at `best`, and the reason
 /// users read. `crash` is why the combined best printed no metric (when it did not).
@@ -33,6 +50,48 @@ pub fn decide(
 mod tests {
     use super::*;
     use Direction::{Maximize, Minimize};
+
+    fn finding(researcher: &str, verdict: ReviewVerdict, gain: f64) -> Finding {
+        Finding {
+            researcher: researcher.into(),
+            commit: String::new(),
+            round_start: String::new(),
+            description: String::new(),
+            files: vec![],
+            claimed: None,
+            start_metric: None,
+            reproduced: None,
+            runs: vec![],
+            start_runs: vec![],
+            gain_claimed: gain,
+            gain_reproduced: gain,
+            tolerance: 0.0,
+            holdout: None,
+            verdict: verdict.into(),
+            reasoning: String::new(),
+            noise_sd: None,
+            noisy: None,
+            suggested_noise_runs: None,
+        }
+    }
+
+    /// Validated findings only, the larger reproduced gain first, ties to the lower letter.
+    #[test]
+    fn transfer_order_table() {
+        use ReviewVerdict::{Challenged, Overturned, Validated};
+        let findings = [
+            finding("C", Validated, 1.0),
+            finding("A", Challenged, 9.0),
+            finding("B", Validated, 2.0),
+            finding("D", Overturned, 5.0),
+            finding("E", Validated, 1.0),
+        ];
+        let order: Vec<String> = transfer_order(&findings)
+            .into_iter()
+            .map(|f| f.researcher)
+            .collect();
+        assert_eq!(order, ["B", "C", "E"]);
+    }
 
     #[test]
     fn pick_table() {

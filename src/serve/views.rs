@@ -108,7 +108,7 @@ fn seconds_since(at: &str) -> f64 {
 
 /// Every attempt of the conference, in the order recorded.
 pub fn attempts(conf: &Conference, st: &State) -> Result<Vec<AttemptRecord>> {
-    crate::engine::synthesis::all_attempts(conf, st)
+    crate::engine::ledger::all_attempts(conf, st)
 }
 
 /// The attempts from the `since`-th on (0 = all), each its record with its index `n` first, as
@@ -140,8 +140,8 @@ pub fn rounds_json(conf: &Conference, st: &State) -> Value {
         .map(|round| {
             json!({
                 "round": round,
-                "findings": crate::engine::synthesis::read_findings(conf, round),
-                "picks": crate::engine::transfer::read_picks(conf, round),
+                "findings": crate::engine::ledger::read_findings(conf, round),
+                "picks": crate::engine::ledger::read_picks(conf, round),
                 "best": st.round_bests.get(round as usize - 1).copied().flatten(),
             })
         })

@@ -24,6 +24,16 @@ pub fn signature(repo: &Repository) -> Signature<'static> {
         .unwrap_or_else(|_| Signature::now("git-conference", "git-conference@localhost").unwrap())
 }
 
+/// Snapshots are authored by the researcher that made them.
+pub fn researcher_signature(repo: &Repository, id: &str) -> Signature<'static> {
+    let email = signature(repo)
+        .email()
+        .unwrap_or("git-conference@localhost")
+        .to_string();
+    Signature::now(&format!("Researcher {id} (git-conference)"), &email)
+        .unwrap_or_else(|_| signature(repo))
+}
+
 /// Makes `commits` reachable from `refs/conference/<name>/attempts` so that gc, fsck and push
 /// keep every attempt, including reverted and crashed ones that are on no branch.
 pub fn keep_reachable(repo: &Repository, refs: &ConferenceRefs, commits: &[Oid]) -> Result<()> {

@@ -9,6 +9,7 @@
 //! review), `transfer` (knowledge transfer), `stop` (stop rules), `synthesis` (report).
 
 pub mod agent;
+mod agent_call;
 pub mod arriving;
 pub mod briefing;
 pub mod budget;

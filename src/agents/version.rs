@@ -2,47 +2,18 @@
 //! Code its native cap, `--max-budget-usd`, which came with Claude Code 2.0: Claude Code
 //! 1.0.128 answers `error: unknown option '--max-budget-usd'` and exits 1, so every run of the
 //! conference would crash the same way. `start` asks the CLI its version first (`claude
-//! --version` prints `1.0.128 (Claude Code)`) and refuses such a pair on the Cost budget's line.
+//! --version` prints `1.0.128 (Claude Code)`) and refuses such a pair on the Cost budget's line
+//! (the check against conference.md lives in `engine::preflight`, above both `config` and
+//! `agents`, so that neither imports the other).
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use super::Preset;
-use crate::config::parse::SectionKind;
-use crate::config::{self, Config, ConfigError};
-
 /// How long `--version` may take before the check gives up (and lets the conference start).
 const VERSION_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// The problem with running `cfg`'s preset at the version installed, tied to its line of
-/// `text` (conference.md).
-pub fn preflight(cfg: &Config, text: &str) -> Vec<ConfigError> {
-    let Some((Preset::Claude, program)) = cfg.agent.preset() else {
-        return Vec::new();
-    };
-    if cfg.cost_budget.is_none() {
-        return Vec::new();
-    }
-    let Some(version) = version_of(&program) else {
-        return Vec::new();
-    };
-    match major(&version) {
-        Some(m) if m < 2 => vec![ConfigError {
-            line: config::setting_line(text, SectionKind::Constraints, "Cost budget", None),
-            message: format!(
-                "Cost budget: it is passed to Claude Code as --max-budget-usd, which Claude Code \
-                 {version} does not have (it came with 2.0)"
-            ),
-            hint: "upgrade Claude Code (npm install -g @anthropic-ai/claude-code), or write \
-                   - **Cost budget:** none"
-                .into(),
-        }],
-        _ => Vec::new(),
-    }
-}
-
 /// What `program --version` prints (its first word), or None when it cannot tell in time.
-fn version_of(program: &str) -> Option<String> {
+pub fn version_of(program: &str) -> Option<String> {
     let mut child = crate::exec::command(program, crate::exec::GitEnv::Inherit)
         .arg("--version")
         .stdin(Stdio::null())
@@ -70,7 +41,7 @@ fn version_of(program: &str) -> Option<String> {
 }
 
 /// The major version of `1.0.128` or `v2.1.197`.
-fn major(version: &str) -> Option<u32> {
+pub fn major(version: &str) -> Option<u32> {
     version
         .trim_start_matches('v')
         .split('.')

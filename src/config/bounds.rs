@@ -14,6 +14,7 @@
 //! | noise runs, evaluation repeats | 100 |
 //! | every duration (timeouts, time budget) | 365d |
 
+use super::keys::Key;
 use std::time::Duration;
 
 use super::parse::{Document, SectionKind as S};
@@ -30,16 +31,20 @@ pub const MAX_ROUNDS: u64 = 10_000;
 /// (section, key, maximum) of every whole-number setting.
 const COUNTS: &[(S, &str, u64)] = &[
     (S::Researchers, "Count", MAX_RESEARCHERS),
-    (S::PreFlightGate, "Researcher count", MAX_RESEARCHERS),
-    (S::Researchers, "Iterations per round", 10_000),
-    (S::PreFlightGate, "Iterations per round", 10_000),
-    (S::Researchers, "Max rounds", MAX_ROUNDS),
-    (S::PreFlightGate, "Max rounds", MAX_ROUNDS),
-    (S::PreFlightGate, "Pause every", 10_000),
-    (S::Constraints, "Pause every", 10_000),
-    (S::PreFlightGate, "Max total iterations", 1_000_000),
-    (S::Constraints, "Max total iterations", 1_000_000),
-    (S::NoiseHandling, "Noise runs", 100),
+    (
+        S::PreFlightGate,
+        Key::ResearcherCount.name(),
+        MAX_RESEARCHERS,
+    ),
+    (S::Researchers, Key::IterationsPerRound.name(), 10_000),
+    (S::PreFlightGate, Key::IterationsPerRound.name(), 10_000),
+    (S::Researchers, Key::MaxRounds.name(), MAX_ROUNDS),
+    (S::PreFlightGate, Key::MaxRounds.name(), MAX_ROUNDS),
+    (S::PreFlightGate, Key::PauseEvery.name(), 10_000),
+    (S::Constraints, Key::PauseEvery.name(), 10_000),
+    (S::PreFlightGate, Key::MaxTotalIterations.name(), 1_000_000),
+    (S::Constraints, Key::MaxTotalIterations.name(), 1_000_000),
+    (S::NoiseHandling, Key::NoiseRuns.name(), 100),
     (S::Evaluation, "repeats", 100),
 ];
 
@@ -47,8 +52,8 @@ const COUNTS: &[(S, &str, u64)] = &[
 const DURATIONS: &[(S, &str)] = &[
     (S::Evaluation, "timeout"),
     (S::Agent, "timeout"),
-    (S::Constraints, "Time budget"),
-    (S::Constraints, "Researcher timeout"),
+    (S::Constraints, Key::TimeBudget.name()),
+    (S::Constraints, Key::ResearcherTimeout.name()),
     (S::Constraints, "Lease"),
 ];
 

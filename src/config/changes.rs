@@ -6,6 +6,7 @@
 //! the one place that says what may not change: [`class`]. Every setting not named there may
 //! change between rounds, so a new key is changeable without touching this file.
 
+use super::keys::Key;
 use super::parse::{read, Document, SectionKind, SECTIONS};
 
 /// When a setting may change after `start`.
@@ -26,9 +27,8 @@ pub fn class(kind: SectionKind, key: Option<&str>) -> Class {
     match (kind, key) {
         (S::Mode, _) => Class::Fixed,
         (S::SuccessMetric, Some("Metric" | "Direction")) => Class::Fixed,
-        (S::Researchers, Some("Count")) | (S::PreFlightGate, Some("Researcher count")) => {
-            Class::Fixed
-        }
+        (S::Researchers, Some("Count")) => Class::Fixed,
+        (S::PreFlightGate, Some(k)) if k == Key::ResearcherCount.name() => Class::Fixed,
         (S::Evaluation, Some("command" | "judge" | "metric from")) => Class::BeforeBaseline,
         _ => Class::Changeable,
     }
@@ -195,8 +195,8 @@ mod tests {
         assert_eq!(
             keys,
             [
-                ("Researchers", "Max rounds", Class::Changeable),
-                ("Pre-Flight Gate", "Max rounds", Class::Changeable),
+                ("Researchers", Key::MaxRounds.name(), Class::Changeable),
+                ("Pre-Flight Gate", Key::MaxRounds.name(), Class::Changeable),
                 ("Evaluation", "timeout", Class::Changeable)
             ]
         );

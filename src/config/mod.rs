@@ -6,6 +6,8 @@
 //! instead. `template` writes the commented file `init` produces, and `edit` rewrites the parts the
 //! conference maintains (Shared Knowledge, Conference Log) in the stored copy.
 
+#[cfg(test)]
+pub(crate) mod agent_settings_tests;
 pub mod bounds;
 pub mod changes;
 pub mod commands;
@@ -13,6 +15,7 @@ pub mod duration;
 pub mod edit;
 pub mod environment;
 pub mod guard;
+pub mod keys;
 pub mod launcher;
 pub mod parse;
 pub mod paths;

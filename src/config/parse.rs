@@ -5,6 +5,7 @@
 //! `validate`'s job. Keeping every line number here is what lets each error point at the line to fix.
 //! An unknown section or key is reported with the valid names, never skipped.
 
+use super::keys::Key;
 use super::{ConfigError, Located};
 
 /// The sections conference.md may hold: the seed template's, in its order, plus Evaluation and Agent.
@@ -151,11 +152,11 @@ pub static SECTIONS: &[SectionSpec] = &[
                 "- **Count:** 3",
             ),
             key(
-                "Iterations per round",
+                Key::IterationsPerRound.name(),
                 &["iterations"],
                 "- **Iterations per round:** 5",
             ),
-            key("Max rounds", &["rounds"], "- **Max rounds:** 4"),
+            key(Key::MaxRounds.name(), &["rounds"], "- **Max rounds:** 4"),
             key(
                 "Mode",
                 &["loop mode"],
@@ -170,23 +171,23 @@ pub static SECTIONS: &[SectionSpec] = &[
         body: Body::Settings,
         keys: &[
             key(
-                "Researcher count",
+                Key::ResearcherCount.name(),
                 &["count", "researchers", "number of researchers"],
                 "- **Researcher count:** 3",
             ),
             key(
-                "Iterations per round",
+                Key::IterationsPerRound.name(),
                 &["iterations"],
                 "- **Iterations per round:** 5",
             ),
-            key("Max rounds", &["rounds"], "- **Max rounds:** 4"),
+            key(Key::MaxRounds.name(), &["rounds"], "- **Max rounds:** 4"),
             key(
-                "Max total iterations",
+                Key::MaxTotalIterations.name(),
                 &["total iterations"],
                 "- **Max total iterations:** 60",
             ),
             key(
-                "Success definition",
+                Key::SuccessDefinition.name(),
                 &["success"],
                 "- **Success definition:** median_ms <= 40",
             ),
@@ -201,7 +202,7 @@ pub static SECTIONS: &[SectionSpec] = &[
                 "- **Unattended:** yes   (or: no)",
             ),
             key(
-                "Pause every",
+                Key::PauseEvery.name(),
                 &["pause"],
                 "- **Pause every:** never   (or a number of rounds: 2)",
             ),
@@ -259,7 +260,7 @@ pub static SECTIONS: &[SectionSpec] = &[
         aliases: &["Noise"],
         body: Body::Settings,
         keys: &[
-            key("Noise runs", &["runs"], "- **Noise runs:** 3"),
+            key(Key::NoiseRuns.name(), &["runs"], "- **Noise runs:** 3"),
             key(
                 "Min consensus delta",
                 &["consensus delta", "min delta", "minimum consensus delta"],
@@ -274,28 +275,28 @@ pub static SECTIONS: &[SectionSpec] = &[
         body: Body::Settings,
         keys: &[
             key(
-                "Max total iterations",
+                Key::MaxTotalIterations.name(),
                 &["total iterations"],
                 "- **Max total iterations:** 60",
             ),
-            key("Time budget", &[], "- **Time budget:** 2h   (or: none)"),
+            key(Key::TimeBudget.name(), &[], "- **Time budget:** 2h   (or: none)"),
             key(
-                "Token budget",
+                Key::TokenBudget.name(),
                 &["tokens budget", "max tokens"],
                 "- **Token budget:** 2M tokens   (or: none)",
             ),
             key(
-                "Cost budget",
+                Key::CostBudget.name(),
                 &["cost limit", "max cost", "budget usd"],
                 "- **Cost budget:** $20   (or: none)",
             ),
             key(
-                "Researcher timeout",
+                Key::ResearcherTimeout.name(),
                 &[],
                 "- **Researcher timeout:** 30m   (or: none)",
             ),
             key(
-                "Pause every",
+                Key::PauseEvery.name(),
                 &["pause"],
                 "- **Pause every:** never   (or a number of rounds: 2)",
             ),
@@ -1113,8 +1114,8 @@ mod tests {
         assert_eq!(
             keys,
             [
-                ("Iterations per round", "5", 2),
-                ("Max rounds", "4", 3),
+                (Key::IterationsPerRound.name(), "5", 2),
+                (Key::MaxRounds.name(), "4", 3),
                 ("Count", "3", 4)
             ]
         );

@@ -4,25 +4,38 @@
 //! that still holds the value the conference ran with gives way to the copy the user changed,
 //! and the file is rewritten so both hold the new value.
 
+use super::keys::Key;
 use super::parse::{read, SectionKind};
 
 /// Each repeated setting: its own section and key, and its key in the Pre-Flight Gate (the
 /// pairs `validate` checks with `agreed`; `tests::every_pair_is_checked_by_validate` keeps the
 /// two lists the same).
 pub const REPEATED: &[(SectionKind, &str, &str)] = &[
-    (SectionKind::Researchers, "Count", "Researcher count"),
     (
         SectionKind::Researchers,
-        "Iterations per round",
-        "Iterations per round",
+        "Count",
+        Key::ResearcherCount.name(),
     ),
-    (SectionKind::Researchers, "Max rounds", "Max rounds"),
+    (
+        SectionKind::Researchers,
+        Key::IterationsPerRound.name(),
+        Key::IterationsPerRound.name(),
+    ),
+    (
+        SectionKind::Researchers,
+        Key::MaxRounds.name(),
+        Key::MaxRounds.name(),
+    ),
     (
         SectionKind::Constraints,
-        "Max total iterations",
-        "Max total iterations",
+        Key::MaxTotalIterations.name(),
+        Key::MaxTotalIterations.name(),
     ),
-    (SectionKind::Constraints, "Pause every", "Pause every"),
+    (
+        SectionKind::Constraints,
+        Key::PauseEvery.name(),
+        Key::PauseEvery.name(),
+    ),
     (SectionKind::Partitioning, "Strategy", "Partitioning"),
 ];
 

@@ -4,6 +4,7 @@
 //! template, in its order, plus Evaluation and Agent), explains itself in HTML comments that the
 //! parser ignores, and always validates: tests load it back for many answer combinations.
 
+use super::keys::Key;
 use std::fmt::Write as _;
 
 use super::{researcher_id, Direction, Strategy};
@@ -184,20 +185,20 @@ fn write_researchers_and_gate(w: &mut String, a: &InitAnswers, v: &Values) {
     setting(w, "Count", &v.count.to_string());
     setting(
         w,
-        "Iterations per round",
+        Key::IterationsPerRound.name(),
         &a.iterations_per_round.to_string(),
     );
-    setting(w, "Max rounds", &a.max_rounds.to_string());
+    setting(w, Key::MaxRounds.name(), &a.max_rounds.to_string());
     section(w, "Pre-Flight Gate", "The answers to the pre-flight questions. Values repeated from other sections must agree with them. `Final confirmation: pending` stops `start`.");
-    setting(w, "Researcher count", &v.count.to_string());
+    setting(w, Key::ResearcherCount.name(), &v.count.to_string());
     setting(
         w,
-        "Iterations per round",
+        Key::IterationsPerRound.name(),
         &a.iterations_per_round.to_string(),
     );
-    setting(w, "Max rounds", &a.max_rounds.to_string());
-    setting(w, "Max total iterations", &v.total.to_string());
-    setting(w, "Success definition", &v.success);
+    setting(w, Key::MaxRounds.name(), &a.max_rounds.to_string());
+    setting(w, Key::MaxTotalIterations.name(), &v.total.to_string());
+    setting(w, Key::SuccessDefinition.name(), &v.success);
     setting(
         w,
         "Critic / Devil's Advocate",
@@ -208,7 +209,7 @@ fn write_researchers_and_gate(w: &mut String, a: &InitAnswers, v: &Values) {
         },
     );
     setting(w, "Unattended", if a.unattended { "yes" } else { "no" });
-    setting(w, "Pause every", &v.pause);
+    setting(w, Key::PauseEvery.name(), &v.pause);
     setting(w, "Partitioning", v.strategy);
     setting(w, "Final confirmation", "confirmed");
 }
@@ -251,15 +252,15 @@ fn write_guard_noise_constraints(w: &mut String, v: &Values) {
         "Conditions every kept change must preserve, one bullet each. A command bullet (`- run: cargo test` or - `cargo test` must pass) runs in the candidate's worktree on every candidate that measured better, before it is kept; if it fails the candidate is rejected with its output. Any other bullet is prose: the agents read it, the conference cannot check it.",
     );
     section(w, "Noise Handling", "Noise runs: readings of the baseline at the start and of each finding in peer review (interleaved with the round start, compared by medians; more than 1 measures the noise every gain must beat). Min consensus delta: the smallest gain that counts (1% of the baseline, or an absolute 0.02).");
-    setting(w, "Noise runs", "1");
+    setting(w, Key::NoiseRuns.name(), "1");
     setting(w, "Min consensus delta", "0.1%");
     section(w, "Constraints", "Budgets: whichever is reached first stops the conference. Durations: 30s, 45m, 2h, 1h30m; none for no limit. Pause every: never, or N to stop after every N rounds until `git conference resume`. Stall rounds: consecutive rounds without progress (every researcher stuck, or the best not moving) that end the conference; never for a loop that only budgets and the target stop. Token budget (2M tokens) and Cost budget ($20) count what the agents report (presets and builtin:openai report it): no agent run starts once either is reached.");
-    setting(w, "Max total iterations", &v.total.to_string());
-    setting(w, "Time budget", "none");
-    setting(w, "Token budget", "none");
-    setting(w, "Cost budget", "none");
-    setting(w, "Researcher timeout", "none");
-    setting(w, "Pause every", &v.pause);
+    setting(w, Key::MaxTotalIterations.name(), &v.total.to_string());
+    setting(w, Key::TimeBudget.name(), "none");
+    setting(w, Key::TokenBudget.name(), "none");
+    setting(w, Key::CostBudget.name(), "none");
+    setting(w, Key::ResearcherTimeout.name(), "none");
+    setting(w, Key::PauseEvery.name(), &v.pause);
     setting(w, "Stall rounds", "2");
 }
 

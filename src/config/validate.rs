@@ -5,6 +5,7 @@
 //! carries on; the user sees all problems at once. Values the Pre-Flight Gate repeats from other
 //! sections must agree with them.
 
+use super::keys::Key;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -209,7 +210,7 @@ impl<'a> Validator<'a> {
             lease: budgets.lease,
             evaluation: evaluation?,
             agent: agent?,
-            success_definition: self.optional(S::PreFlightGate, "Success definition"),
+            success_definition: self.optional(S::PreFlightGate, Key::SuccessDefinition.name()),
             current_approach: self.text(S::CurrentApproach),
             shared_knowledge,
             context: self.text(S::Context),
@@ -232,28 +233,32 @@ impl<'a> Validator<'a> {
     /// Iterations per round and max rounds, each agreed with the gate and required in one of them.
     fn round_sizes(&mut self) -> (Option<u32>, Option<u32>) {
         let iterations_per_round = self.agreed(
-            (S::Researchers, "Iterations per round"),
-            "Iterations per round",
+            (S::Researchers, Key::IterationsPerRound.name()),
+            Key::IterationsPerRound.name(),
             "must be a whole number ≥ 1",
             positive,
         );
         let max_rounds = self.agreed(
-            (S::Researchers, "Max rounds"),
-            "Max rounds",
+            (S::Researchers, Key::MaxRounds.name()),
+            Key::MaxRounds.name(),
             "must be a whole number ≥ 1",
             positive,
         );
         if iterations_per_round.is_none()
-            && self.get(S::Researchers, "Iterations per round").is_none()
-            && self.get(S::PreFlightGate, "Iterations per round").is_none()
+            && self
+                .get(S::Researchers, Key::IterationsPerRound.name())
+                .is_none()
+            && self
+                .get(S::PreFlightGate, Key::IterationsPerRound.name())
+                .is_none()
         {
-            self.missing(S::Researchers, "Iterations per round", "");
+            self.missing(S::Researchers, Key::IterationsPerRound.name(), "");
         }
         if max_rounds.is_none()
-            && self.get(S::Researchers, "Max rounds").is_none()
-            && self.get(S::PreFlightGate, "Max rounds").is_none()
+            && self.get(S::Researchers, Key::MaxRounds.name()).is_none()
+            && self.get(S::PreFlightGate, Key::MaxRounds.name()).is_none()
         {
-            self.missing(S::Researchers, "Max rounds", "");
+            self.missing(S::Researchers, Key::MaxRounds.name(), "");
         }
         (iterations_per_round, max_rounds)
     }
@@ -282,7 +287,7 @@ impl<'a> Validator<'a> {
         let noise_runs = self
             .value(
                 S::NoiseHandling,
-                "Noise runs",
+                Key::NoiseRuns.name(),
                 "must be a whole number ≥ 1",
                 positive,
             )
@@ -301,15 +306,15 @@ impl<'a> Validator<'a> {
     /// Constraints: the budgets, the pause and the stall rule.
     fn budgets(&mut self) -> Budgets {
         let max_total_iterations = self.agreed(
-            (S::Constraints, "Max total iterations"),
-            "Max total iterations",
+            (S::Constraints, Key::MaxTotalIterations.name()),
+            Key::MaxTotalIterations.name(),
             "must be a whole number ≥ 1",
             positive,
         );
         let time_budget = self
             .value(
                 S::Constraints,
-                "Time budget",
+                Key::TimeBudget.name(),
                 "must be a positive duration (2h, 90m, 1h30m) or none",
                 optional_duration,
             )
@@ -317,7 +322,7 @@ impl<'a> Validator<'a> {
         let token_budget = self
             .value(
                 S::Constraints,
-                "Token budget",
+                Key::TokenBudget.name(),
                 "must be a number of tokens (2M tokens, 500k, 2000000) or none",
                 token_count,
             )
@@ -325,7 +330,7 @@ impl<'a> Validator<'a> {
         let cost_budget = self
             .value(
                 S::Constraints,
-                "Cost budget",
+                Key::CostBudget.name(),
                 "must be an amount in US dollars ($20, 20 USD, 12.50) or none",
                 usd_amount,
             )
@@ -333,15 +338,15 @@ impl<'a> Validator<'a> {
         let researcher_timeout = self
             .value(
                 S::Constraints,
-                "Researcher timeout",
+                Key::ResearcherTimeout.name(),
                 "must be a positive duration (30m, 1h) or none",
                 optional_duration,
             )
             .and_then(|(v, _, _)| v);
         let pause_every = self
             .agreed(
-                (S::Constraints, "Pause every"),
-                "Pause every",
+                (S::Constraints, Key::PauseEvery.name()),
+                Key::PauseEvery.name(),
                 "must be never or a number of rounds ≥ 1",
                 pause_every,
             )
@@ -515,13 +520,15 @@ impl<'a> Validator<'a> {
     fn count(&mut self) -> Option<usize> {
         let count = self.agreed(
             (S::Researchers, "Count"),
-            "Researcher count",
+            Key::ResearcherCount.name(),
             "must be a whole number ≥ 1",
             |v| positive(v).map(|n| n as usize),
         );
         if count.is_none()
             && self.get(S::Researchers, "Count").is_none()
-            && self.get(S::PreFlightGate, "Researcher count").is_none()
+            && self
+                .get(S::PreFlightGate, Key::ResearcherCount.name())
+                .is_none()
         {
             self.missing(S::Researchers, "Count", "");
         }

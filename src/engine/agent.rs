@@ -2,14 +2,14 @@
 //! built-in tuner (`builtin:tune`) that edits numeric literals in-process, or the built-in HTTP
 //! agent (`builtin:openai`, in `super::openai`).
 
-use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Result;
 use git2::{Oid, Repository};
 
+use super::agent_call::{AgentCall, AgentOutcome, AgentRun};
 use super::Conference;
-use crate::agents::{self, preset, AgentReport};
+use crate::agents::{self, preset};
 use crate::engine::preflight;
 use crate::exec::process::{self, Outcome, Spec};
 use crate::git::snapshot;
@@ -17,61 +17,6 @@ use crate::model::{EvalStatus, Verdict};
 use crate::tune;
 
 pub const BUILTIN_TUNE: &str = "builtin:tune";
-
-/// How the creative step ended.
-pub enum AgentOutcome {
-    /// It edited (or not) and exited 0; the description it wrote, if any.
-    Done(Option<String>),
-    /// Non-zero exit or signal.
-    Crashed(String),
-    TimedOut,
-    Interrupted,
-    /// The built-in tuner has nothing left to try.
-    Exhausted,
-    /// The agent's answer was not applied: the attempt is recorded with this verdict
-    /// (`rejected`, `no_change`) and reason.
-    Unapplied {
-        verdict: crate::model::Verdict,
-        reason: String,
-    },
-}
-
-/// How the creative step ended, and what the agent reported of its run: a known CLI's output
-/// read back (usage with its cost, errors, refused edits), or builtin:openai's own token count.
-pub struct AgentRun {
-    pub outcome: AgentOutcome,
-    pub report: AgentReport,
-}
-
-impl AgentRun {
-    /// The run's usage for the ledger.
-    pub fn usage(&self) -> Option<agents::Usage> {
-        self.report.usage
-    }
-}
-
-impl From<AgentOutcome> for AgentRun {
-    fn from(outcome: AgentOutcome) -> Self {
-        AgentRun {
-            outcome,
-            report: AgentReport::default(),
-        }
-    }
-}
-
-pub struct AgentCall<'a> {
-    pub researcher: &'a str,
-    pub round: u32,
-    pub iteration: u32,
-    pub worktree: &'a Path,
-    pub prompt: &'a str,
-    pub timeout: Option<Duration>,
-    pub env: Vec<(String, String)>,
-    /// Tuner only: the researcher's kept tree, and its attempt count (the tuner derives
-    /// everything it needs from the recorded attempts instead).
-    pub head_tree: Oid,
-    pub attempts: u64,
-}
 
 /// Runs the agent once. Its output is read into the run's report (usage, errors, refused
 /// edits) when it is a known CLI's, whether the command is a preset or not; builtin:openai

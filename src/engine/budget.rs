@@ -11,6 +11,7 @@
 use super::state::State;
 use super::Conference;
 use crate::agents::Preset;
+use crate::config::keys::Key;
 use crate::config::Config;
 
 /// An attempt's tokens (as notes and events have them: `{"input": N, "output": M}`), and the
@@ -172,7 +173,7 @@ fn budgets_left(config: &Config, st: &State, running: f64) -> Vec<Left> {
     if let Some(max) = config.time_budget {
         let left = (max.as_secs_f64() - running).max(0.0);
         out.push(Left {
-            name: "Time budget",
+            name: Key::TimeBudget.name(),
             text: format!(
                 "time {} of {}",
                 seconds_text(left),
@@ -184,7 +185,7 @@ fn budgets_left(config: &Config, st: &State, running: f64) -> Vec<Left> {
     if let Some(max) = config.max_total_iterations {
         let left = (max as u64).saturating_sub(st.total_iterations);
         out.push(Left {
-            name: "Max total iterations",
+            name: Key::MaxTotalIterations.name(),
             text: format!("iterations {left} of {max}"),
             lasts: pace(st.total_iterations as f64, left as f64),
         });
@@ -194,14 +195,14 @@ fn budgets_left(config: &Config, st: &State, running: f64) -> Vec<Left> {
         .max_rounds
         .saturating_sub(st.round_bests.len() as u32);
     out.push(Left {
-        name: "Max rounds",
+        name: Key::MaxRounds.name(),
         text: format!("rounds {rounds_left} of {}", config.max_rounds),
         lasts: pace(rounds_done, rounds_left as f64),
     });
     if let Some(max) = config.token_budget {
         let used = st.spend.tokens();
         out.push(Left {
-            name: "Token budget",
+            name: Key::TokenBudget.name(),
             text: format!(
                 "tokens {} of {}",
                 count(max.saturating_sub(used)),
@@ -213,7 +214,7 @@ fn budgets_left(config: &Config, st: &State, running: f64) -> Vec<Left> {
     if let Some(max) = config.cost_budget {
         let left = (max - st.spend.cost_usd).max(0.0);
         out.push(Left {
-            name: "Cost budget",
+            name: Key::CostBudget.name(),
             text: format!("cost {} of {}", usd(left), usd(max)),
             lasts: pace(st.spend.cost_usd, left),
         });
@@ -314,7 +315,7 @@ pub fn spend_lines(st: &State) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agents::config_tests::conference;
+    use crate::config::agent_settings_tests::conference;
     use crate::model::Usage;
 
     #[test]

@@ -10,6 +10,7 @@
 
 pub mod agent;
 pub mod apply;
+mod agent_call;
 pub mod arriving;
 pub mod briefing;
 pub mod budget;

@@ -9,6 +9,7 @@
 //! in a worktree) or exist. For commands a shell must interpret, [`not_found_at_run`] turns the
 //! shell's "not found" (exit 127) on a first run into the same configuration error.
 
+use crate::config::keys::Key;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -118,7 +119,7 @@ pub fn check(
             });
         }
     }
-    errors.extend(crate::agents::version::preflight(cfg, text));
+    errors.extend(claude_version_refusal(cfg, text));
     errors.extend(launcher_refusal(cfg, text));
     for (command, line) in config::guard::command_lines(text) {
         let site = Site {
@@ -446,6 +447,38 @@ pub fn not_found_at_run(
         "{what} `{command}` cannot run: {line}. Install the missing program (or fix `- command:` \
          in conference.md: `resume` applies the edited file), then `git conference resume`"
     )))
+}
+
+/// The problem with running `cfg`'s preset at the version installed, tied to its line of
+/// `text` (conference.md).
+fn claude_version_refusal(cfg: &Config, text: &str) -> Vec<ConfigError> {
+    let Some((crate::agents::Preset::Claude, program)) = cfg.agent.preset() else {
+        return Vec::new();
+    };
+    if cfg.cost_budget.is_none() {
+        return Vec::new();
+    }
+    let Some(version) = crate::agents::version::version_of(&program) else {
+        return Vec::new();
+    };
+    match crate::agents::version::major(&version) {
+        Some(m) if m < 2 => vec![ConfigError {
+            line: config::setting_line(
+                text,
+                SectionKind::Constraints,
+                Key::CostBudget.name(),
+                None,
+            ),
+            message: format!(
+                "Cost budget: it is passed to Claude Code as --max-budget-usd, which Claude Code \
+                 {version} does not have (it came with 2.0)"
+            ),
+            hint: "upgrade Claude Code (npm install -g @anthropic-ai/claude-code), or write \
+                   - **Cost budget:** none"
+                .into(),
+        }],
+        _ => Vec::new(),
+    }
 }
 
 #[cfg(test)]

@@ -12,7 +12,8 @@ use anyhow::Result;
 use git2::{Oid, Repository};
 use serde_json::Value;
 
-use super::agent::{self, AgentCall, AgentOutcome};
+use super::agent;
+use super::agent_call::{AgentCall, AgentOutcome};
 use super::evaluate::{self, EvalRequest, EvalResult};
 use super::prompt::{self, PromptContext};
 use super::state::{files, ResearcherState, State};

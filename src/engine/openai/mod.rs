@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use super::agent::{AgentCall, AgentOutcome, AgentRun};
+use super::agent_call::{AgentCall, AgentOutcome, AgentRun};
 use super::Conference;
 use crate::exec::process;
 use crate::git::snapshot;

@@ -77,6 +77,21 @@ pub fn on_interrupt(first_press: &'static AtomicBool, same_press: Duration, exit
     }
 }
 
+/// Hands the heap's free memory back to the kernel (glibc's `malloc_trim`). A long-lived server
+/// whose requests each build and drop megabytes otherwise keeps the freed pages of every
+/// malloc arena its threads used: its resident memory creeps up with no leak. Elsewhere (musl)
+/// it does nothing.
+///
+/// Safety: `malloc_trim` takes the allocator's own locks and only releases pages that hold no
+/// allocation; it touches no memory the program owns.
+pub fn release_free_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: see the doc comment.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// Writes to a closed pipe fail with an error (EPIPE) instead of killing the process.
 ///
 /// Safety: setting a signal's disposition to "ignore" installs no handler.

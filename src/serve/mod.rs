@@ -10,6 +10,7 @@
 
 mod actions;
 pub mod auth;
+mod cache;
 mod http;
 pub mod views;
 pub mod watch;
@@ -23,6 +24,7 @@ use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::broadcast;
 
+use cache::AttemptsCache;
 use http::{Request, Response};
 
 /// The page: one self-contained file (no CDN, no build step), with the data of its first paint
@@ -43,13 +45,17 @@ struct Shared {
     git_dir: PathBuf,
     access: auth::Access,
     updates: broadcast::Sender<Arc<watch::Update>>,
+    attempts: Arc<AttemptsCache>,
 }
 
 /// Serves until the process is stopped; `ready` gets the address listened on once requests are
 /// taken (the port, when 0 was asked for).
 pub fn run(options: Options, ready: impl FnOnce(SocketAddr)) -> Result<()> {
+    // Requests are answered on at most two blocking threads: each thread's reads use a malloc
+    // arena of its own, and a page open for days must not spread its memory over many.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
+        .max_blocking_threads(2)
         .build()?;
     runtime.block_on(serve(options, ready))
 }
@@ -71,6 +77,7 @@ async fn serve(options: Options, ready: impl FnOnce(SocketAddr)) -> Result<()> {
             addr,
         },
         updates,
+        attempts: Arc::default(),
     });
     ready(addr);
     loop {
@@ -110,9 +117,15 @@ async fn handle(shared: Arc<Shared>, mut stream: TcpStream) {
         return;
     }
     let git_dir = shared.git_dir.clone();
-    let response = tokio::task::spawn_blocking(move || answer(&git_dir, &request))
-        .await
-        .unwrap_or_else(|_| Response::text(500, "internal error"));
+    let cache = shared.attempts.clone();
+    let response = tokio::task::spawn_blocking(move || {
+        let response = answer(&git_dir, &request, &cache);
+        // What answering read (a view of every attempt) is freed now: give the pages back.
+        crate::os::release_free_heap();
+        response
+    })
+    .await
+    .unwrap_or_else(|_| Response::text(500, "internal error"));
     http::write_response(&mut stream, response).await;
 }
 
@@ -165,7 +178,7 @@ fn not_found() -> Response {
 }
 
 /// Answers a GET or an action's POST (or refuses anything else).
-fn answer(git_dir: &Path, request: &Request) -> Response {
+fn answer(git_dir: &Path, request: &Request, cache: &AttemptsCache) -> Response {
     if request.method == "POST" {
         let parts: Vec<&str> = request.path.split('/').skip(1).collect();
         if let ["api", name, what] = parts.as_slice() {
@@ -183,14 +196,18 @@ fn answer(git_dir: &Path, request: &Request) -> Response {
             "only GET here (actions are POSTs to /api/<name>/steer, answer, stop)",
         );
     }
-    match answer_get(git_dir, request) {
+    match answer_get(git_dir, request, cache) {
         Ok(Some(r)) => r,
         Ok(None) => not_found(),
         Err(e) => Response::text(500, format!("{e:#}")),
     }
 }
 
-fn answer_get(git_dir: &Path, request: &Request) -> Result<Option<Response>> {
+fn answer_get(
+    git_dir: &Path,
+    request: &Request,
+    cache: &AttemptsCache,
+) -> Result<Option<Response>> {
     let repo = git2::Repository::open(git_dir)?;
     let names = crate::store::refs::conference_names(&repo)?;
     let parts: Vec<&str> = request.path.split('/').skip(1).collect();
@@ -198,10 +215,10 @@ fn answer_get(git_dir: &Path, request: &Request) -> Result<Option<Response>> {
     Ok(Some(match parts.as_slice() {
         [""] => page(&json!({ "conferences": views::conferences_json(&repo, &names) }).to_string()),
         ["api", "conferences"] => Response::json(&views::conferences_json(&repo, &names)),
-        ["c", name] if conference(name) => page(&conference_page(&repo, name)?),
-        ["api", name, what] if conference(name) => return api(&repo, name, what, request),
+        ["c", name] if conference(name) => page(&conference_page(&repo, name, cache)?),
+        ["api", name, what] if conference(name) => return api(&repo, name, what, request, cache),
         ["api", name, what, commit] if conference(name) => {
-            return commit_view(&repo, name, what, commit)
+            return commit_view(&repo, name, what, commit, cache)
         }
         _ => return Ok(None),
     }))
@@ -213,6 +230,7 @@ fn api(
     name: &str,
     what: &str,
     request: &Request,
+    cache: &AttemptsCache,
 ) -> Result<Option<Response>> {
     let conf = crate::engine::Conference::view(repo.path(), name)?;
     let value = match what {
@@ -231,7 +249,7 @@ fn api(
                     )))
                 }
             };
-            let all = views::attempts(&conf, &conf.state())?;
+            let all = cache.get(&conf, || views::attempts(&conf, &conf.state()))?;
             return Ok(Some(Response::json_text(views::attempts_text(&all, since))));
         }
         _ => return Ok(None),
@@ -246,13 +264,14 @@ fn commit_view(
     name: &str,
     what: &str,
     hex: &str,
+    cache: &AttemptsCache,
 ) -> Result<Option<Response>> {
     if what != "diff" && what != "note" {
         return Ok(None);
     }
     let conf = crate::engine::Conference::view(repo.path(), name)?;
     let st = conf.state();
-    let all = views::attempts(&conf, &st)?;
+    let all = cache.get(&conf, || views::attempts(&conf, &st))?;
     let Some(commit) = views::conference_commit(&all, &st, hex) else {
         return Ok(None);
     };
@@ -265,7 +284,7 @@ fn commit_view(
 
 /// What a conference's page shows first, so its first paint needs no other request (JSON
 /// text: the attempts are written straight from their records).
-fn conference_page(repo: &git2::Repository, name: &str) -> Result<String> {
+fn conference_page(repo: &git2::Repository, name: &str, cache: &AttemptsCache) -> Result<String> {
     let conf = crate::engine::Conference::view(repo.path(), name)?;
     let st = conf.state();
     let mut head = json!({
@@ -275,7 +294,8 @@ fn conference_page(repo: &git2::Repository, name: &str) -> Result<String> {
         "rounds": views::rounds_json(&conf, &st),
     })
     .to_string();
-    let attempts = views::attempts_text(&views::attempts(&conf, &st)?, 0);
+    let all = cache.get(&conf, || views::attempts(&conf, &st))?;
+    let attempts = views::attempts_text(&all, 0);
     head.pop(); // its closing brace
     Ok(format!("{head},\"attempts\":{attempts}}}"))
 }

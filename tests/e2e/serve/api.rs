@@ -452,3 +452,75 @@ echo "score: $v"
     );
     assert_eq!(json(&served.get("/api/queue/queue").1), Value::Null);
 }
+
+/// The server keeps the attempts it read for the events tip it read them at: asked again after
+/// a run recorded more, it answers with the new ones (the page and a reload alike).
+#[test]
+fn attempts_asked_for_again_after_new_events_include_them() {
+    let repo = paused_conference("again");
+    let served = Served::start(&repo, &["again"]);
+    let before = json(&served.get("/api/again/attempts").1);
+    let before = before.as_array().unwrap().len();
+    assert_eq!(
+        json(&served.get("/api/again/attempts").1)
+            .as_array()
+            .unwrap()
+            .len(),
+        before
+    );
+    let resumed = repo.conference(&["resume", "again"]);
+    assert_eq!(resumed.code, 0, "{}{}", resumed.stdout, resumed.stderr);
+    let total = repo.status_json("again")["total_iterations"]
+        .as_u64()
+        .unwrap() as usize;
+    assert!(
+        total > before,
+        "round 2 recorded attempts: {before} -> {total}"
+    );
+    let after = json(&served.get("/api/again/attempts").1);
+    assert_eq!(after.as_array().unwrap().len(), total);
+    let fresh = json(&served.get(&format!("/api/again/attempts?since={before}")).1);
+    assert_eq!(fresh.as_array().unwrap().len(), total - before);
+    let page = served.get("/c/again").1;
+    let last = after[total - 1]["commit"].as_str().unwrap();
+    assert!(
+        page.contains(last),
+        "the page's first data holds the newest attempt"
+    );
+}
+
+/// Requests are answered on a bounded number of threads, whatever arrives at once: a page left
+/// open for days spreads its memory over no more malloc arenas than that.
+#[test]
+fn many_requests_at_once_are_answered_on_a_bounded_number_of_threads() {
+    let repo = TestRepo::complement_conference("many");
+    let served = Served::start(&repo, &["many"]);
+    let threads = || {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", served.pid())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("Threads:")).unwrap();
+        line.split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse::<u32>()
+            .unwrap()
+    };
+    let idle = threads();
+    let mut most = idle;
+    std::thread::scope(|s| {
+        let askers: Vec<_> = (0..24)
+            .map(|_| s.spawn(|| served.get("/api/many/attempts").0))
+            .collect();
+        while askers.iter().any(|a| !a.is_finished()) {
+            most = most.max(threads());
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        for asker in askers {
+            assert_eq!(asker.join().unwrap(), 200);
+        }
+    });
+    // The main thread, the events watch, and at most two answering.
+    assert!(
+        most <= idle + 2 && most <= 4,
+        "{idle} threads idle, {most} while answering"
+    );
+}

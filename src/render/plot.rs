@@ -251,6 +251,17 @@ type Chart<'a, 'b> =
 /// researcher's readings, the best line, "no data" when there is none, and the legend.
 /// Returns the plotting area's pixel ranges (x, y), which everything but the axes stays in.
 fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<PixelArea> {
+    draw_aggregating_above(data, buf, size, MAX_DRAWN_READINGS)
+}
+
+/// [`draw`], aggregating the readings when there are more than `max_drawn` (the benchmark
+/// compares with drawing every one).
+fn draw_aggregating_above(
+    data: &PlotData,
+    buf: &mut [u8],
+    size: (u32, u32),
+    max_drawn: usize,
+) -> Result<PixelArea> {
     let wild = off_the_chart(data);
     let is_wild = |s: &PlotSeries, x: f64| wild.iter().any(|w| w.0 == s.label && w.1 == x);
     let points: Vec<(f64, f64)> = data
@@ -280,7 +291,7 @@ fn draw(data: &PlotData, buf: &mut [u8], size: (u32, u32)) -> Result<PixelArea> 
     if let Some(t) = data.target.filter(plottable) {
         draw_target(&mut chart, t, (x_lo, x_hi), y_span)?;
     }
-    let aggregated = points.len() > MAX_DRAWN_READINGS;
+    let aggregated = points.len() > max_drawn;
     for (i, s) in data.series.iter().enumerate() {
         if aggregated {
             draw_readings_aggregated(&mut chart, i, s, (x_lo, x_hi), &|x| is_wild(s, x))?;
@@ -1043,31 +1054,42 @@ mod tests {
         assert_eq!(thinned(&xs[..5], MAX_KEPT_MARKERS), &xs[..5]);
     }
 
-    /// Time to draw the chart at 100, 1,000 and 10,000 attempts (BENCHMARKS.md):
+    /// Time to draw the chart at 100, 1,000 and 10,000 attempts, aggregated above the
+    /// threshold as production does and with every reading drawn (before), in one run
+    /// (BENCHMARKS.md):
     /// `cargo test --release --lib render::plot::tests::chart_drawing_time -- --ignored --nocapture`
     #[test]
     #[ignore = "a benchmark: prints figures"]
     fn chart_drawing_time() {
         ensure_font().unwrap();
+        let png_of = |data: &PlotData, max_drawn: usize| {
+            let mut buf = vec![0u8; (WIDTH * HEIGHT * 3) as usize];
+            draw_aggregating_above(data, &mut buf, (WIDTH, HEIGHT), max_drawn).unwrap();
+            encode_png_rgb(WIDTH, HEIGHT, &buf).unwrap()
+        };
         for n in [100, 1_000, 10_000] {
             let data = large(n);
-            let mut times: Vec<f64> = (0..5)
-                .map(|_| {
-                    let t = std::time::Instant::now();
-                    let png = render_png(&data).unwrap();
-                    std::hint::black_box(png);
-                    t.elapsed().as_secs_f64() * 1000.0
-                })
-                .collect();
-            times.sort_by(f64::total_cmp);
-            let size = render_png(&data).unwrap().len();
-            println!(
-                "{n:>6} attempts: median {:.0} ms (min {:.0}, max {:.0}), {} KB",
-                times[2],
-                times[0],
-                times[4],
-                size / 1024
-            );
+            for (how, max_drawn) in [
+                ("as drawn", MAX_DRAWN_READINGS),
+                ("every reading", usize::MAX),
+            ] {
+                let mut times: Vec<f64> = (0..5)
+                    .map(|_| {
+                        let t = std::time::Instant::now();
+                        std::hint::black_box(png_of(&data, max_drawn));
+                        t.elapsed().as_secs_f64() * 1000.0
+                    })
+                    .collect();
+                times.sort_by(f64::total_cmp);
+                let size = png_of(&data, max_drawn).len();
+                println!(
+                    "{n:>6} attempts, {how:<13}: median {:.0} ms ({:.0}–{:.0}), {} KB",
+                    times[2],
+                    times[0],
+                    times[4],
+                    size / 1024
+                );
+            }
         }
     }
 

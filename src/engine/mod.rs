@@ -303,6 +303,11 @@ impl Conference {
         }
     }
 
+    /// The event that the state read here follows (None: no event yet).
+    pub fn events_tip(&self) -> Option<Oid> {
+        self.recorder.lock().unwrap().log.tip()
+    }
+
     /// Reads a file of the current state tree.
     pub fn read_state_file(&self, path: &str) -> Result<Option<Vec<u8>>> {
         let rec = self.recorder.lock().unwrap();

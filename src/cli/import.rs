@@ -80,7 +80,7 @@ fn say(name: &str, dir: &std::path::Path, out: &crate::engine::import::Outcome) 
         st.round,
         st.phase.label(),
         crate::render::format::fmt(st.best.metric),
-        &st.best.commit[..10]
+        crate::model::short_id(&st.best.commit)
     );
     if out.not_mapped.is_empty() {
         crate::outln!("Everything in the folder was mapped.");

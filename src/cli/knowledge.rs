@@ -120,7 +120,7 @@ fn origin(repo: &git2::Repository, tip: Option<git2::Oid>, path: &str) -> Option
     for oid in walk.flatten() {
         let c = repo.find_commit(oid).ok()?;
         if has(&c) && !c.parents().any(|p| has(&p)) {
-            let id = c.id().to_string()[..10].to_string();
+            let id = crate::model::short_oid(c.id());
             return Some((id, c.summary().unwrap_or("").to_string()));
         }
     }
@@ -131,7 +131,7 @@ fn short_tip(repo: &git2::Repository) -> String {
     store::tip(repo)
         .ok()
         .flatten()
-        .map(|o| o.to_string()[..10].to_string())
+        .map(crate::model::short_oid)
         .unwrap_or_default()
 }
 

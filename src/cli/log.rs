@@ -7,7 +7,7 @@ use anyhow::Result;
 use clap::{Args, ValueEnum};
 use git2::Repository;
 
-use crate::engine::synthesis::conference_results_tsv;
+use crate::engine::tables::conference_results_tsv;
 use crate::engine::Conference;
 use crate::model::event::names;
 use crate::model::EventLine;

@@ -74,7 +74,7 @@ pub fn write(repo: &git2::Repository, name: &str, out: &std::path::Path) -> Resu
     }
     std::fs::write(
         out.join("conference_results.tsv"),
-        synthesis::conference_results_tsv(&conf, &st)?,
+        crate::engine::tables::conference_results_tsv(&conf, &st)?,
     )?;
     written.push("conference_results.tsv".into());
     let (events, _) = crate::engine::log::read_all(repo, &conf.name)?;

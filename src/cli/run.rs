@@ -167,7 +167,7 @@ fn checked_baseline(
         return Err(usage(config::describe_errors(config_path, &problems)));
     }
     crate::engine::agent::check_tunable(cfg, repo, base)?;
-    let short = &base.to_string()[..10];
+    let short = &crate::model::short_oid(base);
     for path in preflight::uncommitted_frozen(repo, cfg) {
         crate::errln!("warning: your uncommitted changes to {path} (frozen) are not used: the conference evaluates the baseline {short} as committed");
     }
@@ -187,7 +187,7 @@ fn announce_start(conf: &Conference, ui: &Ui, base: git2::Oid) {
     let name = &conf.name;
     ui.info(&format!(
         "conference `{name}` started from {} ({} researchers); follow it with `{} log {name} --follow`",
-        &base.to_string()[..10],
+        &crate::model::short_oid(base),
         conf.config.count,
         crate::ui::invocation()
     ));
@@ -262,7 +262,7 @@ fn say_already_complete(name: &str, st: &crate::engine::state::State) {
         "Conference `{name}` is already complete ({}): best {} at {}. Read the report with `git conference report {name}`.",
         st.final_status.as_deref().unwrap_or("done"),
         crate::render::format::fmt(st.best.metric),
-        &st.best.commit[..10]
+        crate::model::short_id(&st.best.commit)
     );
     if st.final_status.is_some() {
         crate::outln!("To continue it, raise its budgets in conference.md (Max rounds, Max total iterations, Time budget) and run `git conference resume {name}` (or `resume --continue` to go on with the same settings).");

@@ -71,7 +71,7 @@ pub fn said_of_end(ended: Ended) -> i32 {
                 "Conference `{name}` {status}: best {} = {} at {} (branch {}).",
                 metric_name,
                 crate::render::format::fmt(st.best.metric),
-                &st.best.commit[..10],
+                crate::model::short_id(&st.best.commit),
                 best_branch
             );
             let program = crate::ui::invocation();

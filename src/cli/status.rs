@@ -96,12 +96,12 @@ fn print_summary(name: &str, conf: &Conference, st: &State, shown: &str) {
     crate::outln!(
         "Baseline:   {metric} {} at {}",
         fmt(st.baseline_metric),
-        &st.baseline_commit[..10]
+        crate::model::short_id(&st.baseline_commit)
     );
     crate::outln!(
         "Best:       {metric} {} at {} ({}){}",
         fmt(st.best.metric),
-        &st.best.commit[..10],
+        crate::model::short_id(&st.best.commit),
         conf.refs.best_branch(),
         st.best
             .researcher

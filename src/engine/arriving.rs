@@ -67,7 +67,7 @@ impl Arrivals {
         let c = repo
             .find_commit(commit)
             .map_err(|e| NotFollowed::Refused(e.to_string()))?;
-        let short = &commit.to_string()[..10];
+        let short = &crate::model::short_oid(commit);
         let logged = parse_event_commit(commit, c.message().unwrap_or("")).map_err(|e| {
             let message = c.message().unwrap_or("");
             NotFollowed::Refused(format!(

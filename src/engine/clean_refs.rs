@@ -54,9 +54,7 @@ pub fn plan(repo: &Repository, name: &str) -> Result<RefPlan> {
                 "{short}: not a branch the conference makes; delete it with `git branch -D {short}` if you do not need it"
             ));
         } else if !tip.is_some_and(|t| is_recorded(repo, &recorded, t)) {
-            let at = tip
-                .map(|t| t.to_string()[..10].to_string())
-                .unwrap_or_default();
+            let at = tip.map(crate::model::short_oid).unwrap_or_default();
             plan.kept.push(format!(
                 "{short}: its tip {at} is not a commit the conference recorded (yours?); delete it with `git branch -D {short}` if you do not need it"
             ));

@@ -119,7 +119,7 @@ async fn measure_baseline(conf: &Conference) -> Result<()> {
     let st = conf.state();
     conf.ui.info(&format!(
         "measuring the baseline {}",
-        &st.baseline_commit[..10]
+        crate::model::short_id(&st.baseline_commit)
     ));
     let path = conf.prepare_worktree("best", None, &st.baseline_commit)?;
     match super::workspace::ready_checkout(conf, &path, "best").await {
@@ -214,7 +214,10 @@ fn round_start_commit(conf: &Conference, head: &str, best: &str, round: u32) -> 
         return Ok(best.to_string());
     }
     let best_tree = repo.find_commit(best_id)?.tree_id();
-    let message = format!("Round {round}: start from best {}\n", &best[..10]);
+    let message = format!(
+        "Round {round}: start from best {}\n",
+        crate::model::short_id(best)
+    );
     let sig = crate::store::signature(&repo);
     let commit =
         crate::git::snapshot::commit(&repo, best_tree, &[head_id, best_id], &message, &sig)?;
@@ -337,7 +340,7 @@ async fn write_synthesis(conf: &Conference) -> Result<()> {
             st.final_status.as_deref().unwrap_or("done"),
             st.round,
             fmt(st.best.metric),
-            &st.best.commit[..10]
+            crate::model::short_id(&st.best.commit)
         ),
         outputs
             .into_iter()

@@ -327,8 +327,8 @@ fn take_branches(
             Some(old) if fast_forward(repo, new, old) => {}
             Some(old) => kept.push(format!(
                 "{short} (here {}, on {remote} {})",
-                &old.to_string()[..10],
-                &new.to_string()[..10]
+                &crate::model::short_oid(old),
+                &crate::model::short_oid(new)
             )),
         }
     }

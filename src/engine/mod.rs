@@ -9,8 +9,8 @@
 //! review), `transfer` (knowledge transfer), `stop` (stop rules), `synthesis` (report).
 
 pub mod agent;
-pub mod apply;
 mod agent_call;
+pub mod apply;
 pub mod arriving;
 pub mod briefing;
 pub mod budget;
@@ -51,6 +51,7 @@ pub use crate::model::state;
 pub mod stop;
 pub mod stored;
 pub mod synthesis;
+pub mod tables;
 pub mod talk;
 pub mod transfer;
 pub mod workspace;

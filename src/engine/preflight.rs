@@ -69,7 +69,7 @@ pub fn check(
     run_dir: &Path,
 ) -> anyhow::Result<Vec<ConfigError>> {
     let files = snapshot::list_files(repo, repo.find_commit(base)?.tree_id())?;
-    let short = &base.to_string()[..10];
+    let short = &crate::model::short_oid(base);
     let mut errors = Vec::new();
     for pattern in &cfg.evaluation.frozen {
         let rules = PathRules::new(std::slice::from_ref(pattern));

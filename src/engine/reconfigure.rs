@@ -74,7 +74,11 @@ pub fn rebase(conf: &Conference, base: Oid) -> Result<()> {
             from: CommitId::try_from(st.baseline_commit.as_str())?,
             to: base.into(),
         }),
-        &format!("baseline {} → {}", &st.baseline_commit[..10], &new[..10]),
+        &format!(
+            "baseline {} → {}",
+            crate::model::short_id(&st.baseline_commit),
+            crate::model::short_id(&new)
+        ),
         vec![],
     )?;
     for id in st.researchers.keys() {

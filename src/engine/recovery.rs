@@ -179,7 +179,7 @@ impl Conference {
             &format!(
                 "{} moved by hand to {}; set aside",
                 m.branch,
-                &m.found.to_string()[..10]
+                &crate::model::short_oid(m.found)
             ),
             vec![],
         )?;
@@ -188,9 +188,9 @@ impl Conference {
             format_args!(
                 "warning: branch {} was moved by hand to {}; set aside as a recorded attempt (event branch.set_aside, kept reachable from {}) and put back at {}\n",
                 m.branch,
-                &m.found.to_string()[..10],
+                &crate::model::short_oid(m.found),
                 self.refs.attempts(),
-                &m.expected.to_string()[..10]
+                &crate::model::short_oid(m.expected)
             ),
         );
         self.move_branch(
@@ -391,8 +391,8 @@ fn moved_branches_error(repo: &Repository, name: &str, moved: &[MovedBranch]) ->
         text.push_str(&format!(
             "  {} points to {}{subject}, but the event log expects {}\n",
             m.branch,
-            &m.found.to_string()[..10],
-            &m.expected.to_string()[..10]
+            &crate::model::short_oid(m.found),
+            &crate::model::short_oid(m.expected)
         ));
     }
     text.push_str(&format!(

@@ -1246,7 +1246,7 @@ pub fn set_aside_partial(conf: &Conference, id: &str, wt: &Repository) -> Result
         "warning: researcher {id}'s worktree has uncommitted changes ({}); setting them aside as \
          attempt {} (recorded as attempt.interrupted; nothing is deleted)",
         changed.join(", "),
-        &commit.to_string()[..10]
+        &crate::model::short_oid(commit)
     );
     let note = Note::from(InterruptedNote {
         commit: commit.to_string(),

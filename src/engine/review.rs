@@ -219,7 +219,7 @@ fn announce_review(
             "re-measuring {} finding(s) ({}) against the round start {}, {} interleaved run(s) each",
             who.len(),
             who.join(", "),
-            &round_start[..10],
+            crate::model::short_id(round_start),
             measure::review_runs(conf)
         ),
     )

@@ -491,8 +491,8 @@ fn apply_changes(
         crate::engine::reconfigure::rebase(conf, base)?;
         crate::errln!(
             "The baseline is now {} (was {}); it is measured next.",
-            &base.to_string()[..10],
-            &st.baseline_commit[..10]
+            &crate::model::short_oid(base),
+            crate::model::short_id(&st.baseline_commit)
         );
     }
     Ok(())

@@ -8,121 +8,15 @@ use std::fmt::Write;
 use anyhow::Result;
 use git2::{Oid, Repository};
 
-use super::ledger::{all_attempts, read_findings, read_picks, round_attempts};
+use super::ledger::{all_attempts, read_findings, read_picks};
 use super::state::{files, State};
+use super::tables::{plot, plot_data};
 use super::Conference;
 use crate::git::snapshot;
 use crate::model::{AttemptRecord, Finding, PickRecord};
-use crate::model::{FinalStatus, PickResult, ReviewVerdict, Verdict};
+use crate::model::{FinalStatus, PickResult, ReviewVerdict};
 use crate::render::format::{fmt, gain_text};
-use crate::render::plot::{self as report_plot, PlotData, PlotSeries};
-use crate::render::tsv;
-
-pub fn evaluator_source(conf: &Conference) -> String {
-    tsv::evaluator_source(conf.config.eval_command())
-}
-
-/// A round's attempts, each with the peer review verdict when it is the finding reviewed (the
-/// researcher's round-best).
-fn reviewed_attempts(
-    conf: &Conference,
-    round: u32,
-    findings: &[Finding],
-) -> Result<Vec<(AttemptRecord, Option<String>)>> {
-    Ok(round_attempts(conf, round)?
-        .into_iter()
-        .map(|a| {
-            let verdict = findings
-                .iter()
-                .find(|f| {
-                    a.verdict == Verdict::Kept
-                        && f.researcher == a.researcher
-                        && f.commit == a.commit
-                })
-                .map(|f| f.verdict.clone());
-            (a, verdict)
-        })
-        .collect())
-}
-
-/// The results table of one round, with the peer review verdict on each researcher's round-best.
-pub fn round_results_tsv(conf: &Conference, round: u32, findings: &[Finding]) -> Result<String> {
-    Ok(tsv::results_table(
-        &evaluator_source(conf),
-        &reviewed_attempts(conf, round, findings)?,
-    ))
-}
-
-/// conference_results.tsv: every round's rows under one header.
-pub fn conference_results_tsv(conf: &Conference, st: &State) -> Result<String> {
-    let mut rows = Vec::new();
-    for round in 1..=st.round {
-        rows.extend(reviewed_attempts(conf, round, &read_findings(conf, round))?);
-    }
-    Ok(tsv::results_table(&evaluator_source(conf), &rows))
-}
-
-/// conference_progress.png: the chart of [`plot_data`].
-pub fn plot(conf: &Conference, st: &State, attempts: &[AttemptRecord]) -> Result<Vec<u8>> {
-    report_plot::render_png(&plot_data(conf, st, attempts))
-}
-
-/// What the progress chart shows: each researcher's readings (kept ones marked), the rounds,
-/// the baseline and each round's best, the target.
-fn plot_data(conf: &Conference, st: &State, attempts: &[AttemptRecord]) -> PlotData {
-    let mut series: Vec<PlotSeries> = st
-        .researchers
-        .keys()
-        .map(|id| PlotSeries {
-            label: format!("Researcher {id}"),
-            ..Default::default()
-        })
-        .collect();
-    let mut boundaries = Vec::new();
-    let mut round_bests = Vec::new();
-    let mut last_round = 0;
-    let mut round_end = |round: u32, x: f64, boundaries: &mut Vec<f64>| {
-        if let Some(Some(best)) = st.round_bests.get(round as usize - 1) {
-            round_bests.push((x, *best));
-        }
-        boundaries.push(x);
-    };
-    for (i, a) in attempts.iter().enumerate() {
-        let x = (i + 1) as f64;
-        if a.round != last_round && last_round != 0 {
-            round_end(last_round, x - 0.5, &mut boundaries);
-        }
-        last_round = a.round;
-        if let Some(s) = series
-            .iter_mut()
-            .find(|s| s.label == format!("Researcher {}", a.researcher))
-        {
-            s.points.push((x, a.metric));
-            if a.verdict == Verdict::Kept {
-                s.kept.push(x);
-            }
-        }
-    }
-    if last_round != 0 {
-        // The last round's end: its best, not a boundary line.
-        let mut end = Vec::new();
-        round_end(last_round, attempts.len() as f64 + 0.5, &mut end);
-    }
-    let spec = conf.config.metric.as_ref();
-    let metric = super::evaluate::metric_name(&conf.config);
-    PlotData {
-        title: format!("{} — {metric} by iteration", conf.config.title),
-        metric,
-        minimize: spec
-            .map(|m| m.direction == crate::config::Direction::Minimize)
-            .unwrap_or(false),
-        target: spec.and_then(|m| m.target),
-        series,
-        baseline: st.baseline_metric,
-        round_boundaries: boundaries,
-        round_bests,
-    }
-}
+use crate::render::plot::{self as report_plot, PlotData};
 
 /// Writes synthesis.md, final_report.md and the plot: (path, bytes) for the state tree.
 pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
@@ -230,13 +124,13 @@ fn write_summary(report: &mut String, conf: &Conference, st: &State) {
         report,
         "- **Baseline:** {} at `{}`",
         fmt(st.baseline_metric),
-        &st.baseline_commit[..10]
+        crate::model::short_id(&st.baseline_commit)
     );
     let _ = writeln!(
         report,
         "- **Best:** {} at `{}` (branch `{}`)",
         fmt(st.best.metric),
-        &st.best.commit[..10],
+        crate::model::short_id(&st.best.commit),
         conf.refs.best_branch()
     );
     let _ = writeln!(

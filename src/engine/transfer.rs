@@ -316,10 +316,10 @@ fn complete_round(
     Event::RoundCompleted(event.clone()).apply(&mut after);
     event.converged =
         super::stop::check(conf, &after).is_some_and(|s| s.status == FinalStatus::Converged);
-    let results_tsv = super::synthesis::round_results_tsv(conf, round, findings)?;
+    let results_tsv = super::tables::round_results_tsv(conf, round, findings)?;
     // The progress chart, refreshed every round (the seed overwrites it each round).
     let attempts = ledger::all_attempts(conf, &after)?;
-    let plot = super::synthesis::plot(conf, &after, &attempts)?;
+    let plot = super::tables::plot(conf, &after, &attempts)?;
     let best_researcher = st.best.researcher.as_deref().unwrap_or("-");
     conf.record(
         Event::RoundCompleted(event),

@@ -521,7 +521,7 @@ pub fn preflight(repo: &Repository, cfg: &Config, base: Oid) -> Result<Vec<Confi
     let tree = repo.find_commit(base)?.tree()?;
     let main = Repository::open(repo.commondir())?;
     let top = main.workdir().map(Path::to_path_buf);
-    let short = &base.to_string()[..10];
+    let short = &crate::model::short_oid(base);
     let mut errors = Vec::new();
     for shared in &env.shared {
         let p = &shared.path;

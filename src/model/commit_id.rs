@@ -22,6 +22,19 @@ impl fmt::Display for NotACommitId {
 
 impl std::error::Error for NotACommitId {}
 
+/// How many digits of a commit id people read (in status, the log, the reports).
+const SHORT: usize = 10;
+
+/// The first digits of a full commit id, as people read it (all of it when shorter).
+pub fn short_id(full: &str) -> &str {
+    full.get(..SHORT).unwrap_or(full)
+}
+
+/// [`short_id`] of `oid`.
+pub fn short_oid(oid: git2::Oid) -> String {
+    short_id(&oid.to_string()).to_string()
+}
+
 impl CommitId {
     pub fn as_str(&self) -> &str {
         &self.0

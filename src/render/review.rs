@@ -120,7 +120,7 @@ fn write_finding_review(md: &mut String, f: &Finding, dir: Direction) {
         "- **Claim:** the researcher read {} ({}) with `{}` changing {}",
         fmt(f.claimed),
         gain_text(f.gain_claimed),
-        &f.commit[..10],
+        crate::model::short_id(&f.commit),
         if f.files.is_empty() {
             "nothing".to_string()
         } else {

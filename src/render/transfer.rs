@@ -15,7 +15,7 @@ pub fn render(st: &State, picks: &[PickRecord], knowledge: &[String]) -> String 
         md,
         "Best after the round: {} (`{}`)\n",
         fmt(st.best.metric),
-        &st.best.commit[..10]
+        crate::model::short_id(&st.best.commit)
     );
     if picks.is_empty() {
         let _ = writeln!(md, "No validated finding to transfer this round.");

@@ -57,7 +57,7 @@ pub fn keep_reachable(repo: &Repository, refs: &ConferenceRefs, commits: &[Oid])
             "attempts: keep {}",
             commits
                 .iter()
-                .map(|c| c.to_string()[..10].to_string())
+                .map(|c| crate::model::short_oid(*c))
                 .collect::<Vec<_>>()
                 .join(" ")
         );

@@ -16,6 +16,7 @@ use anyhow::Result;
 use git2::{ObjectType, Oid, Repository, TreeWalkMode, TreeWalkResult};
 
 use super::refs::{ConferenceRefs, NOTES_REF};
+use crate::model::short_oid;
 
 /// Makes git keep a reflog of `name` (a no-op when it has one).
 pub fn keep_log(repo: &Repository, name: &str) {
@@ -33,14 +34,14 @@ pub struct Recovered {
 impl Recovered {
     /// What happened and what the user can look at, for a warning line.
     pub fn describe(&self) -> String {
-        let lost = short(self.lost);
+        let lost = short_oid(self.lost);
         match self.restored {
             Some(to) => format!(
                 "{} pointed at {lost}, whose objects are gone (a `git gc --prune=now` while the \
                  conference ran?); put back at {}, the newest complete entry of its reflog \
                  (`git reflog show {}`); the steps after it run again",
                 self.refname,
-                short(to),
+                short_oid(to),
                 self.refname
             ),
             None => format!(
@@ -144,8 +145,4 @@ pub fn complete(repo: &Repository, commit: Oid) -> bool {
         }
     });
     whole
-}
-
-fn short(id: Oid) -> String {
-    id.to_string().chars().take(10).collect()
 }

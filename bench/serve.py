@@ -267,19 +267,22 @@ def memory_over_time(E, repo, pid, minutes):
     samples, events, window = [], 0, []
     start = time.time()
     next_sample = start + 10
+
+    def summed_up(window):
+        return {"s": round(time.time() - start), "rss_kib": min(window),
+                "rss_max_kib": max(window)}
+
     while time.time() - start < minutes * 60:
         window.append(rss_kib(pid))
         if time.time() >= next_sample:
-            samples.append({"s": round(time.time() - start), "rss_kib": min(window),
-                            "rss_max_kib": max(window)})
+            samples.append(summed_up(window))
             window = []
             next_sample += 10
         E.run(["git", "conference", "steer", NAME, "memory event %d" % events], repo)
         events += 1
         time.sleep(max(0.0, 1.0 - (time.time() - start) % 1.0))
     window.append(rss_kib(pid))
-    samples.append({"s": round(time.time() - start), "rss_kib": min(window),
-                    "rss_max_kib": max(window)})
+    samples.append(summed_up(window))
     return samples, events
 
 

@@ -9,7 +9,7 @@ use std::fmt::Write;
 
 use super::briefing::{self, Briefing};
 use crate::config::{Config, Strategy, BRIEF_BYTES};
-use crate::model::talk::{GuidanceNote, OpenQuestion};
+use crate::model::talk::{GuidanceNote, OpenQuestion, GUIDANCE_IN_FORCE};
 
 /// Bytes the shared knowledge may take in a prompt (the newest findings are kept).
 pub const KNOWLEDGE_BYTES: usize = 6 * 1024;
@@ -44,8 +44,6 @@ pub struct PromptContext<'a> {
     pub knowledge_brief: Option<&'a str>,
 }
 
-/// Pieces of guidance a prompt holds at most (the newest), each cut to [`TALK_CHARS`].
-pub const GUIDANCE_IN_PROMPT: usize = 5;
 /// Answered questions a prompt holds at most (the newest answers).
 pub const ANSWERS_IN_PROMPT: usize = 5;
 /// Characters of one piece of guidance, question or answer a prompt holds.
@@ -169,20 +167,21 @@ fn said(text: &str) -> String {
     crate::render::format::one_line(text, TALK_CHARS)
 }
 
-/// The guidance in force, newest first, at most [`GUIDANCE_IN_PROMPT`] pieces.
+/// The guidance in force, newest first, at most [`GUIDANCE_IN_FORCE`] pieces, each cut to
+/// [`TALK_CHARS`].
 fn write_guidance(s: &mut String, guidance: &[GuidanceNote]) {
     if guidance.is_empty() {
         return;
     }
     let _ = writeln!(s, "## Guidance from the humans (newest first; follow it)");
-    for g in guidance.iter().rev().take(GUIDANCE_IN_PROMPT) {
+    for g in guidance.iter().rev().take(GUIDANCE_IN_FORCE) {
         let _ = writeln!(s, "- (round {}) {}", g.round, said(&g.text));
     }
-    if guidance.len() > GUIDANCE_IN_PROMPT {
+    if guidance.len() > GUIDANCE_IN_FORCE {
         let _ = writeln!(
             s,
             "({} earlier pieces of guidance omitted)",
-            guidance.len() - GUIDANCE_IN_PROMPT
+            guidance.len() - GUIDANCE_IN_FORCE
         );
     }
     s.push('\n');

@@ -10,6 +10,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Pieces of guidance in force: the newest this many are in every researcher's prompt, and
+/// `status` and the page list them; older ones stay in the state and the final report.
+pub const GUIDANCE_IN_FORCE: usize = 5;
+
 /// A piece of guidance, as `git conference steer` gave it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GuidanceNote {

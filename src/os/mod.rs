@@ -92,6 +92,23 @@ pub fn release_free_heap() {
     }
 }
 
+/// Makes the allocator give every block of `bytes` or more its own mapping, returned to the
+/// kernel when freed, instead of raising that threshold as it goes (glibc raises it to the size
+/// of each large block freed, up to 32 MiB, after which large blocks are cut from the heap and
+/// the freed space stays resident). Elsewhere (musl) it does nothing.
+///
+/// Safety: `mallopt` only sets a parameter of the allocator; called at start-up, before other
+/// threads allocate, it races with nothing.
+pub fn fixed_mmap_threshold(bytes: i32) {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: see the doc comment.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, bytes);
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let _ = bytes;
+}
+
 /// Writes to a closed pipe fail with an error (EPIPE) instead of killing the process.
 ///
 /// Safety: setting a signal's disposition to "ignore" installs no handler.

@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use crate::model::state::State;
-use crate::model::talk::OpenQuestion;
+use crate::model::talk::{OpenQuestion, GUIDANCE_IN_FORCE};
 
 /// `text` on one line, cut to `max` characters.
 fn line(text: &str, max: usize) -> String {
@@ -62,19 +62,26 @@ pub fn status_top(st: &State, name: &str) -> Vec<String> {
     lines
 }
 
-/// `status`'s guidance lines: the guidance in force, newest first.
+/// `status`'s guidance lines: the guidance in force, newest first, and how many older pieces
+/// are no longer in the prompts.
 pub fn status_guidance(st: &State) -> Vec<String> {
     if st.guidance.is_empty() {
         return vec![];
     }
+    let in_force = st.guidance.len().min(GUIDANCE_IN_FORCE);
     let mut lines = vec![format!(
-        "Guidance:   {} piece(s), newest first (in every researcher's next prompt):",
-        st.guidance.len()
+        "Guidance:   {in_force} piece(s) in force, newest first (in every researcher's next prompt):"
     )];
     lines.extend(
-        (st.guidance.iter().rev())
+        (st.guidance.iter().rev().take(GUIDANCE_IN_FORCE))
             .map(|g| format!("  - (round {}) {}", g.round, line(&g.text, 300))),
     );
+    let older = st.guidance.len() - in_force;
+    if older > 0 {
+        lines.push(format!(
+            "  ({older} older piece(s) no longer in the prompts: see `git conference log`)"
+        ));
+    }
     lines
 }
 
@@ -126,4 +133,43 @@ pub fn report_section(st: &State) -> String {
         s.push('\n');
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::talk::GuidanceNote;
+
+    fn state_with_guidance(pieces: usize) -> State {
+        let mut st = crate::model::state::sample();
+        st.guidance = (1..=pieces)
+            .map(|i| GuidanceNote {
+                text: format!("hint {i}"),
+                round: 1,
+                at: "2026-11-27T00:00:00Z".into(),
+            })
+            .collect();
+        st
+    }
+
+    #[test]
+    fn status_lists_the_guidance_in_force_newest_first_and_counts_the_older() {
+        let lines = status_guidance(&state_with_guidance(GUIDANCE_IN_FORCE + 2));
+        assert!(lines[0].contains("5 piece(s) in force"), "{lines:?}");
+        let listed: Vec<&String> = lines.iter().filter(|l| l.contains("hint")).collect();
+        assert_eq!(listed.len(), GUIDANCE_IN_FORCE);
+        assert!(listed[0].ends_with("hint 7") && listed[4].ends_with("hint 3"));
+        assert!(
+            lines.last().unwrap().contains("2 older piece(s)"),
+            "{lines:?}"
+        );
+    }
+
+    #[test]
+    fn a_few_pieces_are_all_in_force() {
+        let lines = status_guidance(&state_with_guidance(2));
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert!(!lines.iter().any(|l| l.contains("older")));
+        assert!(status_guidance(&crate::model::state::sample()).is_empty());
+    }
 }

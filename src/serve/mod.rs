@@ -48,9 +48,16 @@ struct Shared {
     attempts: Arc<AttemptsCache>,
 }
 
+/// Blocks of this size or more are mapped on their own and unmapped when freed (128 KiB,
+/// glibc's starting value, kept fixed).
+const MMAP_THRESHOLD: i32 = 128 * 1024;
+
 /// Serves until the process is stopped; `ready` gets the address listened on once requests are
 /// taken (the port, when 0 was asked for).
 pub fn run(options: Options, ready: impl FnOnce(SocketAddr)) -> Result<()> {
+    // The views of a big conference are megabytes built and dropped per request: with glibc's
+    // moving threshold they soon come from the heap, whose freed pages stay resident.
+    crate::os::fixed_mmap_threshold(MMAP_THRESHOLD);
     // Requests are answered on at most two blocking threads: each thread's reads use a malloc
     // arena of its own, and a page open for days must not spread its memory over many.
     let runtime = tokio::runtime::Builder::new_current_thread()

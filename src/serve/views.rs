@@ -85,6 +85,7 @@ pub fn summary_json(repo: &Repository, conf: &Conference) -> Value {
         "max_parallel_evaluations": cfg.environment.max_parallel_evaluations,
         "queue": queue_json(conf),
         "leases": leases,
+        "guidance_in_force": crate::model::talk::GUIDANCE_IN_FORCE,
         "now": crate::clock::now_iso(),
     })
 }

@@ -16,10 +16,14 @@ const RECENT_ATTEMPTS: usize = 200;
 /// Reads a JSON-lines file of the state tree (a line that does not parse is skipped).
 fn read_jsonl<T: for<'de> Deserialize<'de>>(conf: &Conference, path: &str) -> Result<Vec<T>> {
     let bytes = conf.read_state_file(path)?.unwrap_or_default();
-    Ok(String::from_utf8_lossy(&bytes)
+    Ok(parse_jsonl(&bytes))
+}
+
+fn parse_jsonl<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Vec<T> {
+    String::from_utf8_lossy(bytes)
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
-        .collect())
+        .collect()
 }
 
 /// Reads a JSON file of the state tree; an absent file is the default.
@@ -32,8 +36,35 @@ fn read_json<T: for<'de> Deserialize<'de> + Default>(conf: &Conference, path: &s
 }
 
 /// All attempts of a round, in the order they were recorded.
+///
+/// Each iteration reads its round's attempts (briefing, the tuner, the stuck rule): parsed chunks
+/// are kept by blob id (`PARSED_ROUNDS`), so that an iteration parses the one chunk that grew, not
+/// the whole round (a round's records are stored in chunks: `store::events::append_target`).
 pub fn round_attempts(conf: &Conference, round: u32) -> Result<Vec<AttemptRecord>> {
-    read_jsonl(conf, &files::attempts(round))
+    type Chunks = Vec<(git2::Oid, std::sync::Arc<Vec<AttemptRecord>>)>;
+    /// The chunks last read for the few most recent paths (a bound: a round's attempts, not all).
+    static PARSED_ROUNDS: std::sync::Mutex<Vec<(String, Chunks)>> =
+        std::sync::Mutex::new(Vec::new());
+    const ROUNDS_KEPT: usize = 4;
+    let path = files::attempts(round);
+    let before: Chunks = {
+        let mut kept = PARSED_ROUNDS.lock().unwrap();
+        match kept.iter().position(|(p, _)| *p == path) {
+            Some(i) => kept.remove(i).1,
+            None => Vec::new(),
+        }
+    };
+    let chunks = conf.read_record_blobs(
+        &path,
+        |id| before.iter().find(|(b, _)| *b == id).map(|(_, p)| p.clone()),
+        |bytes| std::sync::Arc::new(parse_jsonl(bytes)),
+    )?;
+    let attempts = chunks.iter().flat_map(|(_, p)| p.iter().cloned()).collect();
+    let mut kept = PARSED_ROUNDS.lock().unwrap();
+    kept.push((path, chunks));
+    let excess = kept.len().saturating_sub(ROUNDS_KEPT);
+    kept.drain(..excess);
+    Ok(attempts)
 }
 
 /// A researcher's recent attempts (bounded), oldest first.

@@ -224,10 +224,15 @@ fn todays_bytes_keep_the_recorded_shape(recorded: &TestRepo, count: usize, today
         "an attempt's note lost fields"
     );
 
+    // A records file of a round begun today is stored in chunks (`attempts.jsonl.d/`, issue #27),
+    // read as the one file it replaces.
     let round_files = |repo: &TestRepo, rev: &str| -> BTreeSet<String> {
         repo.git(&["ls-tree", "--name-only", &format!("{rev}:round-1")])
             .lines()
-            .map(str::to_string)
+            .map(|f| {
+                f.strip_suffix(".jsonl.d")
+                    .map_or(f.to_string(), |s| format!("{s}.jsonl"))
+            })
             .collect()
     };
     let old_files = round_files(recorded, &recorded_tip);

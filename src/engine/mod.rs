@@ -439,9 +439,12 @@ impl Conference {
         env
     }
 
-    /// The log file prefix for a step (`<run-dir>/logs/<what>`).
+    /// The log file prefix for a step (`<run-dir>/logs/<what>`); old iterations' logs are
+    /// pruned now and then (`run_logs`).
     pub fn log_path(&self, what: &str) -> PathBuf {
-        self.run_dir.join("logs").join(what)
+        let dir = self.run_dir.join("logs");
+        run_logs::maybe_prune(&dir);
+        dir.join(what)
     }
 }
 

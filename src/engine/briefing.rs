@@ -10,7 +10,7 @@ use std::fmt::Write;
 
 use anyhow::Result;
 
-use super::ledger::{read_findings, read_picks, recent_attempts, round_attempts};
+use super::ledger::{latest_round_attempts, read_findings, read_picks, recent_attempts};
 use super::Conference;
 
 use crate::model::{AttemptRecord, PickResult, ReviewVerdict, Verdict};
@@ -86,13 +86,13 @@ pub fn gather(conf: &Conference, id: &str) -> Result<Briefing> {
         .take(50)
         .map(tried)
         .collect();
-    let others = round_attempts(conf, round)?
-        .iter()
-        .rev()
-        .filter(|a| a.researcher != id && a.verdict != Verdict::Kept)
-        .take(30)
-        .map(tried)
-        .collect();
+    let others = latest_round_attempts(conf, round, 30, |a| {
+        a.researcher != id && a.verdict != Verdict::Kept
+    })?
+    .iter()
+    .rev()
+    .map(tried)
+    .collect();
     let mut reviews = Vec::new();
     for r in (1..round).rev().take(5) {
         let picks = read_picks(conf, r);

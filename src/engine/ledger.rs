@@ -3,6 +3,8 @@
 //! recorder) and read each other's through here, so no phase imports another for its records;
 //! the paths are `state::files`, the records `model::records`.
 
+use std::sync::{Arc, Mutex};
+
 use anyhow::Result;
 use serde::Deserialize;
 
@@ -36,18 +38,49 @@ fn read_json<T: for<'de> Deserialize<'de> + Default>(conf: &Conference, path: &s
 }
 
 /// All attempts of a round, in the order they were recorded.
+pub fn round_attempts(conf: &Conference, round: u32) -> Result<Vec<AttemptRecord>> {
+    with_round_chunks(conf, round, |chunks| {
+        chunks.iter().flat_map(|c| c.iter().cloned()).collect()
+    })
+}
+
+/// The latest `n` attempts of a round that `keep` holds, oldest first: only those are copied, so
+/// that a briefing late in a long round costs what it did early on.
+pub fn latest_round_attempts(
+    conf: &Conference,
+    round: u32,
+    n: usize,
+    keep: impl Fn(&AttemptRecord) -> bool,
+) -> Result<Vec<AttemptRecord>> {
+    with_round_chunks(conf, round, |chunks| {
+        let mut latest: Vec<AttemptRecord> = (chunks.iter().rev())
+            .flat_map(|c| c.iter().rev())
+            .filter(|a| keep(a))
+            .take(n)
+            .cloned()
+            .collect();
+        latest.reverse();
+        latest
+    })
+}
+
+type ParsedChunks = Vec<(git2::Oid, Arc<Vec<AttemptRecord>>)>;
+
+/// Calls `f` with a round's attempts as parsed chunks, in order.
 ///
 /// Each iteration reads its round's attempts (briefing, the tuner, the stuck rule): parsed chunks
 /// are kept by blob id (`PARSED_ROUNDS`), so that an iteration parses the one chunk that grew, not
 /// the whole round (a round's records are stored in chunks: `store::events::append_target`).
-pub fn round_attempts(conf: &Conference, round: u32) -> Result<Vec<AttemptRecord>> {
-    type Chunks = Vec<(git2::Oid, std::sync::Arc<Vec<AttemptRecord>>)>;
+fn with_round_chunks<R>(
+    conf: &Conference,
+    round: u32,
+    f: impl FnOnce(&[Arc<Vec<AttemptRecord>>]) -> R,
+) -> Result<R> {
     /// The chunks last read for the few most recent paths (a bound: a round's attempts, not all).
-    static PARSED_ROUNDS: std::sync::Mutex<Vec<(String, Chunks)>> =
-        std::sync::Mutex::new(Vec::new());
+    static PARSED_ROUNDS: Mutex<Vec<(String, ParsedChunks)>> = Mutex::new(Vec::new());
     const ROUNDS_KEPT: usize = 4;
     let path = files::attempts(round);
-    let before: Chunks = {
+    let before: ParsedChunks = {
         let mut kept = PARSED_ROUNDS.lock().unwrap();
         match kept.iter().position(|(p, _)| *p == path) {
             Some(i) => kept.remove(i).1,
@@ -57,14 +90,16 @@ pub fn round_attempts(conf: &Conference, round: u32) -> Result<Vec<AttemptRecord
     let chunks = conf.read_record_blobs(
         &path,
         |id| before.iter().find(|(b, _)| *b == id).map(|(_, p)| p.clone()),
-        |bytes| std::sync::Arc::new(parse_jsonl(bytes)),
+        |bytes| Arc::new(parse_jsonl(bytes)),
     )?;
-    let attempts = chunks.iter().flat_map(|(_, p)| p.iter().cloned()).collect();
+    drop(before);
+    let parsed: Vec<_> = chunks.iter().map(|(_, p)| p.clone()).collect();
+    let result = f(&parsed);
     let mut kept = PARSED_ROUNDS.lock().unwrap();
     kept.push((path, chunks));
     let excess = kept.len().saturating_sub(ROUNDS_KEPT);
     kept.drain(..excess);
-    Ok(attempts)
+    Ok(result)
 }
 
 /// A researcher's recent attempts (bounded), oldest first.
@@ -73,18 +108,15 @@ pub fn recent_attempts(conf: &Conference, researcher: &str) -> Result<Vec<Attemp
     // writes one attempts file (its round's), not a second per-researcher copy.
     let mut found: Vec<AttemptRecord> = Vec::new();
     for round in (1..=conf.state().round).rev() {
-        let mut batch: Vec<AttemptRecord> = round_attempts(conf, round)?
-            .into_iter()
-            .filter(|a| a.researcher == researcher)
-            .collect();
+        let wanted = RECENT_ATTEMPTS - found.len();
+        let mut batch = latest_round_attempts(conf, round, wanted, |a| a.researcher == researcher)?;
         batch.append(&mut found);
         found = batch;
         if found.len() >= RECENT_ATTEMPTS {
             break;
         }
     }
-    let skip = found.len().saturating_sub(RECENT_ATTEMPTS);
-    Ok(found.split_off(skip))
+    Ok(found)
 }
 
 /// Every attempt of the conference, round by round.

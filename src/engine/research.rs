@@ -919,6 +919,7 @@ async fn evaluate_cached(
         })
         .await?
         .clone();
+    forget_finished_evaluations(conf);
     let mut result = result;
     let cut = cut_short && result.status == EvalStatus::Timeout;
     // A launcher that could not run it (a host down, a queue timeout) measured nothing either.
@@ -930,6 +931,21 @@ async fn evaluate_cached(
         result.reason = Some("the evaluation ran past the researcher timeout".into());
     }
     Ok((result, of_the_tree))
+}
+
+/// Evaluations kept in memory by tree before the finished ones are let go.
+const EVALUATIONS_KEPT: usize = 256;
+
+/// Lets go of the finished evaluations once more than `EVALUATIONS_KEPT` are held: the map is
+/// there so that two researchers producing one tree at once run it once; a finished result is in
+/// the evaluation cache of the state (or its pending batch) by the time it is recorded, where
+/// `evaluate_tree` and `agent`'s check find it. Kept whole, the map grew with every tree of a
+/// never-stop run.
+fn forget_finished_evaluations(conf: &Conference) {
+    let mut evaluations = conf.evaluations.lock().unwrap();
+    if evaluations.len() > EVALUATIONS_KEPT {
+        evaluations.retain(|_, cell| !cell.initialized());
+    }
 }
 
 /// What an attempt measured: the result, and whether it is a property of the tree (an

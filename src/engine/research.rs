@@ -622,7 +622,9 @@ impl<'a> Session<'a> {
     }
 
     /// Whether the researcher's round ends after this iteration: out of time after an agent
-    /// timeout, too many agent failures in a row, or stuck at level 3.
+    /// timeout, too many agent failures in a row, or stuck at level 3. `builtin:tune` is never
+    /// stuck that way: it proposes a point not yet measured every time (it says when it has
+    /// none left), so its round runs to its allotment and a lone tuner spends its whole budget.
     fn after(&self, agent_timed_out: bool) -> Next {
         if agent_timed_out && self.limit.is_some_and(|l| self.started.elapsed() >= l) {
             return Next::Finish("timeout".into());
@@ -630,7 +632,8 @@ impl<'a> Session<'a> {
         if self.agent_crashes >= CRASHES_TO_FAIL {
             return Next::Finish("failed".into());
         }
-        if self.conf.state().researcher(self.id).stuck_level >= 3 {
+        let tuner = self.conf.config.agent.command.trim() == super::agent::BUILTIN_TUNE;
+        if self.conf.state().researcher(self.id).stuck_level >= 3 && !tuner {
             return Next::Finish("stuck".into());
         }
         Next::Continue

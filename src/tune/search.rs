@@ -536,8 +536,8 @@ impl<'a> Search<'a> {
     }
 
     /// Whether this researcher has had enough attempts in a row without improving: the
-    /// conference ends a researcher's round at 7 and stops when every researcher is at 5, so it
-    /// refines its region instead of exploring.
+    /// conference stops when every researcher ends `Stall rounds` rounds at 5 or more (it does
+    /// not end a tuner's round at 7), so it refines its region instead of exploring.
     fn cautious(&self) -> bool {
         self.req
             .streaks

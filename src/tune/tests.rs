@@ -690,6 +690,7 @@ fn simulate(fx: &Fixture, start_seed: u64, seed: u64, shape: Shape) -> (f64, usi
         },
     ));
     let mut best_moved = false;
+    let mut stalled_rounds = 0;
     for round in 1..=shape.rounds {
         for f in sim.fails.iter_mut() {
             if *f >= 7 || best_moved {
@@ -702,10 +703,9 @@ fn simulate(fx: &Fixture, start_seed: u64, seed: u64, shape: Shape) -> (f64, usi
         for it in 1..=shape.iters {
             // What every researcher knows at this iteration (the engine counts from the records).
             let streaks = sim.fails.clone();
+            // builtin:tune's round is never ended as stuck: it runs to its allotment.
             for (r, head) in heads.iter_mut().enumerate() {
-                if sim.fails[r] < 7 {
-                    sim.attempt((round, it, r), head, &round_start, &streaks);
-                }
+                sim.attempt((round, it, r), head, &round_start, &streaks);
             }
         }
         (best, best_params) = sim.transfer(heads, &round_start, (best, best_params));
@@ -717,7 +717,14 @@ fn simulate(fx: &Fixture, start_seed: u64, seed: u64, shape: Shape) -> (f64, usi
         // Round order for later rounds' histories: by iteration, then researcher.
         sim.log.sort_by_key(|e| (e.0, e.1, e.2));
         best_moved = best < round_start.0;
-        if sim.fails.iter().all(|&f| f >= 5) {
+        // The default `Stall rounds: 2`: every researcher kept nothing and is 5 or more
+        // attempts into its streak, two rounds in a row.
+        stalled_rounds = if sim.fails.iter().all(|&f| f >= 5) && !best_moved {
+            stalled_rounds + 1
+        } else {
+            0
+        };
+        if stalled_rounds >= 2 {
             break;
         }
     }
@@ -733,8 +740,9 @@ struct Sim<'f> {
     noise: u64,
     /// Every measurement: (round, iteration, researcher, trial); the baseline is (0, 0, 0).
     log: Vec<(u64, u64, usize, Trial)>,
-    /// The engine's stuck rules: consecutive non-improving attempts per researcher; 7 end its
-    /// round, and a round after which every researcher has 5 or more stops the conference.
+    /// The engine's stuck rules: consecutive non-improving attempts per researcher (7 do not
+    /// end a tuner's round); two rounds after which every researcher has 5 or more stop the
+    /// conference.
     fails: Vec<u32>,
     attempts: usize,
 }

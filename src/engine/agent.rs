@@ -13,7 +13,7 @@ use crate::agents::{self, preset};
 use crate::engine::preflight;
 use crate::exec::process::{self, Outcome, Spec};
 use crate::git::snapshot;
-use crate::model::{EvalStatus, Verdict};
+
 use crate::tune;
 
 pub const BUILTIN_TUNE: &str = "builtin:tune";
@@ -171,7 +171,7 @@ async fn run_tuner(conf: &Conference, call: &AgentCall<'_>) -> Result<AgentOutco
     let repo = conf.open_repo()?;
     let paths = tunable_files(&conf.guard, &repo, call.head_tree)?;
     let files = snapshot::read_files(&repo, call.head_tree, &paths)?;
-    let (history, streaks) = tuner_history(conf, &repo, call, &ids, &paths)?;
+    let (history, streaks) = super::tune_history::tuner_history(conf, &repo, call, &ids, &paths)?;
     let st = conf.state();
     let minimize = conf
         .config
@@ -285,111 +285,4 @@ fn already_evaluated(
         return Ok(true);
     }
     Ok(conf.read_state_file(&key)?.is_some())
-}
-
-/// Parameters of a tree's tunable files, by tree and file list (trees never change).
-fn params_at(
-    repo: &Repository,
-    tree: Oid,
-    paths: &[String],
-) -> Result<std::collections::BTreeMap<String, f64>> {
-    type Cache =
-        std::collections::HashMap<(Oid, Vec<String>), std::collections::BTreeMap<String, f64>>;
-    static CACHE: std::sync::OnceLock<std::sync::Mutex<Cache>> = std::sync::OnceLock::new();
-    let cache = CACHE.get_or_init(Default::default);
-    let key = (tree, paths.to_vec());
-    if let Some(p) = cache.lock().unwrap().get(&key) {
-        return Ok(p.clone());
-    }
-    let params = tune::extract_params(&snapshot::read_files(repo, tree, paths)?);
-    cache.lock().unwrap().insert(key, params.clone());
-    Ok(params)
-}
-
-/// Every point the conference has measured that all researchers know at this iteration, in the
-/// same order for all: the baseline; then, by round, every researcher's attempts (by iteration,
-/// then researcher) — in the current round the round start first and only the iterations before
-/// this one (under `assigned`, where researchers do not wait for each other, only its own). Also each researcher's attempts in a row without improvement up to there, counted
-/// as the engine counts them (reset by a kept attempt, and at a round start after a round that
-/// moved the best or ended the researcher's round as stuck).
-fn tuner_history(
-    conf: &Conference,
-    repo: &Repository,
-    call: &AgentCall<'_>,
-    ids: &[String],
-    paths: &[String],
-) -> Result<(Vec<tune::Trial>, Vec<u32>)> {
-    let st = conf.state();
-    let mut trials = Vec::new();
-    let mut streaks = vec![0u32; ids.len()];
-    let best_after = |round: u32| -> Option<f64> {
-        match round {
-            0 => st.baseline_metric,
-            r => st.round_bests.get(r as usize - 1).copied().flatten(),
-        }
-    };
-    if let Ok(c) = Oid::from_str(&st.baseline_commit).and_then(|o| repo.find_commit(o)) {
-        trials.push(tune::Trial {
-            params: params_at(repo, c.tree_id(), paths)?,
-            metric: st.baseline_metric,
-        });
-    }
-    let order = |id: &str| ids.iter().position(|i| i == id).unwrap_or(usize::MAX);
-    let assigned = conf.config.strategy == crate::config::Strategy::Assigned;
-    for round in 1..=st.round {
-        let mut attempts = super::ledger::round_attempts(conf, round)?;
-        attempts.sort_by_key(|a| (a.iteration, order(&a.researcher)));
-        if round >= 2 {
-            let moved = best_after(round - 1) != best_after(round - 2);
-            for s in streaks.iter_mut() {
-                if *s >= crate::protocol::keep::STUCK_LEVELS[2] || moved {
-                    *s = 0;
-                }
-            }
-        }
-        if round == st.round {
-            let r = st.researcher(call.researcher);
-            if let Ok(c) = Oid::from_str(&r.round_start).and_then(|o| repo.find_commit(o)) {
-                trials.push(tune::Trial {
-                    params: params_at(repo, c.tree_id(), paths)?,
-                    metric: r.round_start_metric,
-                });
-            }
-        }
-        for a in attempts {
-            // This round: what every researcher has recorded before this iteration (they wait
-            // for each other), or under `assigned` (no waiting) only this researcher's own.
-            let others_now = round == st.round && assigned && a.researcher != call.researcher;
-            if (round == st.round && a.iteration >= call.iteration) || others_now {
-                continue;
-            }
-            if a.verdict == EvalStatus::Interrupted {
-                continue;
-            }
-            if let Some(s) = streaks.get_mut(order(&a.researcher)) {
-                *s = if a.verdict == Verdict::Kept {
-                    0
-                } else {
-                    *s + 1
-                };
-            }
-            if matches!(
-                Verdict::parse(&a.verdict),
-                Some(Verdict::Rejected | Verdict::NoChange)
-            ) {
-                continue;
-            }
-            let Ok(tree) = Oid::from_str(&a.tree) else {
-                continue;
-            };
-            if repo.find_tree(tree).is_err() {
-                continue;
-            }
-            trials.push(tune::Trial {
-                params: params_at(repo, tree, paths)?,
-                metric: a.metric,
-            });
-        }
-    }
-    Ok((trials, streaks))
 }

@@ -55,6 +55,7 @@ pub mod synthesis;
 pub mod tables;
 pub mod talk;
 pub mod transfer;
+pub mod tune_history;
 pub mod workspace;
 
 use std::path::{Path, PathBuf};

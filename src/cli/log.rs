@@ -51,12 +51,12 @@ fn reason_suffix(event: &EventLine) -> String {
     if event.event != names::ITERATION {
         return String::new();
     }
-    let verdict = p.get("status").and_then(|v| v.as_str()).unwrap_or("");
-    if !crate::model::reasons::shows_reason(verdict) {
+    let verdict = crate::model::Word::read(p.get("status").and_then(|v| v.as_str()).unwrap_or(""));
+    if !crate::model::reasons::shows_reason(&verdict) {
         return String::new();
     }
     let reason = p.get("reason").and_then(|v| v.as_str());
-    let why = crate::model::reasons::reason_text(verdict, reason);
+    let why = crate::model::reasons::reason_text(&verdict, reason);
     format!(" — {}", crate::render::format::one_line(&why, 200))
 }
 

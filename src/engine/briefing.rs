@@ -13,7 +13,7 @@ use anyhow::Result;
 use super::ledger::{latest_round_attempts, read_findings, read_picks, recent_attempts};
 use super::Conference;
 
-use crate::model::{AttemptRecord, PickResult, ReviewVerdict, Verdict};
+use crate::model::{AttemptRecord, PickResult, ReviewVerdict, Verdict, Word};
 
 /// Bytes each part of the briefing may take.
 pub const OWN_BYTES: usize = 6 * 1024;
@@ -42,7 +42,7 @@ pub struct Tried {
     pub researcher: String,
     pub round: u32,
     pub iteration: u32,
-    pub verdict: String,
+    pub verdict: Word<Verdict>,
     pub metric: Option<f64>,
     /// Metric minus the researcher's best when it was tried.
     pub delta: Option<f64>,
@@ -58,7 +58,7 @@ pub struct Reviewed {
     pub round: u32,
     pub researcher: String,
     pub description: String,
-    pub verdict: String,
+    pub verdict: Word<ReviewVerdict>,
     /// Reproduced gain (positive: better).
     pub gain: f64,
     pub reasoning: String,
@@ -100,15 +100,13 @@ pub fn gather(conf: &Conference, id: &str) -> Result<Briefing> {
             let outcome = picks
                 .iter()
                 .find(|p| p.researcher == f.researcher)
-                .map(
-                    |p| match (PickResult::parse(&p.result), p.conflicts.is_empty()) {
-                        (Some(PickResult::Merged), true) => "on best".to_string(),
-                        (Some(PickResult::Merged), false) => {
-                            format!("on best except {}", p.conflicts.join(", "))
-                        }
-                        _ => format!("not combined: {}", p.reason),
-                    },
-                );
+                .map(|p| match (p.result.known(), p.conflicts.is_empty()) {
+                    (Some(PickResult::Merged), true) => "on best".to_string(),
+                    (Some(PickResult::Merged), false) => {
+                        format!("on best except {}", p.conflicts.join(", "))
+                    }
+                    _ => format!("not combined: {}", p.reason),
+                });
             reviews.push(Reviewed {
                 round: r,
                 researcher: f.researcher.clone(),

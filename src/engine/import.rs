@@ -410,7 +410,7 @@ fn record(row: &Row, round: u32, researcher: &str, verdict: Verdict) -> AttemptR
         tree: String::new(),
         metric: row.metric,
         delta: row.delta,
-        verdict: verdict.to_string(),
+        verdict: verdict.into(),
         description: format!("{}{review}", row.description),
         reason: (verdict == Verdict::Crashed)
             .then(|| "failed in the original conference (imported)".to_string()),

@@ -3,12 +3,12 @@
 //! attempt's reason next to its verdict. One place decides how a reason is worded and grouped.
 
 use crate::model::reasons::{reason_text, shows_reason};
-use crate::model::AttemptRecord;
+use crate::model::{AttemptRecord, Verdict, Word};
 use crate::render::format::one_line;
 
 /// The kind of failure a reason stands for: the verdict and the reason's first clause (up to a
 /// colon or parenthesis, where details such as output tails begin).
-pub fn kind(verdict: &str, reason: Option<&str>) -> String {
+pub fn kind(verdict: &Word<Verdict>, reason: Option<&str>) -> String {
     let text = reason_text(verdict, reason);
     let head = text
         .split([':', '(', '\n'])
@@ -122,7 +122,7 @@ mod tests {
             ("timeout", Some(""), "timeout: timed out"),
         ];
         for (verdict, reason, want) in cases {
-            assert_eq!(kind(verdict, reason), want);
+            assert_eq!(kind(&verdict.into(), reason), want);
         }
     }
 

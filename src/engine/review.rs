@@ -18,7 +18,7 @@ use crate::config::Direction;
 use crate::git::snapshot;
 use crate::model::event::{self as events, Event, Note};
 use crate::model::notes::ReviewNote;
-use crate::model::{AttemptRecord, Conflict, EvalStatus, Finding, ReviewVerdict, Verdict};
+use crate::model::{AttemptRecord, Conflict, EvalStatus, Finding, ReviewVerdict, Verdict, Word};
 use crate::protocol::pick::transfer_order;
 use crate::render;
 use crate::store::StateChange;
@@ -152,7 +152,7 @@ pub async fn peer_review(conf: &Conference) -> Result<()> {
             gain_reproduced: 0.0,
             tolerance: super::stop::noise_threshold(conf, &st),
             holdout: None,
-            verdict: String::new(),
+            verdict: Word::unset(),
             reasoning: String::new(),
             noise_sd: None,
             noisy: None,
@@ -168,7 +168,7 @@ pub async fn peer_review(conf: &Conference) -> Result<()> {
     }
     let to_read: Vec<(String, String)> = findings
         .iter()
-        .filter(|f| f.verdict.is_empty())
+        .filter(|f| f.verdict.is_unset())
         .map(|f| (f.researcher.clone(), f.commit.clone()))
         .collect();
     let mut start_runs = Vec::new();
@@ -270,7 +270,7 @@ fn judge_finding(
     f.noise_sd = j.noise_sd;
     f.noisy = j.noisy;
     f.suggested_noise_runs = j.suggested_runs;
-    f.verdict = j.verdict.into();
+    f.verdict = Word::read(j.verdict);
     f.reasoning = j.reasoning;
 }
 

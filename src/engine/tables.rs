@@ -8,7 +8,7 @@ use anyhow::Result;
 use super::ledger::{read_findings, round_attempts};
 use super::state::State;
 use super::Conference;
-use crate::model::{AttemptRecord, Finding, Verdict};
+use crate::model::{AttemptRecord, Finding, ReviewVerdict, Verdict, Word};
 use crate::render::plot::{self as report_plot, PlotData, PlotSeries};
 use crate::render::tsv;
 
@@ -22,7 +22,7 @@ fn reviewed_attempts(
     conf: &Conference,
     round: u32,
     findings: &[Finding],
-) -> Result<Vec<(AttemptRecord, Option<String>)>> {
+) -> Result<Vec<(AttemptRecord, Option<Word<ReviewVerdict>>)>> {
     Ok(round_attempts(conf, round)?
         .into_iter()
         .map(|a| {

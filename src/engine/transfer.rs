@@ -257,7 +257,7 @@ fn record_pick(
     let pick_line = serde_json::to_string(&PickRecord {
         researcher: f.researcher.clone(),
         finding: f.commit.clone(),
-        result: verdict.to_string(),
+        result: verdict.into(),
         reason: reason.clone(),
         conflicts: conflicted.clone(),
         metric,

@@ -19,7 +19,7 @@ use super::agent_call::AgentCall;
 use super::Conference;
 use crate::git::snapshot;
 use crate::model::AttemptRecord;
-use crate::model::{EvalStatus, Verdict};
+use crate::model::Verdict;
 use crate::tune;
 
 /// One recorded attempt as the tuner uses it.
@@ -85,7 +85,7 @@ fn parse_seen(repo: &Repository, bytes: &[u8], paths: &[String]) -> Result<Arc<V
 
 fn seen(repo: &Repository, a: AttemptRecord, paths: &[String]) -> Result<Seen> {
     let measured = !matches!(
-        Verdict::parse(&a.verdict),
+        a.verdict.known(),
         Some(Verdict::Rejected | Verdict::NoChange)
     );
     let tree = Oid::from_str(&a.tree)
@@ -99,7 +99,7 @@ fn seen(repo: &Repository, a: AttemptRecord, paths: &[String]) -> Result<Seen> {
         None => None,
     };
     Ok(Seen {
-        interrupted: a.verdict == EvalStatus::Interrupted,
+        interrupted: a.is_interrupted(),
         kept: a.verdict == Verdict::Kept,
         researcher: a.researcher,
         iteration: a.iteration,

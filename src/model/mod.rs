@@ -4,9 +4,10 @@
 //! `state.json`, as enums. Each word is spelled once, in `words.rs`; a new
 //! verdict is added there and the compiler finds every `match` that must handle it.
 //!
-//! Stored fields stay strings (old logs may hold words a newer release no longer writes), and
-//! the enums compare with them (`attempt.verdict == Verdict::Kept`), so reading never fails on a
-//! word and writing always spells it the one way.
+//! Stored records hold a word as `Word<T>`: `Known(T)`, or `Other(String)` for a word this
+//! release does not know (a newer release's), kept as written; the enums compare with it
+//! (`attempt.verdict == Verdict::Kept`), so reading never fails on a word and writing always
+//! spells it the one way.
 
 mod commit_id;
 pub mod event;
@@ -28,4 +29,6 @@ pub use records::{
     mixed_gpu_models, mixed_gpu_warning, AttemptRecord, Conflict, Finding, PickRecord, Pruned,
 };
 pub use usage::{Spend, Tokens, Usage};
-pub use words::{EvalStatus, FinalStatus, PickResult, ReviewVerdict, RunStatus, Verdict};
+pub use words::{
+    EvalStatus, FinalStatus, PickResult, ReviewVerdict, RunStatus, StoredWord, Verdict, Word,
+};

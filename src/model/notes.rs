@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::event::Note;
-use super::{EvalStatus, PickResult, Placement, Pruned, Verdict};
+use super::{EvalStatus, PickResult, Placement, Pruned, ReviewVerdict, Verdict, Word};
 
 /// The note on an attempt's commit: its verdict and measurements, and how long it ran.
 #[derive(Debug, Clone, Serialize)]
@@ -19,7 +19,7 @@ pub struct AttemptNote {
     pub researcher: String,
     pub round: u32,
     pub iteration: u32,
-    pub verdict: String,
+    pub verdict: Word<Verdict>,
     pub metric: Option<f64>,
     pub runs: Vec<f64>,
     pub sub_metrics: BTreeMap<String, f64>,
@@ -68,7 +68,7 @@ pub struct ReviewNote {
     pub conference: String,
     pub researcher: String,
     pub round: u32,
-    pub verdict: String,
+    pub verdict: Word<ReviewVerdict>,
     pub metric: Option<f64>,
     pub runs: Vec<f64>,
     pub claimed: Option<f64>,
@@ -146,7 +146,7 @@ mod tests {
             researcher: "A".into(),
             round: 2,
             iteration: 3,
-            verdict: "kept".into(),
+            verdict: Verdict::Kept.into(),
             metric: Some(1.5),
             runs: vec![1.5],
             sub_metrics: sub.clone(),
@@ -206,7 +206,7 @@ mod tests {
             conference: "x".into(),
             researcher: "B".into(),
             round: 1,
-            verdict: "validated".into(),
+            verdict: ReviewVerdict::Validated.into(),
             metric: None,
             runs: vec![],
             claimed: Some(2.0),

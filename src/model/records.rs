@@ -3,6 +3,7 @@
 //! (`round-N/findings.json`) and the conflicts between them. Every phase reads them; none owns
 //! them, so they live here, below the engine (`engine/ledger.rs` reads them).
 
+use super::words::{PickResult, ReviewVerdict, Verdict, Word};
 use serde::{Deserialize, Serialize};
 
 /// One attempt, as the state's attempts files and the results table have it.
@@ -15,7 +16,7 @@ pub struct AttemptRecord {
     pub tree: String,
     pub metric: Option<f64>,
     pub delta: Option<f64>,
-    pub verdict: String,
+    pub verdict: Word<Verdict>,
     pub description: String,
     #[serde(default)]
     pub reason: Option<String>,
@@ -35,6 +36,19 @@ pub struct AttemptRecord {
     /// Where the evaluation ran (absent for local runs without a GPU and in earlier records).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<super::Placement>,
+}
+
+impl AttemptRecord {
+    /// The word of an attempt set aside on resume (its evaluation was interrupted): not a
+    /// verdict of the research (no event carries it), recorded so that a resume finds it.
+    pub fn interrupted() -> Word<Verdict> {
+        Word::Other(super::EvalStatus::Interrupted.as_str().into())
+    }
+
+    /// Set aside on resume (see [`AttemptRecord::interrupted`]).
+    pub fn is_interrupted(&self) -> bool {
+        self.verdict == super::EvalStatus::Interrupted.as_str()
+    }
 }
 
 /// The GPU models `attempts` were evaluated on, when there is more than one: their numbers
@@ -60,8 +74,7 @@ pub fn mixed_gpu_warning(models: &[String]) -> String {
 pub struct PickRecord {
     pub researcher: String,
     pub finding: String,
-    /// merged | dropped
-    pub result: String,
+    pub result: Word<PickResult>,
     pub reason: String,
     /// Files whose changes clashed with best's; best kept them (the seed's conflict rule).
     pub conflicts: Vec<String>,
@@ -85,7 +98,8 @@ pub struct Finding {
     pub gain_reproduced: f64,
     pub tolerance: f64,
     pub holdout: Option<(f64, f64)>,
-    pub verdict: String,
+    /// Empty (`Word::unset`) while the review has not judged it yet.
+    pub verdict: Word<ReviewVerdict>,
     pub reasoning: String,
     /// Noise of one reading as repeated readings measured it (None: not measured).
     #[serde(default)]

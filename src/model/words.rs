@@ -2,6 +2,105 @@
 //! as exactly today's word (`"kept"`, `"no_change"`, `"budget_stop"`), so a value serialised
 //! from these enums is byte for byte what older releases wrote.
 
+/// A word enum's stored form: each variant is one fixed word.
+pub trait StoredWord: Copy + 'static {
+    fn as_str(self) -> &'static str;
+    fn parse(word: &str) -> Option<Self>;
+}
+
+/// A stored word as read: one this release knows, or one it does not (written by a newer
+/// release, or by hand), kept as written so that it is shown and written back unchanged. Serde
+/// reads and writes the bare word, so a record's bytes do not change.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Word<T> {
+    Known(T),
+    Other(String),
+}
+
+impl<T: StoredWord> Word<T> {
+    /// The word as stored.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Word::Known(w) => w.as_str(),
+            Word::Other(w) => w,
+        }
+    }
+
+    /// The variant, when this release knows the word.
+    pub fn known(&self) -> Option<T> {
+        match self {
+            Word::Known(w) => Some(*w),
+            Word::Other(_) => None,
+        }
+    }
+
+    /// No word yet (stored as the empty string).
+    pub fn unset() -> Word<T> {
+        Word::Other(String::new())
+    }
+
+    pub fn is_unset(&self) -> bool {
+        matches!(self, Word::Other(w) if w.is_empty())
+    }
+
+    /// Reads a stored word.
+    pub fn read(word: &str) -> Word<T> {
+        match T::parse(word) {
+            Some(w) => Word::Known(w),
+            None => Word::Other(word.to_string()),
+        }
+    }
+}
+
+impl<T: StoredWord> From<T> for Word<T> {
+    fn from(word: T) -> Word<T> {
+        Word::Known(word)
+    }
+}
+
+impl<T: StoredWord> From<&str> for Word<T> {
+    fn from(word: &str) -> Word<T> {
+        Word::read(word)
+    }
+}
+
+impl<T: StoredWord + PartialEq> PartialEq<T> for Word<T> {
+    fn eq(&self, other: &T) -> bool {
+        self.known() == Some(*other)
+    }
+}
+
+impl<T: StoredWord> PartialEq<str> for Word<T> {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl<T: StoredWord> PartialEq<&str> for Word<T> {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl<T: StoredWord> std::fmt::Display for Word<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl<T: StoredWord> serde::Serialize for Word<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de, T: StoredWord> serde::Deserialize<'de> for Word<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Word<T>, D::Error> {
+        let word = String::deserialize(d)?;
+        Ok(Word::read(&word))
+    }
+}
+
 /// Defines a word enum: variants with their stored word, `as_str`, `parse`, `ALL`, `Display`,
 /// serde as the word, and comparisons with `str` and `String` (both ways).
 macro_rules! words {
@@ -29,6 +128,15 @@ macro_rules! words {
                     $($word => Some($name::$variant),)+
                     _ => None,
                 }
+            }
+        }
+
+        impl StoredWord for $name {
+            fn as_str(self) -> &'static str {
+                $name::as_str(self)
+            }
+            fn parse(word: &str) -> Option<$name> {
+                $name::parse(word)
             }
         }
 
@@ -248,5 +356,24 @@ mod tests {
         assert!("no_change" == Verdict::NoChange);
         assert_eq!(format!("{:<9}|", Verdict::Kept), "kept     |");
         assert_eq!(String::from(FinalStatus::BudgetStop), "budget_stop");
+    }
+
+    /// A word a newer release wrote is read, shown and written back as it was.
+    #[test]
+    fn an_unknown_word_stays_readable_and_is_written_back_unchanged() {
+        let word: Word<Verdict> = serde_json::from_str("\"quarantined\"").unwrap();
+        assert_eq!(word, Word::Other("quarantined".into()));
+        assert_eq!(word.known(), None);
+        assert!(word != Verdict::Kept);
+        assert_eq!(format!("{word}"), "quarantined");
+        assert_eq!(serde_json::to_string(&word).unwrap(), "\"quarantined\"");
+        let kept: Word<Verdict> = serde_json::from_str("\"kept\"").unwrap();
+        assert_eq!(kept, Word::Known(Verdict::Kept));
+        assert!(kept == Verdict::Kept && kept == "kept");
+        assert_eq!(serde_json::to_string(&kept).unwrap(), "\"kept\"");
+        let record = r#"{"round":1,"researcher":"A","iteration":1,"commit":"","tree":"","metric":null,"delta":null,"verdict":"quarantined","description":"d","timestamp":"t"}"#;
+        let a: crate::model::AttemptRecord = serde_json::from_str(record).unwrap();
+        assert_eq!(a.verdict.as_str(), "quarantined");
+        assert!(Word::<ReviewVerdict>::unset().is_unset());
     }
 }

@@ -140,8 +140,9 @@ fn iteration(st: &mut State, e: &event::Iteration) {
     r.counts.add(verdict);
     r.round_counts.add(verdict);
     r.last_verdict = Some(verdict.to_string());
-    r.last_reason = reasons::shows_reason(verdict.as_str())
-        .then(|| reasons::reason_text(verdict.as_str(), e.reason.as_deref()));
+    let word = verdict.into();
+    r.last_reason =
+        reasons::shows_reason(&word).then(|| reasons::reason_text(&word, e.reason.as_deref()));
     ask(st, e);
     let r = st.researcher_mut(&e.researcher);
     if verdict == Verdict::Kept {

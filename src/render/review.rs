@@ -150,7 +150,7 @@ fn write_finding_review(md: &mut String, f: &Finding, dir: Direction) {
     );
     let _ = writeln!(md, "- **Verdict:** {}", f.verdict);
     let _ = writeln!(md, "- **Reasoning:** {}", f.reasoning);
-    let action = match ReviewVerdict::parse(&f.verdict) {
+    let action = match f.verdict.known() {
         Some(ReviewVerdict::Validated) => {
             "Cherry-pick onto best; keep it only if the combined best improves."
         }

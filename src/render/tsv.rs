@@ -2,7 +2,7 @@
 //! --format tsv`): the original skill's columns, a row per attempt, a column per sub-metric.
 
 use super::format::one_line;
-use crate::model::{AttemptRecord, Verdict};
+use crate::model::{AttemptRecord, ReviewVerdict, Verdict, Word};
 
 /// Header of conference_results.tsv: the original skill's columns, then the attempt's commit
 /// and how long its agent and evaluation ran; one column per sub-metric follows
@@ -11,10 +11,10 @@ pub const RESULTS_HEADER: &str = "round\tresearcher\titeration\tmetric_value\tde
 
 /// The status column: the attempt's verdict, the word `status`, `log` and the reports use
 /// (kept, reverted, crashed, timeout, rejected, no_change; interrupted for an attempt set aside).
-fn tsv_status(verdict: &str) -> &'static str {
-    match Verdict::parse(verdict) {
+fn tsv_status(verdict: &Word<Verdict>) -> &'static str {
+    match verdict.known() {
         Some(v) => v.as_str(),
-        None if verdict == crate::model::EvalStatus::Interrupted.as_str() => "interrupted",
+        None if *verdict == crate::model::EvalStatus::Interrupted.as_str() => "interrupted",
         None => "failed",
     }
 }
@@ -53,7 +53,7 @@ fn tsv_description(a: &AttemptRecord) -> String {
 pub fn tsv_row(
     a: &AttemptRecord,
     evaluator: &str,
-    verdict: Option<&str>,
+    verdict: Option<&Word<ReviewVerdict>>,
     sub_metrics: &[String],
 ) -> String {
     let delta = a.delta.map(signed).unwrap_or_else(|| "-".into());
@@ -72,7 +72,7 @@ pub fn tsv_row(
         number(a.metric),
         tsv_status(&a.verdict),
         tsv_description(a),
-        verdict.unwrap_or("-"),
+        verdict.map_or("-", |v| v.as_str()),
         a.timestamp,
         if a.commit.is_empty() { "-" } else { &a.commit },
         number(a.agent_s),
@@ -87,7 +87,10 @@ pub fn tsv_row(
 
 /// The results table of `rows`: the header, a column per sub-metric any attempt printed
 /// (`memory_gb`, …), a row per attempt.
-pub fn results_table(evaluator: &str, rows: &[(AttemptRecord, Option<String>)]) -> String {
+pub fn results_table(
+    evaluator: &str,
+    rows: &[(AttemptRecord, Option<Word<ReviewVerdict>>)],
+) -> String {
     let sub_metrics: Vec<String> = rows
         .iter()
         .flat_map(|(a, _)| a.sub_metrics.keys().cloned())
@@ -101,7 +104,7 @@ pub fn results_table(evaluator: &str, rows: &[(AttemptRecord, Option<String>)]) 
     }
     out.push('\n');
     for (a, verdict) in rows {
-        out.push_str(&tsv_row(a, evaluator, verdict.as_deref(), &sub_metrics));
+        out.push_str(&tsv_row(a, evaluator, verdict.as_ref(), &sub_metrics));
         out.push('\n');
     }
     out
@@ -142,7 +145,7 @@ mod tests {
         let rows = vec![
             (
                 attempt(1, "kept", Some(9.5), Some(-0.5)),
-                Some("validated".to_string()),
+                Some(ReviewVerdict::Validated.into()),
             ),
             (attempt(2, "reverted", Some(10.25), Some(0.75)), None),
             (attempt(3, "crashed", None, None), None),

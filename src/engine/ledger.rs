@@ -39,67 +39,56 @@ fn read_json<T: for<'de> Deserialize<'de> + Default>(conf: &Conference, path: &s
 
 /// All attempts of a round, in the order they were recorded.
 pub fn round_attempts(conf: &Conference, round: u32) -> Result<Vec<AttemptRecord>> {
-    with_round_chunks(conf, round, |chunks| {
-        chunks.iter().flat_map(|c| c.iter().cloned()).collect()
-    })
+    let path = files::attempts(round);
+    let mut all = Vec::new();
+    for id in conf.record_blob_ids(&path)? {
+        all.extend(parsed_chunk(conf, id)?.iter().cloned());
+    }
+    Ok(all)
 }
 
-/// The latest `n` attempts of a round that `keep` holds, oldest first: only those are copied, so
-/// that a briefing late in a long round costs what it did early on.
+/// The latest `n` attempts of a round that `keep` holds, oldest first. Read from the last
+/// chunk backwards, so that a briefing late in a long round costs what it did early on.
 pub fn latest_round_attempts(
     conf: &Conference,
     round: u32,
     n: usize,
     keep: impl Fn(&AttemptRecord) -> bool,
 ) -> Result<Vec<AttemptRecord>> {
-    with_round_chunks(conf, round, |chunks| {
-        let mut latest: Vec<AttemptRecord> = (chunks.iter().rev())
-            .flat_map(|c| c.iter().rev())
-            .filter(|a| keep(a))
-            .take(n)
-            .cloned()
-            .collect();
-        latest.reverse();
-        latest
-    })
+    let mut latest = Vec::new();
+    for id in conf
+        .record_blob_ids(&files::attempts(round))?
+        .into_iter()
+        .rev()
+    {
+        if latest.len() >= n {
+            break;
+        }
+        let chunk = parsed_chunk(conf, id)?;
+        let wanted = n - latest.len();
+        latest.extend(chunk.iter().rev().filter(|a| keep(a)).take(wanted).cloned());
+    }
+    latest.reverse();
+    Ok(latest)
 }
 
-type ParsedChunks = Vec<(git2::Oid, Arc<Vec<AttemptRecord>>)>;
-
-/// Calls `f` with a round's attempts as parsed chunks, in order.
-///
-/// Each iteration reads its round's attempts (briefing, the tuner, the stuck rule): parsed chunks
-/// are kept by blob id (`PARSED_ROUNDS`), so that an iteration parses the one chunk that grew, not
-/// the whole round (a round's records are stored in chunks: `store::events::append_target`).
-fn with_round_chunks<R>(
-    conf: &Conference,
-    round: u32,
-    f: impl FnOnce(&[Arc<Vec<AttemptRecord>>]) -> R,
-) -> Result<R> {
-    /// The chunks last read for the few most recent paths (a bound: a round's attempts, not all).
-    static PARSED_ROUNDS: Mutex<Vec<(String, ParsedChunks)>> = Mutex::new(Vec::new());
-    const ROUNDS_KEPT: usize = 4;
-    let path = files::attempts(round);
-    let before: ParsedChunks = {
-        let mut kept = PARSED_ROUNDS.lock().unwrap();
-        match kept.iter().position(|(p, _)| *p == path) {
-            Some(i) => kept.remove(i).1,
-            None => Vec::new(),
-        }
-    };
-    let chunks = conf.read_record_blobs(
-        &path,
-        |id| before.iter().find(|(b, _)| *b == id).map(|(_, p)| p.clone()),
-        |bytes| Arc::new(parse_jsonl(bytes)),
-    )?;
-    drop(before);
-    let parsed: Vec<_> = chunks.iter().map(|(_, p)| p.clone()).collect();
-    let result = f(&parsed);
-    let mut kept = PARSED_ROUNDS.lock().unwrap();
-    kept.push((path, chunks));
-    let excess = kept.len().saturating_sub(ROUNDS_KEPT);
+/// One blob of a round's records, parsed. The chunks read last are kept by blob id (a round's
+/// records are stored in chunks of 64 lines, `store::events::append_target`; only the last one
+/// changes), so an iteration parses the one chunk that grew; the bound keeps a never-stop
+/// round's memory flat.
+fn parsed_chunk(conf: &Conference, id: git2::Oid) -> Result<Arc<Vec<AttemptRecord>>> {
+    /// The chunks parsed last, newest at the end.
+    static PARSED: Mutex<Vec<(git2::Oid, Arc<Vec<AttemptRecord>>)>> = Mutex::new(Vec::new());
+    const CHUNKS_KEPT: usize = 16;
+    if let Some(found) = (PARSED.lock().unwrap().iter()).find(|(b, _)| *b == id) {
+        return Ok(found.1.clone());
+    }
+    let parsed = Arc::new(parse_jsonl(&conf.read_blob(id)?));
+    let mut kept = PARSED.lock().unwrap();
+    kept.push((id, parsed.clone()));
+    let excess = kept.len().saturating_sub(CHUNKS_KEPT);
     kept.drain(..excess);
-    Ok(result)
+    Ok(parsed)
 }
 
 /// A researcher's recent attempts (bounded), oldest first.

@@ -320,6 +320,23 @@ impl Conference {
         rec.log.read(&rec.repo, path)
     }
 
+    /// The blobs that hold the records file `path` of the current state, in order (see
+    /// `store::events::record_blobs`).
+    pub fn record_blob_ids(&self, path: &str) -> Result<Vec<Oid>> {
+        let rec = self.recorder.lock().unwrap();
+        match rec.log.state_tree(&rec.repo)? {
+            Some(tree) => store::events::record_blobs(&rec.repo, tree, path),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// A blob's bytes.
+    pub fn read_blob(&self, id: Oid) -> Result<Vec<u8>> {
+        let rec = self.recorder.lock().unwrap();
+        let bytes = rec.repo.find_blob(id)?.content().to_vec();
+        Ok(bytes)
+    }
+
     /// The records file `path` of the current state as blobs, in order, each parsed by `parse`
     /// unless `known` already holds it (see `store::events::record_blobs`).
     pub fn read_record_blobs<T>(

@@ -67,7 +67,15 @@ pub struct Recorder {
     pub(super) pending_cache: BTreeMap<String, Vec<u8>>,
     /// On several machines: the shared remote every event is published to, as it is recorded.
     pub link: Option<Arc<Link>>,
+    /// Events recorded through `repo` since it was opened (see [`REOPEN_EVERY`]).
+    recorded_since_open: u32,
 }
+
+/// Events (or iterations) after which a long-lived repository handle is opened afresh. libgit2
+/// keeps every commit and small tree it reads in the handle's object cache (up to 256 MB): a
+/// never-stop run grew by about 13 KB an iteration (26 MB at 1,000 iterations, 175 MB at
+/// 10,000) while the recorder and each researcher's session kept theirs for the whole round.
+pub(super) const REOPEN_EVERY: u32 = 256;
 
 impl Recorder {
     pub fn new(
@@ -92,6 +100,7 @@ impl Recorder {
             events_unmarked: 0,
             pending_cache: Default::default(),
             link: None,
+            recorded_since_open: 0,
         }
     }
 
@@ -147,6 +156,19 @@ impl Recorder {
             self.flush_notes()?;
         }
         self.publish();
+        self.reopen_now_and_then()
+    }
+
+    /// Opens the repository afresh every [`REOPEN_EVERY`] events, which drops its object cache,
+    /// and hands the heap's free pages back: the run's live heap stays under 10 MB (heaptrack,
+    /// 1,500 iterations), but the allocator kept what each thread freed, a few KB an iteration.
+    fn reopen_now_and_then(&mut self) -> Result<()> {
+        self.recorded_since_open += 1;
+        if self.recorded_since_open >= REOPEN_EVERY {
+            self.repo = Repository::open(self.repo.path())?;
+            self.recorded_since_open = 0;
+            crate::os::release_free_heap();
+        }
         Ok(())
     }
 

@@ -86,7 +86,7 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
             return Ok(());
         }
         match session.iterate().await? {
-            Next::Continue => {}
+            Next::Continue => session.reopen_now_and_then(conf)?,
             Next::Finish(why) => return session.finish(&why),
             Next::Stop => return Ok(()),
         }
@@ -108,6 +108,8 @@ struct Session<'a> {
     limit: Option<Duration>,
     /// Agent runs in a row that crashed or timed out.
     agent_crashes: u32,
+    /// Iterations since `repo` and `wt` were opened (see `recorder::REOPEN_EVERY`).
+    iterations_since_open: u32,
 }
 
 /// What an iteration leaves the loop to do.
@@ -192,7 +194,20 @@ impl<'a> Session<'a> {
             started: Instant::now(),
             limit: super::stop::researcher_timeout(conf),
             agent_crashes: 0,
+            iterations_since_open: 0,
         }))
+    }
+
+    /// Opens the repository and the worktree afresh every `REOPEN_EVERY` iterations, which
+    /// drops libgit2's object caches (and reads the worktree's index once from disk).
+    fn reopen_now_and_then(&mut self, conf: &Conference) -> Result<()> {
+        self.iterations_since_open += 1;
+        if self.iterations_since_open >= super::recorder::REOPEN_EVERY {
+            self.repo = conf.open_repo()?;
+            self.wt = conf.open_worktree(&self.wt_path)?;
+            self.iterations_since_open = 0;
+        }
+        Ok(())
     }
 
     /// Records the end of the researcher's round. The worktree is exactly at the researcher's

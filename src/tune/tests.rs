@@ -1058,3 +1058,50 @@ fn report() {
         }
     }
 }
+
+/// The proposal's cost as one researcher's history grows (issue #27: a never-stop tuner must
+/// cost the same per iteration late in a run as early on). Prints the median time of a
+/// proposal in windows of iterations; run with
+/// `cargo test --release --lib tune::tests::proposal_cost_by_history -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn proposal_cost_by_history() {
+    let n: usize = std::env::var("TUNE_COST_ITERATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3000);
+    let mut fs = files(&[("params.sh", FIXTURE_2D)]);
+    let mut hist = vec![Trial {
+        params: extract_params(&fs),
+        metric: Some(f2(&extract_params(&fs))),
+    }];
+    let (mut best, mut times) = (hist[0].metric.unwrap(), Vec::new());
+    for i in 0..n {
+        let started = std::time::Instant::now();
+        let Some(p) = propose(&req(&fs, &hist, 7, i as u64)) else {
+            break;
+        };
+        times.push(started.elapsed().as_secs_f64() * 1e3);
+        let mut tried = fs.clone();
+        apply(&mut tried, &p);
+        let params = extract_params(&tried);
+        let metric = f2(&params);
+        hist.push(Trial {
+            params,
+            metric: Some(metric),
+        });
+        if metric < best {
+            (best, fs) = (metric, tried);
+        }
+    }
+    let mut start = 0;
+    while start < times.len() {
+        let end = (start + 100).min(times.len());
+        println!(
+            "proposals {start}-{end}: median {:.1} ms",
+            median(times[start..end].to_vec())
+        );
+        start = if start == 0 { 500 } else { start * 2 };
+    }
+    println!("{} proposals, best {best:.6}", times.len());
+}

@@ -30,7 +30,12 @@ const TRIES: u32 = 20;
 /// meanwhile. Returns the published tip (which the local events ref then points at).
 pub fn publish(repo: &Repository, dir: &Path, remote: &str, refs: &ConferenceRefs) -> Result<Oid> {
     let events = refs.events();
-    for attempt in 0..TRIES {
+    let mut races = crate::store::cas::Backoff::new(
+        std::time::Duration::from_millis(20),
+        std::time::Duration::from_millis(640),
+        None,
+    );
+    for _ in 0..TRIES {
         let local = repo
             .refname_to_id(&events)
             .with_context(|| format!("{events}: no local event log to publish"))?;
@@ -56,9 +61,7 @@ pub fn publish(repo: &Repository, dir: &Path, remote: &str, refs: &ConferenceRef
         };
         match push(dir, remote, &[update])? {
             Pushed::Accepted => return Ok(tip),
-            Pushed::Rejected(_) => {
-                std::thread::sleep(std::time::Duration::from_millis(20 << attempt.min(5)));
-            }
+            Pushed::Rejected(_) => std::thread::sleep(races.next_delay().unwrap_or_default()),
         }
     }
     bail!("{events}: the remote kept moving for {TRIES} tries; publish again later")

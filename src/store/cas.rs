@@ -29,7 +29,7 @@ pub fn try_update(
     // What the ref will name survives a `git gc --prune=now` that runs meanwhile.
     super::protect::new_objects(repo, new, expected)
         .with_context(|| format!("{name} was not moved"))?;
-    let mut waits = 0;
+    let mut locked = Backoff::new(LOCKED_FIRST_WAIT, LOCKED_MAX_WAIT, Some(LOCKED_CAP));
     loop {
         let result = match expected {
             Some(old) => repo.reference_matching(name, new, true, old, log_message),
@@ -39,11 +39,15 @@ pub fn try_update(
             Ok(_) => after_a_running_gc(repo, name, new, expected).map(|()| true),
             // Held for an instant by another git command (`git gc` packs refs, and removes the
             // folders it emptied): wait for it.
-            Err(e) if transient(&e) && waits < LOCKED_WAITS => {
-                waits += 1;
-                std::thread::sleep(std::time::Duration::from_millis(10));
-                continue;
-            }
+            Err(e) if transient(&e) => match locked.next_delay() {
+                Some(wait) => {
+                    std::thread::sleep(wait);
+                    continue;
+                }
+                // Still held after the cap: the swap counts as lost.
+                None if e.code() == git2::ErrorCode::Locked => Ok(false),
+                None => Err(e).with_context(|| format!("cannot update {name}")),
+            },
             Err(e)
                 if matches!(
                     e.code(),
@@ -176,9 +180,12 @@ fn transient(e: &git2::Error) -> bool {
         || e.class() == git2::ErrorClass::Os && e.message().contains("No such file or directory")
 }
 
-/// How many times (10 ms apart) a ref locked by another git command is tried again before the
-/// swap counts as lost.
-const LOCKED_WAITS: u32 = 200;
+/// A ref locked by another git command is tried again, waiting 5 ms and longer up to 50 ms
+/// (with [`Backoff`]'s jitter), for 2 s before the swap counts as lost (was: 200 tries 10 ms
+/// apart, the same 2 s).
+const LOCKED_FIRST_WAIT: Duration = Duration::from_millis(5);
+const LOCKED_MAX_WAIT: Duration = Duration::from_millis(50);
+const LOCKED_CAP: Duration = Duration::from_secs(2);
 
 /// [`try_update`] for a ref with one writer: a lost race is an error naming the likely cause.
 pub fn update(

@@ -180,11 +180,11 @@ fn transient(e: &git2::Error) -> bool {
         || e.class() == git2::ErrorClass::Os && e.message().contains("No such file or directory")
 }
 
-/// A ref locked by another git command is tried again, waiting 5 ms and longer up to 50 ms
+/// A ref locked by another git command is tried again, waiting 5 ms and longer up to 20 ms
 /// (with [`Backoff`]'s jitter), for 2 s before the swap counts as lost (was: 200 tries 10 ms
 /// apart, the same 2 s).
 const LOCKED_FIRST_WAIT: Duration = Duration::from_millis(5);
-const LOCKED_MAX_WAIT: Duration = Duration::from_millis(50);
+const LOCKED_MAX_WAIT: Duration = Duration::from_millis(20);
 const LOCKED_CAP: Duration = Duration::from_secs(2);
 
 /// [`try_update`] for a ref with one writer: a lost race is an error naming the likely cause.

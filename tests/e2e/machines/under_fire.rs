@@ -457,7 +457,9 @@ fn fetch_takes_best_from_the_event_log_not_from_the_remotes_branch() {
 /// one of them takes it: the conference ends with the one-machine best.
 #[test]
 fn a_researcher_given_back_with_ctrl_c_is_taken_by_a_live_machine() {
-    let config = config("2s");
+    // A lease long enough for machine 3's give-back to reach the remote before it would expire
+    // on a loaded machine (with 2 s, CI once saw machine 1 take C over as silent instead).
+    let config = config("5s");
     let c = cluster(&config);
     let [m1, m2, m3] = c.start_all();
     wait_for_iteration(&c, "C", 1, 1);

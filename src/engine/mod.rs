@@ -337,29 +337,6 @@ impl Conference {
         Ok(bytes)
     }
 
-    /// The records file `path` of the current state as blobs, in order, each parsed by `parse`
-    /// unless `known` already holds it (see `store::events::record_blobs`).
-    pub fn read_record_blobs<T>(
-        &self,
-        path: &str,
-        known: impl Fn(Oid) -> Option<T>,
-        parse: impl Fn(&[u8]) -> T,
-    ) -> Result<Vec<(Oid, T)>> {
-        let rec = self.recorder.lock().unwrap();
-        let Some(tree) = rec.log.state_tree(&rec.repo)? else {
-            return Ok(Vec::new());
-        };
-        let mut out = Vec::new();
-        for id in store::events::record_blobs(&rec.repo, tree, path)? {
-            let parsed = match known(id) {
-                Some(parsed) => parsed,
-                None => parse(rec.repo.find_blob(id)?.content()),
-            };
-            out.push((id, parsed));
-        }
-        Ok(out)
-    }
-
     /// Waits (bounded) for hooks still running, before the program exits.
     pub fn finish_hooks(&self) {
         self.recorder.lock().unwrap().finish_hooks();

@@ -56,19 +56,15 @@ fn refresh(
     paths: &[String],
     mem: &mut RoundSeen,
 ) -> Result<()> {
-    let file = super::state::files::attempts(round);
-    let chunks = conf.read_record_blobs(
-        &file,
-        |id| {
-            (mem.chunks.iter())
-                .find(|(b, _)| *b == id)
-                .map(|(_, s)| Ok(s.clone()))
-        },
-        |bytes| parse_seen(repo, bytes, paths),
-    )?;
-    mem.chunks = (chunks.into_iter())
-        .map(|(id, parsed)| parsed.map(|s| (id, s)))
-        .collect::<Result<_>>()?;
+    let mut chunks = Vec::new();
+    for id in conf.record_blob_ids(&super::state::files::attempts(round))? {
+        let seen = match mem.chunks.iter().find(|(b, _)| *b == id) {
+            Some((_, seen)) => seen.clone(),
+            None => parse_seen(repo, &conf.read_blob(id)?, paths)?,
+        };
+        chunks.push((id, seen));
+    }
+    mem.chunks = chunks;
     Ok(())
 }
 

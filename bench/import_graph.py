@@ -16,6 +16,10 @@ PHASES; they import none of each other) and the driver (DRIVER).
 
     python3 bench/import_graph.py            # summary
     python3 bench/import_graph.py --edges    # also every edge inside each circle, every edge up
+    python3 bench/import_graph.py --check    # exit 1 when the layout breaks (tests/e2e/code_layout.rs)
+
+`--check` holds the layout the issue asked for: no circle of more than two files in the engine,
+no import running back up, none between two phases, none from `cli/` to store, git or os.
 """
 import os
 import re
@@ -54,8 +58,8 @@ GROUP = re.compile(r"\b(crate|super)((?:::[a-z_][a-z0-9_]*)*)::\{([^{}]*)\}")
 ITEM = re.compile(r"^([a-z_][a-z0-9_]*(?:::[a-z_][a-z0-9_]*)*)")
 
 # The crate's layers, lowest first (the README's layout).
-LAYERS = ["clock", "os", "model", "protocol", "render", "config", "store", "git", "exec",
-          "launch", "agents", "remote", "engine", "tune", "serve", "cli"]
+LAYERS = ["clock", "os", "model", "protocol", "tune", "render", "exec", "agents", "config",
+          "store", "git", "launch", "remote", "engine", "serve", "cli"]
 # Inside engine/: the phases, side by side, and the driver above them; every other engine file
 # is a shared room below the phases.
 PHASES = {"research", "review", "synthesis", "transfer", "talk", "knowledge", "import"}
@@ -176,6 +180,12 @@ def main():
     print(f"cli/ imports of {', '.join(below)}/: {len(low)}")
     for f, t in low:
         print(f"  {f} -> {t}")
+    if "--check" in sys.argv:
+        broken = [c for c in circles if len(c) > 2] or up or sideways or low
+        if broken:
+            for f, t in up:
+                print(f"  up: {f} -> {t}")
+            sys.exit("the layout is broken: see the counts above (README, Development)")
 
 
 if __name__ == "__main__":

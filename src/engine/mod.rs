@@ -12,6 +12,7 @@ pub mod agent;
 mod agent_call;
 pub mod apply;
 pub mod arriving;
+mod attempt;
 pub mod briefing;
 pub mod budget;
 pub mod clean;
@@ -45,6 +46,7 @@ pub mod review;
 pub mod run;
 pub mod run_logs;
 pub mod schedule;
+pub mod set_aside;
 pub mod settings;
 pub mod shared;
 /// The state is model data (`model::state`); engine code keeps its old path.

@@ -13,7 +13,6 @@
 
 use anyhow::Result;
 use git2::Oid;
-use serde_json::json;
 
 use super::state::files;
 use super::{evaluate, stop, Conference};
@@ -40,7 +39,13 @@ pub fn record_config_change(
     );
     let listed: Vec<_> = changes
         .iter()
-        .map(|c| json!({"section": c.section, "key": c.key, "old": c.old, "new": c.new, "line": c.line}))
+        .map(|c| events::SettingChanged {
+            section: c.section.to_string(),
+            key: c.key.clone(),
+            old: c.old.clone(),
+            new: c.new.clone(),
+            line: c.line,
+        })
         .collect();
     let summary = changes
         .iter()

@@ -8,13 +8,17 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use git2::{Oid, Repository};
-use serde_json::{json, Value};
+use serde_json::Value;
 
+use super::evaluate::EvalResult;
+use super::state::files;
 use super::{
-    integrity, recorder, research, workspace, Conference, PROGRAM_REFLOG_MESSAGE, STALE_LOCK_AGE,
+    integrity, recorder, set_aside, workspace, Conference, PROGRAM_REFLOG_MESSAGE, STALE_LOCK_AGE,
 };
 use crate::git::{snapshot, worktree};
-use crate::model::event::{self as events, Event};
+use crate::model::event::{self as events, Event, EventLine};
+use crate::model::notes::BranchSetAsideNote;
+use crate::model::{EvalStatus, Verdict};
 use crate::store::notes;
 
 impl Conference {
@@ -63,7 +67,7 @@ impl Conference {
                 // (Not in a worktree whose setup never completed: no agent ran there, and what
                 // it holds is a killed setup's output.)
                 if !already && workspace::set_up(self, &wt) {
-                    if let Some(commit) = research::set_aside_partial(self, id, &wt)? {
+                    if let Some(commit) = set_aside::set_aside_partial(self, id, &wt)? {
                         reverted.push(format!("{id}:{commit}"));
                     }
                 }
@@ -162,10 +166,15 @@ impl Conference {
         })?;
         self.keep_reachable(&[m.found])?;
         let st = self.state();
-        let note = json!({"commit": m.found.to_string(), "conference": self.name,
-                          "verdict": "set_aside", "branch": m.branch,
-                          "researcher": m.researcher, "round": st.round,
-                          "expected": m.expected.to_string()});
+        let note = BranchSetAsideNote {
+            commit: m.found.to_string(),
+            conference: self.name.clone(),
+            verdict: "set_aside",
+            branch: m.branch.clone(),
+            researcher: m.researcher.clone(),
+            round: st.round,
+            expected: m.expected.to_string(),
+        };
         self.record(
             Event::BranchSetAside(events::BranchSetAside {
                 branch: m.branch.clone(),
@@ -174,7 +183,7 @@ impl Conference {
                 commit: m.found.into(),
                 expected: m.expected.into(),
                 subject: found.summary().unwrap_or("").to_string(),
-                notes: vec![events::Note(note)],
+                notes: vec![note.into()],
             }),
             &format!(
                 "{} moved by hand to {}; set aside",
@@ -255,7 +264,7 @@ impl Conference {
                 return false;
             }
             pending.extend(recorder::notes_of_line(&e.event));
-            cache.extend(research::cached_evaluation_of_event(&e.event, &settings));
+            cache.extend(cached_evaluation_of_event(&e.event, &settings));
             true
         })?;
         // Oldest first, so that a later result for the same tree wins, as it did when recorded.
@@ -424,6 +433,62 @@ fn moved_there_by_the_program(repo: &Repository, refname: &str, found: Oid) -> b
             newest.id_new() == found && newest.message() == Some(PROGRAM_REFLOG_MESSAGE)
         })
     })
+}
+
+/// The evaluation cache entry an iteration event stands for (path and bytes), rebuilt from its
+/// payload: the same entry `record_iteration` stores for it.
+fn cached_evaluation_of_event(event: &EventLine, settings: &str) -> Option<(String, Vec<u8>)> {
+    if event.event != events::names::ITERATION {
+        return None;
+    }
+    let p = &event.payload;
+    p.get("commit")?.as_str()?;
+    // Logs written before the `evaluated` flag: an agent failure has no evaluation runs.
+    let evaluated = p
+        .get("evaluated")
+        .and_then(Value::as_bool)
+        .unwrap_or_else(|| {
+            p.get("notes")
+                .and_then(|n| n.get(0))
+                .and_then(|n| n.get("runs"))
+                .and_then(Value::as_array)
+                .is_some_and(|runs| !runs.is_empty())
+                || p.get("status").and_then(Value::as_str) != Some("crashed")
+                    && p.get("status").and_then(Value::as_str) != Some("timeout")
+        });
+    if !evaluated {
+        return None;
+    }
+    let tree = p.get("tree")?.as_str()?;
+    let status = match Verdict::parse(p.get("status")?.as_str()?)? {
+        Verdict::Kept | Verdict::Reverted => EvalStatus::Ok.as_str(),
+        Verdict::Crashed => EvalStatus::Crashed.as_str(),
+        Verdict::Timeout => EvalStatus::Timeout.as_str(),
+        // A pruned run was not measured in full: a later attempt with its tree is evaluated.
+        Verdict::Rejected | Verdict::NoChange | Verdict::Pruned => return None,
+    };
+    let metric = p.get("metric_value").and_then(Value::as_f64);
+    let note = p.get("notes").and_then(|n| n.get(0));
+    let result = EvalResult {
+        metric,
+        runs: note
+            .and_then(|n| serde_json::from_value(n.get("runs")?.clone()).ok())
+            .unwrap_or_default(),
+        sub_metrics: serde_json::from_value(p.get("sub_metrics")?.clone()).unwrap_or_default(),
+        status: status.to_string(),
+        reason: p.get("reason").and_then(Value::as_str).map(str::to_string),
+        seconds: 0.0,
+        curve: note
+            .and_then(|n| serde_json::from_value(n.get("curve")?.clone()).ok())
+            .unwrap_or_default(),
+        pruned: None,
+        placement: None,
+        launcher_failed: false,
+    };
+    Some((
+        files::eval_cache(settings, tree),
+        serde_json::to_vec(&result).ok()?,
+    ))
 }
 
 #[cfg(test)]

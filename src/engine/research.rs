@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use git2::{Oid, Repository};
-use serde_json::Value;
 
 use super::agent;
 use super::agent_call::{AgentCall, AgentOutcome};
+use super::attempt::{commit_attempt, default_description, restore_head, Attempt};
 use super::evaluate::{self, EvalRequest, EvalResult};
 use super::prompt::{self, PromptContext};
 use super::state::{files, ResearcherState, State};
@@ -21,12 +21,12 @@ use super::Conference;
 use crate::exec::process;
 use crate::git::watch::{self, Changes, Watch};
 use crate::git::{leftovers, snapshot, worktree};
-use crate::model::event::{self as events, Event, EventLine, Note};
-use crate::model::notes::{AttemptNote, InterruptedNote};
+use crate::model::event::{self as events, Event, Note};
+use crate::model::notes::AttemptNote;
 use crate::model::{AttemptRecord, CommitId, Tokens};
 use crate::model::{EvalStatus, Verdict};
 use crate::protocol::keep;
-use crate::store::{self, StateChange};
+use crate::store::StateChange;
 
 /// Agent crashes in a row after which a researcher is marked failed for the round.
 const CRASHES_TO_FAIL: u32 = 3;
@@ -734,20 +734,6 @@ async fn remake_worktree(
     Ok(Ok((wt, watch)))
 }
 
-struct Attempt<'a> {
-    id: &'a str,
-    iteration: u32,
-    tree: Oid,
-    head: &'a str,
-    description: &'a str,
-    /// What the agent reported using (presets and built-in HTTP agents).
-    usage: Option<crate::agents::Usage>,
-    /// Seconds the agent ran (None: no agent run made it).
-    agent_s: Option<f64>,
-    /// The questions its note asked (`QUESTION: …`).
-    questions: Vec<crate::model::talk::Asked>,
-}
-
 /// Seconds to a tenth (events and notes stay readable).
 fn tenths(seconds: f64) -> f64 {
     (seconds * 10.0).round() / 10.0
@@ -820,61 +806,6 @@ fn open_worktree(conf: &Conference, path: &std::path::Path) -> Result<Repository
     let repo = conf.open_repo()?;
     worktree::repair_gitfile(&repo, path)?;
     conf.open_worktree(path)
-}
-
-/// An agent that committed or switched branches in its worktree is put back: only the files count.
-fn restore_head(wt: &Repository, branch_ref: &str, expected: &str) -> Result<()> {
-    let expected = Oid::from_str(expected)?;
-    let current = wt.find_reference(branch_ref).ok().and_then(|r| r.target());
-    if current != Some(expected) {
-        wt.reference(
-            branch_ref,
-            expected,
-            true,
-            "git conference: undo an agent's commit",
-        )?;
-    }
-    let head_ok = wt
-        .head()
-        .ok()
-        .and_then(|h| h.name().map(str::to_string))
-        .as_deref()
-        == Some(branch_ref);
-    if !head_ok {
-        wt.set_head(branch_ref)?;
-    }
-    Ok(())
-}
-
-fn default_description(changed: &[String]) -> String {
-    match changed {
-        [] => "no change".into(),
-        paths if paths.len() <= 3 => format!("change {}", paths.join(", ")),
-        paths => format!(
-            "change {} and {} more files",
-            paths[..2].join(", "),
-            paths.len() - 2
-        ),
-    }
-}
-
-fn commit_attempt(conf: &Conference, repo: &Repository, a: &Attempt) -> Result<Oid> {
-    let st = conf.state();
-    let message = format!(
-        "{}\n\nResearcher {} · round {} · iteration {}\nConference: {}\n",
-        a.description.lines().next().unwrap_or("change"),
-        a.id,
-        st.round,
-        a.iteration,
-        conf.name
-    );
-    let author = store::researcher_signature(repo, a.id);
-    let commit = snapshot::commit(repo, a.tree, &[Oid::from_str(a.head)?], &message, &author)?;
-    crate::failpoint::hit("snapshot.committed");
-    // Reachable before it is recorded: a kill now loses no attempt.
-    conf.keep_reachable(&[commit])?;
-    crate::failpoint::hit("snapshot.reachable");
-    Ok(commit)
 }
 
 /// Evaluates a tree in the researcher's worktree, or returns the cached result for it.
@@ -1126,62 +1057,6 @@ fn record_stuck(conf: &Conference, id: &str, round: u32, verdict: Verdict) -> Re
     )
 }
 
-/// The evaluation cache entry an iteration event stands for (path and bytes), rebuilt from its
-/// payload: the same entry `record_iteration` stores for it.
-pub fn cached_evaluation_of_event(event: &EventLine, settings: &str) -> Option<(String, Vec<u8>)> {
-    if event.event != events::names::ITERATION {
-        return None;
-    }
-    let p = &event.payload;
-    p.get("commit")?.as_str()?;
-    // Logs written before the `evaluated` flag: an agent failure has no evaluation runs.
-    let evaluated = p
-        .get("evaluated")
-        .and_then(Value::as_bool)
-        .unwrap_or_else(|| {
-            p.get("notes")
-                .and_then(|n| n.get(0))
-                .and_then(|n| n.get("runs"))
-                .and_then(Value::as_array)
-                .is_some_and(|runs| !runs.is_empty())
-                || p.get("status").and_then(Value::as_str) != Some("crashed")
-                    && p.get("status").and_then(Value::as_str) != Some("timeout")
-        });
-    if !evaluated {
-        return None;
-    }
-    let tree = p.get("tree")?.as_str()?;
-    let status = match Verdict::parse(p.get("status")?.as_str()?)? {
-        Verdict::Kept | Verdict::Reverted => EvalStatus::Ok.as_str(),
-        Verdict::Crashed => EvalStatus::Crashed.as_str(),
-        Verdict::Timeout => EvalStatus::Timeout.as_str(),
-        // A pruned run was not measured in full: a later attempt with its tree is evaluated.
-        Verdict::Rejected | Verdict::NoChange | Verdict::Pruned => return None,
-    };
-    let metric = p.get("metric_value").and_then(Value::as_f64);
-    let note = p.get("notes").and_then(|n| n.get(0));
-    let result = EvalResult {
-        metric,
-        runs: note
-            .and_then(|n| serde_json::from_value(n.get("runs")?.clone()).ok())
-            .unwrap_or_default(),
-        sub_metrics: serde_json::from_value(p.get("sub_metrics")?.clone()).unwrap_or_default(),
-        status: status.to_string(),
-        reason: p.get("reason").and_then(Value::as_str).map(str::to_string),
-        seconds: 0.0,
-        curve: note
-            .and_then(|n| serde_json::from_value(n.get("curve")?.clone()).ok())
-            .unwrap_or_default(),
-        pruned: None,
-        placement: None,
-        launcher_failed: false,
-    };
-    Some((
-        files::eval_cache(settings, tree),
-        serde_json::to_vec(&result).ok()?,
-    ))
-}
-
 /// Records that a researcher is done with phase 1 of this round; the last one moves the
 /// conference to the poster session.
 fn finish(conf: &Conference, id: &str, why: &str) -> Result<()> {
@@ -1199,133 +1074,6 @@ fn finish(conf: &Conference, id: &str, why: &str) -> Result<()> {
     conf.ui
         .researcher(id, &format!("finished round {} ({why})", st.round));
     Ok(())
-}
-
-/// A nested repository a killed run's agent left may hold commits of its own: it is moved out
-/// of the worktree (which a reset would otherwise clear), never deleted.
-fn set_aside_nested_repos(
-    conf: &Conference,
-    id: &str,
-    wt: &Repository,
-    nested: &[String],
-) -> Result<()> {
-    let Some(workdir) = wt.workdir() else {
-        return Ok(());
-    };
-    // One folder for everything set aside at this instant: a clock tick between two nested
-    // repositories must not split them over two folders.
-    let folder = conf
-        .run_dir
-        .join("set-aside")
-        .join(format!("researcher-{id}-{}", super::now_unix()));
-    for rel in nested {
-        let to = folder.join(rel);
-        if let Some(parent) = to.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::rename(workdir.join(rel), &to)?;
-        crate::errln!(
-            "warning: researcher {id}'s worktree held a nested git repository {rel}/ (left by an interrupted agent); moved to {}",
-            to.display()
-        );
-    }
-    Ok(())
-}
-
-/// On resume: a worktree caught mid-iteration holds a partial attempt. It is committed, kept
-/// reachable and recorded (`attempt.interrupted`), never silently deleted. Returns its commit.
-pub fn set_aside_partial(conf: &Conference, id: &str, wt: &Repository) -> Result<Option<String>> {
-    let st = conf.state();
-    let r = st.researcher(id);
-    let repo = conf.open_repo()?;
-    let head = Oid::from_str(&r.head)?;
-    let head_tree = repo.find_commit(head)?.tree_id();
-    restore_head(wt, &conf.refs.researcher(id), &r.head)?;
-    let snap = snapshot::capture(wt)?;
-    set_aside_nested_repos(conf, id, wt, &snap.nested_repos)?;
-    let tree = snap.tree;
-    if tree == head_tree {
-        return Ok(None);
-    }
-    // Already recorded (killed after the event, before the reset)?
-    let recorded = super::ledger::recent_attempts(conf, id)?
-        .iter()
-        .any(|a| a.tree == tree.to_string());
-    if recorded {
-        return Ok(None);
-    }
-    // Still the snapshot the round started from (killed after `round.started` moved the branch,
-    // before the worktree followed): nothing new.
-    let stale = repo
-        .find_commit(head)?
-        .parents()
-        .any(|p| p.tree_id() == tree);
-    if stale {
-        return Ok(None);
-    }
-    let changed = snapshot::changed_paths(&repo, head_tree, tree)?;
-    let description = format!("interrupted attempt: {}", default_description(&changed));
-    let attempt = Attempt {
-        id,
-        iteration: r.round_iterations + 1,
-        tree,
-        head: &r.head,
-        description: &description,
-        usage: None,
-        agent_s: None,
-        questions: vec![],
-    };
-    let commit = commit_attempt(conf, &repo, &attempt)?;
-    eprintln!(
-        "warning: researcher {id}'s worktree has uncommitted changes ({}); setting them aside as \
-         attempt {} (recorded as attempt.interrupted; nothing is deleted)",
-        changed.join(", "),
-        &crate::model::short_oid(commit)
-    );
-    let note = Note::from(InterruptedNote {
-        commit: commit.to_string(),
-        conference: conf.name.clone(),
-        researcher: id.to_string(),
-        round: st.round,
-        iteration: attempt.iteration,
-        verdict: EvalStatus::Interrupted,
-    });
-    // Also in the researcher's attempts (the tuner skips `interrupted` ones), so a resume killed
-    // before the worktree was reset finds it recorded instead of recording it again.
-    let record = AttemptRecord {
-        round: st.round,
-        researcher: id.to_string(),
-        iteration: attempt.iteration,
-        commit: commit.to_string(),
-        tree: tree.to_string(),
-        metric: None,
-        delta: None,
-        verdict: AttemptRecord::interrupted(),
-        description: description.clone(),
-        reason: Some("set aside on resume".into()),
-        timestamp: super::now_iso(),
-        sub_metrics: Default::default(),
-        tokens: None,
-        cost_usd: None,
-        agent_s: None,
-        eval_s: None,
-        placement: None,
-    };
-    conf.record(
-        Event::AttemptInterrupted(events::AttemptInterrupted {
-            researcher: id.to_string(),
-            round: st.round,
-            commit: commit.into(),
-            tree: tree.to_string(),
-            notes: vec![note],
-        }),
-        &format!("{id} r{} partial attempt set aside", st.round),
-        vec![StateChange::AppendLine(
-            files::attempts(st.round.max(1)),
-            serde_json::to_string(&record)?,
-        )],
-    )?;
-    Ok(Some(commit.to_string()))
 }
 
 impl Conference {

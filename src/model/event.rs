@@ -162,9 +162,24 @@ pub struct Rebased {
     pub to: CommitId,
 }
 
+/// One setting an edited conference.md changed, as `config.changed` lists it. Each field has a
+/// default so that an entry an earlier or later release wrote with a field less still reads.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SettingChanged {
+    /// The section's name (`Evaluation`, `Rules`, ...).
+    pub section: String,
+    /// The key as the template spells it, or `text` for a section's prose.
+    pub key: String,
+    pub old: String,
+    pub new: String,
+    /// The line in the new copy (0 when the setting was removed).
+    pub line: usize,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConfigChanged {
-    pub changes: Vec<Value>,
+    pub changes: Vec<SettingChanged>,
     pub file: String,
     pub round: u32,
     pub diff: String,

@@ -17,6 +17,7 @@ pub mod placement;
 pub mod reasons;
 mod records;
 pub mod seed;
+mod settings;
 pub mod state;
 pub mod talk;
 mod usage;
@@ -28,6 +29,7 @@ pub use placement::Placement;
 pub use records::{
     mixed_gpu_models, mixed_gpu_warning, AttemptRecord, Conflict, Finding, PickRecord, Pruned,
 };
+pub use settings::{Direction, LoopMode, Tolerance};
 pub use usage::{Spend, Tokens, Usage};
 pub use words::{
     EvalStatus, FinalStatus, PickResult, ReviewVerdict, RunStatus, StoredWord, Verdict, Word,

@@ -47,6 +47,21 @@ pub struct InterruptedNote {
     pub verdict: EvalStatus,
 }
 
+/// The note on a commit found on a branch moved by hand, set aside by `resume --force`
+/// (`branch.set_aside`).
+#[derive(Debug, Clone, Serialize)]
+pub struct BranchSetAsideNote {
+    pub commit: String,
+    pub conference: String,
+    /// Always `set_aside`.
+    pub verdict: &'static str,
+    pub branch: String,
+    pub researcher: Option<String>,
+    pub round: u32,
+    /// The commit the branch was recorded at.
+    pub expected: String,
+}
+
 /// The note on the baseline commit (`baseline.measured`).
 #[derive(Debug, Clone, Serialize)]
 pub struct BaselineNote {
@@ -103,6 +118,12 @@ impl From<AttemptNote> for Note {
 
 impl From<InterruptedNote> for Note {
     fn from(n: InterruptedNote) -> Note {
+        note(&n)
+    }
+}
+
+impl From<BranchSetAsideNote> for Note {
+    fn from(n: BranchSetAsideNote) -> Note {
         note(&n)
     }
 }
@@ -200,6 +221,20 @@ mod tests {
         let old = json!({"commit": "b", "conference": "x", "verdict": "baseline", "metric": 3.0,
             "runs": [3.0, 3.0], "sub_metrics": {}});
         assert_eq!(text(baseline), old.to_string());
+
+        let set_aside = BranchSetAsideNote {
+            commit: "d".into(),
+            conference: "x".into(),
+            verdict: "set_aside",
+            branch: "conference/x/researcher-A".into(),
+            researcher: None,
+            round: 2,
+            expected: "e".into(),
+        };
+        let old = json!({"commit": "d", "conference": "x", "verdict": "set_aside",
+            "branch": "conference/x/researcher-A", "researcher": null, "round": 2,
+            "expected": "e"});
+        assert_eq!(text(set_aside), old.to_string());
 
         let review = ReviewNote {
             commit: "c".into(),

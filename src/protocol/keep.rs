@@ -2,7 +2,7 @@
 //! than the researcher's best (the guard commands, run afterwards, can still reject it). A streak
 //! of non-improving attempts gives the stuck levels the prompt advises on.
 
-use crate::config::Direction;
+use crate::model::Direction;
 use crate::model::{EvalStatus, Verdict};
 
 /// Consecutive non-improving attempts that reach stuck level 1 (switch strategy), 2 (deep

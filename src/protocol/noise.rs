@@ -14,7 +14,7 @@
 //! disagree beyond the tolerance the evaluation is noisy: the finding needs a gain beyond that
 //! disagreement, and the review says so and suggests a number of noise runs.
 
-use crate::config::Direction;
+use crate::model::Direction;
 
 /// How many standard errors of the difference of two medians a gain must exceed.
 const Z: f64 = 3.0;

@@ -2,7 +2,7 @@
 //! rule: a validated finding, cherry-picked onto best and measured there, stays only if the
 //! combined best is strictly better than best was.
 
-use crate::config::Direction;
+use crate::model::Direction;
 use crate::model::{Finding, PickResult, ReviewVerdict};
 
 /// Validated findings in transfer order: larger reproduced gain first, ties to the lower letter.

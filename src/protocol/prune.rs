@@ -23,7 +23,7 @@
 //! reading it is its last reading (the nearest at or before); before its first there is no
 //! reference, and no decision.
 
-use crate::config::Direction;
+use crate::model::Direction;
 use crate::model::Pruned;
 
 /// One intermediate reading: the step the evaluation named and the metric's value there.

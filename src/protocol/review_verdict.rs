@@ -3,7 +3,7 @@
 //! fails on it. (The verdict from the interleaved readings, around the tolerance, the noise and
 //! consistency, is `engine::noise::judge`; crashes and frozen paths overturn before it.)
 
-use crate::config::Direction;
+use crate::model::Direction;
 
 /// What the hold-out evaluation says of a validated finding.
 #[derive(Debug, Clone, PartialEq)]

@@ -2,7 +2,7 @@
 //! counters the stop rules read (`stop_rules`): rounds without progress (the plateau), rounds in
 //! which every researcher was stalled, rounds with every qualitative score high.
 
-use crate::config::{Direction, Tolerance};
+use crate::model::{Direction, Tolerance};
 
 /// A qualitative score at least this high counts as high (the seed's "all scores ≥ 8/10").
 pub const HIGH_SCORE: f64 = 8.0;

@@ -2,9 +2,9 @@
 //! alone: whether researchers are held, which question blocks them, whose findings a person
 //! dropped. The engine asks these in the research loop, the transfer and the pause check.
 
-use crate::config::LoopMode;
 use crate::model::state::State;
 use crate::model::talk::OpenQuestion;
+use crate::model::LoopMode;
 
 /// Whether researchers must not start another attempt: a stop was asked for, or (human in the
 /// loop) a blocking question waits for its answer.

@@ -1,6 +1,6 @@
 //! How metrics, gains and changes are written in every page and line users read.
 
-use crate::config::Direction;
+use crate::model::Direction;
 
 /// A metric with six decimals; `-` when there is none.
 pub fn fmt(v: Option<f64>) -> String {

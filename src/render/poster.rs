@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use super::format::{change_text, fmt, gain_text, pct};
-use crate::config::Direction;
 use crate::model::state::{ResearcherState, State};
+use crate::model::Direction;
 use crate::model::{AttemptRecord, Verdict};
 
 /// What the poster of a round shows.

@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use super::format::{change_text, fmt, gain_text};
-use crate::config::Direction;
+use crate::model::Direction;
 use crate::model::{AttemptRecord, Conflict, Finding, ReviewVerdict};
 use crate::protocol::noise;
 
@@ -255,7 +255,7 @@ fn join(v: &[f64]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Direction::{Maximize, Minimize};
+    use crate::model::Direction::{Maximize, Minimize};
 
     /// Gain positive = better, whatever the direction; the words say which.
     #[test]

@@ -168,3 +168,23 @@ fn no_module_below_the_engine_imports_it() {
         found.join("\n")
     );
 }
+
+/// The floors of the README's layout, every one (not only the engine's): no import runs back up
+/// to a higher layer, the engine's phases import none of each other, `cli/` reaches no store,
+/// git or os module, no circle of more than two engine files. The floor table and the import
+/// graph are `bench/import_graph.py`'s (one place, also what the closing notes count with).
+#[test]
+fn every_import_goes_down_a_floor() {
+    let script = src().join("../bench/import_graph.py");
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .args(["--check", "--edges"])
+        .output()
+        .expect("python3 runs bench/import_graph.py (install python3)");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

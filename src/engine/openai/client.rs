@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::model::Tokens;
 
@@ -20,10 +20,18 @@ pub struct Endpoint {
 }
 
 /// One message of the conversation (`system`, `user`, `assistant`).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Message {
     pub role: &'static str,
     pub content: String,
+}
+
+/// The body of a chat completions request (one answer, not streamed).
+#[derive(serde::Serialize)]
+struct ChatRequest<'a> {
+    model: &'a str,
+    messages: &'a [Message],
+    stream: bool,
 }
 
 /// The model's answer and what it cost.
@@ -54,14 +62,11 @@ pub async fn chat(
     deadline: Instant,
     log: &mut std::fs::File,
 ) -> Result<Reply, String> {
-    let body = json!({
-        "model": endpoint.model,
-        "messages": messages
-            .iter()
-            .map(|m| json!({"role": m.role, "content": m.content}))
-            .collect::<Vec<_>>(),
-        "stream": false,
-    });
+    let body = ChatRequest {
+        model: &endpoint.model,
+        messages,
+        stream: false,
+    };
     let mut pause = FIRST_PAUSE;
     for attempt in 1.. {
         let _ = writeln!(log, "--- request {attempt} to {}", endpoint.url);

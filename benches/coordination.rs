@@ -158,7 +158,7 @@ fn iteration(researcher: &str, n: u32) -> Event {
         iteration: n,
         metric_value: Some(1.0),
         delta: None,
-        status: Verdict::Reverted,
+        status: Verdict::Reverted.into(),
         commit: None,
         tree: "0".repeat(40),
         description: format!("coordination bench {n}"),

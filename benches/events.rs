@@ -55,7 +55,7 @@ fn main() {
                 iteration: (n % 49) as u32,
                 metric_value: Some(1.0),
                 delta: Some("+0.000000".into()),
-                status: Verdict::Reverted,
+                status: Verdict::Reverted.into(),
                 commit: Some(CommitId::try_from(commit.clone()).expect("an id")),
                 tree: commit,
                 description: "synthetic event for the status/resume benchmark".into(),

@@ -350,7 +350,7 @@ mod tests {
             iteration: 1,
             metric_value: Some(9.0),
             delta: Some("-1.0".into()),
-            status: Verdict::Kept,
+            status: Verdict::Kept.into(),
             commit: Some(candidate.into()),
             tree: repo.find_commit(candidate).unwrap().tree_id().to_string(),
             description: "d".into(),

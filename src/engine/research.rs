@@ -992,7 +992,7 @@ fn record_iteration(
         iteration: a.iteration,
         metric_value: result.metric,
         delta: delta.map(crate::render::tsv::signed),
-        status: verdict,
+        status: verdict.into(),
         commit: commit.map(CommitId::from),
         tree: a.tree.to_string(),
         description: record.description.clone(),

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::talk::{Asked, Waiting};
-use super::{CommitId, FinalStatus, PickResult, Tokens, Usage, Verdict};
+use super::{CommitId, FinalStatus, PickResult, Tokens, Usage, Verdict, Word};
 
 /// Fields the recorder adds to every payload, whatever the event: the machine that recorded it
 /// (on several machines) and the seconds its process ran since its previous event (the time
@@ -220,7 +220,9 @@ pub struct Iteration {
     pub iteration: u32,
     pub metric_value: Option<f64>,
     pub delta: Option<String>,
-    pub status: Verdict,
+    /// The verdict: a word a newer release added reads as `Other` (counted as an attempt that was
+    /// not kept), never as an unreadable event.
+    pub status: Word<Verdict>,
     /// The attempt's commit (None when nothing was committed).
     pub commit: Option<CommitId>,
     pub tree: String,

@@ -125,7 +125,7 @@ fn iteration(st: &mut State, e: &event::Iteration) {
     if let Some(usage) = e.usage() {
         charge(st, &e.researcher, &usage);
     }
-    let verdict = e.status;
+    let verdict = &e.status;
     let r = st.researcher_mut(&e.researcher);
     r.round_iterations = e.iteration;
     r.attempts += 1;
@@ -137,15 +137,17 @@ fn iteration(st: &mut State, e: &event::Iteration) {
         .eval_s
         .filter(|s| s.is_finite() && *s >= 0.0)
         .unwrap_or(0.0);
-    r.counts.add(verdict);
-    r.round_counts.add(verdict);
+    // A word a newer release added counts as an attempt, under no verdict of this release.
+    if let Some(known) = verdict.known() {
+        r.counts.add(known);
+        r.round_counts.add(known);
+    }
     r.last_verdict = Some(verdict.to_string());
-    let word = verdict.into();
     r.last_reason =
-        reasons::shows_reason(&word).then(|| reasons::reason_text(&word, e.reason.as_deref()));
+        reasons::shows_reason(verdict).then(|| reasons::reason_text(verdict, e.reason.as_deref()));
     ask(st, e);
     let r = st.researcher_mut(&e.researcher);
-    if verdict == Verdict::Kept {
+    if *verdict == Verdict::Kept {
         if let Some(commit) = &e.commit {
             r.head = commit.to_string();
         }
@@ -313,7 +315,7 @@ mod tests {
             iteration: 1,
             metric_value: metric,
             delta: None,
-            status: verdict,
+            status: verdict.into(),
             commit: Some(id(NEW)),
             tree: NEW.into(),
             description: "d".into(),
@@ -567,6 +569,30 @@ mod tests {
             event.apply(&mut st);
             assert_eq!(st, state(), "{}", event.name());
         }
+    }
+
+    /// A verdict word a newer release added (read from a shared log) is an attempt that was not
+    /// kept: counted as an attempt and a failure, under no verdict of this release, and shown as
+    /// written.
+    #[test]
+    fn an_iteration_with_a_verdict_this_release_does_not_know_still_counts() {
+        let Event::Iteration(mut e) = iteration(Verdict::Kept, Some(9.0), None) else {
+            unreachable!()
+        };
+        let mut value = serde_json::to_value(&e).unwrap();
+        value["status"] = "skipped".into();
+        e = serde_json::from_value(value).expect("an unknown verdict word stays readable");
+        assert_eq!(e.status.as_str(), "skipped");
+        let mut st = state();
+        let before = st.researcher("A").clone();
+        Event::Iteration(e.clone()).apply(&mut st);
+        let r = st.researcher("A");
+        assert_eq!(r.attempts, before.attempts + 1);
+        assert_eq!(r.counts, before.counts);
+        assert_eq!(r.last_verdict.as_deref(), Some("skipped"));
+        assert_eq!(r.head, before.head, "not kept: the head stays");
+        assert_eq!(r.consecutive_fails, before.consecutive_fails + 1);
+        assert_eq!(serde_json::to_value(&e).unwrap()["status"], "skipped");
     }
 
     fn asking(questions: &[(&str, bool)]) -> Event {

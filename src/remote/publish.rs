@@ -240,7 +240,7 @@ mod tests {
             iteration,
             metric_value: Some(11.0),
             delta: None,
-            status: Verdict::Reverted,
+            status: Verdict::Reverted.into(),
             commit: None,
             tree: BASE.into(),
             description: format!("{researcher} {iteration}"),

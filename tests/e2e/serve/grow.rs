@@ -133,7 +133,7 @@ fn attempt(round: u32, iteration: u32, id: &str, commit: String) -> (Event, Stat
         iteration,
         metric_value: Some(metric),
         delta: Some("+1".into()),
-        status: Verdict::Reverted,
+        status: Verdict::Reverted.into(),
         commit: Some(CommitId::try_from(commit.clone()).expect("a commit")),
         tree: commit,
         description,

@@ -31,8 +31,8 @@ pub fn run(args: ApplyArgs) -> Result<i32> {
     let conf = Conference::view(repo.path(), &name)?;
     // Shown by its branch name, but always handed to git fully qualified: a tag or a fetched
     // `refs/conference/<name>/best` of the same short name must never be what gets merged.
-    let best = conf.refs.best_branch();
-    let best_ref = conf.refs.best();
+    let best = conf.refs().best_branch();
+    let best_ref = conf.refs().best();
     if apply::has_uncommitted_changes(&top)? {
         return Err(usage(
             "you have uncommitted changes: commit or stash them before `git conference apply`",

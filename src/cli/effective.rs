@@ -11,25 +11,25 @@ use crate::ui::Ui;
 
 /// Prints the effective rules of `conf`, one `rules:` line each, then what cannot be checked.
 pub fn print_rules(conf: &Conference, ui: &Ui) {
-    for line in conf.guard.describe() {
+    for line in conf.guard().describe() {
         ui.info(&format!("rules: {line}"));
     }
-    for command in guard::commands(&conf.config.guard) {
+    for command in guard::commands(&conf.config().guard) {
         ui.info(&format!(
             "rules: guard: `{command}` must pass in the candidate's worktree before a better candidate is kept"
         ));
     }
-    for item in &conf.guard.unenforced {
+    for item in &conf.guard().unenforced {
         ui.info(&format!(
             "note: the forbidden change `{item}` names no path: agents are told, but diffs cannot be checked against it (name the files or globs to have it enforced)"
         ));
     }
-    for item in guard::prose(&conf.config.guard) {
+    for item in guard::prose(&conf.config().guard) {
         ui.info(&format!(
             "note: the guard `{item}` is prose: agents are told, but it cannot be checked (write `- run: <command>` to have it enforced)"
         ));
     }
-    if let Some(line) = crate::engine::workspace::describe(&conf.config.environment) {
+    if let Some(line) = crate::engine::workspace::describe(&conf.config().environment) {
         ui.info(&format!("rules: {line}"));
     }
     if let Some(warning) = open_search_space(conf) {
@@ -41,7 +41,7 @@ pub fn print_rules(conf: &Conference, ui: &Ui) {
 /// the agent should edit is frozen and everything else, the harness that measures it included,
 /// is open. Said before the first attempt is rejected.
 fn open_search_space(conf: &Conference) -> Option<String> {
-    let g = &conf.guard;
+    let g = &conf.guard();
     let inferred: Vec<&str> = g
         .frozen_patterns()
         .iter()

@@ -21,7 +21,7 @@ pub fn run(_: ListArgs) -> Result<i32> {
         match Conference::view(repo.path(), &name) {
             Ok(conf) => {
                 let st = conf.state();
-                let runner = crate::lock::runner(&conf.run_dir);
+                let runner = crate::lock::runner(conf.run_dir());
                 crate::outln!(
                     "{name}\t{}\tround {}\tbest {}\t{}",
                     st.final_status
@@ -32,7 +32,7 @@ pub fn run(_: ListArgs) -> Result<i32> {
                         )),
                     st.round,
                     fmt(st.best.metric),
-                    conf.config.title
+                    conf.config().title
                 );
             }
             Err(e) => crate::outln!("{name}\tunreadable: {e:#}"),

@@ -77,7 +77,7 @@ pub fn write(repo: &git2::Repository, name: &str, out: &std::path::Path) -> Resu
         crate::engine::tables::conference_results_tsv(&conf, &st)?,
     )?;
     written.push("conference_results.tsv".into());
-    let (events, _) = crate::engine::log::read_all(repo, &conf.name)?;
+    let (events, _) = crate::engine::log::read_all(repo, conf.name())?;
     let mut jsonl = String::new();
     for e in events {
         jsonl.push_str(&serde_json::to_string(&e.event)?);

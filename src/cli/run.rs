@@ -184,28 +184,28 @@ fn checked_baseline(
 /// What `start` tells the user once the conference exists: where it starts, how to follow it,
 /// the effective rules, the agent command, budget warnings.
 fn announce_start(conf: &Conference, ui: &Ui, base: git2::Oid) {
-    let name = &conf.name;
+    let name = conf.name();
     ui.info(&format!(
         "conference `{name}` started from {} ({} researchers); follow it with `{} log {name} --follow`",
         &crate::model::short_oid(base),
-        conf.config.count,
+        conf.config().count,
         crate::ui::invocation()
     ));
     super::effective::print_rules(conf, ui);
-    if let Some((preset, _)) = conf.config.agent.preset() {
+    if let Some((preset, _)) = conf.config().agent.preset() {
         ui.info(&format!(
             "agent preset `{}` ({}) runs: {}",
             preset.name(),
             preset.product(),
-            conf.config.agent_command()
+            conf.config().agent_command()
         ));
     }
-    let reading = crate::agents::reading_of(&conf.config.agent.command);
+    let reading = crate::agents::reading_of(&conf.config().agent.command);
     if let Some((line, _)) = &reading {
         ui.info(line);
     }
     let warnings = reading.into_iter().flat_map(|(_, w)| w);
-    for warning in warnings.chain(crate::engine::budget::warnings(&conf.config)) {
+    for warning in warnings.chain(crate::engine::budget::warnings(conf.config())) {
         crate::errln!("warning: {warning}");
     }
 }

@@ -30,7 +30,7 @@ pub fn run(args: StatusArgs) -> Result<i32> {
     let name = super::resolve_name(&repo, args.name)?;
     let conf = Conference::view(repo.path(), &name)?;
     let st = conf.state();
-    let runner = crate::lock::runner(&conf.run_dir);
+    let runner = crate::lock::runner(conf.run_dir());
     let shown = crate::lock::shown_status(&st.status, runner.as_deref());
     if args.format == Format::Json {
         print_json(&repo, &name, &conf)?;
@@ -57,7 +57,7 @@ pub fn run(args: StatusArgs) -> Result<i32> {
     for line in crate::render::status::last_reasons(&st) {
         crate::outln!("{line}");
     }
-    print_commands(&repo, &name, &conf.config);
+    print_commands(&repo, &name, conf.config());
     Ok(0)
 }
 
@@ -71,8 +71,8 @@ fn print_json(repo: &git2::Repository, name: &str, conf: &Conference) -> Result<
 
 /// Title, status, stop reason, warning, round, baseline, best, iterations, budgets, events.
 fn print_summary(name: &str, conf: &Conference, st: &State, shown: &str) {
-    let metric = crate::engine::evaluate::metric_name(&conf.config);
-    crate::outln!("Conference: {} ({})", conf.config.title, name);
+    let metric = crate::engine::evaluate::metric_name(conf.config());
+    crate::outln!("Conference: {} ({})", conf.config().title, name);
     crate::outln!(
         "Status:     {}{}",
         shown,
@@ -90,7 +90,7 @@ fn print_summary(name: &str, conf: &Conference, st: &State, shown: &str) {
     crate::outln!(
         "Round:      {} of at most {} · {}",
         st.round,
-        conf.config.max_rounds,
+        conf.config().max_rounds,
         st.phase.label()
     );
     crate::outln!(
@@ -102,7 +102,7 @@ fn print_summary(name: &str, conf: &Conference, st: &State, shown: &str) {
         "Best:       {metric} {} at {} ({}){}",
         fmt(st.best.metric),
         crate::model::short_id(&st.best.commit),
-        conf.refs.best_branch(),
+        conf.refs().best_branch(),
         st.best
             .researcher
             .as_ref()
@@ -112,12 +112,12 @@ fn print_summary(name: &str, conf: &Conference, st: &State, shown: &str) {
     crate::outln!(
         "Iterations: {}{}",
         st.total_iterations,
-        conf.config
+        conf.config()
             .max_total_iterations
             .map(|m| format!(" of {m}"))
             .unwrap_or_default()
     );
-    for line in crate::engine::budget::status_lines(&conf.config, st) {
+    for line in crate::engine::budget::status_lines(conf.config(), st) {
         crate::outln!("{line}");
     }
     crate::outln!(
@@ -141,7 +141,7 @@ fn print_running(conf: &Conference, st: &State, running_here: bool) {
     } else {
         0.0
     };
-    for line in crate::engine::budget::running_lines(&conf.config, st, st.running_seconds() + live)
+    for line in crate::engine::budget::running_lines(conf.config(), st, st.running_seconds() + live)
     {
         crate::outln!("{line}");
     }
@@ -158,7 +158,7 @@ fn print_machines(repo: &git2::Repository, conf: &Conference, st: &State) {
     // copies seen before that are out of date.
     let leases = match st.phase {
         crate::model::state::Phase::Done => Vec::new(),
-        _ => crate::remote::lease::seen(repo, &conf.refs),
+        _ => crate::remote::lease::seen(repo, conf.refs()),
     };
     if st.machines.is_empty() && leases.is_empty() {
         return;

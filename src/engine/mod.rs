@@ -100,29 +100,60 @@ enum Access {
     Read,
 }
 
+/// An open conference: its configuration, its refs, the recorder every event goes through,
+/// and what one run shares between its researchers. The fields are the engine's own; the
+/// layers above read what they need through the accessors below.
 pub struct Conference {
-    pub name: String,
-    pub repo_dir: PathBuf,
-    pub run_dir: PathBuf,
-    pub config: Config,
-    pub config_text: String,
-    pub refs: ConferenceRefs,
-    pub guard: paths::Guard,
-    pub recorder: Arc<Mutex<Recorder>>,
-    pub ui: Ui,
+    name: String,
+    repo_dir: PathBuf,
+    run_dir: PathBuf,
+    config: Config,
+    config_text: String,
+    refs: ConferenceRefs,
+    guard: paths::Guard,
+    recorder: Arc<Mutex<Recorder>>,
+    ui: Ui,
     /// Evaluations of this run by cache key, shared so a tree is measured once at a time.
-    pub evaluations:
+    evaluations:
         Mutex<std::collections::HashMap<String, Arc<tokio::sync::OnceCell<evaluate::EvalResult>>>>,
     /// Researcher worktrees between two research phases of this run, with the watch that has
     /// seen every change since they were left clean (see `research::researcher_loop`).
-    pub idle_worktrees: Mutex<std::collections::HashMap<String, research::IdleWorktree>>,
+    idle_worktrees: Mutex<std::collections::HashMap<String, research::IdleWorktree>>,
     /// Evaluation slots and devices (`## Environment`), shared by every evaluation of the run.
-    pub scheduler: schedule::Scheduler,
+    scheduler: schedule::Scheduler,
     /// Where evaluations run (`## Environment`'s launcher).
-    pub launcher: crate::launch::Launcher,
+    launcher: crate::launch::Launcher,
 }
 
 pub use crate::clock::{now_iso, now_unix};
+
+/// What the layers above the engine (cli/, serve/) read of an open conference.
+impl Conference {
+    /// The conference's name (`git conference status <name>`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// This run's folder under `.git/conference/<name>` (logs, locks, the inbox).
+    pub fn run_dir(&self) -> &Path {
+        &self.run_dir
+    }
+
+    /// The configuration in force (the stored conference.md, validated).
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The conference's ref names.
+    pub fn refs(&self) -> &ConferenceRefs {
+        &self.refs
+    }
+
+    /// The paths researchers may and may not change.
+    pub fn guard(&self) -> &paths::Guard {
+        &self.guard
+    }
+}
 
 impl Conference {
     /// Opens an existing conference from its refs, to run it.

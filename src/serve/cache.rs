@@ -31,7 +31,7 @@ impl AttemptsCache {
         conf: &Conference,
         read: impl FnOnce() -> Result<Vec<AttemptRecord>>,
     ) -> Result<Arc<Vec<AttemptRecord>>> {
-        let (name, tip) = (&conf.name, conf.events_tip());
+        let (name, tip) = (conf.name(), conf.events_tip());
         let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if let (Some(entry), Some(tip)) = (kept.as_ref(), tip) {
             if entry.name == *name && entry.tip == tip {

@@ -17,7 +17,7 @@ const MAX_DIFF: usize = 2 * 1024 * 1024;
 /// this clone trusts the commands.
 pub fn status_json(repo: &Repository, name: &str, conf: &Conference) -> Result<Value> {
     let st = conf.state();
-    let runner = crate::lock::runner(&conf.run_dir);
+    let runner = crate::lock::runner(conf.run_dir());
     let shown = crate::lock::shown_status(&st.status, runner.as_deref());
     let mut value = serde_json::to_value(&st)?;
     if let Some(map) = value.as_object_mut() {
@@ -25,7 +25,7 @@ pub fn status_json(repo: &Repository, name: &str, conf: &Conference) -> Result<V
         map.insert("shown_status".into(), json!(shown));
         map.insert(
             "trusted".into(),
-            json!(crate::trust::is_trusted(repo, name, &conf.config)),
+            json!(crate::trust::is_trusted(repo, name, conf.config())),
         );
     }
     Ok(value)
@@ -39,7 +39,7 @@ pub fn conferences_json(repo: &Repository, names: &[String]) -> Value {
             Ok(conf) => {
                 let st = conf.state();
                 json!({
-                    "name": name, "title": conf.config.title, "status": st.status,
+                    "name": name, "title": conf.config().title, "status": st.status,
                     "phase": st.phase.label(), "round": st.round, "best": st.best.metric,
                     "iterations": st.total_iterations, "events": st.events,
                     "updated_at": st.updated_at,
@@ -55,8 +55,8 @@ pub fn conferences_json(repo: &Repository, names: &[String]) -> Value {
 /// lines on budgets, running time and the end, the devices, and the leases seen.
 pub fn summary_json(repo: &Repository, conf: &Conference) -> Value {
     let st = conf.state();
-    let cfg = &conf.config;
-    let running = crate::lock::runner(&conf.run_dir).is_some();
+    let cfg = conf.config();
+    let running = crate::lock::runner(conf.run_dir()).is_some();
     let live = if running && st.machines.is_empty() {
         seconds_since(&st.updated_at)
     } else {
@@ -64,14 +64,14 @@ pub fn summary_json(repo: &Repository, conf: &Conference) -> Value {
     };
     let leases: Vec<Value> = match st.phase {
         crate::model::state::Phase::Done => Vec::new(),
-        _ => crate::remote::lease::seen(repo, &conf.refs)
+        _ => crate::remote::lease::seen(repo, conf.refs())
             .into_iter()
             .map(|l| json!({"slot": l.slot, "holder": l.holder, "heartbeat_age_s": l.age_seconds}))
             .collect(),
     };
     let metric = cfg.metric.as_ref();
     json!({
-        "name": conf.name,
+        "name": conf.name(),
         "title": cfg.title,
         "goal": cfg.goal,
         "metric": crate::engine::evaluate::metric_name(cfg),
@@ -94,8 +94,8 @@ pub fn summary_json(repo: &Repository, conf: &Conference) -> Value {
 /// one, as its scheduler last wrote them); null when no runner holds the conference, whose
 /// last queue file is then stale.
 pub fn queue_json(conf: &Conference) -> Value {
-    match crate::lock::runner(&conf.run_dir) {
-        Some(_) => crate::engine::schedule::published_queue(&conf.run_dir).unwrap_or(Value::Null),
+    match crate::lock::runner(conf.run_dir()) {
+        Some(_) => crate::engine::schedule::published_queue(conf.run_dir()).unwrap_or(Value::Null),
         None => Value::Null,
     }
 }

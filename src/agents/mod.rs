@@ -7,6 +7,7 @@
 //! directory. The folder holds a `.gitignore` of `*`, so git (and the snapshots, which leave
 //! ignored files out) never takes it for part of an attempt.
 
+pub mod kind;
 pub mod preset;
 pub mod stderr;
 pub mod usage;
@@ -14,6 +15,7 @@ pub mod version;
 
 use std::path::{Path, PathBuf};
 
+pub use kind::Kind;
 pub use preset::Preset;
 pub use usage::{AgentReport, Usage};
 
@@ -114,10 +116,10 @@ pub fn reporting_clis(command: &str) -> Vec<Preset> {
 /// output is read and which files are left out of every attempt, and a warning for a CLI it runs
 /// without the flag that makes it report.
 pub fn reading_of(command: &str) -> Option<(String, Vec<String>)> {
-    let command = command.trim();
-    if Preset::from_command(command).is_some() || command.starts_with("builtin:") {
+    if Kind::of(command) != Kind::Command {
         return None;
     }
+    let command = command.trim();
     let named = Preset::named_in(command);
     let line = if named.is_empty() {
         "agent output: read as the report of Claude Code, Codex, Gemini CLI, opencode or aider \

@@ -25,7 +25,7 @@ pub fn run(args: TrustArgs) -> Result<i32> {
     let name = super::resolve_name_for(&repo, args.name, "trust")?;
     let conf = Conference::view(repo.path(), &name)?;
     let st = conf.state();
-    let base = git2::Oid::from_str(&st.baseline_commit)?;
+    let base = st.baseline_commit.oid();
     // What `resume` would run: the user's edited conference.md when it changes the stored one.
     let plan = crate::engine::settings::plan(&repo, &conf, None, base)?;
     let cfg = plan.as_ref().map_or(conf.config(), |p| &p.config);

@@ -9,6 +9,7 @@
 
 use super::guard::{self, GuardItem};
 use super::Config;
+use crate::agents::Kind;
 
 /// One thing the conference would run, and the setting it comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,17 +61,15 @@ pub fn list(cfg: &Config) -> Vec<Command> {
 /// The agent as it would run: a command line, or what a built-in agent does that matters.
 fn agent_line(cfg: &Config) -> String {
     let a = &cfg.agent;
-    if a.command.trim() == "builtin:openai" {
-        return format!(
+    match a.kind() {
+        Kind::OpenAi => format!(
             "builtin:openai (sends the allowed files to {}, with the key in ${})",
             a.base_url.as_deref().unwrap_or("$OPENAI_BASE_URL"),
             a.api_key_env.as_deref().unwrap_or("OPENAI_API_KEY")
-        );
+        ),
+        Kind::Tune | Kind::UnknownBuiltin(_) => String::new(),
+        Kind::Preset(..) | Kind::Command => cfg.agent_command(),
     }
-    if a.command.trim().starts_with("builtin:") {
-        return String::new();
-    }
-    cfg.agent_command()
 }
 
 /// A stable digest of `commands` (SHA-256, hex): what an approval records.

@@ -257,9 +257,17 @@ pub struct Agent {
 }
 
 impl Agent {
+    /// Which researcher the command names (the built-in tuner, a preset, ...).
+    pub fn kind(&self) -> crate::agents::Kind {
+        crate::agents::Kind::of(&self.command)
+    }
+
     /// The preset the command names, with the program to run (`claude` or a path to it).
     pub fn preset(&self) -> Option<(crate::agents::Preset, String)> {
-        crate::agents::Preset::from_command(&self.command)
+        match self.kind() {
+            crate::agents::Kind::Preset(preset, program) => Some((preset, program)),
+            _ => None,
+        }
     }
 
     /// The command line a researcher runs: a preset's expansion, else the command as written.

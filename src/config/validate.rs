@@ -712,6 +712,7 @@ impl<'a> Validator<'a> {
             .map_or(DEFAULT_AGENT_TIMEOUT, |(v, _, _)| v);
         let (model, base_url, api_key_env) = self.http_agent(command.as_deref());
         let command = command?;
+        self.builtin_exists(&command);
         let (max_turns, extra_args) = self.preset_options(&command);
         Some(Agent {
             command,
@@ -727,6 +728,20 @@ impl<'a> Validator<'a> {
             base_url,
             api_key_env,
         })
+    }
+
+    /// A `builtin:` name this release does not have would run as a shell command and fail on
+    /// the first attempt: refused here, with the names it has.
+    fn builtin_exists(&mut self, command: &str) {
+        let crate::agents::Kind::UnknownBuiltin(name) = crate::agents::Kind::of(command) else {
+            return;
+        };
+        if let Some(s) = self.get(S::Agent, "command") {
+            let builtins = crate::agents::kind::BUILTINS.join(" or ");
+            let message =
+                format!("`{name}` is not built in; the built-in researchers are {builtins}");
+            self.error(s.line, message, "- command: builtin:tune");
+        }
     }
 
     /// `max turns` and `extra args` of the Agent section: options of a preset, each only where
@@ -797,8 +812,11 @@ impl<'a> Validator<'a> {
         &mut self,
         command: Option<&str>,
     ) -> (Option<String>, Option<String>, Option<String>) {
-        let http = command.is_none_or(|c| c.trim() == "builtin:openai");
-        let preset = command.is_some_and(|c| crate::agents::Preset::from_command(c).is_some());
+        let kind = command.map(crate::agents::Kind::of);
+        let http = kind
+            .as_ref()
+            .is_none_or(|k| *k == crate::agents::Kind::OpenAi);
+        let preset = matches!(kind, Some(crate::agents::Kind::Preset(..)));
         for key in ["model", "base url", "api key env"] {
             let reads = http || (preset && key == "model");
             match self.get(S::Agent, key) {
@@ -1364,6 +1382,13 @@ Count: 4
             ),
             ("- max rounds: 2", "- max rounds: -1", 13, "≥ 1"),
             ("- command: builtin:tune", "- command:", 17, "empty"),
+            (
+                "- command: builtin:tune",
+                "- command: builtin:tun",
+                17,
+                "`builtin:tun` is not built in; the built-in researchers are builtin:tune or \
+                 builtin:openai",
+            ),
         ];
         for (from, to, line, needle) in cases {
             let e = assert_error(&PLAIN.replace(from, to), line, needle);

@@ -16,8 +16,6 @@ use crate::git::snapshot;
 
 use crate::tune;
 
-pub const BUILTIN_TUNE: &str = "builtin:tune";
-
 /// Runs the agent once. Its output is read into the run's report (usage, errors, refused
 /// edits) when it is a known CLI's, whether the command is a preset or not; builtin:openai
 /// reports its tokens itself.
@@ -25,11 +23,10 @@ pub async fn run(conf: &Conference, call: AgentCall<'_>) -> Result<AgentRun> {
     // The prompt and the note live in the worktree: agent CLIs write only below their
     // working directory. The folder is ignored by git, so it is never part of an attempt.
     let files = agents::prepare(call.worktree, call.prompt)?;
-    if conf.config.agent.command.trim() == BUILTIN_TUNE {
-        return Ok(run_tuner(conf, &call).await?.into());
-    }
-    if super::openai::is_openai(&conf.config.agent.command) {
-        return super::openai::run(conf, &call).await;
+    match conf.config.agent.kind() {
+        agents::Kind::Tune => return Ok(run_tuner(conf, &call).await?.into()),
+        agents::Kind::OpenAi => return super::openai::run(conf, &call).await,
+        agents::Kind::UnknownBuiltin(_) | agents::Kind::Preset(..) | agents::Kind::Command => {}
     }
     let mut env = call.env.clone();
     env.extend(
@@ -110,7 +107,7 @@ fn tunable_files(guard: &super::paths::Guard, repo: &Repository, tree: Oid) -> R
 /// baseline must hold something to tune, and its markers must be usable. The error says which
 /// paths were searched and how to mark a literal.
 pub fn check_tunable(config: &crate::config::Config, repo: &Repository, base: Oid) -> Result<()> {
-    if config.agent.command.trim() != BUILTIN_TUNE {
+    if config.agent.kind() != agents::Kind::Tune {
         return Ok(());
     }
     let tree = repo.find_commit(base)?.tree()?;

@@ -325,7 +325,7 @@ mod tests {
     /// of researcher A kept at `candidate`, recorded as the recorder records it; (first, second).
     fn log_keeping(repo: &Repository, baseline: Oid, candidate: Oid) -> (Oid, Oid) {
         let mut state = crate::model::state::sample();
-        let base = baseline.to_string();
+        let base = crate::model::CommitId::from(baseline);
         state.baseline_commit = base.clone();
         state.best.commit = base.clone();
         for r in state.researchers.values_mut() {

@@ -10,6 +10,7 @@
 
 use super::state::State;
 use super::Conference;
+use crate::agents::Kind;
 use crate::agents::Preset;
 use crate::config::keys::Key;
 use crate::config::Config;
@@ -101,7 +102,7 @@ pub fn warnings(config: &Config) -> Vec<String> {
     let command = config.agent.command.trim();
     let preset = config.agent.preset().map(|(p, _)| p);
     let reporting = crate::agents::reporting_clis(command);
-    let reports_tokens = !reporting.is_empty() || command == "builtin:openai";
+    let reports_tokens = !reporting.is_empty() || config.agent.kind() == Kind::OpenAi;
     let reports_cost = reporting.iter().any(|p| p.reports_cost());
     let mut out = Vec::new();
     let who = match preset {

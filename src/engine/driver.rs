@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use anyhow::{bail, Result};
-use git2::Oid;
 
 use super::evaluate::{self, EvalRequest};
 use super::state::{files, Phase};
@@ -162,11 +161,9 @@ async fn measure_baseline(conf: &Conference) -> Result<()> {
         .into());
     };
     let repo = conf.open_repo()?;
-    let tree = repo
-        .find_commit(Oid::from_str(&st.baseline_commit)?)?
-        .tree_id();
+    let tree = repo.find_commit(st.baseline_commit.oid())?.tree_id();
     let note = Note::from(BaselineNote {
-        commit: st.baseline_commit.clone(),
+        commit: st.baseline_commit.to_string(),
         conference: conf.name.clone(),
         verdict: "baseline",
         metric: value,
@@ -203,15 +200,19 @@ async fn measure_baseline(conf: &Conference) -> Result<()> {
 
 /// The commit a researcher starts a round from: best, joined to its own kept path so that
 /// `git log` of its branch shows every round.
-fn round_start_commit(conf: &Conference, head: &str, best: &str, round: u32) -> Result<String> {
+fn round_start_commit(
+    conf: &Conference,
+    head: &CommitId,
+    best: &CommitId,
+    round: u32,
+) -> Result<CommitId> {
     if head == best {
-        return Ok(best.to_string());
+        return Ok(best.clone());
     }
     let repo = conf.open_repo()?;
-    let head_id = Oid::from_str(head)?;
-    let best_id = Oid::from_str(best)?;
+    let (head_id, best_id) = (head.oid(), best.oid());
     if repo.graph_descendant_of(best_id, head_id)? {
-        return Ok(best.to_string());
+        return Ok(best.clone());
     }
     let best_tree = repo.find_commit(best_id)?.tree_id();
     let message = format!(
@@ -221,7 +222,7 @@ fn round_start_commit(conf: &Conference, head: &str, best: &str, round: u32) -> 
     let sig = crate::store::signature(&repo);
     let commit =
         crate::git::snapshot::commit(&repo, best_tree, &[head_id, best_id], &message, &sig)?;
-    Ok(commit.to_string())
+    Ok(commit.into())
 }
 
 fn start_round(conf: &Conference) -> Result<()> {
@@ -260,11 +261,8 @@ fn start_round(conf: &Conference) -> Result<()> {
             researcher_states: states,
             endgame,
             best_metric: st.best.metric,
-            best_commit: CommitId::try_from(st.best.commit.as_str())?,
-            heads: heads
-                .iter()
-                .map(|(id, head)| Ok((id.clone(), CommitId::try_from(head.as_str())?)))
-                .collect::<Result<_>>()?,
+            best_commit: st.best.commit.clone(),
+            heads: heads.clone(),
         }),
         &format!("round {round}{}", if endgame { " (endgame)" } else { "" }),
         vec![],

@@ -363,9 +363,9 @@ fn branches_of_log(
         })?;
     let mut out = Vec::new();
     for (id, r) in &state.researchers {
-        out.push((refs.researcher(id), Oid::from_str(&r.head)?));
+        out.push((refs.researcher(id), r.head.oid()));
     }
-    out.push((refs.best(), Oid::from_str(&state.best.commit)?));
+    out.push((refs.best(), state.best.commit.oid()));
     Ok(out)
 }
 

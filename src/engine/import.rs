@@ -445,7 +445,7 @@ fn set_best(
         .map(str::to_string);
     match best {
         Some(commit) => {
-            st.best.commit = commit.to_string();
+            st.best.commit = commit.into();
             st.best.metric = claimed.or(st.baseline_metric);
             st.best.researcher = researcher;
             st.best.round = last.map_or(0, |(r, _)| r);

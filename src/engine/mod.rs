@@ -177,9 +177,10 @@ impl Conference {
         let state_bytes = log
             .read(&repo, files::STATE)?
             .with_context(|| format!("conference `{name}` has no state.json in its event log"))?;
-        let state: State = serde_json::from_slice(&state_bytes)
-            .with_context(|| format!("conference `{name}`: state.json is corrupt"))?;
-        let state = stored::checked(state, name).map_err(|why| {
+        // A short or crafted commit id is refused by the parse (`CommitId`), the rest by `checked`.
+        let state = serde_json::from_slice::<State>(&state_bytes);
+        let state = (state.map_err(|e| e.to_string())).and_then(|s| stored::checked(s, name));
+        let state = state.map_err(|why| {
             crate::error::usage(format!(
                 "conference `{name}`: its stored state ({}:state.json) is not valid: {why}; it may have been edited or fetched from a broken copy (`git conference fetch` from a good one, or `git conference clean --all {name}`)",
                 refs.events()
@@ -217,9 +218,7 @@ impl Conference {
         if access == Access::Run {
             std::fs::create_dir_all(run_dir.join("logs"))?;
         }
-        let baseline = repo
-            .find_commit(git2::Oid::from_str(&state.baseline_commit)?)?
-            .tree()?;
+        let baseline = repo.find_commit(state.baseline_commit.oid())?.tree()?;
         let exists = |p: &str| baseline.get_path(Path::new(p)).is_ok();
         let guard = paths::Guard::new(&config, &exists);
         drop(baseline);
@@ -481,7 +480,7 @@ const PROGRAM_REFLOG_MESSAGE: &str = "git conference";
 
 /// The state `conference.started` stores: every researcher at `base`, nothing measured yet.
 fn initial_state(name: &str, config: &Config, base: Oid, now: &str) -> State {
-    let base = base.to_string();
+    let base = crate::model::CommitId::from(base);
     let researcher = state::ResearcherState {
         head: base.clone(),
         best_metric: None,

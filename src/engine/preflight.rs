@@ -109,7 +109,7 @@ pub fn check(
             });
         }
     }
-    if crate::engine::openai::is_openai(&cfg.agent.command) {
+    if cfg.agent.kind() == crate::agents::Kind::OpenAi {
         // No program to find; the endpoint must be named (a key is optional: local servers).
         if let Err(m) = crate::engine::openai::endpoint(&cfg.agent, &|n| std::env::var(n).ok()) {
             errors.push(ConfigError {
@@ -275,7 +275,7 @@ fn sites(cfg: &Config) -> Vec<Site<'_>> {
 /// `NAME=value` assignments. None for builtin: commands and shell constructs.
 pub fn program_of(command: &str) -> Option<&str> {
     let command = command.trim();
-    if command.starts_with("builtin:") {
+    if crate::agents::Kind::of(command).is_builtin() {
         return None;
     }
     let mut words = command.split_whitespace();

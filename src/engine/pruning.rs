@@ -7,8 +7,6 @@
 //! kept only when it ends better than that best, so a run clearly behind the best's own curve is
 //! the one whose remaining evaluation time is most likely wasted.
 
-use git2::Oid;
-
 use super::evaluate::{EvalResult, PruneRule};
 use super::state::{files, State};
 use super::Conference;
@@ -21,7 +19,7 @@ pub fn rule_for(conf: &Conference, st: &State, id: &str) -> Option<PruneRule> {
     if !evaluation.prune || direction.is_none() {
         return None;
     }
-    let head = Oid::from_str(&st.researchers.get(id)?.head).ok()?;
+    let head = st.researchers.get(id)?.head.oid();
     let tree = conf.open_repo().ok()?.find_commit(head).ok()?.tree_id();
     let bytes = conf
         .read_state_file(&files::eval_cache(&st.eval_settings, &tree.to_string()))

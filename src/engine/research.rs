@@ -166,8 +166,13 @@ impl<'a> Session<'a> {
                 let wt = open_worktree(conf, &idle.path)?;
                 let mut watch = idle.watch;
                 let head_ref = conf.refs.researcher(id);
-                let head = Oid::from_str(&head)?;
-                snapshot::advance(&wt, idle.tree, head, Some(&head_ref), Some(&mut watch))?;
+                snapshot::advance(
+                    &wt,
+                    idle.tree,
+                    head.oid(),
+                    Some(&head_ref),
+                    Some(&mut watch),
+                )?;
                 (idle.path, wt, Some(watch))
             }
             None => {
@@ -256,7 +261,7 @@ impl<'a> Session<'a> {
         }
         let iteration = r.round_iterations + 1;
         self.announce(&st, &r, iteration);
-        let head_tree = self.repo.find_commit(Oid::from_str(&r.head)?)?.tree_id();
+        let head_tree = self.repo.find_commit(r.head.oid())?.tree_id();
         let env = (self.conf).context_env(self.id, st.round, iteration, r.best_metric);
         let mut ran = self.run_agent(&st, &r, iteration, head_tree, &env).await?;
         if let Some(next) = self
@@ -603,7 +608,7 @@ impl<'a> Session<'a> {
         let branch_ref = conf.refs.researcher(id);
         // Files a `.gitignore` hid until the revert put it back go too.
         let leftovers = watch::union(agent_changes, &touched);
-        let head_now = Oid::from_str(&head_now)?;
+        let head_now = head_now.oid();
         match touched {
             Changes::Paths(paths) => snapshot::reset_paths(
                 &self.wt,
@@ -647,7 +652,7 @@ impl<'a> Session<'a> {
         if self.agent_crashes >= CRASHES_TO_FAIL {
             return Next::Finish("failed".into());
         }
-        let tuner = self.conf.config.agent.command.trim() == super::agent::BUILTIN_TUNE;
+        let tuner = self.conf.config.agent.kind() == crate::agents::Kind::Tune;
         if self.conf.state().researcher(self.id).stuck_level >= 3 && !tuner {
             return Next::Finish("stuck".into());
         }
@@ -774,10 +779,7 @@ fn park(conf: &Conference, id: &str, path: &std::path::Path, watch: Option<Watch
         return Ok(());
     };
     let head = conf.state().researcher(id).head.clone();
-    let tree = conf
-        .open_repo()?
-        .find_commit(Oid::from_str(&head)?)?
-        .tree_id();
+    let tree = conf.open_repo()?.find_commit(head.oid())?.tree_id();
     if let Ok(mut idle) = conf.idle_worktrees.lock() {
         let path = path.to_path_buf();
         idle.insert(id.to_string(), IdleWorktree { path, tree, watch });

@@ -118,7 +118,7 @@ pub async fn peer_review(conf: &Conference) -> Result<()> {
     let dir = conf
         .direction()
         .unwrap_or(crate::config::Direction::Maximize);
-    let start_tree = repo.find_commit(Oid::from_str(&round_start)?)?.tree_id();
+    let start_tree = repo.find_commit(round_start.oid())?.tree_id();
     let attempts = round_attempts(conf, st.round)?;
     let mut findings = Vec::new();
     for (id, r) in st
@@ -126,7 +126,7 @@ pub async fn peer_review(conf: &Conference) -> Result<()> {
         .iter()
         .filter(|(_, r)| r.head != r.round_start && r.best_metric.is_some())
     {
-        let head_tree = repo.find_commit(Oid::from_str(&r.head)?)?.tree_id();
+        let head_tree = repo.find_commit(r.head.oid())?.tree_id();
         let changed = snapshot::changed_paths(&repo, start_tree, head_tree)?;
         let description = attempts
             .iter()
@@ -136,8 +136,8 @@ pub async fn peer_review(conf: &Conference) -> Result<()> {
             .join("; ");
         findings.push(Finding {
             researcher: id.clone(),
-            commit: r.head.clone(),
-            round_start: round_start.clone(),
+            commit: r.head.to_string(),
+            round_start: round_start.to_string(),
             description,
             files: changed,
             claimed: r.best_metric,

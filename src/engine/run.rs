@@ -163,7 +163,7 @@ pub fn resume(
         Some(rev) => Some(rebase_target(repo, &conf, rev)?),
         None => None,
     };
-    let base = new_base.unwrap_or(Oid::from_str(&st.baseline_commit)?);
+    let base = new_base.unwrap_or(st.baseline_commit.oid());
     let plan = super::settings::plan(repo, &conf, opts.config.as_deref(), base)?;
     let continuing = st.phase == Phase::Done && (opts.continue_stopped || plan.is_some());
     let idle = super::reconfigure::stopped_for(&st);

@@ -3,7 +3,7 @@
 //! an agent left moved out of the worktree), never silently deleted.
 
 use anyhow::Result;
-use git2::{Oid, Repository};
+use git2::Repository;
 
 use super::attempt::{commit_attempt, default_description, restore_head, Attempt};
 use super::state::files;
@@ -55,7 +55,7 @@ pub(super) fn set_aside_partial(
     let st = conf.state();
     let r = st.researcher(id);
     let repo = conf.open_repo()?;
-    let head = Oid::from_str(&r.head)?;
+    let head = r.head.oid();
     let head_tree = repo.find_commit(head)?.tree_id();
     restore_head(wt, &conf.refs.researcher(id), &r.head)?;
     let snap = snapshot::capture(wt)?;

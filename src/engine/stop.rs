@@ -151,9 +151,9 @@ mod tests {
 
     fn researcher(kept: u64, stuck_level: u8) -> ResearcherState {
         ResearcherState {
-            head: String::new(),
+            head: "0".repeat(40).try_into().unwrap(),
             best_metric: None,
-            round_start: String::new(),
+            round_start: "0".repeat(40).try_into().unwrap(),
             round_start_metric: None,
             round_iterations: 0,
             round_finished: None,

@@ -54,8 +54,8 @@ fn final_report_md(
     attempts: &[AttemptRecord],
     findings: &[(u32, Finding)],
 ) -> Result<String> {
-    let baseline = Oid::from_str(&st.baseline_commit)?;
-    let best = Oid::from_str(&st.best.commit)?;
+    let baseline = st.baseline_commit.oid();
+    let best = st.best.commit.oid();
     let base_tree = repo.find_commit(baseline)?.tree_id();
     let best_tree = repo.find_commit(best)?.tree_id();
 

@@ -109,7 +109,7 @@ struct Tried {
 async fn pick(conf: &Conference, f: &Finding, start_runs: &[f64]) -> Result<()> {
     let st = conf.state();
     let repo = conf.open_repo()?;
-    let best = Oid::from_str(&st.best.commit)?;
+    let best = st.best.commit.oid();
     let best_tree = repo.find_commit(best)?.tree_id();
     let (tree, conflicted) = merge_onto_best(&repo, f, best)?;
     let tried = if tree == best_tree {
@@ -145,7 +145,7 @@ async fn try_on_best(
     start_runs: &[f64],
 ) -> Result<Option<Tried>> {
     let st = conf.state();
-    let best = Oid::from_str(&st.best.commit)?;
+    let best = st.best.commit.oid();
     // The message says where the commit came from, as `git cherry-pick -x` would.
     let message = format!(
         "Round {}: transfer Researcher {}'s finding\n\n{}\n\nGain {:+.6} (validated in peer review).\n(cherry picked from commit {})\n",

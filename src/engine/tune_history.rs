@@ -125,7 +125,7 @@ pub fn tuner_history(
             r => st.round_bests.get(r as usize - 1).copied().flatten(),
         }
     };
-    if let Ok(c) = Oid::from_str(&st.baseline_commit).and_then(|o| repo.find_commit(o)) {
+    if let Ok(c) = repo.find_commit(st.baseline_commit.oid()) {
         trials.push(tune::Trial {
             params: params_at(repo, c.tree_id(), paths)?,
             metric: st.baseline_metric,
@@ -151,7 +151,7 @@ pub fn tuner_history(
         }
         if round == st.round {
             let r = st.researcher(call.researcher);
-            if let Ok(c) = Oid::from_str(&r.round_start).and_then(|o| repo.find_commit(o)) {
+            if let Ok(c) = repo.find_commit(r.round_start.oid()) {
                 trials.push(tune::Trial {
                     params: params_at(repo, c.tree_id(), paths)?,
                     metric: r.round_start_metric,

@@ -78,6 +78,16 @@ impl From<CommitId> for String {
     }
 }
 
+/// A commit id reads as the hexadecimal text it holds wherever text is wanted (a ref's value, a
+/// message, a comparison with an id git printed).
+impl std::ops::Deref for CommitId {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
 impl fmt::Display for CommitId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)

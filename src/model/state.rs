@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{talk, Verdict};
+use crate::model::{talk, CommitId, Verdict};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -83,11 +83,11 @@ impl Counts {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ResearcherState {
     /// The researcher's kept snapshot: its branch points here.
-    pub head: String,
+    pub head: CommitId,
     /// Metric of `head` (None before the baseline is measured).
     pub best_metric: Option<f64>,
     /// Commit and metric the researcher started the current round from.
-    pub round_start: String,
+    pub round_start: CommitId,
     pub round_start_metric: Option<f64>,
     /// Iterations done in the current round.
     pub round_iterations: u32,
@@ -120,7 +120,7 @@ pub struct ResearcherState {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Best {
-    pub commit: String,
+    pub commit: CommitId,
     pub metric: Option<f64>,
     pub researcher: Option<String>,
     pub round: u32,
@@ -133,7 +133,7 @@ pub struct State {
     pub status: String,
     pub phase: Phase,
     pub round: u32,
-    pub baseline_commit: String,
+    pub baseline_commit: CommitId,
     pub baseline_metric: Option<f64>,
     /// The baseline's individual measurements (an all-integer baseline makes an integer metric).
     #[serde(default)]

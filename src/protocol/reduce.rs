@@ -7,7 +7,7 @@
 
 use crate::model::event::{self, Event};
 use crate::model::state::{Phase, State};
-use crate::model::{reasons, talk, PickResult, RunStatus, Usage, Verdict};
+use crate::model::{reasons, talk, CommitId, PickResult, RunStatus, Usage, Verdict};
 
 use super::keep;
 
@@ -16,7 +16,7 @@ impl Event {
     pub fn apply(&self, st: &mut State) {
         match self {
             Event::BaselineMeasured(e) => baseline_measured(st, e),
-            Event::Rebased(e) => rebased(st, e.to.as_str()),
+            Event::Rebased(e) => rebased(st, &e.to),
             Event::ConfigChanged(e) => config_changed(st, e),
             Event::RoundStarted(e) => round_started(st, e),
             Event::Iteration(e) => iteration(st, e),
@@ -80,12 +80,12 @@ fn baseline_measured(st: &mut State, e: &event::BaselineMeasured) {
     }
 }
 
-fn rebased(st: &mut State, to: &str) {
-    st.baseline_commit = to.to_string();
-    st.best.commit = to.to_string();
+fn rebased(st: &mut State, to: &CommitId) {
+    st.baseline_commit = to.clone();
+    st.best.commit = to.clone();
     for r in st.researchers.values_mut() {
-        r.head = to.to_string();
-        r.round_start = to.to_string();
+        r.head = to.clone();
+        r.round_start = to.clone();
     }
 }
 
@@ -104,8 +104,8 @@ fn round_started(st: &mut State, e: &event::RoundStarted) {
     let best_metric = st.best.metric;
     for (id, r) in st.researchers.iter_mut() {
         if let Some(head) = e.heads.get(id) {
-            r.head = head.to_string();
-            r.round_start = head.to_string();
+            r.head = head.clone();
+            r.round_start = head.clone();
         }
         r.best_metric = best_metric;
         r.round_start_metric = best_metric;
@@ -149,7 +149,7 @@ fn iteration(st: &mut State, e: &event::Iteration) {
     let r = st.researcher_mut(&e.researcher);
     if *verdict == Verdict::Kept {
         if let Some(commit) = &e.commit {
-            r.head = commit.to_string();
+            r.head = commit.clone();
         }
         r.best_metric = e.metric_value;
         r.consecutive_fails = 0;
@@ -254,7 +254,7 @@ fn transfer_pick(st: &mut State, e: &event::TransferPick) {
     st.transfer_done.push(e.researcher.clone());
     if e.result == PickResult::Merged {
         if let Some(commit) = &e.commit {
-            st.best.commit = commit.to_string();
+            st.best.commit = commit.clone();
             st.best.metric = e.metric;
             st.best.researcher = Some(e.researcher.clone());
             st.best.round = st.round;
@@ -356,7 +356,7 @@ mod tests {
             let mut st = state();
             iteration(verdict, Some(9.0), None).apply(&mut st);
             let a = st.researcher("A");
-            assert_eq!(a.head, head, "{verdict}");
+            assert_eq!(&*a.head, head, "{verdict}");
             assert_eq!(a.best_metric, best, "{verdict}");
             assert_eq!(a.consecutive_fails, fails, "{verdict}");
             assert_eq!(a.last_reason.as_deref(), last_reason, "{verdict}");
@@ -442,7 +442,7 @@ mod tests {
                 notes: vec![],
             })
             .apply(&mut st);
-            assert_eq!(st.best.commit, best, "{result:?} {commit:?}");
+            assert_eq!(&*st.best.commit, best, "{result:?} {commit:?}");
             assert_eq!(st.transfer_done, ["B"]);
             if best == NEW {
                 assert_eq!(st.best.metric, Some(8.0));

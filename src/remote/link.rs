@@ -772,11 +772,11 @@ fn branches_of(
     let mut out = Vec::new();
     for (id, r) in &state.researchers {
         if only.is_none_or(|f| f(id)) && !r.head.is_empty() {
-            out.push((refs.researcher(id), Oid::from_str(&r.head)?));
+            out.push((refs.researcher(id), r.head.oid()));
         }
     }
     if only.is_none_or(|f| f(CHAIR)) && !state.best.commit.is_empty() {
-        out.push((refs.best(), Oid::from_str(&state.best.commit)?));
+        out.push((refs.best(), state.best.commit.oid()));
     }
     Ok(out)
 }

@@ -65,7 +65,7 @@ mod tests {
     fn the_knowledge_transfer_page() {
         let mut st = crate::model::state::sample();
         st.round = 2;
-        st.best.commit = "ab12cd34ef".repeat(4);
+        st.best.commit = "ab12cd34ef".repeat(4).try_into().unwrap();
         st.best.metric = Some(9.1);
         let picks = [
             pick(

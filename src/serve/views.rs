@@ -158,7 +158,7 @@ pub fn conference_commit(all: &[AttemptRecord], st: &State, hex: &str) -> Option
     }
     let hex = hex.to_ascii_lowercase();
     let known =
-        all.iter().any(|a| a.commit == hex) || st.baseline_commit == hex || st.best.commit == hex;
+        all.iter().any(|a| a.commit == hex) || *st.baseline_commit == hex || *st.best.commit == hex;
     known.then(|| Oid::from_str(&hex).ok()).flatten()
 }
 

@@ -27,13 +27,6 @@ use crate::model::Tokens;
 use apply::Problem;
 use client::{Endpoint, Message};
 
-pub const BUILTIN_OPENAI: &str = "builtin:openai";
-
-/// Whether `command` names this agent.
-pub fn is_openai(command: &str) -> bool {
-    command.trim() == BUILTIN_OPENAI
-}
-
 /// What the model is told about answering, before the conference's prompt.
 const SYSTEM: &str = "You are a researcher in an automated research conference. You improve a \
 project by editing its files; the conference measures every change and keeps it only if the \

@@ -60,12 +60,7 @@ pub fn grow(repo_dir: &Path, name: &str, rounds: u32, per_round: u32) {
             .state
             .researchers
             .iter()
-            .map(|(id, r)| {
-                (
-                    id.clone(),
-                    CommitId::try_from(r.head.clone()).expect("a head"),
-                )
-            })
+            .map(|(id, r)| (id.clone(), r.head.clone()))
             .collect();
         let best = g.state.best.clone();
         let started = Event::RoundStarted(events::RoundStarted {
@@ -73,7 +68,7 @@ pub fn grow(repo_dir: &Path, name: &str, rounds: u32, per_round: u32) {
             researcher_states: vec![],
             endgame: false,
             best_metric: best.metric,
-            best_commit: CommitId::try_from(best.commit.clone()).expect("best"),
+            best_commit: best.commit.clone(),
             heads: heads.clone(),
         });
         g.record(started, &format!("round {round}"), vec![]);
@@ -91,7 +86,7 @@ pub fn grow(repo_dir: &Path, name: &str, rounds: u32, per_round: u32) {
             round,
             best_metric: best.metric,
             best_researcher: best.researcher,
-            best_commit: CommitId::try_from(best.commit).expect("best"),
+            best_commit: best.commit,
             converged: false,
             shared_knowledge_added: vec![],
             streaks: Default::default(),

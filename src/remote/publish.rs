@@ -9,7 +9,8 @@
 //! them at the same time, and each touches its own researcher's part of the state (and appends
 //! to a JSON-lines file). The chair's phases (poster, review, transfer, round start) run on the
 //! one machine holding the chair's lease, after every researcher of the round has finished, so
-//! their events are never concurrent; one found over another machine's events is refused.
+//! their events are never concurrent; one found over another machine's events is refused
+//! (`link::Refused`: no retry changes it).
 
 use std::path::Path;
 
@@ -147,10 +148,12 @@ fn replay_one(
         return Ok(parent);
     }
     if !event.may_interleave() {
-        bail!(
+        // No retry changes it: the remote's events stay under it.
+        return Err(super::link::Refused(format!(
             "a {} event cannot be published over another machine's events: the chair's phases run on one machine at a time",
             event.name()
-        );
+        ))
+        .into());
     }
     let parent_tree = repo.find_commit(parent)?.tree_id();
     let mut state: State = serde_json::from_slice(

@@ -792,3 +792,6 @@ fn seconds(wait: Duration) -> String {
     let tenths = (wait.as_millis() as f64 / 100.0).round() / 10.0;
     format!("{tenths}s")
 }
+
+#[cfg(test)]
+mod tests;

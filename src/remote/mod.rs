@@ -2,8 +2,10 @@
 //! remote's atomic compare-and-swap on refs is the only coordination.
 //!
 //! - [`push`]: one atomic push of several refs, each guarded by the value the remote must hold;
-//! - [`publish`]: the event log, one chain the remote serialises: a refused push is fetched,
-//!   this machine's events replayed over the remote's by the reducer, and pushed again;
+//! - [`link`]: this machine's part — every publication (the event log, one chain the remote
+//!   serialises, with leases, branches, attempts and notes), sync and claim;
+//! - [`publish`]: how a refused publication's events are replayed over the remote's by the
+//!   reducer before the push is tried again;
 //! - [`lease`]: which machine runs a researcher or the chair's phases, claimed create-only,
 //!   renewed and taken over by compare-and-swap, expired by the taker's own clock.
 //!

@@ -1,0 +1,310 @@
+//! Several machines publishing through [`Link::publish`] at once (ported from the lib tests of
+//! the older publish loop, issue #23): one chain on the remote, every event once, and a chair
+//! event refused over other machines' events.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+use git2::{Oid, Repository};
+
+use super::{Link, Refused, Wanted};
+use crate::model::event::{self as events, names, Event};
+use crate::model::state::{files, State};
+use crate::model::{EventLine, Verdict};
+use crate::remote::testing::git;
+use crate::store::events::{read_path, write_commit};
+use crate::store::{ConferenceRefs, EventLog, StateChange};
+
+const BASE: &str = "0000000000000000000000000000000000000000";
+
+/// Records `event` as the recorder does: the reducer on the tip's state, the attempt's line
+/// appended to the round's attempts file.
+fn record(repo: &Repository, event: Event) {
+    let mut log = EventLog::open(repo, ConferenceRefs::new("c")).unwrap();
+    let mut state: State =
+        serde_json::from_slice(&log.read(repo, files::STATE).unwrap().unwrap()).unwrap();
+    event.apply(&mut state);
+    state.events += 1;
+    let line = event.line(format!("t{}", state.events));
+    let changes = [
+        StateChange::AppendLine("round-1/attempts.jsonl".into(), line.payload.to_string()),
+        StateChange::Put(
+            files::STATE.into(),
+            serde_json::to_vec_pretty(&state).unwrap(),
+        ),
+    ];
+    log.append(repo, &line, event.name(), &changes).unwrap();
+}
+
+fn iteration(researcher: &str, iteration: u32) -> Event {
+    Event::Iteration(events::Iteration {
+        researcher: researcher.into(),
+        round: 1,
+        iteration,
+        metric_value: Some(11.0),
+        delta: None,
+        status: Verdict::Reverted.into(),
+        commit: None,
+        tree: BASE.into(),
+        description: format!("{researcher} {iteration}"),
+        reason: None,
+        sub_metrics: Default::default(),
+        evaluated: true,
+        notes: vec![],
+        tokens: None,
+        cost_usd: None,
+        agent_s: None,
+        eval_s: None,
+        questions: vec![],
+        placement: None,
+    })
+}
+
+/// A machine: its clone and its link, holding the lease of one researcher (and the chair's, for
+/// the first to claim it), as `join` leaves it.
+struct Machine {
+    dir: PathBuf,
+    repo: Repository,
+    link: Link,
+}
+
+/// A remote holding a conference's first event (researchers A, B and C, no branches yet), and
+/// one machine per researcher in `researchers`, each holding its lease, claimed in that order.
+fn machines(researchers: &[&str]) -> (tempfile::TempDir, Vec<Machine>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let remote = tmp.path().join("remote.git");
+    git(
+        tmp.path(),
+        &["init", "-q", "--bare", remote.to_str().unwrap()],
+    );
+    let dirs: Vec<PathBuf> = (0..researchers.len())
+        .map(|m| tmp.path().join(format!("m{m}")))
+        .collect();
+    for dir in &dirs {
+        git(tmp.path(), &["init", "-q", dir.to_str().unwrap()]);
+        git(dir, &["remote", "add", "origin", remote.to_str().unwrap()]);
+    }
+    let first = EventLine {
+        event: names::ROUND_STARTED.into(),
+        timestamp: "t1".into(),
+        payload: serde_json::json!({}),
+    };
+    let mut state = crate::model::state::sample();
+    state
+        .researchers
+        .insert("C".into(), state.researcher("A").clone());
+    for r in state.researchers.values_mut() {
+        r.head.clear();
+    }
+    state.best.commit.clear();
+    let changes = [StateChange::Put(
+        files::STATE.into(),
+        serde_json::to_vec_pretty(&state).unwrap(),
+    )];
+    let repo = Repository::open(&dirs[0]).unwrap();
+    let tip = write_commit(&repo, None, &first, "round 1", &changes).unwrap();
+    repo.reference("refs/conference/c/events", tip, false, "test")
+        .unwrap();
+    git(
+        &dirs[0],
+        &["push", "-q", "origin", "refs/conference/c/events"],
+    );
+    let all: Vec<String> = state.researchers.keys().cloned().collect();
+    let machines = dirs
+        .into_iter()
+        .zip(researchers)
+        .enumerate()
+        .map(|(m, (dir, researcher))| {
+            git(
+                &dir,
+                &[
+                    "fetch",
+                    "-q",
+                    "origin",
+                    "+refs/conference/c/events:refs/conference/c/events",
+                ],
+            );
+            let repo = Repository::open(&dir).unwrap();
+            let wanted = Wanted {
+                researchers: Some(BTreeSet::from([researcher.to_string()])),
+                slots: Some(1),
+            };
+            let link = Link::new(
+                &repo,
+                "origin",
+                &format!("m{m}"),
+                ConferenceRefs::new("c"),
+                Duration::from_secs(3600),
+                wanted,
+            )
+            .unwrap();
+            link.sync(&repo).unwrap();
+            link.claim(&repo, &all, &BTreeSet::new()).unwrap();
+            assert!(link.holds(researcher), "m{m} holds {researcher}");
+            Machine { dir, repo, link }
+        })
+        .collect();
+    (tmp, machines)
+}
+
+/// The state at `tip` and the lines of its round's attempts file.
+fn published(repo: &Repository, tip: Oid) -> (State, Vec<String>) {
+    let tree = repo.find_commit(tip).unwrap().tree_id();
+    let state =
+        serde_json::from_slice(&read_path(repo, tree, files::STATE).unwrap().unwrap()).unwrap();
+    let attempts = read_path(repo, tree, "round-1/attempts.jsonl")
+        .unwrap()
+        .unwrap_or_default();
+    let lines = String::from_utf8(attempts)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    (state, lines)
+}
+
+#[test]
+fn events_two_machines_record_at_once_all_reach_the_remote_in_one_chain() {
+    let (_tmp, ms) = machines(&["A", "B"]);
+    let [m0, m1] = &ms[..] else { unreachable!() };
+    record(&m0.repo, iteration("A", 1));
+    record(&m1.repo, iteration("B", 1));
+    record(&m1.repo, iteration("B", 2));
+    m0.link.publish(&m0.repo).unwrap();
+    let tip = m1.link.publish(&m1.repo).unwrap();
+
+    let remote_tip = git(
+        &m1.dir,
+        &["ls-remote", "origin", "refs/conference/c/events"],
+    );
+    assert!(remote_tip.starts_with(&tip.to_string()), "{remote_tip}");
+    let chain = git(
+        &m1.dir,
+        &["rev-list", "--first-parent", "--count", &tip.to_string()],
+    );
+    assert_eq!(
+        chain.trim(),
+        "4",
+        "one chain: the first event and three iterations"
+    );
+    let merges = git(
+        &m1.dir,
+        &["rev-list", "--merges", "--count", &tip.to_string()],
+    );
+    assert_eq!(merges.trim(), "0");
+    let (state, lines) = published(&m1.repo, tip);
+    assert_eq!(state.total_iterations, 3);
+    assert_eq!(state.events, 4);
+    assert_eq!(state.researcher("A").attempts, 1);
+    assert_eq!(state.researcher("B").attempts, 2);
+    assert_eq!(state.researcher("B").round_iterations, 2);
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    for who in ["\"A 1\"", "\"B 1\"", "\"B 2\""] {
+        assert!(
+            lines.iter().any(|l| l.contains(who)),
+            "{who} missing from {lines:?}"
+        );
+    }
+    assert_eq!(
+        m1.repo.refname_to_id("refs/conference/c/events").unwrap(),
+        tip,
+        "the local log is the published one"
+    );
+    // The first machine's next publication builds on the whole chain.
+    record(&m0.repo, iteration("A", 2));
+    let next = m0.link.publish(&m0.repo).unwrap();
+    let chain = git(
+        &m0.dir,
+        &["rev-list", "--first-parent", "--count", &next.to_string()],
+    );
+    assert_eq!(chain.trim(), "5");
+}
+
+#[test]
+fn a_chair_event_over_another_machines_events_is_refused() {
+    let (_tmp, ms) = machines(&["A", "B"]);
+    let [m0, m1] = &ms[..] else { unreachable!() };
+    assert!(
+        m0.link.holds(crate::model::event::CHAIR),
+        "m0 claimed first"
+    );
+    record(&m1.repo, iteration("B", 1));
+    m1.link.publish(&m1.repo).unwrap();
+    let remote_tip = git(
+        &m1.dir,
+        &["ls-remote", "origin", "refs/conference/c/events"],
+    );
+    record(
+        &m0.repo,
+        Event::PosterSession(events::PosterSession {
+            round: 1,
+            summary: "s".into(),
+            path: "p".into(),
+        }),
+    );
+    let err = m0.link.publish(&m0.repo).unwrap_err();
+    assert!(
+        format!("{err:#}").contains("round.poster_session event cannot be published"),
+        "{err:#}"
+    );
+    assert!(err.is::<Refused>(), "no retry changes it: {err:#}");
+    assert_eq!(
+        git(
+            &m1.dir,
+            &["ls-remote", "origin", "refs/conference/c/events"]
+        ),
+        remote_tip,
+        "the remote's log is as it was"
+    );
+}
+
+#[test]
+fn machines_publishing_at_the_same_instant_lose_no_event_and_double_none() {
+    let (_tmp, ms) = machines(&["A", "B", "C"]);
+    let check = ms[0].dir.clone();
+    let barrier = Arc::new(Barrier::new(ms.len()));
+    let threads: Vec<_> = ms
+        .into_iter()
+        .zip(["A", "B", "C"])
+        .enumerate()
+        .map(|(m, (machine, researcher))| {
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                for i in 0..5 {
+                    record(&machine.repo, iteration(researcher, 10 * m as u32 + i));
+                    barrier.wait();
+                    machine
+                        .link
+                        .publish(&machine.repo)
+                        .map_err(|e| format!("{e:#}"))?;
+                }
+                Ok::<_, String>(())
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap().unwrap();
+    }
+    git(
+        &check,
+        &[
+            "fetch",
+            "-q",
+            "origin",
+            "+refs/conference/c/events:refs/remotes/check",
+        ],
+    );
+    let repo = Repository::open(&check).unwrap();
+    let tip = repo.refname_to_id("refs/remotes/check").unwrap();
+    let (state, mut lines) = published(&repo, tip);
+    assert_eq!((state.total_iterations, state.events), (15, 16));
+    for r in ["A", "B", "C"] {
+        assert_eq!(state.researcher(r).attempts, 5, "{r}");
+    }
+    assert_eq!(lines.len(), 15);
+    lines.sort();
+    lines.dedup();
+    assert_eq!(lines.len(), 15, "no attempt twice");
+}

@@ -37,7 +37,8 @@ pub use crate::config::paths;
 pub mod prompt;
 pub mod prose;
 pub mod pruning;
-pub mod reasons;
+/// How a failure's reason is worded for people is a page's concern (`render::reasons`).
+pub use crate::render::reasons;
 pub mod reconfigure;
 pub mod recorder;
 pub mod recovery;

@@ -5,6 +5,8 @@
 //!
 //! - `format`: how numbers, gains and changes are written everywhere;
 //! - `poster`: a round's poster session page;
+//! - `reasons`: why attempts failed, grouped and worded;
+//! - `report`: the end of a conference, `final_report.md` and `synthesis.md`;
 //! - `plot`: the progress chart (`conference_progress.png`);
 //! - `review`: a round's peer review page;
 //! - `status`: the tables of `git conference status`;
@@ -14,6 +16,8 @@
 pub mod format;
 pub mod plot;
 pub mod poster;
+pub mod reasons;
+pub mod report;
 pub mod review;
 pub mod status;
 pub mod talk;

@@ -357,10 +357,9 @@ fn branches_of_log(
     let tree = repo.find_commit(tip)?.tree_id();
     let bytes = crate::store::events::read_path(repo, tree, crate::model::state::files::STATE)?
         .context("the fetched event log has no state.json")?;
-    let state = crate::engine::stored::checked(serde_json::from_slice(&bytes)?, &refs.name)
-        .map_err(|why| {
-            anyhow::anyhow!("the fetched state of `{}` is not valid: {why}", refs.name)
-        })?;
+    let state = crate::engine::stored::parse(&bytes, &refs.name).map_err(|why| {
+        anyhow::anyhow!("the fetched state of `{}` is not valid: {why}", refs.name)
+    })?;
     let mut out = Vec::new();
     for (id, r) in &state.researchers {
         out.push((refs.researcher(id), r.head.oid()));

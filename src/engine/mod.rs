@@ -178,10 +178,7 @@ impl Conference {
         let state_bytes = log
             .read(&repo, files::STATE)?
             .with_context(|| format!("conference `{name}` has no state.json in its event log"))?;
-        // A short or crafted commit id is refused by the parse (`CommitId`), the rest by `checked`.
-        let state = serde_json::from_slice::<State>(&state_bytes);
-        let state = (state.map_err(|e| e.to_string())).and_then(|s| stored::checked(s, name));
-        let state = state.map_err(|why| {
+        let state = stored::parse(&state_bytes, name).map_err(|why| {
             crate::error::usage(format!(
                 "conference `{name}`: its stored state ({}:state.json) is not valid: {why}; it may have been edited or fetched from a broken copy (`git conference fetch` from a good one, or `git conference clean --all {name}`)",
                 refs.events()

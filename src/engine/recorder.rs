@@ -201,9 +201,8 @@ impl Recorder {
             .log
             .read(&self.repo, files::STATE)?
             .context("the shared event log has no state.json")?;
-        let state = serde_json::from_slice(&bytes)?;
         // Other machines wrote it: input like any other, checked as `Conference::open` does.
-        self.state = super::stored::checked(state, &self.state.name).map_err(|why| {
+        self.state = super::stored::parse(&bytes, &self.state.name).map_err(|why| {
             anyhow::anyhow!(
                 "the shared remote's state of `{}` is not valid: {why}",
                 self.state.name

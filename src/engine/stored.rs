@@ -5,8 +5,39 @@
 //! loop for ever. Its commit ids are full ids already: they are `CommitId`s, which the parse
 //! refuses otherwise.
 
+use serde_json::Value;
+
 use super::state::State;
 use crate::config::bounds::{MAX_RESEARCHERS, MAX_ROUNDS};
+use crate::model::CommitId;
+
+/// `state.json`'s bytes read and [`checked`]; the first problem otherwise, naming the field (a
+/// commit id that is not a full one is named with its field, as the parse alone would not).
+pub fn parse(bytes: &[u8], name: &str) -> Result<State, String> {
+    match serde_json::from_slice::<State>(bytes) {
+        Ok(state) => checked(state, name),
+        Err(e) => Err(short_id_field(bytes).unwrap_or_else(|| e.to_string())),
+    }
+}
+
+/// The first commit id field of `bytes` that is not a full commit id, as a problem naming it.
+fn short_id_field(bytes: &[u8]) -> Option<String> {
+    let value: Value = serde_json::from_slice(bytes).ok()?;
+    let mut fields = vec![
+        ("baseline_commit".to_string(), &value["baseline_commit"]),
+        ("best.commit".to_string(), &value["best"]["commit"]),
+    ];
+    for (id, r) in value["researchers"].as_object().into_iter().flatten() {
+        fields.push((format!("researchers.{id}.head"), &r["head"]));
+        fields.push((format!("researchers.{id}.round_start"), &r["round_start"]));
+    }
+    fields.into_iter().find_map(|(field, v)| {
+        let text = v.as_str().map_or_else(|| v.to_string(), str::to_string);
+        CommitId::try_from(text.as_str())
+            .is_err()
+            .then(|| format!("{field} is `{}`, not a full commit id", text.escape_debug()))
+    })
+}
 
 /// `state` checked and made to name `name` (the ref's); the first problem otherwise, naming the
 /// field.
@@ -79,10 +110,8 @@ mod tests {
     fn short_ids_huge_rounds_and_odd_researchers_are_refused_by_field() {
         let mut short = serde_json::to_value(state()).unwrap();
         short["best"]["commit"] = "abc".into();
-        let refused = serde_json::from_value::<State>(short).unwrap_err();
-        assert!(refused
-            .to_string()
-            .contains("`abc` is not a full commit id"));
+        let refused = parse(&serde_json::to_vec(&short).unwrap(), "x").unwrap_err();
+        assert_eq!(refused, "best.commit is `abc`, not a full commit id");
         let mut s = state();
         s.round = 4_000_000_000;
         assert!(checked(s, "x")

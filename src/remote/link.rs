@@ -771,11 +771,11 @@ fn branches_of(
 ) -> Result<Vec<(String, Oid)>> {
     let mut out = Vec::new();
     for (id, r) in &state.researchers {
-        if only.is_none_or(|f| f(id)) && !r.head.is_empty() {
+        if only.is_none_or(|f| f(id)) {
             out.push((refs.researcher(id), r.head.oid()));
         }
     }
-    if only.is_none_or(|f| f(CHAIR)) && !state.best.commit.is_empty() {
+    if only.is_none_or(|f| f(CHAIR)) {
         out.push((refs.best(), state.best.commit.oid()));
     }
     Ok(out)

@@ -62,6 +62,18 @@ fn iteration(researcher: &str, iteration: u32) -> Event {
     })
 }
 
+/// An empty commit on `refs/heads/base` of `repo`.
+fn base_commit(repo: &Repository) -> git2::Oid {
+    let sig = git2::Signature::now("t", "t@example.com").unwrap();
+    let tree = repo.find_tree(repo.treebuilder(None).unwrap().write().unwrap());
+    let base = repo
+        .commit(None, &sig, &sig, "base", &tree.unwrap(), &[])
+        .unwrap();
+    repo.reference("refs/heads/base", base, false, "test")
+        .unwrap();
+    base
+}
+
 /// A machine: its clone and its link, holding the lease of one researcher (and the chair's, for
 /// the first to claim it), as `join` leaves it.
 struct Machine {
@@ -70,7 +82,7 @@ struct Machine {
     link: Link,
 }
 
-/// A remote holding a conference's first event (researchers A, B and C, no branches yet), and
+/// A remote holding a conference's first event (researchers A, B and C at a base commit), and
 /// one machine per researcher in `researchers`, each holding its lease, claimed in that order.
 fn machines(researchers: &[&str]) -> (tempfile::TempDir, Vec<Machine>) {
     let tmp = tempfile::tempdir().unwrap();
@@ -91,25 +103,34 @@ fn machines(researchers: &[&str]) -> (tempfile::TempDir, Vec<Machine>) {
         timestamp: "t1".into(),
         payload: serde_json::json!({}),
     };
+    // Every head and best at a base commit each machine fetches, so the branches a publication
+    // pushes name objects it has.
+    let repo = Repository::open(&dirs[0]).unwrap();
+    let base = base_commit(&repo);
     let mut state = crate::model::state::sample();
     state
         .researchers
         .insert("C".into(), state.researcher("A").clone());
     for r in state.researchers.values_mut() {
-        r.head.clear();
+        r.head = base.into();
     }
-    state.best.commit.clear();
+    state.best.commit = base.into();
     let changes = [StateChange::Put(
         files::STATE.into(),
         serde_json::to_vec_pretty(&state).unwrap(),
     )];
-    let repo = Repository::open(&dirs[0]).unwrap();
     let tip = write_commit(&repo, None, &first, "round 1", &changes).unwrap();
     repo.reference("refs/conference/c/events", tip, false, "test")
         .unwrap();
     git(
         &dirs[0],
-        &["push", "-q", "origin", "refs/conference/c/events"],
+        &[
+            "push",
+            "-q",
+            "origin",
+            "refs/conference/c/events",
+            "refs/heads/base",
+        ],
     );
     let all: Vec<String> = state.researchers.keys().cloned().collect();
     let machines = dirs
@@ -124,6 +145,7 @@ fn machines(researchers: &[&str]) -> (tempfile::TempDir, Vec<Machine>) {
                     "-q",
                     "origin",
                     "+refs/conference/c/events:refs/conference/c/events",
+                    "+refs/heads/base:refs/heads/base",
                 ],
             );
             let repo = Repository::open(&dir).unwrap();

@@ -107,7 +107,7 @@ pub struct PruneRule {
     /// unknown): it widens the margin.
     pub noise: f64,
     pub direction: Option<crate::config::Direction>,
-    /// `prune: early`: no check that the run cannot catch up.
+    /// `prune: early`: behind the reference at the same step is enough (no extrapolation).
     pub early: bool,
 }
 

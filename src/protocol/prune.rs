@@ -23,7 +23,12 @@
 //!     bound stands.
 //!
 //!   The family's member (r, or c) is the one whose two windows' gains have the run's ratio, and
-//!   its gain from s to the reference's last step is the bound.
+//!   its gain from s to the reference's last step is the bound. A family the run's readings rule
+//!   out is left out too: fitted to all its readings (least squares, over a grid of r or c), it
+//!   leaves residuals that the reading noise would give with a chance under 1 in 1,000 (χ² with
+//!   readings − 3 degrees of freedom). That is what stops a fast starter early: its readings
+//!   are no power law, whose long tail would otherwise keep it going. With the reading noise
+//!   unknown, nothing is ruled out.
 //!
 //! Each window's gain is widened by 2·√2 reading noise sd (see below: the later one up, the
 //! earlier one down), so noise makes the bound looser, never tighter.
@@ -241,24 +246,31 @@ pub fn decide(curve: &[Point], rule: &Rule) -> Option<Pruned> {
     let gain = if step >= end_step {
         0.0
     } else {
-        reachable_gain(&own, step, end_step, NOISE_WIDTH * noise)
+        reachable_gain(&own, step, end_step, noise)
     };
     (bad(value) - gain - bad(end) > margin).then_some(pruned)
 }
 
 /// The most a run can still gain from its latest reading at `step` to `end_step` (its curve
 /// `own` sorted, lower is better, the latest reading last): the smallest of the bounds in the
-/// module's doc. `slack` widens each window's gain for noise.
-fn reachable_gain(own: &[Point], step: u64, end_step: u64, slack: f64) -> f64 {
+/// module's doc. `noise` is one reading's noise sd (0 when unknown).
+fn reachable_gain(own: &[Point], step: u64, end_step: u64, noise: f64) -> f64 {
+    let slack = NOISE_WIDTH * noise;
     let s = step as f64;
     let left = (end_step - step) as f64;
     let Some(&(_, now)) = own.last() else {
         return f64::INFINITY;
     };
-    let before: Vec<Point> = own.iter().copied().filter(|(x, _)| *x < step).collect();
+    // Steps from 1 on (a power law has no value at step 0).
+    let before: Vec<Point> = own
+        .iter()
+        .copied()
+        .filter(|(x, _)| *x >= 1 && *x < step)
+        .collect();
+    let too_early = pace(own) * left + slack;
     if before.len() < 2 {
         // Too early for two windows: the pace of the last two readings.
-        return pace(own) * left + slack;
+        return too_early;
     }
     // The readings nearest to s/2 (b) and s/4 (a, before b): actual readings, so that no
     // interpolation across a bend biases the windows.
@@ -269,58 +281,120 @@ fn reachable_gain(own: &[Point], step: u64, end_step: u64, slack: f64) -> f64 {
             .min_by(|p, q| (p.0 as f64 - x).abs().total_cmp(&(q.0 as f64 - x).abs()))
     };
     let Some((sb, vb)) = nearest(&before[1..], s / 2.0) else {
-        return pace(own) * left + slack;
+        return too_early;
     };
     let earlier: Vec<Point> = before.iter().copied().filter(|(x, _)| *x < sb).collect();
     let Some((sa, va)) = nearest(&earlier, s / 4.0) else {
-        return pace(own) * left + slack;
+        return too_early;
     };
-    let (sa, sb) = (sa as f64, sb as f64);
+    // Steps as fractions of the latest, so that a family's parameter means the same whatever
+    // the step unit.
+    let (xa, xb, xe) = (sa as f64 / s, sb as f64 / s, end_step as f64 / s);
     let (g1, g2) = (va - vb, vb - now);
     let (low, high) = (g1 - slack, g2.max(0.0) + slack);
     // Decelerating: no faster than its pace since b.
-    let paced = high * left / (s - sb);
+    let paced = high * left / (s - sb as f64);
+    // The run's readings from step 1 on, for the families' fits.
+    let fitted: Vec<(f64, f64)> = own
+        .iter()
+        .filter(|(x, _)| *x >= 1)
+        .map(|&(x, v)| (x as f64 / s, v))
+        .collect();
     // Each family: the member whose windows' gains have the ratio low/high, continued to the
     // end; None when the run decelerates less than the family's slowest member.
     let family = |phi: &dyn Fn(f64, f64) -> f64| -> Option<f64> {
         if low <= 0.0 {
             return None;
         }
-        let ratio = |k: f64| (phi(sa, k) - phi(sb, k)) / (phi(sb, k) - phi(s, k));
+        let ratio = |k: f64| (phi(xa, k) - phi(xb, k)) / (phi(xb, k) - phi(1.0, k));
         let target = low / high;
-        let (mut lo, mut hi) = (1e-9, 50.0);
-        let slowest = ratio(lo);
+        let slowest = ratio(1e-9);
         if slowest.is_nan() || target <= slowest {
             return None;
         }
-        if ratio(hi) >= target {
-            for _ in 0..60 {
-                let mid = (lo + hi) / 2.0;
-                if ratio(mid) < target {
-                    lo = mid;
-                } else {
-                    hi = mid;
-                }
-            }
-        }
-        let k = (lo + hi) / 2.0;
-        let rest = high * (phi(s, k) - phi(end_step as f64, k)) / (phi(sb, k) - phi(s, k));
+        let k = solve_increasing(ratio, target, 1e-9, 50.0);
+        let rest = high * (phi(1.0, k) - phi(xe, k)) / (phi(xb, k) - phi(1.0, k));
         rest.is_finite().then_some(rest)
     };
-    let exponential = family(&|x, r| (-r * x).exp()).unwrap_or(paced);
-    let power = match family(&|x, c| x.powf(-c)) {
-        Some(g) => Some(g),
-        // Clearly faster per log-step in the later window: not a power law (an exponential's
-        // start looks so).
-        None if g1 + slack > 0.0
-            && (g2 - slack) / (g1 + slack) > (s / sb).ln() / (sb / sa).ln() =>
-        {
-            None
-        }
-        None => Some(paced),
+    // A family the run's readings rule out: even its best fit leaves residuals that the
+    // reading noise explains with a chance under 1 in 1,000.
+    let ruled_out = |phi: &dyn Fn(f64, f64) -> f64| -> bool {
+        let df = fitted.len().saturating_sub(3);
+        noise > 0.0 && df > 0 && best_fit(&fitted, phi) > noise * noise * chi2_999(df as f64)
     };
-    let families = power.map_or(exponential, |p| p.max(exponential));
-    paced.min(families)
+    let exp = |x: f64, r: f64| (-r * x).exp();
+    let pow = |x: f64, c: f64| x.powf(-c);
+    let exponential = (!ruled_out(&exp)).then(|| family(&exp).unwrap_or(paced));
+    let power = if ruled_out(&pow) {
+        None
+    } else {
+        match family(&pow) {
+            Some(g) => Some(g),
+            // Clearly faster per log-step in the later window: not a power law (an
+            // exponential's start looks so).
+            None if g1 + slack > 0.0
+                && (g2 - slack) / (g1 + slack) > (1.0 / xb).ln() / (xb / xa).ln() =>
+            {
+                None
+            }
+            None => Some(paced),
+        }
+    };
+    match (exponential, power) {
+        (Some(e), Some(p)) => paced.min(e.max(p)),
+        (Some(g), None) | (None, Some(g)) => paced.min(g),
+        (None, None) => paced,
+    }
+}
+
+/// The k in [lo, hi] where the increasing `f` reaches `target` (bisection); `hi` when it never
+/// does.
+fn solve_increasing(f: impl Fn(f64) -> f64, target: f64, mut lo: f64, mut hi: f64) -> f64 {
+    if f(hi) < target {
+        return hi;
+    }
+    for _ in 0..60 {
+        let mid = (lo + hi) / 2.0;
+        if f(mid) < target {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    (lo + hi) / 2.0
+}
+
+/// The smallest residual sum of squares of `points` fitted with a + b·phi(x, k), over a grid of
+/// k from 0.001 to 50 (log-spaced; a and b by least squares for each).
+fn best_fit(points: &[(f64, f64)], phi: &dyn Fn(f64, f64) -> f64) -> f64 {
+    (0..=120)
+        .map(|i| 10f64.powf(-3.0 + 4.7 * i as f64 / 120.0))
+        .map(|k| line_residuals(points.iter().map(|&(x, y)| (phi(x, k), y))))
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// The residual sum of squares of the least-squares line through `points`.
+fn line_residuals(points: impl Iterator<Item = (f64, f64)> + Clone) -> f64 {
+    let n = points.clone().count() as f64;
+    let (mx, my) = points
+        .clone()
+        .fold((0.0, 0.0), |(a, b), (x, y)| (a + x / n, b + y / n));
+    let sxx: f64 = points.clone().map(|(x, _)| (x - mx).powi(2)).sum();
+    let sxy: f64 = points.clone().map(|(x, y)| (x - mx) * (y - my)).sum();
+    if sxx.is_nan() || sxx <= 1e-300 {
+        return f64::INFINITY;
+    }
+    let slope = sxy / sxx;
+    points
+        .map(|(x, y)| (y - my - slope * (x - mx)).powi(2))
+        .sum()
+}
+
+/// The 99.9% quantile of the χ² distribution with `df` degrees of freedom (Wilson–Hilferty;
+/// 3% high at 1 degree of freedom, closer from there on).
+fn chi2_999(df: f64) -> f64 {
+    let v = 2.0 / (9.0 * df);
+    df * (1.0 - v + 3.090_232 * v.sqrt()).powi(3)
 }
 
 /// How much the run gained per step between its last two readings (`own`: lower is better; 0
@@ -589,6 +663,14 @@ mod tests {
     }
 
     #[test]
+    fn the_chi_square_quantile() {
+        for (df, want) in [(1.0, 10.828), (2.0, 13.816), (5.0, 20.515), (17.0, 40.790)] {
+            let got = chi2_999(df);
+            assert!((got / want - 1.0).abs() < 0.035, "{df}: {got} vs {want}");
+        }
+    }
+
+    #[test]
     fn the_margin_is_widened_to_the_reading_noise() {
         let mut r = rule(REF, 2, 0.001, Some(Minimize), false);
         assert_eq!(r.effective_margin(), 0.001);
@@ -622,7 +704,11 @@ mod tests {
         // Fast to its floor of 1.3, ending 0.25 worse than the best.
         let fast = curve(20, 0.003, |t| 1.3 + 2.7 * (-12.0 * t).exp());
         let step = first_pruned(&fast, &r).expect("pruned");
-        assert!(step <= 8, "pruned at {step}");
+        assert!(step <= 5, "pruned at {step}");
+        // Its readings rule the power law's long tail out (a fit no better than the noise
+        // allows); without a noise estimate nothing is ruled out and it goes on longer.
+        let unknown = Rule { noise: 0.0, ..r };
+        assert!(first_pruned(&fast, &unknown).unwrap() > step);
         let (_, value) = fast[step as usize - 1];
         let at = reference_at(&reference, step).unwrap();
         assert!(

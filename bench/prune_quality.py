@@ -15,7 +15,7 @@ agent works: four proposals in five perturb the best's learning rate and weight 
 is drawn afresh. `--researcher local` (the fixture until 27 Nov 2026) takes small steps
 (×10^N(0, 0.25), +N(0, 0.03)): about a quarter of its attempts are kept over 90 s. `--researcher
 night` takes an agent's bolder steps (×10^N(0, 0.5), +N(0, 0.06)): most of its changes are worse,
-about one attempt in ten is kept over 300 s, closer to a real night (most agent changes are worse;
+about 9% of its attempts are kept over 300 s, closer to a real night (most agent changes are worse;
 karpathy's autoresearch kept about 20 of 700). A researcher's n-th draw depends only on the seed
 and n, so with and without pruning a seed draws the same random numbers, and the arm that evaluates faster gets
 further along them. Each conference runs through the real binary

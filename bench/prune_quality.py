@@ -10,23 +10,34 @@ worse); weight decay slows the start and lowers the floor (slow starters sometim
 low learning rate has not converged when training ends. Each reading carries noise seeded by the
 parameters, so a tree always prints the same curve.
 
-The researcher is a scripted random search around its best (`agent.py SEED`), as an agent works:
-four proposals in five perturb the best's learning rate (×10^N(0, 0.25)) and weight decay
-(+N(0, 0.03)), one in five is drawn afresh; its n-th draw depends only on the seed and n, so with
-and without pruning a seed draws the same random numbers, and the arm that evaluates faster gets
+The researcher is a scripted random search around its best (`agent.py SEED RESEARCHER`), as an
+agent works: four proposals in five perturb the best's learning rate and weight decay, one in five
+is drawn afresh. `--researcher local` (the fixture until 27 Nov 2026) takes small steps
+(×10^N(0, 0.25), +N(0, 0.03)): about a quarter of its attempts are kept over 90 s. `--researcher
+night` takes an agent's bolder steps (×10^N(0, 0.5), +N(0, 0.06)): most of its changes are worse,
+about 9% of its attempts are kept over 300 s, closer to a real night (most agent changes are worse;
+karpathy's autoresearch kept about 20 of 700). A researcher's n-th draw depends only on the seed
+and n, so with and without pruning a seed draws the same random numbers, and the arm that evaluates faster gets
 further along them. Each conference runs through the real binary
 with `- Time budget:` as the equal budget (`Stall rounds: never`, so only the budget ends it).
 
+Curves that cross are counted over the run without pruning (every attempt's curve in full,
+against the best's curve at a quarter of the steps): fast starters that ended worse (ahead there,
+reverted) and slow starters that ended better (behind there, kept).
+
 Measured per run: kept attempts (`counts.kept`), evaluation seconds (each evaluation process's
-lifetime, from a log the fixture writes at its start and at every step: baseline, review and
-transfer readings included), pruned attempts, and the final best (`status --format json`).
+lifetime, from a log the fixture writes at its start, after each reading and after each step's
+sleep: baseline, review and transfer readings included; a pruned run's lifetime ends here at the
+reading that decided it, and the engine's stop adds about 25 ms, measured apart by
+`cargo test --lib a_stop_ends -- --nocapture`), pruned attempts, and the final best (`status --format json`).
 Wrongly pruned: each pruned attempt's tree (its commit's params.txt) is evaluated in full
 afterwards, with no sleep, and counts as wrong when that full reading is strictly better than the
 researcher's best at the time it was pruned (it would have been kept).
 
     python3 bench/prune_quality.py [--binary target/release/git-conference] [--seeds 20]
                                    [--budget 45] [--steps 20] [--step-s 0.06] [--jobs 8]
-                                   [--warmup 2] [--prune on|early] [--json out.json]
+                                   [--warmup 2] [--prune on|early] [--researcher local|night]
+                                   [--json out.json]
 """
 
 import argparse
@@ -58,7 +69,8 @@ floor = 1.0 + 0.35 * (x + 2.6) ** 2 - 0.8 * wd + (0.6 * (x + 1.6) if x > -1.6 el
 # The speed: faster with the learning rate, slower with weight decay.
 rate = 4.0 * 10 ** (0.55 * (x + 3.0)) * (1.0 - 2.5 * wd)
 offset = rng.gauss(0.0, 0.004)
-pid = os.getpid()
+# The process's own token (its pid and start time): pids are reused on a busy machine.
+pid = f"{os.getpid()}-{time.time_ns()}"
 def tick():
     if ticks:
         with open(ticks, "a") as f:
@@ -69,6 +81,7 @@ for s in range(1, steps + 1):
     t = s / steps
     v = floor + (start - floor) * math.exp(-rate * t) + offset + rng.gauss(0.0, 0.003)
     print(f"loss@step={s}: {v:.5f}", flush=True)
+    tick()
     time.sleep(step_s)
     tick()
 print(f"loss: {v:.5f}", flush=True)
@@ -81,6 +94,9 @@ same in every run."""
 import math, os, random, subprocess, sys
 
 seed = int(sys.argv[1])
+# local: small steps around the best (x10^N(0, 0.25) on the learning rate, +N(0, 0.03) on the
+# weight decay); night: an agent's bolder changes (x10^N(0, 0.5), +N(0, 0.06)), most of them worse.
+sx, swd = {"local": (0.25, 0.03), "night": (0.5, 0.06)}[sys.argv[2] if len(sys.argv) > 2 else "local"]
 common = subprocess.run(["git", "rev-parse", "--git-common-dir"], capture_output=True,
                         text=True, check=True).stdout.strip()
 counter = os.path.join(common, "proposals")
@@ -91,8 +107,8 @@ best = dict(line.split("=", 1) for line in open("params.txt").read().split())
 if rng.random() < 0.2:
     x, wd = rng.uniform(-4.0, -1.0), rng.uniform(0.0, 0.2)
 else:
-    x = math.log10(float(best["lr"])) + rng.gauss(0.0, 0.25)
-    wd = float(best["wd"]) + rng.gauss(0.0, 0.03)
+    x = math.log10(float(best["lr"])) + rng.gauss(0.0, sx)
+    wd = float(best["wd"]) + rng.gauss(0.0, swd)
 x, wd = min(max(x, -4.0), -1.0), min(max(wd, 0.0), 0.2)
 open("params.txt", "w").write(f"lr={10 ** x:.6g}\nwd={wd:.4f}\n")
 with open(os.environ["CONFERENCE_NOTE_FILE"], "w") as f:
@@ -102,7 +118,7 @@ with open(os.environ["CONFERENCE_NOTE_FILE"], "w") as f:
 BASELINE_PARAMS = "lr=0.001\nwd=0.0000\n"
 
 
-def conference_md(seed, budget, prune, warmup):
+def conference_md(seed, budget, prune, warmup, researcher="local"):
     evaluation = f"- prune: {prune}\n- prune warmup: {warmup}\n" if prune else ""
     return f"""# Conference: Prune bench
 ## Goal
@@ -132,7 +148,7 @@ metric
 - frozen: eval.py, agent.py
 {evaluation}
 ## Agent
-- command: python3 agent.py {seed}
+- command: python3 agent.py {seed} {researcher}
 - timeout: 60s
 """
 
@@ -142,12 +158,12 @@ def git(args, cwd, **kw):
     return subprocess.run(base + args, cwd=cwd, check=True, capture_output=True, text=True, **kw)
 
 
-def make_repo(tmp, seed, budget, prune, warmup):
+def make_repo(tmp, seed, budget, prune, warmup, researcher):
     repo = os.path.join(tmp, "repo")
     os.makedirs(repo)
     for name, text in [("eval.py", EVAL_PY), ("agent.py", AGENT_PY),
                        ("params.txt", BASELINE_PARAMS),
-                       ("conference.md", conference_md(seed, budget, prune, warmup))]:
+                       ("conference.md", conference_md(seed, budget, prune, warmup, researcher))]:
         with open(os.path.join(repo, name), "w") as f:
             f.write(text)
     git(["init", "-q", "-b", "main"], repo)
@@ -156,9 +172,11 @@ def make_repo(tmp, seed, budget, prune, warmup):
     return repo
 
 
-def full_reading(repo, commit, env):
-    """The final loss of the tree of `commit` evaluated in full (no sleep)."""
-    params = git(["show", f"{commit}:params.txt"], repo).stdout
+def full_curve(repo, commit, env, params=None):
+    """The readings of the tree of `commit` (or of `params`) evaluated in full (no sleep), the
+    final loss last."""
+    if params is None:
+        params = git(["show", f"{commit}:params.txt"], repo).stdout
     with tempfile.TemporaryDirectory(prefix="prunebench-full-") as d:
         with open(os.path.join(d, "params.txt"), "w") as f:
             f.write(params)
@@ -166,7 +184,35 @@ def full_reading(repo, commit, env):
         e.pop("PRUNE_TICKS", None)
         out = subprocess.run([sys.executable, "-c", EVAL_PY], cwd=d, env=e, check=True,
                              capture_output=True, text=True).stdout
-    return float(out.strip().splitlines()[-1].split(":")[1])
+    return [float(line.split(":")[1]) for line in out.strip().splitlines()]
+
+
+def full_reading(repo, commit, env):
+    """The final loss of the tree of `commit` evaluated in full (no sleep)."""
+    return full_curve(repo, commit, env)[-1]
+
+
+def crossings(repo, events, env, steps):
+    """How often curves cross, over the attempts of a run without pruning: (attempts, fast
+    starters that ended worse: ahead of the best's curve at a quarter of the steps but not kept,
+    slow starters that ended better: behind it there but kept, kept)."""
+    q = max(steps // 4, 1) - 1
+    fast = slow = kept = n = 0
+    best_curve = full_curve(repo, None, env, BASELINE_PARAMS)
+    for e in events:
+        p = e["payload"]
+        if not p.get("commit"):
+            continue
+        curve = full_curve(repo, p["commit"], env)
+        n += 1
+        ahead = curve[q] < best_curve[q]
+        if p["status"] == "kept":
+            kept += 1
+            slow += not ahead
+            best_curve = curve
+        elif p["status"] == "reverted":
+            fast += ahead
+    return n, fast, slow, kept
 
 
 def eval_seconds(ticks_path):
@@ -199,10 +245,10 @@ def wrongly_pruned(repo, events, baseline, env):
     return pruned, gains
 
 
-def run_one(binary_dir, seed, budget, prune, warmup, steps, step_s):
+def run_one(binary_dir, seed, budget, prune, warmup, steps, step_s, researcher):
     tmp = tempfile.mkdtemp(prefix="prunebench-")
     try:
-        repo = make_repo(tmp, seed, budget, prune, warmup)
+        repo = make_repo(tmp, seed, budget, prune, warmup, researcher)
         ticks = os.path.join(tmp, "ticks")
         env = dict(os.environ, PATH=binary_dir + os.pathsep + os.environ["PATH"],
                    PRUNE_STEPS=str(steps), PRUNE_STEP_S=str(step_s), PRUNE_TICKS=ticks)
@@ -222,7 +268,9 @@ def run_one(binary_dir, seed, budget, prune, warmup, steps, step_s):
         baseline = next(e for e in events if e["event"] == "baseline.measured")
         counts = st["researchers"]["A"]["counts"]
         pruned, gains = wrongly_pruned(repo, iterations, baseline["payload"]["metric_value"], env)
+        cross = None if prune else crossings(repo, iterations, env, steps)
         return {
+            "crossings": cross,
             "seed": seed, "prune": prune, "attempts": len(iterations),
             "kept": counts["kept"], "pruned": pruned, "wrong": len(gains), "wrong_gains": gains,
             "best": st["best"]["metric"], "eval_s": eval_seconds(ticks), "wall_s": wall,
@@ -250,7 +298,8 @@ def report(results, args):
         by[bool(r["prune"])].append(r)
     rate = lambda r: r["kept"] / (r["eval_s"] / 3600) if r["eval_s"] else 0.0
     print(f"\n{args.seeds} seeds, time budget {args.budget}s, {args.steps} steps × {args.step_s}s "
-          f"per full evaluation, prune: {args.prune}, prune warmup {args.warmup}; "
+          f"per full evaluation, researcher {args.researcher}, prune: {args.prune}, "
+          f"prune warmup {args.warmup}; "
           f"median [quartiles]\n")
     print("| | attempts | kept | pruned | evaluation s | kept per evaluation-hour | final best |")
     print("|---|---|---|---|---|---|---|")
@@ -272,6 +321,13 @@ def report(results, args):
     print(f"wrongly pruned: {wrong} of {pruned} pruned attempts ({100 * wrong / max(pruned, 1):.1f}%); "
           f"per seed {fmt_q(wrong_share, 1)}%"
           + (f"; the gain they would have kept: {fmt_q(missed, 4)}" if missed else ""))
+    cross = [r["crossings"] for r in by[False] if r.get("crossings")]
+    if cross:
+        n, fast, slow, kept = (sum(c[i] for c in cross) for i in range(4))
+        print(f"curves that cross (prune off, against the best's curve at step {max(args.steps // 4, 1)}): "
+              f"{fast} of {n} attempts ({100 * fast / max(n, 1):.0f}%) were ahead there and ended worse; "
+              f"{slow} of {kept} kept ({100 * slow / max(kept, 1):.0f}%) were behind there and ended better; "
+              f"kept share {100 * kept / max(n, 1):.1f}%")
     print(f"final best, pruning minus off per seed (negative = better with pruning): {fmt_q(gaps, 4)}; "
           f"median seed: off {statistics.median(r['best'] for r in by[False]):.4f}, "
           f"{args.prune} {statistics.median(r['best'] for r in by[True]):.4f}")
@@ -287,6 +343,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--prune", default="on", choices=["on", "early"],
                     help="the pruning arm's `prune:` setting")
+    ap.add_argument("--researcher", default="local", choices=["local", "night"],
+                    help="local: small steps around the best (the fixture until 27 Nov 2026); "
+                         "night: bolder changes, most of them worse, as an agent's night")
     ap.add_argument("--jobs", type=int, default=8)
     ap.add_argument("--json", help="write every run's figures here")
     args = ap.parse_args()
@@ -299,7 +358,7 @@ def main():
     results = []
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         futures = [pool.submit(run_one, binary_dir, s, args.budget, p, args.warmup, args.steps,
-                               args.step_s) for s, p in jobs]
+                               args.step_s, args.researcher) for s, p in jobs]
         for f in concurrent.futures.as_completed(futures):
             r = f.result()
             results.append(r)

@@ -198,12 +198,13 @@ pub struct Evaluation {
     /// printed is the metric (an explicit opt-in; by default such a run is a crash).
     #[serde(default)]
     pub last_number: bool,
-    /// `prune: on`: an evaluation whose intermediate reading falls behind the researcher's best's
-    /// curve by more than the noise margin is stopped and recorded as `pruned`.
+    /// `prune: on`: an evaluation whose intermediate readings, extrapolated optimistically, can no
+    /// longer end within the noise margin of the researcher's best's curve's end is stopped and
+    /// recorded as `pruned` (`protocol::prune`).
     #[serde(default)]
     pub prune: bool,
-    /// `prune: early`: behind the best's curve is enough, without the check that the run cannot
-    /// catch up at its pace (stops sooner; may stop a slow starter that would have ended better).
+    /// `prune: early`: behind the best's curve at the same step is enough, without the
+    /// extrapolation (stops sooner; may stop a slow starter that would have ended better).
     #[serde(default)]
     pub prune_early: bool,
     /// `prune warmup`: intermediate readings a run prints before any pruning decision.

@@ -103,9 +103,26 @@ pub struct PruneRule {
     pub reference: Vec<Point>,
     pub warmup: u32,
     pub margin: f64,
+    /// One reading's noise sd, estimated from the reference (`prune::reading_noise`; 0 when
+    /// unknown): it widens the margin.
+    pub noise: f64,
     pub direction: Option<crate::config::Direction>,
-    /// `prune: early`: no check that the run cannot catch up.
+    /// `prune: early`: behind the reference at the same step is enough (no extrapolation).
     pub early: bool,
+}
+
+impl PruneRule {
+    /// The pure rule's view of it.
+    pub fn as_rule(&self) -> prune::Rule<'_> {
+        prune::Rule {
+            reference: &self.reference,
+            warmup: self.warmup,
+            margin: self.margin,
+            noise: self.noise,
+            direction: self.direction,
+            early: self.early,
+        }
+    }
 }
 
 /// One run's intermediate readings, read as it prints them, and where pruning stopped it.
@@ -125,14 +142,7 @@ impl Watch {
         let Some(rule) = rule.filter(|_| self.pruned.is_none()) else {
             return false;
         };
-        self.pruned = prune::decide(
-            &self.curve,
-            &rule.reference,
-            rule.warmup,
-            rule.margin,
-            rule.direction,
-            rule.early,
-        );
+        self.pruned = prune::decide(&self.curve, &rule.as_rule());
         self.pruned.is_some()
     }
 }
@@ -222,19 +232,33 @@ fn pruned_result(
     pruned: Pruned,
     rule: Option<PruneRule>,
 ) -> EvalResult {
-    let (margin, early) = rule.map_or((0.0, true), |r| (r.margin, r.early));
-    let reason = format!(
-        "at step {} {metric} {} was behind the best's {} there by more than the noise margin {}{}",
-        pruned.step,
-        pruned.value,
-        crate::render::format::fmt(Some(pruned.reference)),
-        crate::render::format::fmt(Some(margin)),
-        if early {
-            ""
-        } else {
-            ", and could not catch up at its pace"
-        },
-    );
+    let fmt = |v: f64| crate::render::format::fmt(Some(v));
+    let reason = match rule.as_ref() {
+        Some(r) if !r.early => {
+            let end = r
+                .reference
+                .iter()
+                .filter(|(_, v)| v.is_finite())
+                .max_by_key(|(s, _)| *s)
+                .map_or(pruned.reference, |(_, v)| *v);
+            format!(
+                "at step {} {metric} {} (the best's curve {} there) could not end within the \
+                 noise margin {} of the best's {}, even extrapolated optimistically",
+                pruned.step,
+                pruned.value,
+                fmt(pruned.reference),
+                fmt(r.as_rule().effective_margin()),
+                fmt(end),
+            )
+        }
+        r => format!(
+            "at step {} {metric} {} was behind the best's {} there by more than the noise margin {}",
+            pruned.step,
+            pruned.value,
+            fmt(pruned.reference),
+            fmt(r.map_or(0.0, |r| r.as_rule().effective_margin())),
+        ),
+    };
     EvalResult {
         metric: None,
         runs,

@@ -28,10 +28,12 @@ pub fn rule_for(conf: &Conference, st: &State, id: &str) -> Option<PruneRule> {
     if best.curve.is_empty() {
         return None;
     }
+    let noise = crate::protocol::prune::reading_noise(&best.curve).unwrap_or(0.0);
     Some(PruneRule {
         reference: best.curve,
         warmup: evaluation.prune_warmup,
         margin: margin(conf, st),
+        noise,
         direction,
         early: evaluation.prune_early,
     })
@@ -40,6 +42,8 @@ pub fn rule_for(conf: &Conference, st: &State, id: &str) -> Option<PruneRule> {
 /// The noise margin a reading must fall behind by: the larger of the conference's noise
 /// threshold (Min consensus delta, else 0.1% of the baseline) and, when the baseline was read
 /// more than once (Noise runs > 1), what two single readings of one tree may differ by chance.
+/// The rule widens it further to the reading noise seen on the best's own curve
+/// (`PruneRule::noise`).
 pub fn margin(conf: &Conference, st: &State) -> f64 {
     let threshold = super::stop::noise_threshold(conf, st);
     let spread = super::noise::pooled_noise_sd(&[&st.baseline_runs])

@@ -207,6 +207,10 @@ async fn run_tuner(conf: &Conference, call: &AgentCall<'_>) -> Result<AgentOutco
             streaks: &streaks,
             budget_left: Some(budget_left),
             budget_total: Some(total),
+            round_progress: Some((
+                call.iteration.saturating_sub(1) as u64,
+                super::stop::round_allotment(conf, &st, call.researcher) as u64,
+            )),
         };
         let Some(proposal) = tune::propose(&request) else {
             return Ok(AgentOutcome::Exhausted);

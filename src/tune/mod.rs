@@ -78,6 +78,10 @@ pub struct Request<'a> {
     /// Evaluations (attempts) the whole conference may make, if known: sizes the space-filling
     /// design and the phases.
     pub budget_total: Option<u64>,
+    /// This researcher's attempts in the current round before this one, and the attempts its
+    /// round allows, if known: a researcher that has kept nothing this round refines carefully
+    /// only near the round's end (where a round without a kept attempt counts as stalled).
+    pub round_progress: Option<(u64, u64)>,
 }
 
 /// One proposed change.

@@ -16,12 +16,15 @@
 //! point of best expected improvement under a Gaussian-process model within a trust region, the
 //! minimiser of a quadratic (or linear) model, a coordinate poll, a random step. The step size
 //! follows a success rule replayed over the region's points. The devil's advocate jumps boldly
-//! and contrarily or where the model knows least. A researcher near the conference's stuck limit
-//! proposes the point most likely to beat its own best.
+//! and contrarily or where the model knows least. A researcher that has kept nothing in its
+//! round and is a few attempts into a streak proposes, in the round's last attempts, the point
+//! most likely to beat its own best (so the round does not end stalled); earlier it searches on,
+//! since turning careful after any three failures held a lone researcher in its first basin.
 //!
 //! Researchers that share literals see the same history at the same iteration (the engine runs
 //! them in lock-step), so each one works out what the researchers before it propose and avoids
-//! those points. Candidates already evaluated (or listed in `Request::avoid`) are never returned.
+//! those points: the model counts them as measured, and a proposal's score fades near them (else
+//! three researchers refining one region measured three almost equal points). Candidates already evaluated (or listed in `Request::avoid`) are never returned.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -252,14 +255,19 @@ const TRUST_WIDTH: f64 = 1.5;
 /// Evaluations a local search in one region costs, per dimension (+1): how many regions the
 /// budget affords.
 const LOCAL_COST: f64 = 6.0;
+/// Radius, in half-widths of the surrogate's search box, around a point being measured by
+/// another researcher within which a proposal's score fades.
+const PENDING_RADIUS: f64 = 0.5;
 /// Most points the surrogate model is fitted to.
 const MODEL_POINTS: usize = 150;
 const SIGMA_MAX: f64 = 0.3;
 const SIGMA_MIN: f64 = 1e-9;
 /// A region whose step size fell below this after enough failed moves has stalled.
 const SIGMA_STALLED: f64 = 0.01;
-/// Attempts in a row without improvement after which a lone researcher stops exploring.
+/// Attempts in a row without improvement after which a researcher may turn cautious.
 const STREAK_LIMIT: u32 = 3;
+/// The last attempts of a round in which a researcher that has kept nothing turns cautious.
+const CAUTIOUS_TAIL: u64 = 3;
 
 struct Search<'a> {
     req: &'a Request<'a>,
@@ -535,14 +543,21 @@ impl<'a> Search<'a> {
         Some((share, move |k| place + k * explorers))
     }
 
-    /// Whether this researcher has had enough attempts in a row without improving: the
-    /// conference stops when every researcher ends `Stall rounds` rounds at 5 or more (it does
-    /// not end a tuner's round at 7), so it refines its region instead of exploring.
+    /// Whether this researcher should refine for any gain instead of searching: it has had
+    /// enough attempts in a row without improving, kept nothing in this round, and the round
+    /// is near its end. The conference stops when every researcher ends `Stall rounds` rounds
+    /// stuck (5 or more in a row) with nothing kept, so such a researcher tries to keep
+    /// something; earlier in a round (or after a kept attempt) it searches on, since careful
+    /// refinement after a few failures is what kept a lone researcher in its first basin.
+    /// Without the round's progress it is cautious after the failures alone.
     fn cautious(&self) -> bool {
-        self.req
-            .streaks
-            .get(self.req.researcher)
-            .is_some_and(|&s| s >= STREAK_LIMIT)
+        let Some(&streak) = self.req.streaks.get(self.req.researcher) else {
+            return false;
+        };
+        streak >= STREAK_LIMIT
+            && self.req.round_progress.is_none_or(|(made, allowed)| {
+                streak as u64 >= made && allowed.saturating_sub(made) <= CAUTIOUS_TAIL
+            })
     }
 
     /// Whether design point `z` (as written after rounding) has been evaluated.
@@ -686,21 +701,41 @@ impl<'a> Search<'a> {
         let head = self.head_target(&model);
         let target = model.best;
         let mut gp = model.gp;
-        let score = |gp: &Gp, z: &[f64]| {
-            let (m, s) = gp.predict(z);
-            match acq {
-                // The devil's advocate goes where the model knows least among plausible points.
-                Acq::Explore => s * 3.0 - m,
-                Acq::Improvement => expected_improvement(m, s, target),
-                Acq::AnyGain => probability_below(m, s, head),
-            }
-        };
         let area = self.search_box(&gp, half);
         // Points other researchers are measuring right now count as measured at the model's
         // prediction (kriging believer), so this proposal goes elsewhere.
         for z in self.pending.clone() {
             gp = gp.believing(&z)?;
         }
+        // The believer alone barely moves a proposal whose predicted gain is large (the mean,
+        // not the uncertainty, makes its score), so researchers proposing at the same time from
+        // the same history would measure three almost equal points: the score also fades
+        // towards each pending point (local penalisation), within half the box's width.
+        let pending = self.pending.clone();
+        let widths = area.widths.clone();
+        let penalty = move |z: &[f64]| {
+            pending
+                .iter()
+                .map(|p| {
+                    let d2: f64 = z
+                        .iter()
+                        .zip(p)
+                        .zip(&widths)
+                        .map(|((a, b), w)| ((a - b) / (PENDING_RADIUS * w.min(0.5))).powi(2))
+                        .sum();
+                    1.0 - (-d2).exp()
+                })
+                .product::<f64>()
+        };
+        let score = |gp: &Gp, z: &[f64]| {
+            let (m, s) = gp.predict(z);
+            match acq {
+                // The devil's advocate goes where the model knows least among plausible points.
+                Acq::Explore => s * 3.0 - m,
+                Acq::Improvement => expected_improvement(m, s, target) * penalty(z),
+                Acq::AnyGain => probability_below(m, s, head) * penalty(z),
+            }
+        };
         let mut rng = Rng(mix(&[self.req.seed, 0x6A, self.points.len() as u64]));
         let span = half.unwrap_or(0.5);
         let cands = area.candidates(&mut rng, &self.surrogate_centres(half), span);

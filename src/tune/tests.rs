@@ -377,6 +377,7 @@ fn req<'a>(fs: &'a [(String, String)], hist: &'a [Trial], seed: u64, _attempt: u
         streaks: &[],
         budget_left: None,
         budget_total: None,
+        round_progress: None,
         avoid: &[],
     }
 }
@@ -802,6 +803,7 @@ impl Sim<'_> {
             streaks,
             budget_left: Some(shape.iters * shape.rounds - done),
             budget_total: Some(shape.researchers as u64 * shape.iters * shape.rounds),
+            round_progress: Some((it - 1, shape.iters)),
         };
         let Some(p) = propose(&rq) else { return };
         self.attempts += 1;
@@ -1007,6 +1009,109 @@ fn six_d_from_any_start() {
     assert!(median(g) < 6.0);
 }
 
+/// A 6-D history late in a run: the fixture's start and 30 random points in the bounds
+/// (start_text's draws), measured without noise.
+fn six_d_history() -> (Vec<(String, String)>, Vec<Trial>) {
+    let fs = files(&[("params.sh", FIXTURE_6D)]);
+    let hist = (0..31)
+        .map(|s| {
+            let params = extract_params(&files(&[("params.sh", &start_text(FIXTURE_6D, s))]));
+            let metric = f6(&params, &mut 0);
+            Trial {
+                params,
+                metric: Some(metric),
+            }
+        })
+        .collect();
+    (fs, hist)
+}
+
+/// Normalised distance between two 6-D points (each parameter over its range, lr and batch on
+/// a log scale, as the tuner sees them).
+fn six_d_distance(a: &BTreeMap<String, f64>, b: &BTreeMap<String, f64>) -> f64 {
+    let mut d2 = 0.0;
+    for (k, va) in a {
+        let vb = b[k];
+        let d = match k.as_str() {
+            "params.sh:lr" => (va.ln() - vb.ln()) / (1e5f64).ln(),
+            "params.sh:batch" => (va.ln() - vb.ln()) / 256f64.ln(),
+            _ => (va - vb) / 6.0,
+        };
+        d2 += d * d;
+    }
+    d2.sqrt()
+}
+
+#[test]
+fn researchers_of_one_iteration_propose_points_apart() {
+    // Three researchers past their design, each a few attempts without a gain, propose from
+    // the same history: the model's most promising point is the same for all, and before the
+    // score faded around the points the others are measuring they proposed almost equal points,
+    // spending several evaluations on one.
+    let (fs, hist) = six_d_history();
+    let streaks = [3, 3, 3];
+    let props: Vec<Proposal> = (0..3)
+        .map(|r| {
+            let rq = Request {
+                researcher: r,
+                researchers: 3,
+                streaks: &streaks,
+                budget_left: Some(2),
+                budget_total: Some(54),
+                ..req(&fs, &hist, 5, 0)
+            };
+            propose(&rq).unwrap()
+        })
+        .collect();
+    for i in 0..3 {
+        for j in i + 1..3 {
+            let d = six_d_distance(&props[i].params, &props[j].params);
+            assert!(
+                d > 0.02,
+                "{d}: {} / {}",
+                props[i].description,
+                props[j].description
+            );
+        }
+    }
+}
+
+#[test]
+fn a_lone_researcher_turns_cautious_only_near_a_round_end_with_nothing_kept() {
+    let fs = files(&[("params.sh", FIXTURE_2D)]);
+    let mut hist = vec![Trial {
+        params: extract_params(&fs),
+        metric: Some(f2(&extract_params(&fs))),
+    }];
+    // Ten attempts, none better than the start (a point far away each time).
+    for s in 1..=10 {
+        let params = extract_params(&files(&[("params.sh", &start_text(FIXTURE_2D, s))]));
+        let m = f2(&params).max(hist[0].metric.unwrap() + 0.1);
+        hist.push(Trial {
+            params,
+            metric: Some(m),
+        });
+    }
+    let how = |streak: u32, progress: Option<(u64, u64)>| {
+        let streaks = [streak];
+        let rq = Request {
+            streaks: &streaks,
+            budget_left: Some(40),
+            budget_total: Some(54),
+            round_progress: progress,
+            ..req(&fs, &hist, 3, 0)
+        };
+        propose(&rq).unwrap().description
+    };
+    // Early in a long round, or after a kept attempt this round: it searches on.
+    assert!(!how(10, Some((10, 27))).contains("likely gain"));
+    assert!(!how(5, Some((24, 27))).contains("likely gain"));
+    // Its last attempts of a round in which it kept nothing: it refines for any gain.
+    assert!(how(25, Some((24, 27))).contains("likely gain"));
+    // Without the round's progress, the failures alone decide (as before).
+    assert!(how(10, None).contains("likely gain"));
+}
+
 /// `cargo test --release --lib tune::tests::report -- --ignored --nocapture`: the simulated
 /// search quality over many seeds (SEEDS, ROUNDS, ITERS environment variables).
 #[test]
@@ -1040,6 +1145,14 @@ fn report() {
             g.sort_by(f64::total_cmp);
             let q = |f: f64| g[((g.len() - 1) as f64 * f).round() as usize];
             let hits = g.iter().filter(|&&d| d < 0.01).count();
+            eprint!(
+                "tail {:?} ",
+                g.iter()
+                    .rev()
+                    .take(5)
+                    .map(|x| format!("{x:.3}"))
+                    .collect::<Vec<_>>()
+            );
             eprint!(
                 "repeats {}  attempts/run {:.1}  ",
                 COLLISIONS.swap(0, std::sync::atomic::Ordering::Relaxed),

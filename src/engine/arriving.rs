@@ -258,7 +258,7 @@ fn state_of(repo: &Repository, commit: Oid) -> Result<State, String> {
     let bytes = read_path(repo, tree, files::STATE)
         .map_err(|e| e.to_string())?
         .ok_or("it has no state.json")?;
-    serde_json::from_slice(&bytes).map_err(|e| format!("its state.json cannot be read: {e}"))
+    stored::read(&bytes).map_err(|why| format!("its state.json cannot be read: {why}"))
 }
 
 fn to_value(state: &State) -> serde_json::Value {

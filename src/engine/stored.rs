@@ -14,10 +14,14 @@ use crate::model::CommitId;
 /// `state.json`'s bytes read and [`checked`]; the first problem otherwise, naming the field (a
 /// commit id that is not a full one is named with its field, as the parse alone would not).
 pub fn parse(bytes: &[u8], name: &str) -> Result<State, String> {
-    match serde_json::from_slice::<State>(bytes) {
-        Ok(state) => checked(state, name),
-        Err(e) => Err(short_id_field(bytes).unwrap_or_else(|| e.to_string())),
-    }
+    checked(read(bytes)?, name)
+}
+
+/// `state.json`'s bytes read, without the bounds of [`checked`]; a commit id that is not a full
+/// one is named with its field.
+pub fn read(bytes: &[u8]) -> Result<State, String> {
+    serde_json::from_slice::<State>(bytes)
+        .map_err(|e| short_id_field(bytes).unwrap_or_else(|| e.to_string()))
 }
 
 /// The first commit id field of `bytes` that is not a full commit id, as a problem naming it.

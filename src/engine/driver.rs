@@ -222,6 +222,9 @@ fn round_start_commit(
     let sig = crate::store::signature(&repo);
     let commit =
         crate::git::snapshot::commit(&repo, best_tree, &[head_id, best_id], &message, &sig)?;
+    // Reachable before `round.started` names it: a `git gc --prune=now` in between would
+    // otherwise delete it, and the event would name a commit no resume can bring back.
+    conf.keep_reachable(&[commit])?;
     Ok(commit.into())
 }
 

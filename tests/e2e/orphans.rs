@@ -36,15 +36,15 @@ fn resume_kills_agents_left_running_by_a_killed_runner() {
         .unwrap();
     let pid_file = repo.git_dir().join("agent-sleep.pid");
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !pid_file.exists() {
+    // The agent's shell creates the file before it writes the pid: wait for the number.
+    let sleeper: i32 = loop {
+        let written = std::fs::read_to_string(&pid_file).unwrap_or_default();
+        if let Ok(pid) = written.trim().parse() {
+            break pid;
+        }
         assert!(Instant::now() < deadline, "the hanging agent never started");
         std::thread::sleep(Duration::from_millis(20));
-    }
-    let sleeper: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    };
     repo.kill_runner("orphans", runner);
     assert!(
         alive(sleeper),

@@ -37,6 +37,7 @@ pub use crate::config::paths;
 pub mod prompt;
 pub mod prose;
 pub mod pruning;
+mod publisher;
 /// How a failure's reason is worded for people is a page's concern (`render::reasons`).
 pub use crate::render::reasons;
 pub mod reconfigure;
@@ -124,6 +125,8 @@ pub struct Conference {
     scheduler: schedule::Scheduler,
     /// Where evaluations run (`## Environment`'s launcher).
     launcher: crate::launch::Launcher,
+    /// On several machines: the thread that publishes what is recorded (see `publisher`).
+    publisher: Mutex<Option<publisher::Publisher>>,
 }
 
 pub use crate::clock::{now_iso, now_unix};
@@ -240,6 +243,7 @@ impl Conference {
             idle_worktrees: Mutex::new(Default::default()),
             scheduler,
             launcher,
+            publisher: Mutex::new(None),
         })
     }
 
@@ -300,13 +304,27 @@ impl Conference {
             .record(&event, summary, produced)
     }
 
-    /// Runs this conference with other machines through `link` (see `engine::shared`).
-    pub fn share(&self, link: Arc<Link>) {
+    /// Runs this conference with other machines through `link` (see `engine::shared`): what it
+    /// records from now on is published by a publisher of its own.
+    pub fn share(&self, link: Arc<Link>) -> Result<()> {
         let arrivals = arriving::Arrivals::new(self);
         link.check_arrivals_with(Box::new(move |repo, from, to| {
             arrivals.check(repo, from, to)
         }));
+        let publisher =
+            publisher::Publisher::start(self.open_repo()?, self.recorder.clone(), link.clone());
+        *self.publisher.lock().unwrap() = Some(publisher);
         self.recorder.lock().unwrap().link = Some(link);
+        Ok(())
+    }
+
+    /// Publishes what was recorded and not published yet, and stops the publisher (before this
+    /// machine gives its leases back).
+    pub fn finish_publishing(&self) {
+        let publisher = self.publisher.lock().unwrap().take();
+        if let Some(publisher) = publisher {
+            publisher.finish();
+        }
     }
 
     /// The shared remote this run coordinates through (None: it runs on this machine alone).

@@ -155,7 +155,11 @@ impl Recorder {
         if batch_due {
             self.flush_notes()?;
         }
-        self.publish();
+        // On several machines the run's publisher pushes it (`engine::publisher`), outside
+        // this lock.
+        if let Some(link) = &self.link {
+            link.request_publication();
+        }
         self.reopen_now_and_then()
     }
 
@@ -170,27 +174,6 @@ impl Recorder {
             crate::os::release_free_heap();
         }
         Ok(())
-    }
-
-    /// On several machines, publishes what was just recorded. A remote out of reach is not this
-    /// run's failure: the next event publishes everything since (or another machine takes this
-    /// one's researchers over once its lease expires).
-    fn publish(&mut self) {
-        let Some(link) = self.link.clone() else {
-            return;
-        };
-        match link.publish(&self.repo) {
-            Ok(tip) if Some(tip) != self.log.tip() => {
-                if let Err(e) = self.reload() {
-                    crate::errln!("git-conference: {e:#}");
-                }
-            }
-            Ok(_) => {}
-            Err(e) => crate::errln!(
-                "git-conference: not published to {} yet: {e:#}",
-                link.remote
-            ),
-        }
     }
 
     /// Reads the event log and state again from the events ref (which publishing or syncing

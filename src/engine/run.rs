@@ -234,7 +234,7 @@ pub fn join(repo: &Repository, opts: JoinOptions, ui: &Ui) -> Result<Outcome> {
     gate(repo, &name, &conf.config, None)?;
     conf.reconcile(false)?;
     let link = link(repo, &conf, &remote, &machine)?;
-    conf.share(link.clone());
+    conf.share(link.clone())?;
     conf.sync_shared()?;
     if conf.state().phase == Phase::Done {
         return Ok(Outcome::AlreadyComplete(Box::new(conf.state())));
@@ -544,7 +544,7 @@ fn share(
         "{} published `{}` to {remote}; other machines take part with `git conference join {remote} {}`",
         link.machine, conf.name, conf.name
     ));
-    conf.share(link);
+    conf.share(link)?;
     Ok(())
 }
 

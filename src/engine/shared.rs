@@ -35,6 +35,9 @@ pub async fn drive(conf: Arc<Conference>) -> Result<RunOutcome> {
         .expect("a conference on several machines has a link");
     let heartbeat = Heartbeat::start(&conf, link.clone())?;
     let outcome = run(&conf, &link).await;
+    // Everything recorded goes out before the leases are given back: a lease given back with
+    // events unpublished would let another machine take the slot and drop them.
+    conf.finish_publishing();
     heartbeat.stop();
     if let Ok(repo) = conf.open_repo() {
         link.release_all(&repo);

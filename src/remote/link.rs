@@ -1,12 +1,13 @@
 //! This machine's link to a conference that runs on several machines: which slots (researchers,
 //! and the chair's phases) it holds, and the three moves it makes against the shared remote.
 //!
-//! - **publish** — after every recorded event, one atomic push: the event log (compare-and-swap
-//!   from the remote's tip, this machine's new events replayed over other machines' when it
-//!   moved), a renewed heartbeat for every lease held (so a machine whose lease was taken over
-//!   publishes nothing more for it), the conference branches as the new state says, and this
-//!   machine's own attempts chain and notes. The remote never holds an event whose attempt,
-//!   branch or note is missing.
+//! - **publish** — after every recorded event, on the run's publisher thread (outside the
+//!   recorder's lock: researchers go on recording meanwhile), one atomic push: the event log
+//!   (compare-and-swap from the remote's tip, this machine's new events replayed over other
+//!   machines' when it moved), a renewed heartbeat for every lease held (so a machine whose
+//!   lease was taken over publishes nothing more for it), the conference branches as the new
+//!   state says, and this machine's own attempts chain and notes. The remote never holds an
+//!   event whose attempt, branch or note is missing.
 //! - **sync** — between steps: fetch the conference's namespaces (the event log, the leases and
 //!   the branches: a few refs, whatever the number of attempts) and move the local copies
 //!   forward to the remote's.
@@ -20,7 +21,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -86,6 +87,41 @@ pub struct Link {
     /// Checks every event that arrives before anything follows it (none: everything is taken).
     arrivals: std::sync::OnceLock<ArrivalCheck>,
     inner: Mutex<Inner>,
+    /// Between the recorder and the publisher (see `engine::publisher`).
+    requests: Requests,
+}
+
+/// What the recorder asks of the publisher, and what the publisher leaves for the run.
+#[derive(Default)]
+struct Requests {
+    asked: Mutex<bool>,
+    ready: Condvar,
+    /// Why a publication was refused for good (see [`Refused`]).
+    refused: Mutex<Option<String>>,
+}
+
+/// The local side of a publication: the log's tip to publish, and moving the local log over
+/// what the remote took instead ([`Link::settle`], with the log's writer kept out).
+pub trait LocalLog {
+    /// The tip of a log whose every event is whole: its notes and attempts are written.
+    fn tip(&self) -> Result<Oid>;
+    /// Moves the local log from `from` over `tip` (see [`Link::settle`]); returns its new tip.
+    fn settle(&self, from: Oid, tip: Oid) -> Result<Oid>;
+}
+
+/// A log nothing else writes while it is published (tests, the coordination bench).
+struct Direct<'a> {
+    link: &'a Link,
+    repo: &'a Repository,
+}
+
+impl LocalLog for Direct<'_> {
+    fn tip(&self) -> Result<Oid> {
+        Ok(self.repo.refname_to_id(&self.link.refs.events())?)
+    }
+    fn settle(&self, from: Oid, tip: Oid) -> Result<Oid> {
+        self.link.settle(self.repo, from, tip)
+    }
 }
 
 #[derive(Default)]
@@ -128,6 +164,7 @@ impl Link {
             wanted,
             arrivals: Default::default(),
             inner: Mutex::new(Inner::default()),
+            requests: Requests::default(),
         };
         link.refresh_own(&mut link.inner.lock().unwrap())?;
         Ok(link)
@@ -233,19 +270,29 @@ impl Link {
         }
     }
 
-    /// Publishes every local event the remote does not have (see the module's doc). Returns
-    /// the event log's tip after it, which the local events ref then points at.
+    /// Publishes every local event the remote does not have, moving the local log itself when
+    /// they were replayed over other machines' events (for callers that hold the only writer of
+    /// the log: the tests and the coordination bench; a run publishes with [`Link::publish_from`]
+    /// on its publisher's thread).
+    pub fn publish(&self, repo: &Repository) -> Result<Oid> {
+        let direct = Direct { link: self, repo };
+        self.publish_from(repo, &direct)
+    }
+
+    /// Publishes every event of `local`'s log the remote does not have (see the module's doc).
+    /// Returns the event log's tip after it, which the local events ref then points at
+    /// ([`LocalLog::settle`] moved it when this machine's events were replayed).
     ///
     /// Nothing moves here before the remote took the push: a push that fails (the remote out of
     /// reach, a hook or a permission refusing it) leaves the local log, branches and leases as
     /// they were, and is tried again with [`Backoff`], saying so on stderr, for up to
     /// [`RETRY_CAP`]; then the events wait for the next publication. Meanwhile no lease is renewed
     /// ([`Link::heartbeat`]): a machine that cannot publish lets its slots go to one that can.
-    pub fn publish(&self, repo: &Repository) -> Result<Oid> {
+    pub fn publish_from(&self, repo: &Repository, local: &dyn LocalLog) -> Result<Oid> {
         let mut races = Backoff::new(Duration::from_millis(10), Duration::from_secs(1), None);
         let mut failures = Backoff::new(FIRST_RETRY, Duration::from_secs(30), Some(RETRY_CAP));
         for _ in 0..TRIES {
-            let failure = match self.try_publish(repo) {
+            let failure = match self.try_publish(repo, local) {
                 Ok(Some(tip)) => {
                     self.inner.lock().unwrap().failing = None;
                     return Ok(tip);
@@ -294,13 +341,15 @@ impl Link {
 
     /// One try of [`Link::publish`]: Some(the new tip) when the remote took it, None when another
     /// machine moved a ref first (fetch and try again); the local refs move only in the first case.
-    fn try_publish(&self, repo: &Repository) -> Result<Option<Oid>> {
+    fn try_publish(&self, repo: &Repository, log: &dyn LocalLog) -> Result<Option<Oid>> {
+        // Read before `inner` is locked: the log's writer may hold its lock while it waits for
+        // `inner` (a sync).
+        let local = log.tip()?;
         // Held across the fetch: a heartbeat renewing a lease in between would make the view's
         // value look like another machine's.
         let mut inner = self.inner.lock().unwrap();
         let view = self.fetch(repo)?;
         self.drop_lost(&mut inner, &view);
-        let local = repo.refname_to_id(&self.refs.events())?;
         let tip = self.rebased(repo, &inner, local, view.events)?;
         let state = state_at(repo, tip)?;
         let mut updates = vec![Update {
@@ -321,17 +370,12 @@ impl Link {
                 for (slot, _, held) in renewed {
                     inner.held.insert(slot, held);
                 }
-                if tip != local {
-                    crate::store::cas::update(
-                        repo,
-                        &self.refs.events(),
-                        tip,
-                        Some(local),
-                        "git conference: published over the shared remote's events",
-                    )?;
-                    self.follow_branches(repo, tip)?;
+                // Settling may wait for the recorder, which may be waiting for this lock.
+                drop(inner);
+                if tip == local {
+                    return Ok(Some(tip));
                 }
-                Ok(Some(tip))
+                log.settle(local, tip).map(Some)
             }
             Pushed::Rejected(_) => {
                 // This machine's own refs are written by it alone: one the remote lost (deleted
@@ -342,10 +386,69 @@ impl Link {
         }
     }
 
+    /// Moves the local event log over `tip`, which the remote took in place of its `from`
+    /// (this machine's events replayed over other machines'): events recorded here after `from`
+    /// meanwhile are replayed over `tip` in turn (those of slots this machine lost dropped), and
+    /// the conference branches follow. Returns the local log's new tip. The caller keeps the
+    /// log's writer out meanwhile ([`LocalLog::settle`]).
+    pub fn settle(&self, repo: &Repository, from: Oid, tip: Oid) -> Result<Oid> {
+        let now = repo.refname_to_id(&self.refs.events())?;
+        if now == tip || repo.graph_descendant_of(now, tip)? {
+            return Ok(now);
+        }
+        let new = if now == from {
+            tip
+        } else if repo.graph_descendant_of(now, from)? {
+            let held: BTreeSet<String> = self.inner.lock().unwrap().held.keys().cloned().collect();
+            publish::replay_since(repo, from, now, tip, |event| held.contains(event.slot()))?
+        } else {
+            bail!(
+                "{} moved to {now} while this machine published it from {from}",
+                self.refs.events()
+            );
+        };
+        crate::store::cas::update(
+            repo,
+            &self.refs.events(),
+            new,
+            Some(now),
+            "git conference: published over the shared remote's events",
+        )?;
+        self.follow_branches(repo, new)?;
+        Ok(new)
+    }
+
+    /// Asks this machine's publisher for a publication (after every recorded event).
+    pub fn request_publication(&self) {
+        *self.requests.asked.lock().unwrap() = true;
+        self.requests.ready.notify_all();
+    }
+
+    /// Waits up to `wait` for a publication to be asked for; true when one was (the request is
+    /// taken: requests made meanwhile wait for the next call).
+    pub fn take_request(&self, wait: Duration) -> bool {
+        let asked = self.requests.asked.lock().unwrap();
+        let (mut asked, _) = self
+            .requests
+            .ready
+            .wait_timeout_while(asked, wait, |asked| !*asked)
+            .unwrap();
+        std::mem::take(&mut *asked)
+    }
+
+    /// Remembers why a publication was refused ([`Refused`]): the next [`Link::sync`] stops the
+    /// run with it.
+    pub fn refuse(&self, why: String) {
+        *self.requests.refused.lock().unwrap() = Some(why);
+    }
+
     /// Brings the local event log and branches up to the remote's when it moved on (another
     /// machine published); publishes first when this machine has events the remote lacks.
     /// Returns the new tip when the local log moved.
     pub fn sync(&self, repo: &Repository) -> Result<Option<Oid>> {
+        if let Some(why) = self.requests.refused.lock().unwrap().clone() {
+            return Err(Refused(why).into());
+        }
         let local = repo.refname_to_id(&self.refs.events())?;
         let mut inner = self.inner.lock().unwrap();
         let view = self.fetch(repo)?;
@@ -357,8 +460,10 @@ impl Link {
         }
         drop(inner);
         if !repo.graph_descendant_of(view.events, local)? {
-            let tip = self.publish(repo)?;
-            return Ok((tip != local).then_some(tip));
+            // This machine has events the remote lacks: its publisher replays them over the
+            // remote's and moves the local log (it may be waiting for the caller's lock now).
+            self.request_publication();
+            return Ok(None);
         }
         self.check_arrivals(repo, local, view.events)?;
         crate::store::cas::update(

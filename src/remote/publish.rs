@@ -48,6 +48,18 @@ pub fn replay_onto(
     let base = repo
         .merge_base(local, onto)
         .map_err(|_| anyhow!("the local event log and the remote's share no history"))?;
+    replay_since(repo, base, local, onto, keep)
+}
+
+/// Replays the local events after `base` (an ancestor of `local`) onto `onto`, oldest first,
+/// those `keep` accepts; returns the new tip.
+pub fn replay_since(
+    repo: &Repository,
+    base: Oid,
+    local: Oid,
+    onto: Oid,
+    keep: impl Fn(&Event) -> bool,
+) -> Result<Oid> {
     let mut mine = Vec::new();
     let mut at = local;
     while at != base {

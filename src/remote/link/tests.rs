@@ -1,6 +1,6 @@
 //! Several machines publishing through [`Link::publish`] at once (ported from the lib tests of
-//! the older publish loop, issue #23): one chain on the remote, every event once, and a chair
-//! event refused over other machines' events.
+//! the older publish loop, issue #23): one chain on the remote, every event once, a chair
+//! event refused over other machines' events, and events recorded while a publication is out.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -242,6 +242,76 @@ fn events_two_machines_record_at_once_all_reach_the_remote_in_one_chain() {
         &["rev-list", "--first-parent", "--count", &next.to_string()],
     );
     assert_eq!(chain.trim(), "5");
+}
+
+/// A log whose writer records one more event while the publication is out (as a researcher
+/// does through the recorder while the publisher pushes), right before the local log settles.
+struct RecordingMeanwhile<'a> {
+    machine: &'a Machine,
+}
+
+impl super::LocalLog for RecordingMeanwhile<'_> {
+    fn tip(&self) -> anyhow::Result<Oid> {
+        Ok(self
+            .machine
+            .repo
+            .refname_to_id("refs/conference/c/events")?)
+    }
+    fn settle(&self, from: Oid, tip: Oid) -> anyhow::Result<Oid> {
+        record(&self.machine.repo, iteration("A", 2));
+        self.machine.link.settle(&self.machine.repo, from, tip)
+    }
+}
+
+#[test]
+fn an_event_recorded_while_its_log_was_published_follows_it_and_goes_out_next() {
+    let (_tmp, ms) = machines(&["A", "B"]);
+    let [m0, m1] = &ms[..] else { unreachable!() };
+    record(&m1.repo, iteration("B", 1));
+    m1.link.publish(&m1.repo).unwrap();
+    record(&m0.repo, iteration("A", 1));
+    let meanwhile = RecordingMeanwhile { machine: m0 };
+    let local = m0.link.publish_from(&m0.repo, &meanwhile).unwrap();
+    let remote_tip = git(
+        &m0.dir,
+        &["ls-remote", "origin", "refs/conference/c/events"],
+    );
+    let pushed = Oid::from_str(remote_tip.split_whitespace().next().unwrap()).unwrap();
+
+    let (state, lines) = published(&m0.repo, pushed);
+    assert_eq!(lines.len(), 2, "B 1 and A 1 reached the remote: {lines:?}");
+    assert_eq!(state.researcher("A").attempts, 1);
+    assert_eq!(
+        local,
+        m0.repo.refname_to_id("refs/conference/c/events").unwrap(),
+        "the local log's tip is returned"
+    );
+    assert_ne!(local, pushed, "A 2 was recorded meanwhile");
+    assert_eq!(
+        m0.repo.find_commit(local).unwrap().parent_id(0).unwrap(),
+        pushed,
+        "A 2 follows what the remote took, not the log it was recorded on"
+    );
+    let (state, lines) = published(&m0.repo, local);
+    assert_eq!(state.researcher("A").attempts, 2, "{lines:?}");
+    assert_eq!(lines.len(), 3, "each event once: {lines:?}");
+
+    let next = m0.link.publish(&m0.repo).unwrap();
+    assert_eq!(next, local, "A 2 goes out as it is, over the remote's tip");
+    let remote_tip = git(
+        &m0.dir,
+        &["ls-remote", "origin", "refs/conference/c/events"],
+    );
+    assert!(remote_tip.starts_with(&local.to_string()), "{remote_tip}");
+    let chain = git(
+        &m0.dir,
+        &["rev-list", "--first-parent", "--count", &local.to_string()],
+    );
+    assert_eq!(
+        chain.trim(),
+        "4",
+        "the first event and three iterations, one chain"
+    );
 }
 
 #[test]

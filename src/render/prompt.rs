@@ -430,6 +430,8 @@ fn reviewed(r: &Reviewed) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::model::briefing::{Brief, MetricGoal};
+    use crate::model::Direction;
 
     fn attempt(round: u32, iteration: u32, verdict: &str, metric: Option<f64>) -> Tried {
         Tried {
@@ -488,6 +490,159 @@ pub(crate) mod tests {
             ],
             minimize: true,
         }
+    }
+
+    /// A conference in qualitative mode, researcher A's focus not written, the approach still
+    /// the template's placeholder: the sections that depend on them are left out.
+    fn plain_assignment() -> Assignment {
+        Assignment {
+            title: "Readable docs".into(),
+            goal: "Make the guide easier to follow.".into(),
+            iterations_per_round: 5,
+            metric: None,
+            criteria: Some("A newcomer installs it from the guide alone.".into()),
+            current_approach: "(What does the project do today?)".into(),
+            context: String::new(),
+            focus: Focus::Assigned(None),
+            allowed: vec![],
+            forbidden: vec!["LICENSE".into()],
+            shared_paths: vec![],
+            guard: vec![],
+            evaluation_command: "./judge.sh".into(),
+        }
+    }
+
+    fn context<'a>(
+        assignment: &'a Assignment,
+        briefing: &'a Briefing,
+        frozen: &'a [String],
+    ) -> PromptContext<'a> {
+        PromptContext {
+            assignment,
+            researcher: "A",
+            round: 1,
+            iteration: 1,
+            best_metric: None,
+            conference_best: None,
+            shared_knowledge: &[],
+            briefing,
+            stuck_level: 0,
+            respawned: false,
+            endgame: false,
+            devils_advocate: false,
+            frozen,
+            brief: None,
+            guidance: &[],
+            questions: &[],
+            human_in_the_loop: false,
+            knowledge_brief: None,
+        }
+    }
+
+    /// The first prompt of a conference: nothing measured, known or tried yet.
+    #[test]
+    fn the_first_prompt() {
+        let assignment = plain_assignment();
+        let past = Briefing::default();
+        insta::assert_snapshot!(render(&context(&assignment, &past, &[])));
+    }
+
+    /// Three attempts into the first round without improving: its own attempts (no peer review
+    /// yet) and the first stuck level, the focus of assigned partitioning.
+    #[test]
+    fn a_stuck_prompt_in_the_first_round() {
+        let mut assignment = plain_assignment();
+        assignment.focus = Focus::Assigned(Some("The install section.".into()));
+        let tried = |iteration| Tried {
+            researcher: "A".into(),
+            round: 1,
+            iteration,
+            verdict: "reverted".into(),
+            metric: None,
+            delta: None,
+            description: format!("rewording {iteration}"),
+            reason: None,
+            output: vec![],
+        };
+        let past = Briefing {
+            own: (1..=3).rev().map(tried).collect(),
+            ..Briefing::default()
+        };
+        let mut p = context(&assignment, &past, &[]);
+        p.iteration = 4;
+        p.stuck_level = 1;
+        insta::assert_snapshot!(render(&p));
+    }
+
+    /// A later round with every section: the brief, the filled-in approach and context,
+    /// guidance and answers beyond what a prompt holds, an open question (left out), frozen and
+    /// shared paths, the guard, knowledge, the whole briefing, the knowledge brief, a respawn
+    /// at stuck level 2, the devil's advocate, the endgame and human-in-the-loop mode.
+    #[test]
+    fn a_later_prompt_with_every_section() {
+        let assignment = Assignment {
+            title: "Faster training".into(),
+            goal: "Lower the validation loss.".into(),
+            iterations_per_round: 5,
+            metric: Some(MetricGoal {
+                name: "val_loss".into(),
+                direction: Direction::Minimize,
+                target: Some(0.3),
+            }),
+            criteria: None,
+            current_approach: "AdamW, lr 3e-4, cosine schedule.".into(),
+            context: "See notes/ablation.md.".into(),
+            focus: Focus::Whole,
+            allowed: vec!["train.py".into(), "model.py".into()],
+            forbidden: vec!["data/".into()],
+            shared_paths: vec!["datasets".into()],
+            guard: vec!["memory under 40 GB".into()],
+            evaluation_command: "./eval.sh".into(),
+        };
+        let past = briefing();
+        let frozen = ["eval.sh".to_string(), "program.md".to_string()];
+        let brief = Brief {
+            path: "program.md".into(),
+            text: "Try the learning rate first.".into(),
+        };
+        let guidance: Vec<GuidanceNote> = (1..=GUIDANCE_IN_FORCE + 2)
+            .map(|i| GuidanceNote {
+                text: format!("hint {i}"),
+                round: 1 + i as u32 / 4,
+                at: "2026-11-27T00:00:00Z".into(),
+            })
+            .collect();
+        let question = |i: usize, answer: Option<&str>| OpenQuestion {
+            id: format!("Q{i}"),
+            researcher: "B".into(),
+            round: 1,
+            iteration: i as u32,
+            text: format!("question {i}?"),
+            blocking: false,
+            answer: answer.map(String::from),
+        };
+        let mut questions: Vec<OpenQuestion> = (1..=ANSWERS_IN_PROMPT + 1)
+            .map(|i| question(i, Some("yes")))
+            .collect();
+        questions.push(question(ANSWERS_IN_PROMPT + 2, None));
+        let knowledge =
+            vec!["Round 1, Researcher A: lower lr (+0.050000, validated, on best)".into()];
+        let mut p = context(&assignment, &past, &frozen);
+        p.round = 2;
+        p.iteration = 4;
+        p.best_metric = Some(0.45);
+        p.conference_best = Some(0.44);
+        p.shared_knowledge = &knowledge;
+        p.stuck_level = 2;
+        p.respawned = true;
+        p.endgame = true;
+        p.devils_advocate = true;
+        p.brief = Some(&brief);
+        p.guidance = &guidance;
+        p.questions = &questions;
+        p.human_in_the_loop = true;
+        p.knowledge_brief = Some("- warmup helped on a similar model\n");
+        insta::assert_snapshot!(render(&p));
     }
 
     #[test]

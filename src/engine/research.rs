@@ -15,12 +15,13 @@ use super::agent;
 use super::agent_call::{AgentCall, AgentOutcome};
 use super::attempt::{commit_attempt, default_description, restore_head, Attempt};
 use super::evaluate::{self, EvalRequest, EvalResult};
-use super::prompt::{self, PromptContext};
+use super::prompt;
 use super::state::{files, ResearcherState, State};
 use super::Conference;
 use crate::exec::process;
 use crate::git::watch::{self, Changes, Watch};
 use crate::git::{leftovers, snapshot, worktree};
+use crate::model::briefing::PromptContext;
 use crate::model::event::{self as events, Event, Note};
 use crate::model::notes::AttemptNote;
 use crate::model::{AttemptRecord, CommitId, Tokens};
@@ -337,9 +338,10 @@ impl<'a> Session<'a> {
         let conf = self.conf;
         let briefing = super::briefing::gather(conf, self.id)?;
         let brief = (conf.config.brief.as_deref())
-            .and_then(|path| prompt::Brief::read(&self.repo, &st.baseline_commit, path));
-        Ok(prompt::render(&PromptContext {
-            config: &conf.config,
+            .and_then(|path| prompt::read_brief(&self.repo, &st.baseline_commit, path));
+        let assignment = prompt::assignment(&conf.config, self.id);
+        Ok(crate::render::prompt::render(&PromptContext {
+            assignment: &assignment,
             researcher: self.id,
             round: st.round,
             iteration,

@@ -1,6 +1,7 @@
 //! The protocol's data at the bottom of the crate (no I/O, no engine): the typed events
 //! (`event.rs`), the state every event updates (`state.rs`), what agent runs used (`usage.rs`),
-//! how a failure's reason is worded (`reasons.rs`), and the words stored in events, notes and
+//! how a failure's reason is worded (`reasons.rs`), what a researcher's prompt is made of
+//! (`briefing.rs`), and the words stored in events, notes and
 //! `state.json`, as enums. Each word is spelled once, in `words.rs`; a new
 //! verdict is added there and the compiler finds every `match` that must handle it.
 //!
@@ -9,6 +10,7 @@
 //! (`attempt.verdict == Verdict::Kept`), so reading never fails on a word and writing always
 //! spells it the one way.
 
+pub mod briefing;
 mod commit_id;
 pub mod event;
 pub mod knowledge;

@@ -5,6 +5,7 @@
 //!
 //! - `format`: how numbers, gains and changes are written everywhere;
 //! - `poster`: a round's poster session page;
+//! - `prompt`: the prompt a researcher agent reads;
 //! - `reasons`: why attempts failed, grouped and worded;
 //! - `report`: the end of a conference, `final_report.md` and `synthesis.md`;
 //! - `plot`: the progress chart (`conference_progress.png`);
@@ -16,6 +17,7 @@
 pub mod format;
 pub mod plot;
 pub mod poster;
+pub mod prompt;
 pub mod reasons;
 pub mod report;
 pub mod review;

@@ -100,3 +100,66 @@ fn top_findings(md: &mut String, p: &Poster, id: &str) {
     }
     md.push('\n');
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An attempt record as the attempts files hold it.
+    fn attempt(
+        researcher: &str,
+        iteration: u32,
+        verdict: &str,
+        commit: char,
+        metric: f64,
+    ) -> AttemptRecord {
+        serde_json::from_value(serde_json::json!({
+            "round": 1, "researcher": researcher, "iteration": iteration,
+            "commit": commit.to_string().repeat(40), "tree": "e".repeat(40),
+            "metric": metric, "delta": metric - 10.0, "verdict": verdict,
+            "description": format!("idea {iteration}"), "timestamp": "2026-11-27T00:00:00Z"
+        }))
+        .unwrap()
+    }
+
+    /// The poster of round 1: A kept four attempts (the three best are shown, best first, with
+    /// their diff stats) and finished the round; B kept none and is stuck.
+    #[test]
+    fn the_poster_page() {
+        let mut st = crate::model::state::sample();
+        let a = st.researchers.get_mut("A").unwrap();
+        a.best_metric = Some(9.2);
+        a.round_counts.kept = 4;
+        a.round_counts.reverted = 2;
+        a.round_counts.pruned = 1;
+        a.round_finished = Some("completed".into());
+        let b = st.researchers.get_mut("B").unwrap();
+        b.round_counts.crashed = 3;
+        b.stuck_level = 2;
+        b.round_finished = Some("stuck".into());
+        let attempts = [
+            attempt("A", 1, "kept", 'a', 9.8),
+            attempt("A", 2, "reverted", 'b', 9.9),
+            attempt("A", 3, "kept", 'c', 9.2),
+            attempt("A", 4, "kept", 'd', 9.5),
+            attempt("A", 5, "kept", 'f', 9.6),
+            attempt("B", 1, "crashed", '1', 0.0),
+        ];
+        // No stat for f's commit (git no longer had it).
+        let diff_stats = serde_json::from_value(serde_json::json!({
+            "c".repeat(40): "1 file, +2 −1", "d".repeat(40): "2 files, +8 −3"
+        }))
+        .unwrap();
+        let poster = Poster {
+            title: "Faster training",
+            metric: "val_loss",
+            direction: Some(Direction::Minimize),
+            state: &st,
+            attempts: &attempts,
+            diff_stats: &diff_stats,
+        };
+        let (page, summary) = render(&poster);
+        insta::assert_snapshot!(page);
+        assert_eq!(summary, "A: 9.200000 (4 kept), B: 10.000000 (0 kept)");
+    }
+}

@@ -145,6 +145,30 @@ mod tests {
         assert!(markdown(&attempts[..1]).starts_with("No attempt was rejected"));
     }
 
+    /// The reports' section on why attempts failed: kinds most frequent first, each with its
+    /// first example (a long reason cut, on one line).
+    #[test]
+    fn the_failure_summary_in_the_reports() {
+        let long = format!("evaluation exited with code 1: {}", "x".repeat(300));
+        let attempts = vec![
+            attempt(1, "crashed", Some(&long)),
+            attempt(
+                2,
+                "rejected",
+                Some("changes frozen path eval.sh (frozen: eval.sh)"),
+            ),
+            attempt(
+                3,
+                "crashed",
+                Some("evaluation exited with code 1: second\nline"),
+            ),
+            attempt(4, "no_change", None),
+            attempt(5, "timeout", Some("")),
+            attempt(6, "kept", None),
+        ];
+        insta::assert_snapshot!(markdown(&attempts));
+    }
+
     #[test]
     fn one_line_cuts_long_text() {
         assert_eq!(one_line("a\n b", 10), "a b");

@@ -138,7 +138,8 @@ pub fn report_section(st: &State) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::talk::GuidanceNote;
+    use crate::model::state::Phase;
+    use crate::model::talk::{Approval, GuidanceNote, WaitKind, Waiting};
 
     fn state_with_guidance(pieces: usize) -> State {
         let mut st = crate::model::state::sample();
@@ -171,5 +172,66 @@ mod tests {
         assert_eq!(lines.len(), 3, "{lines:?}");
         assert!(!lines.iter().any(|l| l.contains("older")));
         assert!(status_guidance(&crate::model::state::sample()).is_empty());
+    }
+
+    /// A state where people and agents said something of each kind: an answered, a blocking
+    /// and an open question, guidance, a pause waiting for an answer, a stop asked for, an
+    /// approval.
+    fn talked() -> State {
+        let mut st = crate::model::state::sample();
+        let question = |n: u32, blocking: bool, answer: Option<&str>| OpenQuestion {
+            id: format!("Q{n}"),
+            researcher: "B".into(),
+            round: 1,
+            iteration: n,
+            text: format!("Is\nthe test set {n} fixed?"),
+            blocking,
+            answer: answer.map(String::from),
+        };
+        st.questions = vec![
+            question(1, false, Some("yes, never touch it")),
+            question(2, true, None),
+            question(3, false, None),
+        ];
+        st.guidance = vec![GuidanceNote {
+            text: "Try a smaller batch first.".into(),
+            round: 1,
+            at: "2026-11-27T09:00:00Z".into(),
+        }];
+        let waiting = Waiting {
+            kind: WaitKind::Answer,
+            detail: "Q2 is blocking: `git conference answer c Q2 \"…\"`".into(),
+            round: 1,
+        };
+        st.status = "paused".into();
+        st.pauses = vec![waiting.clone()];
+        st.waiting = Some(waiting);
+        st.stop_requested = true;
+        st.approvals = vec![Approval {
+            round: 1,
+            dropped: vec!["B".into()],
+        }];
+        st
+    }
+
+    /// The talk's lines of `status` (paused, then approved before the transfer) and its
+    /// section of the final report.
+    #[test]
+    fn the_talk_in_status_and_in_the_report() {
+        let st = talked();
+        let mut approved = talked();
+        approved.waiting = None;
+        approved.stop_requested = false;
+        approved.phase = Phase::Transfer;
+        let status = [
+            status_top(&st, "c"),
+            status_guidance(&st),
+            vec!["-- approved, before the transfer:".into()],
+            status_top(&approved, "c"),
+        ]
+        .concat();
+        insta::assert_snapshot!(status.join("\n"));
+        insta::assert_snapshot!(report_section(&st));
+        assert_eq!(report_section(&crate::model::state::sample()), "");
     }
 }

@@ -1,6 +1,7 @@
 //! A commit id as the protocol stores it: the full hexadecimal id (40 digits for SHA-1, 64 for
-//! SHA-256), never an abbreviation or a ref name. Events carry these; reading one back from a
-//! log checks it, so an abbreviated or crafted value is refused where it is read.
+//! SHA-256), never an abbreviation or a ref name. Events, `state.json`, the state tree's records
+//! and the notes carry these; reading one back checks it, so an abbreviated or crafted value is
+//! refused where it is read (a record's field by its name: [`read_field`]).
 
 use std::fmt;
 
@@ -44,9 +45,7 @@ impl CommitId {
     pub fn oid(&self) -> git2::Oid {
         git2::Oid::from_str(&self.0).expect("a checked commit id")
     }
-}
 
-impl CommitId {
     /// `text` as the commit id field `field` of a record; a value that is not a full id is
     /// refused naming the field (`commit is `abc`, not a full commit id`).
     pub fn of_field(text: String, field: &str) -> Result<CommitId, String> {

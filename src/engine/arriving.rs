@@ -19,6 +19,7 @@ use super::stored;
 use crate::config::paths::PathRules;
 use crate::model::event::{Event, CHAIR};
 use crate::model::state::{files, State};
+use crate::model::CommitId;
 use crate::remote::link::NotFollowed;
 use crate::store::events::{parse_event_commit, read_path};
 
@@ -157,10 +158,9 @@ impl Arrivals {
         if moved.is_empty() {
             return Ok(());
         }
-        let tree_of = |field: &str, id: &str| -> Result<git2::Tree<'_>, Harness> {
+        let tree_of = |field: &str, id: &CommitId| -> Result<git2::Tree<'_>, Harness> {
             let missing = || Harness::Missing(format!("commit {id} ({field})"));
-            let oid = Oid::from_str(id).map_err(|_| missing())?;
-            repo.find_commit(oid)
+            repo.find_commit(id.oid())
                 .and_then(|c| c.tree())
                 .map_err(|_| missing())
         };

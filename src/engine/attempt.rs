@@ -8,6 +8,7 @@ use git2::{Oid, Repository};
 
 use super::Conference;
 use crate::git::snapshot;
+use crate::model::CommitId;
 use crate::store;
 
 /// What an attempt's commit and records say of it.
@@ -15,7 +16,7 @@ pub(super) struct Attempt<'a> {
     pub(super) id: &'a str,
     pub(super) iteration: u32,
     pub(super) tree: Oid,
-    pub(super) head: &'a str,
+    pub(super) head: &'a CommitId,
     pub(super) description: &'a str,
     /// What the agent reported using (presets and built-in HTTP agents).
     pub(super) usage: Option<crate::agents::Usage>,
@@ -26,8 +27,8 @@ pub(super) struct Attempt<'a> {
 }
 
 /// An agent that committed or switched branches in its worktree is put back: only the files count.
-pub(super) fn restore_head(wt: &Repository, branch_ref: &str, expected: &str) -> Result<()> {
-    let expected = Oid::from_str(expected)?;
+pub(super) fn restore_head(wt: &Repository, branch_ref: &str, expected: &CommitId) -> Result<()> {
+    let expected = expected.oid();
     let current = wt.find_reference(branch_ref).ok().and_then(|r| r.target());
     if current != Some(expected) {
         wt.reference(
@@ -72,7 +73,7 @@ pub(super) fn commit_attempt(conf: &Conference, repo: &Repository, a: &Attempt) 
         conf.name
     );
     let author = store::researcher_signature(repo, a.id);
-    let commit = snapshot::commit(repo, a.tree, &[Oid::from_str(a.head)?], &message, &author)?;
+    let commit = snapshot::commit(repo, a.tree, &[a.head.oid()], &message, &author)?;
     crate::failpoint::hit("snapshot.committed");
     // Reachable before it is recorded: a kill now loses no attempt.
     conf.keep_reachable(&[commit])?;

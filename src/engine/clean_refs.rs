@@ -91,12 +91,10 @@ fn recorded_commits(repo: &Repository, name: &str, refs: &ConferenceRefs) -> Vec
     let mut out = Vec::new();
     if let Ok(conf) = crate::engine::Conference::view(repo.path(), name) {
         let st = conf.state();
-        let mut named = vec![st.best.commit.clone(), st.baseline_commit.clone()];
+        out.extend([st.best.commit.oid(), st.baseline_commit.oid()]);
         for r in st.researchers.values() {
-            named.push(r.head.clone());
-            named.push(r.round_start.clone());
+            out.extend([r.head.oid(), r.round_start.oid()]);
         }
-        out.extend(named.iter().filter_map(|c| Oid::from_str(c).ok()));
     }
     if let Some(t) = repo
         .find_reference(&refs.attempts())

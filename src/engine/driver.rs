@@ -163,7 +163,7 @@ async fn measure_baseline(conf: &Conference) -> Result<()> {
     let repo = conf.open_repo()?;
     let tree = repo.find_commit(st.baseline_commit.oid())?.tree_id();
     let note = Note::from(BaselineNote {
-        commit: st.baseline_commit.to_string(),
+        commit: st.baseline_commit.clone(),
         conference: conf.name.clone(),
         verdict: "baseline",
         metric: value,
@@ -179,7 +179,7 @@ async fn measure_baseline(conf: &Conference) -> Result<()> {
         Event::BaselineMeasured(events::BaselineMeasured {
             metric_value: value,
             runs: result.runs.clone(),
-            commit: CommitId::try_from(st.baseline_commit.as_str())?,
+            commit: st.baseline_commit.clone(),
             sub_metrics: result.sub_metrics.clone(),
             noise_runs,
             noise_sd: super::noise::pooled_noise_sd(&[&result.runs]),
@@ -334,7 +334,7 @@ async fn write_synthesis(conf: &Conference) -> Result<()> {
             total_iterations: st.total_iterations,
             status: st.final_status.clone(),
             best_metric: st.best.metric,
-            best_commit: CommitId::try_from(st.best.commit.as_str())?,
+            best_commit: st.best.commit.clone(),
         }),
         &format!(
             "{} after {} rounds: best {} ({})",

@@ -73,7 +73,7 @@ pub async fn check_commit(conf: &Conference, commit: git2::Oid, label: &str) -> 
         return Ok(Verdict::Pass);
     }
     let st = conf.state();
-    let path = conf.prepare_worktree("best", None, &commit.to_string())?;
+    let path = conf.prepare_worktree("best", None, &commit.into())?;
     let env = conf.context_env("best", st.round, 0, st.best.metric);
     check(conf, &path, &env, label, conf.config.evaluation.timeout).await
 }

@@ -27,7 +27,7 @@ use super::state::{files, Phase, State};
 use crate::config::Config;
 use crate::model::event::{Event, Imported, Started};
 use crate::model::seed::{self, Row};
-use crate::model::{AttemptRecord, EventLine, FinalStatus, RunStatus, Verdict};
+use crate::model::{AttemptRecord, CommitId, EventLine, FinalStatus, RunStatus, Verdict};
 use crate::store::{ConferenceRefs, StateChange};
 
 /// The files of the original's folder, read and checked.
@@ -406,7 +406,7 @@ fn record(row: &Row, round: u32, researcher: &str, verdict: Verdict) -> AttemptR
         round,
         researcher: researcher.to_string(),
         iteration: row.iteration,
-        commit: String::new(),
+        commit: None,
         tree: String::new(),
         metric: row.metric,
         delta: row.delta,
@@ -588,8 +588,13 @@ fn write_log(
 }
 
 /// Points the imported conference's best branch at `best` (the original's best, as imported).
-pub fn point_best_branch(repo: &Repository, name: &str, best: &str) -> Result<()> {
+pub fn point_best_branch(repo: &Repository, name: &str, best: &CommitId) -> Result<()> {
     let refs = ConferenceRefs::new(name);
-    let best = Oid::from_str(best)?;
-    crate::store::cas::update(repo, &refs.best(), best, None, "git conference import")
+    crate::store::cas::update(
+        repo,
+        &refs.best(),
+        best.oid(),
+        None,
+        "git conference import",
+    )
 }

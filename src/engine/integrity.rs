@@ -31,6 +31,7 @@ use std::sync::Mutex;
 use git2::{Oid, Repository};
 
 use super::Conference;
+use crate::model::CommitId;
 
 /// Moves of the event log ref undone since the last agent finished.
 static UNDONE_MOVES: Mutex<Vec<String>> = Mutex::new(Vec::new());
@@ -395,8 +396,8 @@ pub fn events_ref_in_place(repo: &Repository, name: &str, tip: Option<Oid>) {
 
 /// Puts the best branch back at `expected` (the state's best: only the review and transfer
 /// move it, never while researchers run); says what moved.
-fn best_in_place(repo: &Repository, name: &str, expected: &str) -> Option<String> {
-    let expected = Oid::from_str(expected).ok()?;
+fn best_in_place(repo: &Repository, name: &str, expected: &CommitId) -> Option<String> {
+    let expected = expected.oid();
     let current = repo.refname_to_id(name).ok();
     if current == Some(expected) {
         return None;

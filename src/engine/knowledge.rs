@@ -15,7 +15,7 @@
 //! what it prints becomes the entry's prose; it never changes the entry's data.
 
 use anyhow::Result;
-use git2::{Oid, Repository};
+use git2::Repository;
 
 use super::ledger::{all_attempts, read_findings, read_picks};
 use super::{reasons, Conference};
@@ -23,7 +23,7 @@ use crate::exec::process::{self, Outcome, Spec};
 use crate::model::event::{Event, KnowledgeBriefed};
 use crate::model::knowledge::{self, Entry, Kind, Wanted};
 use crate::model::state::State;
-use crate::model::{AttemptRecord, Finding, PickResult, ReviewVerdict};
+use crate::model::{AttemptRecord, CommitId, Finding, PickResult, ReviewVerdict};
 use crate::store::knowledge::{self as store, Added};
 
 /// Error kinds a retrospective keeps: the most frequent ones, not every failure.
@@ -213,7 +213,7 @@ fn pattern(conf: &Conference, round: u32, f: &Finding) -> Entry {
     e.files = f.files.clone();
     e.change = crate::render::format::one_line(&f.description, 300);
     e.gain = Some(f.gain_reproduced);
-    e.commit = f.commit.clone();
+    e.commit = Some(f.commit.clone());
     e
 }
 
@@ -252,7 +252,7 @@ fn failures(repo: &Repository, attempts: &[AttemptRecord]) -> Vec<Failure> {
                 )
             ),
             change: crate::render::format::one_line(&a.description, 200),
-            files: touched(repo, &a.commit),
+            files: touched(repo, a.commit.as_ref()),
         });
     }
     out
@@ -289,9 +289,12 @@ fn error(conf: &Conference, n: usize, f: Failure) -> Entry {
 }
 
 /// The paths an attempt's commit changed (none when nothing was committed).
-fn touched(repo: &Repository, commit: &str) -> Vec<String> {
+fn touched(repo: &Repository, commit: Option<&CommitId>) -> Vec<String> {
     let paths = || -> Result<Vec<String>> {
-        let c = repo.find_commit(Oid::from_str(commit)?)?;
+        let Some(commit) = commit else {
+            return Ok(vec![]);
+        };
+        let c = repo.find_commit(commit.oid())?;
         let parent = c.parent(0)?;
         crate::git::snapshot::changed_paths(repo, parent.tree_id(), c.tree_id())
     };

@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use serde::Deserialize;
 
 use super::state::{files, State};
@@ -28,12 +28,14 @@ fn parse_jsonl<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Vec<T> {
         .collect()
 }
 
-/// Reads a JSON file of the state tree; an absent file is the default.
+/// Reads a JSON file of the state tree; an absent file is the default. A file that does not
+/// parse is an error naming it (and, for a commit id that is not a full one, the field).
 fn read_json<T: for<'de> Deserialize<'de> + Default>(conf: &Conference, path: &str) -> Result<T> {
     Ok(conf
         .read_state_file(path)?
         .map(|b| serde_json::from_slice(&b))
-        .transpose()?
+        .transpose()
+        .with_context(|| path.to_string())?
         .unwrap_or_default())
 }
 
@@ -135,4 +137,31 @@ pub fn start_runs(conf: &Conference, round: u32) -> Result<Vec<f64>> {
 /// The transfer decisions of a round, in the order they were made.
 pub fn read_picks(conf: &Conference, round: u32) -> Vec<PickRecord> {
     read_jsonl(conf, &files::picks(round)).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A line that does not read (here one with an abbreviated commit) is skipped, as any
+    /// unreadable line always was: the round's other attempts still read.
+    #[test]
+    fn an_attempt_line_with_a_short_commit_is_skipped_and_the_others_read() {
+        let line = |iteration: u32, commit: &str| {
+            format!(
+                r#"{{"round":1,"researcher":"A","iteration":{iteration},"commit":"{commit}","tree":"","metric":1.0,"delta":null,"verdict":"kept","description":"x","reason":null,"timestamp":"t","sub_metrics":{{}}}}"#
+            )
+        };
+        let bytes = [
+            line(1, &"a".repeat(40)),
+            line(2, "abc1234"),
+            line(3, ""),
+            line(4, &"b".repeat(40)),
+        ]
+        .join("\n");
+        let read: Vec<AttemptRecord> = parse_jsonl(bytes.as_bytes());
+        let iterations: Vec<u32> = read.iter().map(|a| a.iteration).collect();
+        assert_eq!(iterations, [1, 3, 4]);
+        assert_eq!(read[1].commit, None);
+    }
 }

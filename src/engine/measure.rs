@@ -3,14 +3,13 @@
 //! event a measuring phase opens with. Both phases call it; neither imports the other for it.
 
 use anyhow::Result;
-use git2::Oid;
 
 use super::evaluate::{self, EvalRequest, EvalResult};
 use super::noise;
 use super::Conference;
 use crate::git::snapshot;
 use crate::model::event::{self as events, Event};
-use crate::model::EvalStatus;
+use crate::model::{CommitId, EvalStatus};
 
 /// Runs per candidate in review: noise runs, at least the evaluation's repeats.
 pub fn review_runs(conf: &Conference) -> u32 {
@@ -36,7 +35,7 @@ pub fn review_settings(conf: &Conference) -> String {
 pub async fn measure(
     conf: &Conference,
     label: &str,
-    commit: &str,
+    commit: &CommitId,
     command: &str,
     what: &str,
 ) -> Result<EvalResult> {
@@ -52,7 +51,7 @@ pub async fn measure(
 pub async fn measure_runs(
     conf: &Conference,
     label: &str,
-    commit: &str,
+    commit: &CommitId,
     command: &str,
     what: &str,
     runs: u32,
@@ -91,7 +90,7 @@ pub async fn measure_runs(
     .await?;
     // Leave the checkout clean for the next candidate (evaluations may write files).
     let wt = conf.open_worktree(&path)?;
-    snapshot::reset(&wt, Oid::from_str(commit)?, None)?;
+    snapshot::reset(&wt, commit.oid(), None)?;
     Ok(result)
 }
 

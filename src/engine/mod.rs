@@ -72,6 +72,7 @@ use crate::config::Config;
 use crate::git::{snapshot, worktree};
 use crate::hooks::Hooks;
 use crate::model::event::{self as events, Event};
+use crate::model::CommitId;
 use crate::remote::link::Link;
 use crate::store::{self, ConferenceRefs, EventLog, StateChange};
 use crate::ui::Ui;
@@ -402,9 +403,14 @@ impl Conference {
     }
 
     /// Moves a branch to `new`, from whatever it points at now if `expected` is None.
-    pub fn move_branch(&self, refname: &str, new: &str, expected: Option<&str>) -> Result<()> {
+    pub fn move_branch(
+        &self,
+        refname: &str,
+        new: &CommitId,
+        expected: Option<&CommitId>,
+    ) -> Result<()> {
         let rec = self.recorder.lock().unwrap();
-        let new = Oid::from_str(new)?;
+        let new = new.oid();
         let current = rec
             .repo
             .find_reference(refname)
@@ -414,7 +420,7 @@ impl Conference {
             return Ok(());
         }
         let expected = match expected {
-            Some(e) => Some(Oid::from_str(e)?),
+            Some(e) => Some(e.oid()),
             None => current,
         };
         store::events::cas_update(&rec.repo, refname, new, expected, PROGRAM_REFLOG_MESSAGE)
@@ -430,10 +436,10 @@ impl Conference {
         &self,
         label: &str,
         branch: Option<&str>,
-        commit: &str,
+        commit: &CommitId,
     ) -> Result<PathBuf> {
         let repo = self.open_repo()?;
-        let oid = Oid::from_str(commit)?;
+        let oid = commit.oid();
         let checkout = match branch {
             Some(b) => worktree::Checkout::Branch(b),
             None => worktree::Checkout::Detached(oid),
@@ -496,7 +502,7 @@ const PROGRAM_REFLOG_MESSAGE: &str = "git conference";
 
 /// The state `conference.started` stores: every researcher at `base`, nothing measured yet.
 fn initial_state(name: &str, config: &Config, base: Oid, now: &str) -> State {
-    let base = crate::model::CommitId::from(base);
+    let base = CommitId::from(base);
     let researcher = state::ResearcherState {
         head: base.clone(),
         best_metric: None,

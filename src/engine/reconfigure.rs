@@ -73,11 +73,11 @@ pub fn record_config_change(
 /// baseline is measured (the caller checks).
 pub fn rebase(conf: &Conference, base: Oid) -> Result<()> {
     let st = conf.state();
-    let new = base.to_string();
+    let new = CommitId::from(base);
     conf.record(
         Event::Rebased(events::Rebased {
-            from: CommitId::try_from(st.baseline_commit.as_str())?,
-            to: base.into(),
+            from: st.baseline_commit.clone(),
+            to: new.clone(),
         }),
         &format!(
             "baseline {} → {}",

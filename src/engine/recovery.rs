@@ -18,7 +18,7 @@ use super::{
 use crate::git::{snapshot, worktree};
 use crate::model::event::{self as events, Event, EventLine};
 use crate::model::notes::BranchSetAsideNote;
-use crate::model::{EvalStatus, Verdict};
+use crate::model::{CommitId, EvalStatus, Verdict};
 use crate::store::notes;
 
 impl Conference {
@@ -91,27 +91,22 @@ impl Conference {
     fn check_branches(&self) -> Result<Vec<MovedBranch>> {
         let st = self.state();
         let repo = self.open_repo()?;
-        let mut expected: Vec<(String, Option<String>, &str, bool)> = st
+        let mut expected: Vec<(String, Option<String>, &CommitId, bool)> = st
             .researchers
             .iter()
             .map(|(id, r)| {
                 (
                     self.refs.researcher_branch(id),
                     Some(id.clone()),
-                    r.head.as_str(),
+                    &r.head,
                     r.head == r.round_start,
                 )
             })
             .collect();
-        expected.push((
-            self.refs.best_branch(),
-            None,
-            st.best.commit.as_str(),
-            false,
-        ));
+        expected.push((self.refs.best_branch(), None, &st.best.commit, false));
         let mut moved = Vec::new();
         for (branch, researcher, want, fast_forward) in expected {
-            let want = Oid::from_str(want)?;
+            let want = want.oid();
             let Some(found) = repo
                 .find_reference(&format!("refs/heads/{branch}"))
                 .ok()
@@ -167,13 +162,13 @@ impl Conference {
         self.keep_reachable(&[m.found])?;
         let st = self.state();
         let note = BranchSetAsideNote {
-            commit: m.found.to_string(),
+            commit: m.found.into(),
             conference: self.name.clone(),
             verdict: "set_aside",
             branch: m.branch.clone(),
             researcher: m.researcher.clone(),
             round: st.round,
-            expected: m.expected.to_string(),
+            expected: m.expected.into(),
         };
         self.record(
             Event::BranchSetAside(events::BranchSetAside {
@@ -204,8 +199,8 @@ impl Conference {
         );
         self.move_branch(
             &format!("refs/heads/{}", m.branch),
-            &m.expected.to_string(),
-            Some(&m.found.to_string()),
+            &m.expected.into(),
+            Some(&m.found.into()),
         )?;
         Ok(found.tree_id())
     }

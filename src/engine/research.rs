@@ -928,7 +928,7 @@ fn attempt_note(
     result: &EvalResult,
 ) -> Note {
     AttemptNote {
-        commit: commit.to_string(),
+        commit: commit.into(),
         conference: conf.name.clone(),
         researcher: record.researcher.clone(),
         round: record.round,
@@ -967,14 +967,11 @@ fn record_iteration(
     let reason = reason.map(|r| crate::exec::caps::shorten(&r));
     // A result measured by an earlier attempt (the cache) took no time now.
     let eval_s = (result.seconds > 0.0).then_some(result.seconds);
-    let commit_hex = commit
-        .map(|c| c.to_string())
-        .unwrap_or_else(|| a.head.to_string());
     let record = AttemptRecord {
         round: st.round,
         researcher: a.id.to_string(),
         iteration: a.iteration,
-        commit: commit_hex.clone(),
+        commit: Some(commit.map_or_else(|| a.head.clone(), CommitId::from)),
         tree: a.tree.to_string(),
         metric: result.metric,
         delta,

@@ -18,7 +18,9 @@ use crate::config::Direction;
 use crate::git::snapshot;
 use crate::model::event::{self as events, Event, Note};
 use crate::model::notes::ReviewNote;
-use crate::model::{AttemptRecord, Conflict, EvalStatus, Finding, ReviewVerdict, Verdict, Word};
+use crate::model::{
+    AttemptRecord, CommitId, Conflict, EvalStatus, Finding, ReviewVerdict, Verdict, Word,
+};
 use crate::protocol::pick::transfer_order;
 use crate::render;
 use crate::store::StateChange;
@@ -35,14 +37,14 @@ struct Readings {
 /// read again. None when interrupted.
 async fn interleave(
     conf: &Conference,
-    start: &str,
-    candidates: &[(String, String)],
+    start: &CommitId,
+    candidates: &[(String, CommitId)],
 ) -> Result<Option<(Readings, Vec<Readings>)>> {
     let mut start_readings = Readings::default();
     let mut readings: Vec<Readings> = candidates.iter().map(|_| Readings::default()).collect();
     let command = conf.config.eval_command();
     for run in 0..measure::review_runs(conf) {
-        let mut trees: Vec<(&str, &str, &mut Readings)> =
+        let mut trees: Vec<(&str, &CommitId, &mut Readings)> =
             vec![("start", start, &mut start_readings)];
         for ((id, head), r) in candidates.iter().zip(readings.iter_mut()) {
             trees.push((id, head, r));
@@ -94,10 +96,10 @@ pub async fn poster_session(conf: &Conference) -> Result<()> {
 fn kept_diff_stats(
     conf: &Conference,
     attempts: &[AttemptRecord],
-) -> Result<std::collections::BTreeMap<String, String>> {
+) -> Result<std::collections::BTreeMap<CommitId, String>> {
     let repo = conf.open_repo()?;
-    let stat = |commit: &str| {
-        let c = repo.find_commit(Oid::from_str(commit).ok()?).ok()?;
+    let stat = |commit: &CommitId| {
+        let c = repo.find_commit(commit.oid()).ok()?;
         let parent = c.parent(0).ok()?;
         let (f, i, d) = snapshot::diff_stat(&repo, parent.tree_id(), c.tree_id()).ok()?;
         Some(format!("{f} files, +{i} −{d}"))
@@ -105,7 +107,7 @@ fn kept_diff_stats(
     Ok(attempts
         .iter()
         .filter(|a| a.verdict == Verdict::Kept)
-        .filter_map(|a| Some((a.commit.clone(), stat(&a.commit)?)))
+        .filter_map(|a| Some((a.commit.clone()?, stat(a.commit.as_ref()?)?)))
         .collect())
 }
 
@@ -136,8 +138,8 @@ pub async fn peer_review(conf: &Conference) -> Result<()> {
             .join("; ");
         findings.push(Finding {
             researcher: id.clone(),
-            commit: r.head.to_string(),
-            round_start: round_start.to_string(),
+            commit: r.head.clone(),
+            round_start: round_start.clone(),
             description,
             files: changed,
             claimed: r.best_metric,
@@ -166,7 +168,7 @@ pub async fn peer_review(conf: &Conference) -> Result<()> {
             f.reasoning = format!("The diff {why}.");
         }
     }
-    let to_read: Vec<(String, String)> = findings
+    let to_read: Vec<(String, CommitId)> = findings
         .iter()
         .filter(|f| f.verdict.is_unset())
         .map(|f| (f.researcher.clone(), f.commit.clone()))
@@ -207,8 +209,8 @@ pub async fn peer_review(conf: &Conference) -> Result<()> {
 fn announce_review(
     conf: &Conference,
     round: u32,
-    round_start: &str,
-    to_read: &[(String, String)],
+    round_start: &CommitId,
+    to_read: &[(String, CommitId)],
 ) -> Result<()> {
     let who: Vec<&str> = to_read.iter().map(|(id, _)| id.as_str()).collect();
     measure::phase_started(
@@ -305,7 +307,7 @@ async fn check_holdout(
 /// knowledge transfer uses: changes to different lines of one file combine; changes to the same
 /// lines go to the larger gain (the earlier pick), ties to the lower letter.
 pub fn conflicts(repo: &git2::Repository, order: &[Finding]) -> Result<Vec<Conflict>> {
-    let tree_of = |c: &str| -> Result<Oid> { Ok(repo.find_commit(Oid::from_str(c)?)?.tree_id()) };
+    let tree_of = |c: &CommitId| -> Result<Oid> { Ok(repo.find_commit(c.oid())?.tree_id()) };
     let mut out = Vec::new();
     for (i, winner) in order.iter().enumerate() {
         for loser in &order[i + 1..] {

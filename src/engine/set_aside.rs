@@ -100,7 +100,7 @@ pub(super) fn set_aside_partial(
         &crate::model::short_oid(commit)
     );
     let note = Note::from(InterruptedNote {
-        commit: commit.to_string(),
+        commit: commit.into(),
         conference: conf.name.clone(),
         researcher: id.to_string(),
         round: st.round,
@@ -113,7 +113,7 @@ pub(super) fn set_aside_partial(
         round: st.round,
         researcher: id.to_string(),
         iteration: attempt.iteration,
-        commit: commit.to_string(),
+        commit: Some(commit.into()),
         tree: tree.to_string(),
         metric: None,
         delta: None,

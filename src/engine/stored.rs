@@ -37,9 +37,7 @@ fn short_id_field(bytes: &[u8]) -> Option<String> {
     }
     fields.into_iter().find_map(|(field, v)| {
         let text = v.as_str().map_or_else(|| v.to_string(), str::to_string);
-        CommitId::try_from(text.as_str())
-            .is_err()
-            .then(|| format!("{field} is `{}`, not a full commit id", text.escape_debug()))
+        CommitId::of_field(text, &field).err()
     })
 }
 

@@ -3,7 +3,7 @@
 //! git computes, what conference.md says); `render::report` writes them.
 
 use anyhow::Result;
-use git2::{Oid, Repository};
+use git2::Repository;
 
 use super::ledger::{all_attempts, read_findings, read_picks};
 use super::state::{files, State};
@@ -62,10 +62,10 @@ fn all_findings(conf: &Conference, st: &State) -> Vec<(u32, Finding)> {
 
 /// A finding's diff from its round start (None when git no longer has one of the commits).
 fn finding_diff(repo: &Repository, f: &Finding) -> Result<Option<String>> {
-    let (Ok(a), Ok(b)) = (Oid::from_str(&f.round_start), Oid::from_str(&f.commit)) else {
-        return Ok(None);
-    };
-    let (Ok(a), Ok(b)) = (repo.find_commit(a), repo.find_commit(b)) else {
+    let (Ok(a), Ok(b)) = (
+        repo.find_commit(f.round_start.oid()),
+        repo.find_commit(f.commit.oid()),
+    ) else {
         return Ok(None);
     };
     Ok(Some(snapshot::diff_text(repo, a.tree_id(), b.tree_id())?))

@@ -31,7 +31,7 @@ fn reviewed_attempts(
                 .find(|f| {
                     a.verdict == Verdict::Kept
                         && f.researcher == a.researcher
-                        && f.commit == a.commit
+                        && a.commit.as_ref() == Some(&f.commit)
                 })
                 .map(|f| f.verdict.clone());
             (a, verdict)

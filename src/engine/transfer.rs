@@ -87,7 +87,7 @@ fn leave_out_dropped(conf: &Conference, st: &super::state::State, f: &Finding) -
 
 /// Three-way merge of the finding onto best; conflicted files keep best's version.
 fn merge_onto_best(repo: &Repository, f: &Finding, best: Oid) -> Result<(Oid, Vec<String>)> {
-    let tree_of = |c: &str| -> Result<Oid> { Ok(repo.find_commit(Oid::from_str(c)?)?.tree_id()) };
+    let tree_of = |c: &CommitId| -> Result<Oid> { Ok(repo.find_commit(c.oid())?.tree_id()) };
     let merged = merge::merge_trees(
         repo,
         tree_of(&f.round_start)?,
@@ -126,7 +126,7 @@ async fn pick(conf: &Conference, f: &Finding, start_runs: &[f64]) -> Result<()> 
         }
     };
     // A combination no researcher measured must pass the guard commands too.
-    let finding_tree = repo.find_commit(Oid::from_str(&f.commit)?)?.tree_id();
+    let finding_tree = repo.find_commit(f.commit.oid())?.tree_id();
     let Some(tried) = guard_combination(conf, f, tried, tree != finding_tree).await? else {
         return Ok(());
     };
@@ -155,7 +155,7 @@ async fn try_on_best(
     let commit = snapshot::commit(repo, tree, &[best], &message, &author)?;
     crate::failpoint::hit("transfer.cherry-picked");
     conf.keep_reachable(&[commit])?;
-    let finding_tree = repo.find_commit(Oid::from_str(&f.commit)?)?.tree_id();
+    let finding_tree = repo.find_commit(f.commit.oid())?.tree_id();
     let result = if tree == finding_tree && !f.runs.is_empty() {
         EvalResult {
             metric: f.reproduced,
@@ -169,7 +169,7 @@ async fn try_on_best(
     } else {
         let command = conf.config.eval_command();
         let label = format!("transfer-{}", f.researcher);
-        let r = measure::measure(conf, "best", &commit.to_string(), command, &label).await?;
+        let r = measure::measure(conf, "best", &commit.into(), command, &label).await?;
         if r.status == EvalStatus::Interrupted {
             return Ok(None);
         }
@@ -239,7 +239,7 @@ fn record_pick(
     let metric = result.as_ref().and_then(|r| r.metric);
     let note = candidate.map(|c| {
         Note::from(TransferNote {
-            commit: c.to_string(),
+            commit: c.into(),
             conference: conf.name.clone(),
             researcher: f.researcher.clone(),
             round: st.round,
@@ -265,7 +265,7 @@ fn record_pick(
     let event = Event::TransferPick(events::TransferPick {
         round: st.round,
         researcher: f.researcher.clone(),
-        finding: CommitId::try_from(f.commit.as_str())?,
+        finding: f.commit.clone(),
         commit: candidate.map(CommitId::from),
         result: verdict,
         metric,
@@ -306,7 +306,7 @@ fn complete_round(
         round,
         best_metric: st.best.metric,
         best_researcher: st.best.researcher.clone(),
-        best_commit: CommitId::try_from(st.best.commit.as_str())?,
+        best_commit: st.best.commit.clone(),
         converged: false,
         shared_knowledge_added: knowledge,
         streaks: streaks_after(conf, &st, findings),

@@ -84,8 +84,8 @@ fn seen(repo: &Repository, a: AttemptRecord, paths: &[String]) -> Result<Seen> {
         a.verdict.known(),
         Some(Verdict::Rejected | Verdict::NoChange)
     );
-    let tree = Oid::from_str(&a.tree)
-        .ok()
+    let tree = a
+        .tree_id()
         .filter(|&t| measured && repo.find_tree(t).is_ok());
     let trial = match tree {
         Some(t) => Some(tune::Trial {

@@ -1,10 +1,12 @@
 //! A commit id as the protocol stores it: the full hexadecimal id (40 digits for SHA-1, 64 for
-//! SHA-256), never an abbreviation or a ref name. Events carry these; reading one back from a
-//! log checks it, so an abbreviated or crafted value is refused where it is read.
+//! SHA-256), never an abbreviation or a ref name. Events, `state.json`, the state tree's records
+//! and the notes carry these; reading one back checks it, so an abbreviated or crafted value is
+//! refused where it is read (a record's field by its name: [`read_field`]).
 
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
@@ -43,6 +45,40 @@ impl CommitId {
     pub fn oid(&self) -> git2::Oid {
         git2::Oid::from_str(&self.0).expect("a checked commit id")
     }
+
+    /// `text` as the commit id field `field` of a record; a value that is not a full id is
+    /// refused naming the field (`commit is `abc`, not a full commit id`).
+    pub fn of_field(text: String, field: &str) -> Result<CommitId, String> {
+        CommitId::try_from(text).map_err(|NotACommitId(text)| {
+            format!("{field} is `{}`, not a full commit id", text.escape_debug())
+        })
+    }
+}
+
+/// Reads the commit id field `field` of a record with [`CommitId::of_field`], so that a parse
+/// error names the field, which a bare `CommitId` field would not (`records.rs` uses it).
+pub fn read_field<'de, D: Deserializer<'de>>(d: D, field: &str) -> Result<CommitId, D::Error> {
+    CommitId::of_field(String::deserialize(d)?, field).map_err(D::Error::custom)
+}
+
+/// [`read_field`] of a field stored as `""` when there is no commit (an imported attempt): the
+/// empty string reads as `None`, which [`write_or_empty`] writes back as `""`.
+pub fn read_field_or_empty<'de, D: Deserializer<'de>>(
+    d: D,
+    field: &str,
+) -> Result<Option<CommitId>, D::Error> {
+    let text = String::deserialize(d)?;
+    if text.is_empty() {
+        return Ok(None);
+    }
+    CommitId::of_field(text, field)
+        .map(Some)
+        .map_err(D::Error::custom)
+}
+
+/// Writes an optional commit id as its field was always stored: the id, or `""` for none.
+pub fn write_or_empty<S: Serializer>(id: &Option<CommitId>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(id.as_deref().unwrap_or(""))
 }
 
 impl TryFrom<String> for CommitId {

@@ -15,6 +15,8 @@
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
+use super::CommitId;
+
 /// The most tokens the brief may take in a prompt (seed 003's cap).
 pub const BRIEF_TOKENS: usize = 500;
 
@@ -65,8 +67,8 @@ pub struct Entry {
     pub count: Option<u32>,
     /// Error: one of them, with its round, researcher and full reason.
     pub example: String,
-    /// Pattern: the commit on best (or the finding's snapshot).
-    pub commit: String,
+    /// Pattern: the commit on best (or the finding's snapshot); none for an error.
+    pub commit: Option<CommitId>,
     /// Free text after the header (a retrospective's prose, a person's notes).
     pub prose: String,
 }
@@ -88,7 +90,7 @@ impl Entry {
             reason: String::new(),
             count: None,
             example: String::new(),
-            commit: String::new(),
+            commit: None,
             prose: String::new(),
         }
     }
@@ -101,7 +103,7 @@ pub fn same_knowledge(a: &Entry, b: &Entry) -> bool {
     a.kind == b.kind
         && a.conference == b.conference
         && match a.kind {
-            Kind::Pattern if !a.commit.is_empty() || !b.commit.is_empty() => a.commit == b.commit,
+            Kind::Pattern if a.commit.is_some() || b.commit.is_some() => a.commit == b.commit,
             Kind::Pattern => a.change == b.change,
             Kind::Error => a.reason == b.reason,
         }
@@ -166,7 +168,7 @@ pub fn render(e: &Entry) -> String {
     put("reason", e.reason.clone());
     put("count", e.count.map(|c| c.to_string()).unwrap_or_default());
     put("example", e.example.clone());
-    put("commit", e.commit.clone());
+    put("commit", e.commit.as_deref().unwrap_or_default().into());
     if !e.prose.trim().is_empty() {
         let _ = write!(s, "\n{}\n", e.prose.trim());
     }
@@ -266,7 +268,13 @@ fn set(e: &mut Entry, key: &str, v: &str) -> Result<(), String> {
         "reason" => e.reason = v.to_string(),
         "count" => e.count = Some(v.parse().map_err(|_| number("a count"))?),
         "example" => e.example = v.to_string(),
-        "commit" => e.commit = v.to_string(),
+        "commit" if v.is_empty() => e.commit = None,
+        "commit" => {
+            let id = CommitId::try_from(v).map_err(|_| {
+                format!("`commit: {v}` is not a full commit id (write it whole, as `git rev-parse` prints it, or leave the line out)")
+            })?;
+            e.commit = Some(id);
+        }
         _ => {
             return Err(format!(
                 "unknown key `{key}` (keys: {}; a blank line starts free text)",
@@ -575,6 +583,29 @@ mod tests {
         assert!(m.message.contains("`reason:` is missing"), "{m:?}");
         let m = parse("x", "just words\n").unwrap_err();
         assert_eq!(m.line, 1);
+        let m = parse(
+            "x",
+            "kind: pattern\nconference: tok\ncommit: 8b8fd98\nchange: x\n",
+        );
+        let m = m.unwrap_err();
+        assert_eq!(m.line, 3);
+        assert!(
+            m.message
+                .contains("`commit: 8b8fd98` is not a full commit id"),
+            "{m:?}"
+        );
+    }
+
+    #[test]
+    fn a_commit_reads_back_as_written_and_an_empty_one_is_none() {
+        let full = "8b8fd983711f6567b497af6f78ba433bf5ead884";
+        let text = format!("kind: pattern\nconference: tok\nchange: x\ncommit: {full}\n");
+        let e = parse("x", &text).unwrap();
+        assert_eq!(e.commit.as_deref(), Some(full));
+        assert_eq!(parse("x", &render(&e)).unwrap(), e);
+        let e = parse("x", "kind: pattern\nconference: tok\nchange: x\ncommit:\n").unwrap();
+        assert_eq!(e.commit, None);
+        assert!(!render(&e).contains("commit"));
     }
 
     #[test]

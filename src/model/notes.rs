@@ -9,12 +9,12 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::event::Note;
-use super::{EvalStatus, PickResult, Placement, Pruned, ReviewVerdict, Verdict, Word};
+use super::{CommitId, EvalStatus, PickResult, Placement, Pruned, ReviewVerdict, Verdict, Word};
 
 /// The note on an attempt's commit: its verdict and measurements, and how long it ran.
 #[derive(Debug, Clone, Serialize)]
 pub struct AttemptNote {
-    pub commit: String,
+    pub commit: CommitId,
     pub conference: String,
     pub researcher: String,
     pub round: u32,
@@ -39,7 +39,7 @@ pub struct AttemptNote {
 /// The note on an attempt an interrupted run left in the worktree (`attempt.interrupted`).
 #[derive(Debug, Clone, Serialize)]
 pub struct InterruptedNote {
-    pub commit: String,
+    pub commit: CommitId,
     pub conference: String,
     pub researcher: String,
     pub round: u32,
@@ -51,7 +51,7 @@ pub struct InterruptedNote {
 /// (`branch.set_aside`).
 #[derive(Debug, Clone, Serialize)]
 pub struct BranchSetAsideNote {
-    pub commit: String,
+    pub commit: CommitId,
     pub conference: String,
     /// Always `set_aside`.
     pub verdict: &'static str,
@@ -59,13 +59,13 @@ pub struct BranchSetAsideNote {
     pub researcher: Option<String>,
     pub round: u32,
     /// The commit the branch was recorded at.
-    pub expected: String,
+    pub expected: CommitId,
 }
 
 /// The note on the baseline commit (`baseline.measured`).
 #[derive(Debug, Clone, Serialize)]
 pub struct BaselineNote {
-    pub commit: String,
+    pub commit: CommitId,
     pub conference: String,
     /// Always `baseline`.
     pub verdict: &'static str,
@@ -79,7 +79,7 @@ pub struct BaselineNote {
 /// The note on a finding's commit after peer review (`round.peer_review`).
 #[derive(Debug, Clone, Serialize)]
 pub struct ReviewNote {
-    pub commit: String,
+    pub commit: CommitId,
     pub conference: String,
     pub researcher: String,
     pub round: u32,
@@ -93,7 +93,7 @@ pub struct ReviewNote {
 /// The note on a knowledge-transfer pick's combined commit (`transfer.pick`).
 #[derive(Debug, Clone, Serialize)]
 pub struct TransferNote {
-    pub commit: String,
+    pub commit: CommitId,
     pub conference: String,
     pub researcher: String,
     pub round: u32,
@@ -151,6 +151,11 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A full commit id of the digit `d` repeated.
+    fn id(d: char) -> CommitId {
+        CommitId::try_from(d.to_string().repeat(40)).unwrap()
+    }
+
     fn text(n: impl Into<Note>) -> String {
         serde_json::to_string(&n.into().0).unwrap()
     }
@@ -162,7 +167,7 @@ mod tests {
         let mut sub = BTreeMap::new();
         sub.insert("acc".to_string(), 0.5);
         let attempt = AttemptNote {
-            commit: "c".into(),
+            commit: id('c'),
             conference: "x".into(),
             researcher: "A".into(),
             round: 2,
@@ -178,7 +183,7 @@ mod tests {
             pruned: None,
             placement: None,
         };
-        let old = json!({"commit": "c", "conference": "x", "researcher": "A", "round": 2,
+        let old = json!({"commit": id('c'), "conference": "x", "researcher": "A", "round": 2,
             "iteration": 3, "verdict": "kept", "metric": 1.5, "runs": [1.5], "sub_metrics": sub,
             "reason": null, "agent_s": 0.1, "eval_s": null});
         assert_eq!(text(attempt.clone()), old.to_string());
@@ -198,19 +203,19 @@ mod tests {
         assert_eq!(text(curved), old_curved.to_string());
 
         let interrupted = InterruptedNote {
-            commit: "c".into(),
+            commit: id('c'),
             conference: "x".into(),
             researcher: "A".into(),
             round: 1,
             iteration: 2,
             verdict: EvalStatus::Interrupted,
         };
-        let old = json!({"commit": "c", "conference": "x", "researcher": "A", "round": 1,
+        let old = json!({"commit": id('c'), "conference": "x", "researcher": "A", "round": 1,
             "iteration": 2, "verdict": EvalStatus::Interrupted});
         assert_eq!(text(interrupted), old.to_string());
 
         let baseline = BaselineNote {
-            commit: "b".into(),
+            commit: id('b'),
             conference: "x".into(),
             verdict: "baseline",
             metric: 3.0,
@@ -218,26 +223,26 @@ mod tests {
             sub_metrics: BTreeMap::new(),
             curve: vec![],
         };
-        let old = json!({"commit": "b", "conference": "x", "verdict": "baseline", "metric": 3.0,
+        let old = json!({"commit": id('b'), "conference": "x", "verdict": "baseline", "metric": 3.0,
             "runs": [3.0, 3.0], "sub_metrics": {}});
         assert_eq!(text(baseline), old.to_string());
 
         let set_aside = BranchSetAsideNote {
-            commit: "d".into(),
+            commit: id('d'),
             conference: "x".into(),
             verdict: "set_aside",
             branch: "conference/x/researcher-A".into(),
             researcher: None,
             round: 2,
-            expected: "e".into(),
+            expected: id('e'),
         };
-        let old = json!({"commit": "d", "conference": "x", "verdict": "set_aside",
+        let old = json!({"commit": id('d'), "conference": "x", "verdict": "set_aside",
             "branch": "conference/x/researcher-A", "researcher": null, "round": 2,
-            "expected": "e"});
+            "expected": id('e')});
         assert_eq!(text(set_aside), old.to_string());
 
         let review = ReviewNote {
-            commit: "c".into(),
+            commit: id('c'),
             conference: "x".into(),
             researcher: "B".into(),
             round: 1,
@@ -247,12 +252,12 @@ mod tests {
             claimed: Some(2.0),
             reason: "why".into(),
         };
-        let old = json!({"commit": "c", "conference": "x", "researcher": "B", "round": 1,
+        let old = json!({"commit": id('c'), "conference": "x", "researcher": "B", "round": 1,
             "verdict": "validated", "metric": null, "runs": [], "claimed": 2.0, "reason": "why"});
         assert_eq!(text(review), old.to_string());
 
         let transfer = TransferNote {
-            commit: "c".into(),
+            commit: id('c'),
             conference: "x".into(),
             researcher: "B".into(),
             round: 1,
@@ -262,7 +267,7 @@ mod tests {
             runs: None,
             reason: "worse".into(),
         };
-        let old = json!({"commit": "c", "conference": "x", "researcher": "B", "round": 1,
+        let old = json!({"commit": id('c'), "conference": "x", "researcher": "B", "round": 1,
             "verdict": Verdict::Reverted, "transfer": PickResult::Dropped, "metric": null,
             "runs": null, "reason": "worse"});
         assert_eq!(text(transfer), old.to_string());

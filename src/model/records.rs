@@ -3,8 +3,10 @@
 //! (`round-N/findings.json`) and the conflicts between them. Every phase reads them; none owns
 //! them, so they live here, below the engine (`engine/ledger.rs` reads them).
 
+use super::commit_id::{read_field, read_field_or_empty, write_or_empty};
 use super::words::{PickResult, ReviewVerdict, Verdict, Word};
-use serde::{Deserialize, Serialize};
+use super::CommitId;
+use serde::{Deserialize, Deserializer, Serialize};
 
 /// One attempt, as the state's attempts files and the results table have it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -12,7 +14,10 @@ pub struct AttemptRecord {
     pub round: u32,
     pub researcher: String,
     pub iteration: u32,
-    pub commit: String,
+    /// The attempt's commit; none for an attempt imported from the original conference, which
+    /// kept none (stored as `""`, as earlier releases wrote it).
+    #[serde(deserialize_with = "attempt_commit", serialize_with = "write_or_empty")]
+    pub commit: Option<CommitId>,
     pub tree: String,
     pub metric: Option<f64>,
     pub delta: Option<f64>,
@@ -45,6 +50,12 @@ impl AttemptRecord {
         Word::Other(super::EvalStatus::Interrupted.as_str().into())
     }
 
+    /// The tree the attempt measured, as git names it; none for an imported attempt (stored as
+    /// `""`: the original kept none).
+    pub fn tree_id(&self) -> Option<git2::Oid> {
+        git2::Oid::from_str(&self.tree).ok()
+    }
+
     /// Set aside on resume (see [`AttemptRecord::interrupted`]).
     pub fn is_interrupted(&self) -> bool {
         self.verdict == super::EvalStatus::Interrupted.as_str()
@@ -73,7 +84,9 @@ pub fn mixed_gpu_warning(models: &[String]) -> String {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PickRecord {
     pub researcher: String,
-    pub finding: String,
+    /// The finding's commit.
+    #[serde(deserialize_with = "pick_finding")]
+    pub finding: CommitId,
     pub result: Word<PickResult>,
     pub reason: String,
     /// Files whose changes clashed with best's; best kept them (the seed's conflict rule).
@@ -85,8 +98,12 @@ pub struct PickRecord {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Finding {
     pub researcher: String,
-    pub commit: String,
-    pub round_start: String,
+    /// The researcher's head the review measured.
+    #[serde(deserialize_with = "finding_commit")]
+    pub commit: CommitId,
+    /// Best at the round's start, which the review measured it against.
+    #[serde(deserialize_with = "finding_round_start")]
+    pub round_start: CommitId,
     pub description: String,
     pub files: Vec<String>,
     pub claimed: Option<f64>,
@@ -113,6 +130,24 @@ pub struct Finding {
     pub suggested_noise_runs: Option<u32>,
 }
 
+// Each commit id field is read naming itself, so that a record with a short or crafted id is
+// refused saying which field holds it.
+fn attempt_commit<'de, D: Deserializer<'de>>(d: D) -> Result<Option<CommitId>, D::Error> {
+    read_field_or_empty(d, "commit")
+}
+
+fn pick_finding<'de, D: Deserializer<'de>>(d: D) -> Result<CommitId, D::Error> {
+    read_field(d, "finding")
+}
+
+fn finding_commit<'de, D: Deserializer<'de>>(d: D) -> Result<CommitId, D::Error> {
+    read_field(d, "commit")
+}
+
+fn finding_round_start<'de, D: Deserializer<'de>>(d: D) -> Result<CommitId, D::Error> {
+    read_field(d, "round_start")
+}
+
 /// A file two validated findings change in ways that do not merge, and who keeps it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Conflict {
@@ -129,4 +164,114 @@ pub struct Pruned {
     pub step: u64,
     pub value: f64,
     pub reference: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lines as the recorded conference (`tests/data/recorded`, an earlier release) stores them:
+    /// a kept and a crashed attempt, a transfer pick, and a review's findings file (its first
+    /// finding), copied byte for byte.
+    const ATTEMPT_KEPT: &str = r#"{"round":1,"researcher":"C","iteration":1,"commit":"8b8fd983711f6567b497af6f78ba433bf5ead884","tree":"8483c8416feb5b11b9983b70d63163439faf67de","metric":64.0,"delta":4.0,"verdict":"kept","description":"C: c.txt 30 -> 34 (round 1, iteration 1)","reason":null,"timestamp":"2026-11-23T22:34:27Z","sub_metrics":{}}"#;
+    const ATTEMPT_CRASHED: &str = r#"{"round":1,"researcher":"C","iteration":2,"commit":"90edbd02eb4e292dbc87a56a798e139b36ec8a86","tree":"89569b9496e29f304bbe50abc8dbb54d363c3b26","metric":null,"delta":null,"verdict":"crashed","description":"change c.txt","reason":"agent exit status 1","timestamp":"2026-11-23T22:34:27Z","sub_metrics":{}}"#;
+    const PICK: &str = r#"{"researcher":"C","finding":"c7e28e6c940250c1e2191cb1d185655bffd241a2","result":"merged","reason":"best improves: 60.000000 → 78.000000","conflicts":[],"metric":78.0}"#;
+    const FINDINGS: &str = r#"[
+  {
+    "researcher": "A",
+    "commit": "c600f5060ba23a8d9d93dae2e3d11e50a194efca",
+    "round_start": "72f76fd99e71bf5e5e737f2efcd16382247a890c",
+    "description": "A: a.txt 10 -> 13 (round 1, iteration 2); A: a.txt 13 -> 20 (round 1, iteration 3)",
+    "files": [
+      "a.txt"
+    ],
+    "claimed": 70.0,
+    "start_metric": 60.0,
+    "reproduced": 70.0,
+    "runs": [
+      70.0,
+      70.0
+    ],
+    "start_runs": [
+      60.0,
+      60.0
+    ],
+    "gain_claimed": 10.0,
+    "gain_reproduced": 10.0,
+    "tolerance": 0.0,
+    "holdout": null,
+    "verdict": "validated",
+    "reasoning": "Gain 10.000000 reproduces (median of 2 interleaved run(s), better in 2 of 2 pairs), beyond the tolerance 0.000000.",
+    "noise_sd": 0.0,
+    "noisy": null,
+    "suggested_noise_runs": null
+  }
+]"#;
+    /// An attempt `git conference import` records: the original kept no commit (nor tree).
+    const ATTEMPT_IMPORTED: &str = r#"{"round":1,"researcher":"A","iteration":2,"commit":"","tree":"","metric":0.91,"delta":0.01,"verdict":"kept","description":"raise lr","reason":null,"timestamp":"2026-01-02T03:04:05Z","sub_metrics":{}}"#;
+
+    fn attempt(line: &str) -> Result<AttemptRecord, String> {
+        serde_json::from_str(line).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn records_of_earlier_releases_read_and_write_back_byte_for_byte() {
+        for line in [ATTEMPT_KEPT, ATTEMPT_CRASHED, ATTEMPT_IMPORTED] {
+            let a = attempt(line).unwrap();
+            assert_eq!(serde_json::to_string(&a).unwrap(), line);
+        }
+        let kept = attempt(ATTEMPT_KEPT).unwrap();
+        assert_eq!(
+            kept.commit.as_deref(),
+            Some("8b8fd983711f6567b497af6f78ba433bf5ead884")
+        );
+        let imported = attempt(ATTEMPT_IMPORTED).unwrap();
+        assert_eq!((&imported.commit, imported.tree_id()), (&None, None));
+
+        let pick: PickRecord = serde_json::from_str(PICK).unwrap();
+        assert_eq!(serde_json::to_string(&pick).unwrap(), PICK);
+
+        let findings: Vec<Finding> = serde_json::from_str(FINDINGS).unwrap();
+        assert_eq!(serde_json::to_string_pretty(&findings).unwrap(), FINDINGS);
+        assert_eq!(
+            findings[0].round_start.oid().to_string(),
+            findings[0].round_start.as_str()
+        );
+    }
+
+    #[test]
+    fn a_short_or_crafted_commit_is_refused_naming_its_field() {
+        let short = ATTEMPT_KEPT.replace("8b8fd983711f6567b497af6f78ba433bf5ead884", "8b8fd98");
+        let refused = attempt(&short).unwrap_err();
+        assert!(
+            refused.starts_with("commit is `8b8fd98`, not a full commit id"),
+            "{refused}"
+        );
+        let upper = ATTEMPT_KEPT.replace("8b8fd983711f", "8B8FD983711F");
+        assert!(attempt(&upper)
+            .unwrap_err()
+            .starts_with("commit is `8B8FD983711F"));
+        // The tree is not a commit id: only the commit field is checked.
+        assert!(attempt(&ATTEMPT_KEPT.replace("8483c8416feb", "")).is_ok());
+
+        let crafted = PICK.replace("c7e28e6c940250c1e2191cb1d185655bffd241a2", "../../x");
+        let refused = serde_json::from_str::<PickRecord>(&crafted).unwrap_err();
+        assert!(refused
+            .to_string()
+            .starts_with("finding is `../../x`, not a full commit id"));
+
+        let crafted = FINDINGS.replace("72f76fd99e71bf5e5e737f2efcd16382247a890c", "main");
+        let refused = serde_json::from_str::<Vec<Finding>>(&crafted).unwrap_err();
+        assert!(refused
+            .to_string()
+            .starts_with("round_start is `main`, not a full commit id"));
+        let crafted = FINDINGS.replace("c600f5060ba23a8d9d93dae2e3d11e50a194efca", "");
+        let refused = serde_json::from_str::<Vec<Finding>>(&crafted).unwrap_err();
+        assert!(
+            refused
+                .to_string()
+                .starts_with("commit is ``, not a full commit id"),
+            "a finding always has a commit: {refused}"
+        );
+    }
 }

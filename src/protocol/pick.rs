@@ -54,8 +54,8 @@ mod tests {
     fn finding(researcher: &str, verdict: ReviewVerdict, gain: f64) -> Finding {
         Finding {
             researcher: researcher.into(),
-            commit: String::new(),
-            round_start: String::new(),
+            commit: "1".repeat(40).try_into().unwrap(),
+            round_start: "0".repeat(40).try_into().unwrap(),
             description: String::new(),
             files: vec![],
             claimed: None,

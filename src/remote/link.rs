@@ -246,7 +246,7 @@ impl Link {
             new: Some(tip),
             expect: Expect::Absent,
         }];
-        for (name, value) in branches_of(&self.refs, &state, None)? {
+        for (name, value) in branches_of(&self.refs, &state, None) {
             updates.push(Update {
                 name,
                 new: Some(value),
@@ -725,7 +725,7 @@ impl Link {
     fn branch_updates(&self, state: &State, view: &View, inner: &Inner) -> Result<Vec<Update>> {
         let chair = inner.held.contains_key(CHAIR);
         let held = |id: &str| chair || inner.held.contains_key(id);
-        Ok(branches_of(&self.refs, state, Some(&held))?
+        Ok(branches_of(&self.refs, state, Some(&held))
             .into_iter()
             .filter_map(|(name, value)| {
                 let short = name.strip_prefix("refs/heads/")?;
@@ -780,7 +780,7 @@ impl Link {
     /// Moves the local conference branches to where the state at `tip` says.
     fn follow_branches(&self, repo: &Repository, tip: Oid) -> Result<()> {
         let state = state_at(repo, tip)?;
-        for (name, value) in branches_of(&self.refs, &state, None)? {
+        for (name, value) in branches_of(&self.refs, &state, None) {
             if repo.refname_to_id(&name).ok() != Some(value) && repo.find_commit(value).is_ok() {
                 repo.reference(
                     &name,
@@ -873,7 +873,7 @@ fn branches_of(
     refs: &ConferenceRefs,
     state: &State,
     only: Option<&dyn Fn(&str) -> bool>,
-) -> Result<Vec<(String, Oid)>> {
+) -> Vec<(String, Oid)> {
     let mut out = Vec::new();
     for (id, r) in &state.researchers {
         if only.is_none_or(|f| f(id)) {
@@ -883,7 +883,7 @@ fn branches_of(
     if only.is_none_or(|f| f(CHAIR)) {
         out.push((refs.best(), state.best.commit.oid()));
     }
-    Ok(out)
+    out
 }
 
 /// The first line of an error's chain, for a one-line message.

@@ -7,7 +7,7 @@ use std::fmt::Write;
 use super::format::{change_text, fmt, gain_text, pct};
 use crate::model::state::{ResearcherState, State};
 use crate::model::Direction;
-use crate::model::{AttemptRecord, Verdict};
+use crate::model::{short_id, AttemptRecord, CommitId, Verdict};
 
 /// What the poster of a round shows.
 pub struct Poster<'a> {
@@ -18,7 +18,7 @@ pub struct Poster<'a> {
     /// The round's attempts.
     pub attempts: &'a [AttemptRecord],
     /// `N files, +I −D` of kept attempts' commits, by commit id.
-    pub diff_stats: &'a BTreeMap<String, String>,
+    pub diff_stats: &'a BTreeMap<CommitId, String>,
 }
 
 /// The page (markdown) and its one-line summary for the event.
@@ -86,11 +86,13 @@ fn top_findings(md: &mut String, p: &Poster, id: &str) {
         });
     }
     for a in kept.iter().take(3) {
-        let stat = p.diff_stats.get(&a.commit).map_or("", String::as_str);
+        let stat = (a.commit.as_ref())
+            .and_then(|c| p.diff_stats.get(c))
+            .map_or("", String::as_str);
         let _ = writeln!(
             md,
             "  - `{}` {} — {} ({}) — {stat}",
-            &a.commit[..10.min(a.commit.len())],
+            a.commit.as_deref().map_or("", short_id),
             a.description,
             fmt(a.metric),
             a.delta

@@ -83,7 +83,7 @@ mod tests {
             round: 1,
             researcher: "A".into(),
             iteration: i,
-            commit: String::new(),
+            commit: None,
             tree: String::new(),
             metric: None,
             delta: None,

@@ -522,8 +522,8 @@ mod tests {
     fn finding(researcher: &str, verdict: &str, reproduced: f64) -> Finding {
         Finding {
             researcher: researcher.into(),
-            commit: "1".repeat(40),
-            round_start: "0".repeat(40),
+            commit: "1".repeat(40).try_into().unwrap(),
+            round_start: "0".repeat(40).try_into().unwrap(),
             description: format!("Researcher {researcher}'s change\nsecond line"),
             files: vec!["train.py".into()],
             claimed: Some(9.0),
@@ -567,7 +567,7 @@ mod tests {
         let pick = |round, researcher: &str, result: &str, reason: &str| {
             let p = PickRecord {
                 researcher: researcher.into(),
-                finding: "1".repeat(40),
+                finding: "1".repeat(40).try_into().unwrap(),
                 result: result.into(),
                 reason: reason.into(),
                 conflicts: vec![],

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use super::format::{change_text, fmt, gain_text};
 use crate::model::Direction;
-use crate::model::{AttemptRecord, Conflict, Finding, ReviewVerdict};
+use crate::model::{short_id, AttemptRecord, Conflict, Finding, ReviewVerdict};
 use crate::protocol::noise;
 
 /// The warning for an evaluation that proved noisy this round (one reading per tree, and the
@@ -26,7 +26,7 @@ pub fn noisy_evaluation(round: u32, findings: &[Finding], noise_runs: u32) -> Op
         f.researcher,
         fmt(f.claimed),
         fmt(f.reproduced),
-        &f.commit[..10.min(f.commit.len())],
+        short_id(&f.commit),
         noise_runs,
         f.suggested_noise_runs.unwrap_or(5)
     ))
@@ -300,8 +300,11 @@ mod tests {
     fn finding(researcher: &str, verdict: &str, claimed: f64, reproduced: f64) -> Finding {
         Finding {
             researcher: researcher.into(),
-            commit: format!("{researcher}{}", "1".repeat(39)).to_lowercase(),
-            round_start: "0".repeat(40),
+            commit: format!("{researcher}{}", "1".repeat(39))
+                .to_lowercase()
+                .try_into()
+                .unwrap(),
+            round_start: "0".repeat(40).try_into().unwrap(),
             description: format!("Researcher {researcher}'s change\nsecond line"),
             files: vec!["train.py".into()],
             claimed: Some(claimed),

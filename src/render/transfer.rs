@@ -51,7 +51,7 @@ mod tests {
     fn pick(researcher: &str, result: &str, reason: &str, conflicts: &[&str]) -> PickRecord {
         PickRecord {
             researcher: researcher.into(),
-            finding: format!("{researcher}'s finding"),
+            finding: "1".repeat(40).try_into().unwrap(),
             result: result.into(),
             reason: reason.into(),
             conflicts: conflicts.iter().map(|c| c.to_string()).collect(),

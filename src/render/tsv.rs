@@ -74,7 +74,7 @@ pub fn tsv_row(
         tsv_description(a),
         verdict.map_or("-", |v| v.as_str()),
         a.timestamp,
-        if a.commit.is_empty() { "-" } else { &a.commit },
+        a.commit.as_deref().unwrap_or("-"),
         number(a.agent_s),
         number(a.eval_s),
     );

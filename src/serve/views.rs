@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use crate::engine::state::State;
 use crate::engine::Conference;
-use crate::model::AttemptRecord;
+use crate::model::{AttemptRecord, CommitId};
 
 /// The most of a diff the page gets (a larger one is cut, and says so).
 const MAX_DIFF: usize = 2 * 1024 * 1024;
@@ -153,13 +153,11 @@ pub fn rounds_json(conf: &Conference, st: &State) -> Value {
 /// The commit named in a URL, when it is one of this conference's attempts, its baseline or its
 /// best: nothing else of the repository is served.
 pub fn conference_commit(all: &[AttemptRecord], st: &State, hex: &str) -> Option<Oid> {
-    if hex.len() != 40 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    let hex = hex.to_ascii_lowercase();
-    let known =
-        all.iter().any(|a| a.commit == hex) || *st.baseline_commit == hex || *st.best.commit == hex;
-    known.then(|| Oid::from_str(&hex).ok()).flatten()
+    let id = CommitId::try_from(hex.to_ascii_lowercase()).ok()?;
+    let known = all.iter().any(|a| a.commit.as_ref() == Some(&id))
+        || st.baseline_commit == id
+        || st.best.commit == id;
+    known.then(|| id.oid())
 }
 
 /// The change an attempt tried: its commit's diff against its parent, as a patch.

@@ -14,6 +14,7 @@ use super::cas;
 use super::events::{cas_update, read_path};
 use super::refs::NOTES_REF;
 use super::signature;
+use crate::model::CommitId;
 
 /// The note attached to `commit`, if any (flat or fanned-out layout).
 pub fn read_note(repo: &Repository, commit: Oid) -> Result<Option<String>> {
@@ -189,8 +190,8 @@ pub fn noted_through(repo: &Repository, name: &str) -> Result<Option<Oid>> {
         for line in message.lines() {
             let mut words = line.split_whitespace();
             if words.next() == Some(NOTED_THROUGH) && words.next() == Some(name) {
-                if let Some(oid) = words.next().and_then(|w| Oid::from_str(w).ok()) {
-                    return Ok(Some(oid));
+                if let Some(id) = words.next().and_then(|w| CommitId::try_from(w).ok()) {
+                    return Ok(Some(id.oid()));
                 }
             }
         }

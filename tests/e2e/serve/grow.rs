@@ -103,11 +103,12 @@ pub fn grow(repo_dir: &Path, name: &str, rounds: u32, per_round: u32) {
 fn attempt(round: u32, iteration: u32, id: &str, commit: String) -> (Event, StateChange) {
     let metric = 100.0 + f64::from(iteration % 17);
     let description = format!("synthetic attempt {iteration} of round {round}");
+    let id_of_commit = CommitId::try_from(commit.clone()).expect("a commit");
     let record = AttemptRecord {
         round,
         researcher: id.to_string(),
         iteration,
-        commit: commit.clone(),
+        commit: Some(id_of_commit.clone()),
         tree: commit.clone(),
         metric: Some(metric),
         delta: Some(1.0),
@@ -129,7 +130,7 @@ fn attempt(round: u32, iteration: u32, id: &str, commit: String) -> (Event, Stat
         metric_value: Some(metric),
         delta: Some("+1".into()),
         status: Verdict::Reverted.into(),
-        commit: Some(CommitId::try_from(commit.clone()).expect("a commit")),
+        commit: Some(id_of_commit),
         tree: commit,
         description,
         reason: None,

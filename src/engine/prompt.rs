@@ -37,8 +37,12 @@ pub fn assignment(config: &Config, researcher: &str) -> Assignment {
 
 /// The brief `path` as committed at `commit` (the baseline: the brief is frozen, so every
 /// worktree has the same), within its budget; None when the file is not there or is not text.
-pub fn read_brief(repo: &git2::Repository, commit: &str, path: &str) -> Option<Brief> {
-    let commit = repo.find_commit(git2::Oid::from_str(commit).ok()?).ok()?;
+pub fn read_brief(
+    repo: &git2::Repository,
+    commit: &crate::model::CommitId,
+    path: &str,
+) -> Option<Brief> {
+    let commit = repo.find_commit(commit.oid()).ok()?;
     let entry = commit
         .tree()
         .ok()?

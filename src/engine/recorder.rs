@@ -266,7 +266,8 @@ pub fn notes_of_line(line: &EventLine) -> Vec<(Oid, String)> {
         .iter()
         .filter_map(|n| {
             let commit = n.get("commit")?.as_str()?;
-            Some((Oid::from_str(commit).ok()?, n.to_string()))
+            let commit = crate::model::CommitId::try_from(commit).ok()?;
+            Some((commit.oid(), n.to_string()))
         })
         .collect()
 }

@@ -32,6 +32,23 @@ pub fn git_remote_output(dir: &Path, args: &[&str]) -> Result<std::process::Outp
     command(dir, args).output().with_context(|| cannot(args))
 }
 
+/// The refs `git ls-remote` printed: (ref name, object id) for each line it wrote as one.
+pub fn listed_refs(printed: &str) -> Vec<(&str, git2::Oid)> {
+    printed
+        .lines()
+        .filter_map(|line| {
+            let (id, name) = line.split_once('\t')?;
+            Some((name, git2::Oid::from_str(id).ok()?))
+        })
+        .collect()
+}
+
+/// The object id `git rev-parse` printed.
+pub fn printed_id(printed: &str) -> Result<git2::Oid> {
+    git2::Oid::from_str(printed.trim())
+        .with_context(|| format!("git printed `{}`, not an object id", printed.trim()))
+}
+
 fn checked(args: &[&str], out: std::process::Output) -> Result<String> {
     if !out.status.success() {
         bail!("git {} failed: {}", args.join(" "), failure_reason(&out));

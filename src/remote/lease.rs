@@ -90,12 +90,9 @@ impl Leases<'_> {
     pub fn observe(&self) -> Result<Vec<(String, Oid)>> {
         let pattern = self.refs.lease("*");
         let out = crate::git::git_remote(self.dir, &["ls-remote", self.remote, &pattern])?;
-        Ok(out
-            .lines()
-            .filter_map(|line| {
-                let (id, name) = line.split_once('\t')?;
-                Some((slot_of(name).to_string(), Oid::from_str(id).ok()?))
-            })
+        Ok(crate::git::listed_refs(&out)
+            .into_iter()
+            .map(|(name, id)| (slot_of(name).to_string(), id))
             .collect())
     }
 

@@ -181,10 +181,8 @@ impl Link {
         for name in &own {
             inner.pushed.remove(name);
         }
-        for line in listed.lines() {
-            if let Some((id, name)) = line.split_once('\t') {
-                inner.pushed.insert(name.to_string(), Oid::from_str(id)?);
-            }
+        for (name, id) in crate::git::listed_refs(&listed) {
+            inner.pushed.insert(name.to_string(), id);
         }
         Ok(())
     }

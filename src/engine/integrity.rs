@@ -419,22 +419,20 @@ fn best_in_place(repo: &Repository, name: &str, expected: &CommitId) -> Option<S
     )
 }
 
-impl Conference {
-    /// After an agent ran: the event log ref and the local config checked and put back. Returns
-    /// why the attempt is rejected (None: nothing was touched).
-    pub fn repair_after_agent(&self) -> Option<String> {
-        let (best, notes) = {
-            let rec = self.recorder.lock().unwrap();
-            events_ref_in_place(&rec.repo, &self.refs.events(), rec.log.tip());
-            let best = best_in_place(&rec.repo, &self.refs.best(), &rec.state.best.commit);
-            (best, crate::store::notes::put_back_if_lost(&rec.repo))
-        };
-        let mut reasons: Vec<String> = std::mem::take(&mut *UNDONE_MOVES.lock().unwrap());
-        reasons.extend(best);
-        reasons.extend(notes);
-        reasons.extend(ConfigGuard::restore());
-        (!reasons.is_empty()).then(|| reasons.join("; "))
-    }
+/// After an agent ran: the event log ref and the local config checked and put back. Returns
+/// why the attempt is rejected (None: nothing was touched).
+pub fn repair_after_agent(conf: &Conference) -> Option<String> {
+    let (best, notes) = {
+        let rec = conf.recorder.lock().unwrap();
+        events_ref_in_place(&rec.repo, &conf.refs.events(), rec.log.tip());
+        let best = best_in_place(&rec.repo, &conf.refs.best(), &rec.state.best.commit);
+        (best, crate::store::notes::put_back_if_lost(&rec.repo))
+    };
+    let mut reasons: Vec<String> = std::mem::take(&mut *UNDONE_MOVES.lock().unwrap());
+    reasons.extend(best);
+    reasons.extend(notes);
+    reasons.extend(ConfigGuard::restore());
+    (!reasons.is_empty()).then(|| reasons.join("; "))
 }
 
 #[cfg(test)]

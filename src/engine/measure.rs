@@ -89,7 +89,7 @@ pub async fn measure_runs(
     })
     .await?;
     // Leave the checkout clean for the next candidate (evaluations may write files).
-    let wt = conf.open_worktree(&path)?;
+    let wt = super::workspace::open_worktree(conf, &path)?;
     snapshot::reset(&wt, commit.oid(), None)?;
     Ok(result)
 }

@@ -2,7 +2,7 @@
 //!
 //! `Conference` holds the stored config and the current [`state::State`]. Every step ends by
 //! recording one event (the commit point); effects that follow from an event (moving a branch,
-//! writing a note, resetting a worktree) are re-derived from the state by [`Conference::reconcile`]
+//! writing a note, resetting a worktree) are re-derived from the state by [`recovery::reconcile`]
 //! whenever a run starts, so a kill at any instant loses nothing and repeats nothing.
 //!
 //! Phases live in their own files: `research` (phase 1), `review` (poster session and peer
@@ -134,6 +134,11 @@ pub use crate::clock::{now_iso, now_unix};
 
 /// What the layers above the engine (cli/, serve/) read of an open conference.
 impl Conference {
+    /// Whether a lower or a higher metric is better (None: judged without a metric).
+    pub fn direction(&self) -> Option<crate::config::Direction> {
+        self.config.metric.as_ref().map(|m| m.direction)
+    }
+
     /// The conference's name (`git conference status <name>`).
     pub fn name(&self) -> &str {
         &self.name
@@ -446,7 +451,7 @@ impl Conference {
         };
         let path = worktree::ensure(&repo, &self.name, label, checkout)?;
         worktree::repair_gitfile(&repo, &path)?;
-        let wt = self.open_worktree(&path)?;
+        let wt = workspace::open_worktree(self, &path)?;
         let head_ref = branch.map(|b| format!("refs/heads/{b}"));
         snapshot::reset(&wt, oid, head_ref.as_deref())?;
         workspace::link_shared(self, &path)?;

@@ -6,7 +6,7 @@
 //! Notes and evaluation cache entries go out in batches: between iterations they wait until a
 //! batch is old or big enough, any other event writes them at once. Every note is also in its
 //! event's payload and every cache entry follows from an iteration event, so a kill before a
-//! batch loses nothing (`Conference::reconcile` replays them).
+//! batch loses nothing (`recovery::reconcile` replays them).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

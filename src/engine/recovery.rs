@@ -1,6 +1,6 @@
 //! Recovery: what a run does before anything else, so that a kill at any instant loses nothing
 //! and repeats nothing. The event log is the truth; branches, notes, worktrees and git's lock
-//! files are brought back in line with it here (`Conference::reconcile`), and a branch that
+//! files are brought back in line with it here ([`reconcile`]), and a branch that
 //! points where no run of the program leaves it stops a resume (or is set aside with `--force`).
 //! Refs whose objects git lost are put back by `store::recovery` before this runs.
 
@@ -21,275 +21,273 @@ use crate::model::notes::BranchSetAsideNote;
 use crate::model::{CommitId, EvalStatus, Verdict};
 use crate::store::notes;
 
-impl Conference {
-    /// Brings branches, notes and worktrees in line with the recorded state (after a crash, a
-    /// kill, or on a fresh clone). Partial work found in a worktree is recorded, never dropped. A
-    /// branch moved by hand stops it (see `check_branches`) unless `force`, which sets the
-    /// commits aside as recorded attempts first.
-    pub fn reconcile(&self, force: bool) -> Result<Vec<String>> {
-        self.clear_stale_locks()?;
-        if let Some(said) = integrity::recover_config(&self.open_repo()?, &self.run_dir) {
-            self.ui.warn(&said);
+/// Brings branches, notes and worktrees in line with the recorded state (after a crash, a
+/// kill, or on a fresh clone). Partial work found in a worktree is recorded, never dropped. A
+/// branch moved by hand stops it (see `check_branches`) unless `force`, which sets the
+/// commits aside as recorded attempts first.
+pub fn reconcile(conf: &Conference, force: bool) -> Result<Vec<String>> {
+    clear_stale_locks(conf)?;
+    if let Some(said) = integrity::recover_config(&conf.open_repo()?, &conf.run_dir) {
+        conf.ui.warn(&said);
+    }
+    // First, so that any later event's notes commit may say "noted through" truthfully.
+    replay_missing_notes(conf)?;
+    let moved = check_branches(conf)?;
+    if !moved.is_empty() && !force {
+        return Err(moved_branches_error(&conf.open_repo()?, &conf.name, &moved));
+    }
+    let mut set_aside_trees = Vec::new();
+    for m in &moved {
+        set_aside_trees.push(set_aside_branch(conf, m)?);
+    }
+    let st = conf.state();
+    let mut reverted = Vec::new();
+    for (id, r) in &st.researchers {
+        conf.move_branch(&conf.refs.researcher(id), &r.head, None)?;
+        let branch = conf.refs.researcher_branch(id);
+        let label = format!("researcher-{id}");
+        let repo = conf.open_repo()?;
+        let path = worktree::worktree_path(&repo, &conf.name, &label);
+        if path.exists() {
+            // Broken links are repaired with the files as they are, so what they hold is
+            // recorded below rather than lost.
+            worktree::ensure(
+                &repo,
+                &conf.name,
+                &label,
+                worktree::Checkout::Branch(&branch),
+            )?;
         }
-        // First, so that any later event's notes commit may say "noted through" truthfully.
-        self.replay_missing_notes()?;
-        let moved = self.check_branches()?;
-        if !moved.is_empty() && !force {
-            return Err(moved_branches_error(&self.open_repo()?, &self.name, &moved));
-        }
-        let mut set_aside_trees = Vec::new();
-        for m in &moved {
-            set_aside_trees.push(self.set_aside_branch(m)?);
-        }
-        let st = self.state();
-        let mut reverted = Vec::new();
-        for (id, r) in &st.researchers {
-            self.move_branch(&self.refs.researcher(id), &r.head, None)?;
-            let branch = self.refs.researcher_branch(id);
-            let label = format!("researcher-{id}");
-            let repo = self.open_repo()?;
-            let path = worktree::worktree_path(&repo, &self.name, &label);
-            if path.exists() {
-                // Broken links are repaired with the files as they are, so what they hold is
-                // recorded below rather than lost.
-                worktree::ensure(
-                    &repo,
-                    &self.name,
-                    &label,
-                    worktree::Checkout::Branch(&branch),
-                )?;
-            }
-            if let Ok(wt) = self.open_worktree(&path) {
-                // A commit set aside above, still checked out there, is recorded already.
-                let already = !set_aside_trees.is_empty()
-                    && snapshot::capture(&wt).is_ok_and(|s| set_aside_trees.contains(&s.tree));
-                // Partial work, or changes made by hand in any phase: recorded, never dropped.
-                // (Not in a worktree whose setup never completed: no agent ran there, and what
-                // it holds is a killed setup's output.)
-                if !already && workspace::set_up(self, &wt) {
-                    if let Some(commit) = set_aside::set_aside_partial(self, id, &wt)? {
-                        reverted.push(format!("{id}:{commit}"));
-                    }
+        if let Ok(wt) = super::workspace::open_worktree(conf, &path) {
+            // A commit set aside above, still checked out there, is recorded already.
+            let already = !set_aside_trees.is_empty()
+                && snapshot::capture(&wt).is_ok_and(|s| set_aside_trees.contains(&s.tree));
+            // Partial work, or changes made by hand in any phase: recorded, never dropped.
+            // (Not in a worktree whose setup never completed: no agent ran there, and what
+            // it holds is a killed setup's output.)
+            if !already && workspace::set_up(conf, &wt) {
+                if let Some(commit) = set_aside::set_aside_partial(conf, id, &wt)? {
+                    reverted.push(format!("{id}:{commit}"));
                 }
             }
-            self.prepare_worktree(&label, Some(&branch), &r.head)?;
         }
-        self.move_branch(&self.refs.best(), &st.best.commit, None)?;
-        Ok(reverted)
+        conf.prepare_worktree(&label, Some(&branch), &r.head)?;
     }
+    conf.move_branch(&conf.refs.best(), &st.best.commit, None)?;
+    Ok(reverted)
+}
 
-    /// The conference's branches that point where no run of the program can leave them.
-    ///
-    /// Every move the program makes goes forward, right after the event that records it: a
-    /// kept attempt (a child of the researcher's head), a round start (a merge of the head and
-    /// best, or a fast-forward to best), a knowledge-transfer pick (a child of best). A kill
-    /// between the event and the move leaves the branch one such step behind the recorded
-    /// commit: at its first parent, or, when the researcher's last move was its round start, at
-    /// an ancestor of it. A missing branch is created. Anything else (a commit made in a
-    /// worktree, `git branch -f`, `git update-ref`) was done by hand and is not overwritten
-    /// unless it was set aside already (its note says so).
-    fn check_branches(&self) -> Result<Vec<MovedBranch>> {
-        let st = self.state();
-        let repo = self.open_repo()?;
-        let mut expected: Vec<(String, Option<String>, &CommitId, bool)> = st
-            .researchers
-            .iter()
-            .map(|(id, r)| {
-                (
-                    self.refs.researcher_branch(id),
-                    Some(id.clone()),
-                    &r.head,
-                    r.head == r.round_start,
-                )
-            })
-            .collect();
-        expected.push((self.refs.best_branch(), None, &st.best.commit, false));
-        let mut moved = Vec::new();
-        for (branch, researcher, want, fast_forward) in expected {
-            let want = want.oid();
-            let Some(found) = repo
-                .find_reference(&format!("refs/heads/{branch}"))
-                .ok()
-                .and_then(|r| r.target())
-            else {
-                continue;
-            };
-            if found == want {
-                continue;
-            }
-            let behind = repo.find_commit(want)?.parent_id(0).ok() == Some(found)
-                || (fast_forward && repo.graph_descendant_of(want, found).unwrap_or(false));
-            if behind
-                || self.was_set_aside(&repo, found, &branch)?
-                || moved_there_by_the_program(&repo, &format!("refs/heads/{branch}"), found)
-            {
-                continue;
-            }
-            moved.push(MovedBranch {
-                branch,
-                researcher,
-                found,
-                expected: want,
-            });
-        }
-        Ok(moved)
-    }
-
-    /// Whether `commit` was set aside from `branch` already (a resume killed before it moved the
-    /// branch back).
-    fn was_set_aside(&self, repo: &Repository, commit: Oid, branch: &str) -> Result<bool> {
-        let Some(note) = notes::read_note(repo, commit)? else {
-            return Ok(false);
-        };
-        Ok(note.lines().any(|l| {
-            serde_json::from_str::<Value>(l).is_ok_and(|v| {
-                v["verdict"] == "set_aside" && v["branch"] == branch && v["conference"] == self.name
-            })
-        }))
-    }
-
-    /// `resume --force`: the commit a hand-moved branch points to is kept reachable, recorded
-    /// (`branch.set_aside`, with a note), and the branch goes back to the recorded commit.
-    /// Returns the set-aside commit's tree.
-    fn set_aside_branch(&self, m: &MovedBranch) -> Result<Oid> {
-        let repo = self.open_repo()?;
-        let found = repo.find_commit(m.found).with_context(|| {
-            format!(
-                "branch {} points to {}, which is not a commit; point it back with `git branch -f {} {}`",
-                m.branch, m.found, m.branch, m.expected
+/// The conference's branches that point where no run of the program can leave them.
+///
+/// Every move the program makes goes forward, right after the event that records it: a
+/// kept attempt (a child of the researcher's head), a round start (a merge of the head and
+/// best, or a fast-forward to best), a knowledge-transfer pick (a child of best). A kill
+/// between the event and the move leaves the branch one such step behind the recorded
+/// commit: at its first parent, or, when the researcher's last move was its round start, at
+/// an ancestor of it. A missing branch is created. Anything else (a commit made in a
+/// worktree, `git branch -f`, `git update-ref`) was done by hand and is not overwritten
+/// unless it was set aside already (its note says so).
+fn check_branches(conf: &Conference) -> Result<Vec<MovedBranch>> {
+    let st = conf.state();
+    let repo = conf.open_repo()?;
+    let mut expected: Vec<(String, Option<String>, &CommitId, bool)> = st
+        .researchers
+        .iter()
+        .map(|(id, r)| {
+            (
+                conf.refs.researcher_branch(id),
+                Some(id.clone()),
+                &r.head,
+                r.head == r.round_start,
             )
-        })?;
-        self.keep_reachable(&[m.found])?;
-        let st = self.state();
-        let note = BranchSetAsideNote {
-            commit: m.found.into(),
-            conference: self.name.clone(),
-            verdict: "set_aside",
+        })
+        .collect();
+    expected.push((conf.refs.best_branch(), None, &st.best.commit, false));
+    let mut moved = Vec::new();
+    for (branch, researcher, want, fast_forward) in expected {
+        let want = want.oid();
+        let Some(found) = repo
+            .find_reference(&format!("refs/heads/{branch}"))
+            .ok()
+            .and_then(|r| r.target())
+        else {
+            continue;
+        };
+        if found == want {
+            continue;
+        }
+        let behind = repo.find_commit(want)?.parent_id(0).ok() == Some(found)
+            || (fast_forward && repo.graph_descendant_of(want, found).unwrap_or(false));
+        if behind
+            || was_set_aside(conf, &repo, found, &branch)?
+            || moved_there_by_the_program(&repo, &format!("refs/heads/{branch}"), found)
+        {
+            continue;
+        }
+        moved.push(MovedBranch {
+            branch,
+            researcher,
+            found,
+            expected: want,
+        });
+    }
+    Ok(moved)
+}
+
+/// Whether `commit` was set aside from `branch` already (a resume killed before it moved the
+/// branch back).
+fn was_set_aside(conf: &Conference, repo: &Repository, commit: Oid, branch: &str) -> Result<bool> {
+    let Some(note) = notes::read_note(repo, commit)? else {
+        return Ok(false);
+    };
+    Ok(note.lines().any(|l| {
+        serde_json::from_str::<Value>(l).is_ok_and(|v| {
+            v["verdict"] == "set_aside" && v["branch"] == branch && v["conference"] == conf.name
+        })
+    }))
+}
+
+/// `resume --force`: the commit a hand-moved branch points to is kept reachable, recorded
+/// (`branch.set_aside`, with a note), and the branch goes back to the recorded commit.
+/// Returns the set-aside commit's tree.
+fn set_aside_branch(conf: &Conference, m: &MovedBranch) -> Result<Oid> {
+    let repo = conf.open_repo()?;
+    let found = repo.find_commit(m.found).with_context(|| {
+        format!(
+            "branch {} points to {}, which is not a commit; point it back with `git branch -f {} {}`",
+            m.branch, m.found, m.branch, m.expected
+        )
+    })?;
+    conf.keep_reachable(&[m.found])?;
+    let st = conf.state();
+    let note = BranchSetAsideNote {
+        commit: m.found.into(),
+        conference: conf.name.clone(),
+        verdict: "set_aside",
+        branch: m.branch.clone(),
+        researcher: m.researcher.clone(),
+        round: st.round,
+        expected: m.expected.into(),
+    };
+    conf.record(
+        Event::BranchSetAside(events::BranchSetAside {
             branch: m.branch.clone(),
             researcher: m.researcher.clone(),
             round: st.round,
+            commit: m.found.into(),
             expected: m.expected.into(),
-        };
-        self.record(
-            Event::BranchSetAside(events::BranchSetAside {
-                branch: m.branch.clone(),
-                researcher: m.researcher.clone(),
-                round: st.round,
-                commit: m.found.into(),
-                expected: m.expected.into(),
-                subject: found.summary().unwrap_or("").to_string(),
-                notes: vec![note.into()],
-            }),
-            &format!(
-                "{} moved by hand to {}; set aside",
-                m.branch,
-                &crate::model::short_oid(m.found)
-            ),
-            vec![],
-        )?;
-        let _ = std::io::Write::write_fmt(
-            &mut std::io::stderr(),
-            format_args!(
-                "warning: branch {} was moved by hand to {}; set aside as a recorded attempt (event branch.set_aside, kept reachable from {}) and put back at {}\n",
-                m.branch,
-                &crate::model::short_oid(m.found),
-                self.refs.attempts(),
-                &crate::model::short_oid(m.expected)
-            ),
-        );
-        self.move_branch(
-            &format!("refs/heads/{}", m.branch),
-            &m.expected.into(),
-            Some(&m.found.into()),
-        )?;
-        Ok(found.tree_id())
-    }
+            subject: found.summary().unwrap_or("").to_string(),
+            notes: vec![note.into()],
+        }),
+        &format!(
+            "{} moved by hand to {}; set aside",
+            m.branch,
+            &crate::model::short_oid(m.found)
+        ),
+        vec![],
+    )?;
+    let _ = std::io::Write::write_fmt(
+        &mut std::io::stderr(),
+        format_args!(
+            "warning: branch {} was moved by hand to {}; set aside as a recorded attempt (event branch.set_aside, kept reachable from {}) and put back at {}\n",
+            m.branch,
+            &crate::model::short_oid(m.found),
+            conf.refs.attempts(),
+            &crate::model::short_oid(m.expected)
+        ),
+    );
+    conf.move_branch(
+        &format!("refs/heads/{}", m.branch),
+        &m.expected.into(),
+        Some(&m.found.into()),
+    )?;
+    Ok(found.tree_id())
+}
 
-    /// A run killed while git wrote a worktree's index or HEAD, or one of this conference's refs,
-    /// leaves its `.lock` file behind, and every later write fails with "locked". Only a runner
-    /// holding the conference's run lock calls this, so no live process owns those files.
-    fn clear_stale_locks(&self) -> Result<()> {
-        let repo = self.open_repo()?;
-        let mut labels: Vec<String> = self
-            .state()
-            .researchers
-            .keys()
-            .map(|id| format!("researcher-{id}"))
-            .collect();
-        labels.extend(["best".to_string(), "review".to_string()]);
-        for label in labels {
-            let path = worktree::worktree_path(&repo, &self.name, &label);
-            if let Ok(wt) = Repository::open(&path) {
-                for file in ["index.lock", "HEAD.lock"] {
-                    let _ = std::fs::remove_file(wt.path().join(file));
-                }
+/// A run killed while git wrote a worktree's index or HEAD, or one of this conference's refs,
+/// leaves its `.lock` file behind, and every later write fails with "locked". Only a runner
+/// holding the conference's run lock calls this, so no live process owns those files.
+fn clear_stale_locks(conf: &Conference) -> Result<()> {
+    let repo = conf.open_repo()?;
+    let mut labels: Vec<String> = conf
+        .state()
+        .researchers
+        .keys()
+        .map(|id| format!("researcher-{id}"))
+        .collect();
+    labels.extend(["best".to_string(), "review".to_string()]);
+    for label in labels {
+        let path = worktree::worktree_path(&repo, &conf.name, &label);
+        if let Ok(wt) = Repository::open(&path) {
+            for file in ["index.lock", "HEAD.lock"] {
+                let _ = std::fs::remove_file(wt.path().join(file));
             }
         }
-        clear_stale_ref_locks(repo.commondir(), &self.name);
-        clear_shared_locks(repo.commondir());
-        Ok(())
     }
+    clear_stale_ref_locks(repo.commondir(), &conf.name);
+    clear_shared_locks(repo.commondir());
+    Ok(())
+}
 
-    /// Notes are written after their event, in batches; a kill in between leaves notes missing,
-    /// and evaluation cache entries not yet in the state tree. A live process writes both before
-    /// it records `round.completed`, and a resume replays them before it records
-    /// `conference.resumed`: only events after the latest of those two can lack them, so the
-    /// walk stops there (resume cost does not grow with the log).
-    ///
-    /// Notes commits also say up to which event everything is written ("noted through", see
-    /// `Recorder::flush_notes`): the walk stops there too, so it covers at most a batch of events
-    /// even in a long round.
-    fn replay_missing_notes(&self) -> Result<()> {
-        let mut rec = self.recorder.lock().unwrap();
-        let mut pending: Vec<(Oid, String)> = Vec::new();
-        let mut cache: Vec<(String, Vec<u8>)> = Vec::new();
-        let settings = rec.state.eval_settings.clone();
-        let noted_through = notes::noted_through(&rec.repo, &self.name)?;
-        // No mark of this conference in the notes: they were deleted (or never marked), so the
-        // checkpoints below prove nothing and every event's notes are replayed.
-        let whole_log = noted_through.is_none();
-        rec.log.walk(&rec.repo, |e| {
-            if Some(e.commit) == noted_through
-                || (!whole_log
-                    && matches!(
-                        e.event.event.as_str(),
-                        events::names::ROUND_COMPLETED | events::names::RESUMED
-                    ))
-            {
-                return false;
-            }
-            pending.extend(recorder::notes_of_line(&e.event));
-            cache.extend(cached_evaluation_of_event(&e.event, &settings));
-            true
-        })?;
-        // Oldest first, so that a later result for the same tree wins, as it did when recorded.
-        for (path, bytes) in cache.into_iter().rev() {
-            if rec.log.read(&rec.repo, &path)?.is_none() {
-                rec.pending_cache.insert(path, bytes);
-            }
+/// Notes are written after their event, in batches; a kill in between leaves notes missing,
+/// and evaluation cache entries not yet in the state tree. A live process writes both before
+/// it records `round.completed`, and a resume replays them before it records
+/// `conference.resumed`: only events after the latest of those two can lack them, so the
+/// walk stops there (resume cost does not grow with the log).
+///
+/// Notes commits also say up to which event everything is written ("noted through", see
+/// `Recorder::flush_notes`): the walk stops there too, so it covers at most a batch of events
+/// even in a long round.
+fn replay_missing_notes(conf: &Conference) -> Result<()> {
+    let mut rec = conf.recorder.lock().unwrap();
+    let mut pending: Vec<(Oid, String)> = Vec::new();
+    let mut cache: Vec<(String, Vec<u8>)> = Vec::new();
+    let settings = rec.state.eval_settings.clone();
+    let noted_through = notes::noted_through(&rec.repo, &conf.name)?;
+    // No mark of this conference in the notes: they were deleted (or never marked), so the
+    // checkpoints below prove nothing and every event's notes are replayed.
+    let whole_log = noted_through.is_none();
+    rec.log.walk(&rec.repo, |e| {
+        if Some(e.commit) == noted_through
+            || (!whole_log
+                && matches!(
+                    e.event.event.as_str(),
+                    events::names::ROUND_COMPLETED | events::names::RESUMED
+                ))
+        {
+            return false;
         }
-        let mut missing = Vec::new();
-        for (commit, line) in pending {
-            let present = notes::read_note(&rec.repo, commit)?
-                .map(|n| n.lines().any(|l| l == line))
-                .unwrap_or(false);
-            if !present && rec.repo.find_commit(commit).is_ok() {
-                missing.push((commit, line));
-            }
+        pending.extend(recorder::notes_of_line(&e.event));
+        cache.extend(cached_evaluation_of_event(&e.event, &settings));
+        true
+    })?;
+    // Oldest first, so that a later result for the same tree wins, as it did when recorded.
+    for (path, bytes) in cache.into_iter().rev() {
+        if rec.log.read(&rec.repo, &path)?.is_none() {
+            rec.pending_cache.insert(path, bytes);
         }
-        missing.reverse();
-        // After a whole-log replay, a mark keeps the next resume's walk to a batch.
-        let marker = match rec.log.tip() {
-            Some(through) if whole_log && rec.pending_cache.is_empty() => Some(notes::Marker {
-                name: &self.name,
-                through,
-                force: true,
-            }),
-            _ => None,
-        };
-        notes::append_lines(&rec.repo, &missing, marker)?;
-        Ok(())
     }
+    let mut missing = Vec::new();
+    for (commit, line) in pending {
+        let present = notes::read_note(&rec.repo, commit)?
+            .map(|n| n.lines().any(|l| l == line))
+            .unwrap_or(false);
+        if !present && rec.repo.find_commit(commit).is_ok() {
+            missing.push((commit, line));
+        }
+    }
+    missing.reverse();
+    // After a whole-log replay, a mark keeps the next resume's walk to a batch.
+    let marker = match rec.log.tip() {
+        Some(through) if whole_log && rec.pending_cache.is_empty() => Some(notes::Marker {
+            name: &conf.name,
+            through,
+            force: true,
+        }),
+        _ => None,
+    };
+    notes::append_lines(&rec.repo, &missing, marker)?;
+    Ok(())
 }
 
 /// Removes lock files left on the refs of conference `name` by a killed run. Call it only with
@@ -523,7 +521,7 @@ mod tests {
             Ui::new(true),
         )
         .unwrap();
-        conf.reconcile(false).unwrap();
+        reconcile(&conf, false).unwrap();
         (tmp, conf, base)
     }
 
@@ -567,7 +565,7 @@ mod tests {
     #[test]
     fn a_fresh_start_has_every_branch_where_the_state_puts_it() {
         let (_tmp, conf, base) = started();
-        assert!(conf.check_branches().unwrap().is_empty());
+        assert!(check_branches(&conf).unwrap().is_empty());
         assert_eq!(tip(&conf, &conf.refs.researcher_branch("A")), base);
         assert_eq!(tip(&conf, &conf.refs.best_branch()), base);
     }
@@ -578,14 +576,14 @@ mod tests {
         let branch = conf.refs.researcher_branch("B");
         let hand = child_of(&conf, base, "my own idea");
         point(&conf, &branch, hand, "by hand");
-        let moved = conf.check_branches().unwrap();
+        let moved = check_branches(&conf).unwrap();
         assert_eq!(moved.len(), 1);
         assert_eq!(
             (moved[0].branch.as_str(), moved[0].found),
             (branch.as_str(), hand)
         );
         assert_eq!(moved[0].researcher.as_deref(), Some("B"));
-        let said = conf.reconcile(false).unwrap_err().to_string();
+        let said = reconcile(&conf, false).unwrap_err().to_string();
         assert!(
             said.contains("a branch was moved outside the conference"),
             "{said}"
@@ -604,14 +602,14 @@ mod tests {
         let hand = child_of(&conf, base, "moved best");
         point(&conf, &branch, hand, "by hand");
         let events_before = conf.state().events;
-        conf.reconcile(true).unwrap();
+        reconcile(&conf, true).unwrap();
         assert_eq!(tip(&conf, &branch), base);
         assert_eq!(conf.state().events, events_before + 1);
         assert_eq!(conf.state().last_event, events::names::BRANCH_SET_ASIDE);
         let repo = conf.open_repo().unwrap();
-        assert!(conf.was_set_aside(&repo, hand, &branch).unwrap());
+        assert!(was_set_aside(&conf, &repo, hand, &branch).unwrap());
         // A second resume finds nothing to set aside: the branch is back.
-        assert!(conf.check_branches().unwrap().is_empty());
+        assert!(check_branches(&conf).unwrap().is_empty());
     }
 
     #[test]
@@ -620,10 +618,10 @@ mod tests {
         let branch = conf.refs.researcher_branch("A");
         let hand = child_of(&conf, base, "work");
         point(&conf, &branch, hand, "by hand");
-        conf.reconcile(true).unwrap();
+        reconcile(&conf, true).unwrap();
         // A resume killed after the set-aside and before the branch moved back.
         point(&conf, &branch, hand, "by hand");
-        assert!(conf.check_branches().unwrap().is_empty());
+        assert!(check_branches(&conf).unwrap().is_empty());
     }
 
     #[test]
@@ -632,8 +630,8 @@ mod tests {
         let branch = conf.refs.researcher_branch("A");
         let lost = child_of(&conf, base, "a step whose event git lost");
         point(&conf, &branch, lost, PROGRAM_REFLOG_MESSAGE);
-        assert!(conf.check_branches().unwrap().is_empty());
-        conf.reconcile(false).unwrap();
+        assert!(check_branches(&conf).unwrap().is_empty());
+        reconcile(&conf, false).unwrap();
         assert_eq!(tip(&conf, &branch), base);
     }
 
@@ -646,8 +644,8 @@ mod tests {
             .unwrap()
             .delete()
             .unwrap();
-        assert!(conf.check_branches().unwrap().is_empty());
-        conf.reconcile(false).unwrap();
+        assert!(check_branches(&conf).unwrap().is_empty());
+        reconcile(&conf, false).unwrap();
         assert_eq!(tip(&conf, &branch), base);
     }
 
@@ -657,7 +655,7 @@ mod tests {
         let branch = conf.refs.researcher_branch("A");
         let hand = child_of(&conf, base, "work");
         point(&conf, &branch, hand, "by hand");
-        conf.reconcile(true).unwrap();
+        reconcile(&conf, true).unwrap();
         conf.flush_notes().unwrap();
         let repo = conf.open_repo().unwrap();
         assert!(notes::read_note(&repo, hand).unwrap().is_some());
@@ -667,10 +665,10 @@ mod tests {
             .delete()
             .unwrap();
         assert!(notes::read_note(&repo, hand).unwrap().is_none());
-        conf.reconcile(false).unwrap();
+        reconcile(&conf, false).unwrap();
         let note = notes::read_note(&repo, hand).unwrap().unwrap();
         assert!(note.contains("\"verdict\":\"set_aside\""), "{note}");
-        assert!(conf.was_set_aside(&repo, hand, &branch).unwrap());
+        assert!(was_set_aside(&conf, &repo, hand, &branch).unwrap());
     }
 
     #[test]

@@ -210,7 +210,7 @@ impl<'a> Session<'a> {
         self.iterations_since_open += 1;
         if self.iterations_since_open >= super::recorder::REOPEN_EVERY {
             self.repo = conf.open_repo()?;
-            self.wt = conf.open_worktree(&self.wt_path)?;
+            self.wt = super::workspace::open_worktree(conf, &self.wt_path)?;
             self.iterations_since_open = 0;
         }
         Ok(())
@@ -404,7 +404,7 @@ impl<'a> Session<'a> {
             seconds,
             outcome: run.outcome,
             report: run.report,
-            damage: conf.repair_after_agent(),
+            damage: super::integrity::repair_after_agent(conf),
             shared_before,
         })
     }
@@ -621,7 +621,11 @@ impl<'a> Session<'a> {
             )?,
             Changes::Everything => snapshot::reset(&self.wt, head_now, Some(&branch_ref))?,
         }
-        leftovers::remove_untracked(&self.wt, &leftovers, &conf.kept_ignored_paths(&self.wt))?;
+        leftovers::remove_untracked(
+            &self.wt,
+            &leftovers,
+            &super::workspace::kept_ignored_paths(conf, &self.wt),
+        )?;
         super::workspace::link_shared(conf, &self.wt_path)?;
         settle(&mut self.watch);
         Ok(())
@@ -809,7 +813,7 @@ fn settle(watch: &mut Option<Watch>) {
 fn open_worktree(conf: &Conference, path: &std::path::Path) -> Result<Repository> {
     let repo = conf.open_repo()?;
     worktree::repair_gitfile(&repo, path)?;
-    conf.open_worktree(path)
+    super::workspace::open_worktree(conf, path)
 }
 
 /// Evaluates a tree in the researcher's worktree, or returns the cached result for it.
@@ -1075,10 +1079,4 @@ fn finish(conf: &Conference, id: &str, why: &str) -> Result<()> {
     conf.ui
         .researcher(id, &format!("finished round {} ({why})", st.round));
     Ok(())
-}
-
-impl Conference {
-    pub fn direction(&self) -> Option<crate::config::Direction> {
-        self.config.metric.as_ref().map(|m| m.direction)
-    }
 }

@@ -112,7 +112,7 @@ pub fn start(repo: &Repository, opts: StartOptions, ui: &Ui, say: &dyn Narrator)
         }
     };
     say.started(&conf, base);
-    if let Err(e) = conf.reconcile(false) {
+    if let Err(e) = super::recovery::reconcile(&conf, false) {
         // A `git gc` deleted what it had just written: the conference stays, to be resumed.
         if changed_under_it(&e).is_some() {
             return Err(e);
@@ -182,7 +182,7 @@ pub fn resume(
         recovery_point(&conf)
     };
     say.resuming(&st, &point);
-    let reverted = conf.reconcile(opts.force)?;
+    let reverted = super::recovery::reconcile(&conf, opts.force)?;
     apply_changes(&conf, plan.as_ref(), new_base)?;
     if plan.is_some() || new_base.is_some() {
         drop(conf);
@@ -232,7 +232,7 @@ pub fn join(repo: &Repository, opts: JoinOptions, ui: &Ui) -> Result<Outcome> {
     recover_lost_refs(repo, &name, ui)?;
     let conf = Conference::open(repo.path(), &name, ui.clone()).context("cannot join")?;
     gate(repo, &name, &conf.config, None)?;
-    conf.reconcile(false)?;
+    super::recovery::reconcile(&conf, false)?;
     let link = link(repo, &conf, &remote, &machine)?;
     conf.share(link.clone())?;
     conf.sync_shared()?;

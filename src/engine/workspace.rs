@@ -4,7 +4,7 @@
 //! working tree, linked (symlinks) into every researcher worktree and review checkout, so each
 //! trains on the data `prepare.py` made and runs in the one virtual environment. They are the
 //! environment, not the project: every handle this program opens on a worktree ignores them
-//! ([`Conference::open_worktree`]), so no snapshot takes them and no revert or clean checkout
+//! ([`open_worktree`]), so no snapshot takes them and no revert or clean checkout
 //! deletes them or follows into them. They are read-only to candidates: an attempt that replaces
 //! a link, names a shared path in its changes, or writes through a link into the user's files is
 //! rejected (what it wrote there cannot be undone by a revert, and the rejection says so).
@@ -75,49 +75,47 @@ impl std::fmt::Display for SetupFailed {
 
 impl std::error::Error for SetupFailed {}
 
-impl Conference {
-    /// Opens a conference worktree with the shared paths, what setup made and the known agent
-    /// CLIs' own files ignored, so that snapshots, reverts and checkouts through this handle
-    /// leave them alone. Every handle on a worktree must come from here.
-    pub fn open_worktree(&self, path: &Path) -> Result<Repository> {
-        let wt = Repository::open(path)?;
-        let mut rules: Vec<String> = self
-            .config
-            .environment
-            .shared_paths()
-            .map(|p| format!("/{p}"))
-            .collect();
-        rules.extend(read_marker(&wt).made.iter().map(|p| format!("/{p}")));
-        rules.extend(
-            crate::agents::own_files_of_every_cli()
-                .iter()
-                .map(|p| p.to_string()),
-        );
-        wt.add_ignore_rule(&rules.join("\n"))?;
-        Ok(wt)
-    }
+/// Opens a conference worktree with the shared paths, what setup made and the known agent
+/// CLIs' own files ignored, so that snapshots, reverts and checkouts through this handle
+/// leave them alone. Every handle on a worktree must come from here.
+pub fn open_worktree(conf: &Conference, path: &Path) -> Result<Repository> {
+    let wt = Repository::open(path)?;
+    let mut rules: Vec<String> = conf
+        .config
+        .environment
+        .shared_paths()
+        .map(|p| format!("/{p}"))
+        .collect();
+    rules.extend(read_marker(&wt).made.iter().map(|p| format!("/{p}")));
+    rules.extend(
+        crate::agents::own_files_of_every_cli()
+            .iter()
+            .map(|p| p.to_string()),
+    );
+    wt.add_ignore_rule(&rules.join("\n"))?;
+    Ok(wt)
+}
 
-    /// Paths of the worktree `wt` a revert keeps although git ignores them: the shared paths, what
-    /// setup made, and the agent's own folder.
-    pub fn kept_ignored_paths(&self, wt: &Repository) -> Vec<String> {
-        let mut keep: Vec<String> = self
-            .config
-            .environment
-            .shared_paths()
-            .map(str::to_string)
-            .collect();
-        keep.extend(read_marker(wt).made);
-        keep.push(crate::agents::AGENT_DIR.to_string());
-        keep
-    }
+/// Paths of the worktree `wt` a revert keeps although git ignores them: the shared paths, what
+/// setup made, and the agent's own folder.
+pub fn kept_ignored_paths(conf: &Conference, wt: &Repository) -> Vec<String> {
+    let mut keep: Vec<String> = conf
+        .config
+        .environment
+        .shared_paths()
+        .map(str::to_string)
+        .collect();
+    keep.extend(read_marker(wt).made);
+    keep.push(crate::agents::AGENT_DIR.to_string());
+    keep
+}
 
-    /// The user's working tree, where shared paths come from.
-    fn user_tree(&self) -> Result<PathBuf> {
-        let repo = self.open_repo()?;
-        repo.workdir().map(Path::to_path_buf).with_context(|| {
-            "shared paths need a working tree, and this repository is bare".to_string()
-        })
-    }
+/// The user's working tree, where shared paths come from.
+fn user_tree(conf: &Conference) -> Result<PathBuf> {
+    let repo = conf.open_repo()?;
+    repo.workdir().map(Path::to_path_buf).with_context(|| {
+        "shared paths need a working tree, and this repository is bare".to_string()
+    })
 }
 
 /// One line saying what `## Environment` does, for `start` (None when it is empty).
@@ -153,7 +151,7 @@ pub fn link_shared(conf: &Conference, path: &Path) -> Result<()> {
     if env.shared.is_empty() {
         return Ok(());
     }
-    let top = conf.user_tree()?;
+    let top = user_tree(conf)?;
     for rel in env.shared_paths() {
         let source = top.join(rel);
         if std::fs::metadata(&source).is_err() {
@@ -209,7 +207,7 @@ pub async fn ensure_setup(conf: &Conference, path: &Path, label: &str) -> Result
     let Some(command) = conf.config.environment.setup.as_deref() else {
         return Ok(true);
     };
-    let wt = conf.open_worktree(path)?;
+    let wt = open_worktree(conf, path)?;
     if set_up(conf, &wt) {
         return Ok(true);
     }
@@ -371,7 +369,7 @@ pub async fn ready_checkout(conf: &Conference, path: &Path, label: &str) -> Resu
 /// left behind must not decide the next one. The shared links and what setup made stay: they
 /// are the environment (and removing a link never touches what it points to).
 pub fn remove_ignored(conf: &Conference, path: &Path) -> Result<()> {
-    let wt = conf.open_worktree(path)?;
+    let wt = open_worktree(conf, path)?;
     let mut keep: BTreeSet<String> = conf
         .config
         .environment
@@ -417,7 +415,7 @@ impl SharedState {
         if conf.config.environment.shared.is_empty() {
             return SharedState { files };
         }
-        let Ok(top) = conf.user_tree() else {
+        let Ok(top) = user_tree(conf) else {
             return SharedState { files };
         };
         for rel in conf.config.environment.shared_paths() {
@@ -443,7 +441,7 @@ impl SharedState {
                 "changes {p}, in a shared path (shared read-only from your working tree)"
             ));
         }
-        let top = conf.user_tree().ok()?;
+        let top = user_tree(conf).ok()?;
         for rel in env.shared_paths() {
             let link = path.join(rel);
             if std::fs::read_link(&link).ok() != Some(top.join(rel)) {

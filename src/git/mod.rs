@@ -43,12 +43,6 @@ pub fn listed_refs(printed: &str) -> Vec<(&str, git2::Oid)> {
         .collect()
 }
 
-/// The object id `git rev-parse` printed.
-pub fn printed_id(printed: &str) -> Result<git2::Oid> {
-    git2::Oid::from_str(printed.trim())
-        .with_context(|| format!("git printed `{}`, not an object id", printed.trim()))
-}
-
 fn checked(args: &[&str], out: std::process::Output) -> Result<String> {
     if !out.status.success() {
         bail!("git {} failed: {}", args.join(" "), failure_reason(&out));

@@ -37,6 +37,12 @@ pub fn short_oid(oid: git2::Oid) -> String {
     short_id(&oid.to_string()).to_string()
 }
 
+/// The object id a git command printed on a line of its own (`git rev-parse`).
+pub fn printed_id(printed: &str) -> anyhow::Result<git2::Oid> {
+    git2::Oid::from_str(printed.trim())
+        .map_err(|_| anyhow::anyhow!("git printed `{}`, not an object id", printed.trim()))
+}
+
 impl CommitId {
     pub fn as_str(&self) -> &str {
         &self.0

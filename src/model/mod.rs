@@ -25,7 +25,7 @@ pub mod talk;
 mod usage;
 mod words;
 
-pub use commit_id::{short_id, short_oid, CommitId, NotACommitId};
+pub use commit_id::{printed_id, short_id, short_oid, CommitId, NotACommitId};
 pub use event::{Event, EventLine, Note};
 pub use placement::Placement;
 pub use records::{

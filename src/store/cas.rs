@@ -167,7 +167,7 @@ fn absent_says_git(repo: &Repository, name: &str) -> Result<Option<Oid>> {
         .context("cannot run git rev-parse")?;
     let text = String::from_utf8_lossy(&out.stdout);
     Ok(if out.status.success() {
-        Some(crate::git::printed_id(&text)?)
+        Some(crate::model::printed_id(&text)?)
     } else {
         None
     })

@@ -40,15 +40,19 @@
 //! at the same step: what counts is where it can end.
 //!
 //! The noise margin is the larger of the margin the engine passes (the conference's noise
-//! threshold) and 2·√2 times the reading noise sd (two single readings, the run's and the
-//! reference's end, differ by that at about two standard deviations). The reading noise is
-//! estimated from the reference's own curve ([`reading_noise`]): the scatter of its readings
-//! around local quadratic fits. A run within the margin of the reference's end is never pruned:
-//! its full evaluation may still be kept by chance.
+//! threshold) and 2 times the reading noise sd: the run's end reading may fall that far below
+//! its curve by chance (two standard deviations of one reading). The reference's end is no
+//! chance any more: it is the best's metric, the number the keep rule compares the run's end
+//! with (kept only when strictly better). The reading noise is estimated from the reference's
+//! own curve ([`reading_noise`]): the scatter of its readings around local quadratic fits. A run
+//! within the margin of the reference's end is never pruned: its full evaluation may still be
+//! kept by chance. (Until 27 Nov 2026 the margin was 2·√2 sd, two readings' difference, as if
+//! the best's end were still to be drawn; the offline replay `bench/prune_replay.py` found
+//! nothing wrongly pruned that the wider margin saved, and it kept near-ties running longer.)
 //!
 //! `prune: early` compares levels only (as Optuna's pruners do): behind the reference at the same
-//! step by more than the margin is enough. Runs stop sooner, and a slow starter that would have
-//! ended better is stopped too.
+//! step by more than the margin is enough (here 2·√2 sd: two noisy readings at one step). Runs
+//! stop sooner, and a slow starter that would have ended better is stopped too.
 //!
 //! The reference at a step between two of its readings is interpolated linearly; past its last
 //! reading it is its last reading (the nearest at or before); before its first there is no
@@ -78,21 +82,30 @@ pub struct Rule<'a> {
 }
 
 impl Rule<'_> {
-    /// The margin a run must be behind by: the conference's, or 2·√2 reading noise sd when
-    /// larger.
+    /// The margin a run must be behind by: the conference's, or, when larger, [`END_WIDTH`]
+    /// reading noise sds (the run's end against the best's known end), [`NOISE_WIDTH`] with
+    /// `early` (two noisy readings at one step).
     pub fn effective_margin(&self) -> f64 {
         let noise = if self.noise.is_finite() {
             self.noise.max(0.0)
         } else {
             0.0
         };
-        self.margin.max(0.0).max(NOISE_WIDTH * noise)
+        let width = if self.early { NOISE_WIDTH } else { END_WIDTH };
+        self.margin.max(0.0).max(width * noise)
     }
 }
 
 /// How many reading-noise sds two single readings may differ by chance before pruning counts
-/// them apart: two standard deviations of the difference of two readings (2·√2).
+/// them apart: two standard deviations of the difference of two readings (2·√2). The widening
+/// of each window's gain in the extrapolation, and `early`'s margin.
 pub const NOISE_WIDTH: f64 = 2.0 * std::f64::consts::SQRT_2;
+
+/// How many reading-noise sds a run's end reading may fall below its curve by chance: two
+/// standard deviations of one reading. The best's end it is compared with is no chance any
+/// more: it is the number the keep rule compares the run's end with (kept only when strictly
+/// better), so only the run's own end reading is noisy.
+pub const END_WIDTH: f64 = 2.0;
 
 /// The reference curve's value at `step`: linear between the two readings around it, its last
 /// reading past its end, None before its first reading (or for an empty curve). `reference` is
@@ -675,7 +688,10 @@ mod tests {
         let mut r = rule(REF, 2, 0.001, Some(Minimize), false);
         assert_eq!(r.effective_margin(), 0.001);
         r.noise = 0.01;
-        assert!((r.effective_margin() - 0.02 * std::f64::consts::SQRT_2).abs() < 1e-12);
+        assert!((r.effective_margin() - 0.02).abs() < 1e-12);
+        // `early` compares two noisy readings at one step: 2·√2 sd.
+        let early = Rule { early: true, ..r };
+        assert!((early.effective_margin() - 0.02 * std::f64::consts::SQRT_2).abs() < 1e-12);
         r.noise = f64::NAN;
         assert_eq!(r.effective_margin(), 0.001);
         // A near-tie at the end: 0.005 behind the reference's end, with readings that scatter
@@ -685,6 +701,24 @@ mod tests {
         let mut r = rule(&reference, 2, 0.001, Some(Minimize), false);
         assert!(first_pruned(&tie, &r).is_some());
         r.noise = 0.003;
+        assert_eq!(first_pruned(&tie, &r), None);
+    }
+
+    #[test]
+    fn a_run_that_cannot_beat_the_best_by_its_own_end_noise_is_stopped() {
+        // The best's end (1.0074) is a known number; the run ends 0.007 behind it, more than its
+        // own end reading's two sds (0.006) and less than two readings' difference (0.0085):
+        // it is stopped before its end, as the keep rule would revert it.
+        let reference = curve(20, 0.0, |t| 1.0 + 3.0 * (-6.0 * t).exp());
+        let behind = curve(20, 0.0, |t| 1.007 + 3.0 * (-6.0 * t).exp());
+        let r = Rule {
+            noise: 0.003,
+            ..rule(&reference, 2, 0.001, Some(Minimize), false)
+        };
+        let step = first_pruned(&behind, &r).expect("pruned");
+        assert!(step < 20, "pruned at {step}");
+        // Within its end's noise (0.005 behind): it may still be kept by chance, and goes on.
+        let tie = curve(20, 0.0, |t| 1.005 + 3.0 * (-6.0 * t).exp());
         assert_eq!(first_pruned(&tie, &r), None);
     }
 

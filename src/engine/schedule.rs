@@ -130,11 +130,17 @@ struct Leaving {
 }
 
 impl Scheduler {
-    /// A scheduler whose queue is published to `<run_dir>/queue.json` when `run_dir` is given.
+    /// A scheduler whose queue is published to `<run_dir>/queue.json`, when it has one: with
+    /// neither devices, hosts nor a limit on evaluations at once, nothing ever waits, and the
+    /// three files an evaluation would write (waiting, running, done) are not written — on a
+    /// filesystem where creating a file costs about a millisecond, they were a tenth of the
+    /// bookkeeping of an iteration with an instant agent and evaluation.
     pub fn publishing(env: &Environment, run_dir: PathBuf) -> Scheduler {
+        let scheduler = Scheduler::new(env);
+        let queues = !scheduler.places.is_empty() || scheduler.permits.is_some();
         Scheduler {
-            published: Some(run_dir.join(QUEUE_FILE)),
-            ..Scheduler::new(env)
+            published: queues.then(|| run_dir.join(QUEUE_FILE)),
+            ..scheduler
         }
     }
 
@@ -157,8 +163,8 @@ impl Scheduler {
     /// Waits for a free slot (first come, first served) for the evaluation `who`, in the queue
     /// while it waits and while it runs.
     pub async fn acquire(&self, who: &str) -> Slot {
-        self.change_queue(|q| q.waiting.push(queued(who, None, None)));
-        let mut slot = self.take_slot().await;
+        let permit = self.permit(who).await;
+        let mut slot = self.take_slot(permit);
         self.change_queue(|q| {
             remove_first(&mut q.waiting, who);
             q.running
@@ -176,16 +182,19 @@ impl Scheduler {
         change_queue(&self.queue, self.published.as_ref(), change);
     }
 
-    async fn take_slot(&self) -> Slot {
-        let permit = match &self.permits {
-            Some(s) => Some(
-                Arc::clone(s)
-                    .acquire_owned()
-                    .await
-                    .expect("the semaphore is never closed"),
-            ),
-            None => None,
-        };
+    /// A permit to evaluate (None: no limit); `who` is in the queue's waiting list only while
+    /// no slot is free (one file write fewer per evaluation when one is).
+    async fn permit(&self, who: &str) -> Option<OwnedSemaphorePermit> {
+        let permits = self.permits.as_ref()?;
+        if let Ok(permit) = Arc::clone(permits).try_acquire_owned() {
+            return Some(permit);
+        }
+        self.change_queue(|q| q.waiting.push(queued(who, None, None)));
+        let permit = Arc::clone(permits).acquire_owned().await;
+        Some(permit.expect("the semaphore is never closed"))
+    }
+
+    fn take_slot(&self, permit: Option<OwnedSemaphorePermit>) -> Slot {
         if self.places.is_empty() {
             return Slot {
                 place: None,
@@ -311,6 +320,35 @@ mod tests {
             max_parallel_evaluations: max,
             ..Environment::default()
         }
+    }
+
+    /// The queue file is written only where something can wait, and a waiter is listed only
+    /// while no slot is free.
+    #[tokio::test]
+    async fn the_queue_is_published_only_where_evaluations_can_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(QUEUE_FILE);
+        let unlimited = Scheduler::publishing(&env(&[], None), dir.path().into());
+        drop(unlimited.acquire("A").await);
+        assert!(!file.exists(), "nothing waits without devices or a limit");
+
+        let one = Scheduler::publishing(&env(&["0"], None), dir.path().into());
+        let first = one.acquire("A").await;
+        let queue = published_queue(dir.path()).unwrap();
+        assert_eq!(queue["running"][0]["who"], "A", "{queue}");
+        assert_eq!(queue["waiting"].as_array().unwrap().len(), 0, "{queue}");
+        let waiting = one.acquire("B");
+        tokio::pin!(waiting);
+        let short = std::time::Duration::from_millis(50);
+        assert!(tokio::time::timeout(short, waiting.as_mut()).await.is_err());
+        let queue = published_queue(dir.path()).unwrap();
+        assert_eq!(queue["waiting"][0]["who"], "B", "{queue}");
+        drop(first);
+        let second = waiting.await;
+        let queue = published_queue(dir.path()).unwrap();
+        assert_eq!(queue["running"][0]["who"], "B", "{queue}");
+        assert_eq!(queue["waiting"].as_array().unwrap().len(), 0, "{queue}");
+        drop(second);
     }
 
     /// Many tasks asking at once: never two on one device, never more than the slots.

@@ -9,6 +9,9 @@ While it runs, the runner's memory (VmRSS) and the size of `.git` are sampled. P
 
 - bookkeeping per iteration near iteration 100 and near iteration N: the median interval between
   consecutive agent starts over 100 iterations around each (goal: within 1.2x);
+- CPU time per iteration (the runner's, with the agents and evaluations it ran) over iterations
+  50-250 and over the 200 before the last 50: on a shared machine, less swayed by other load
+  than the intervals;
 - memory of the running conference at iteration 1,000 and at N - 50, before the round's
   closing work (goal: within 1.1x);
 - `.git` growth per 1,000 iterations between iteration 1,000 and N, before any gc (goal: <= 15 MB);
@@ -42,6 +45,27 @@ def rss_kb(pid):
     return None
 
 
+def cpu_s(pid):
+    """CPU seconds of process `pid` so far: its threads' and its finished children's, user and
+    system (/proc/<pid>/stat: utime, stime, cutime, cstime)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_per_iteration(samples, lo, hi):
+    """Milliseconds of CPU per iteration between iterations `lo` and `hi`, from (iterations done,
+    CPU seconds) samples: the first sample at or past each."""
+    a = next((x for x in samples if x[0] >= lo and x[1] is not None), None)
+    b = next((x for x in samples if x[0] >= hi and x[1] is not None), None)
+    if not a or not b or b[0] <= a[0]:
+        return float("nan")
+    return (b[1] - a[1]) / (b[0] - a[0]) * 1000
+
+
 def du(path):
     total = 0
     for root, _, names in os.walk(path):
@@ -61,7 +85,17 @@ def count_lines(path):
         return 0
 
 
-def long_round(E, cache, n):
+def profile(pid, mark, seconds, out_dir):
+    """Starts `perf record` on the runner (its threads and the processes it starts) for
+    `seconds`, in the background; its data goes to `out_dir/perf-<mark>.data`."""
+    out = os.path.join(out_dir, "perf-%d.data" % mark)
+    bench.log("  profiling %ds at iteration %d: %s" % (seconds, mark, out))
+    return subprocess.Popen(["perf", "record", "-q", "-F", "499", "--call-graph", "dwarf,16384", "-p", str(pid), "-o", out,
+                             "--", "sleep", str(seconds)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def long_round(E, cache, n, profile_at=(), profile_seconds=10, profile_dir=None):
     """Runs one round of `n` iterations; returns the samples and the repository."""
     agent = os.path.join(E.tmp, "agent.sh")
     bench.write(agent, bench.AGENT_SH, 0o755)
@@ -84,14 +118,23 @@ def long_round(E, cache, n):
     marks = {first: None, last: None}
     git_dir = os.path.join(work, ".git")
     done = 0
+    profiles = {m: None for m in profile_at}
+    cpu = []
     while p.poll() is None:
         time.sleep(0.5)
         done = count_lines(stamps)
+        cpu.append((done, cpu_s(p.pid)))
+        for mark in profiles:
+            if profiles[mark] is None and done >= mark:
+                profiles[mark] = profile(p.pid, mark, profile_seconds, profile_dir or E.tmp)
         for mark in marks:
             if marks[mark] is None and done >= mark:
                 marks[mark] = (rss_kb(p.pid), du(git_dir))
         bench.log("  %d iterations" % done) if done and done % 1000 < 10 else None
     err.close()
+    for prof in profiles.values():
+        if prof:
+            prof.wait()
     if p.returncode != 0:
         with open(err_path, errors="replace") as f:
             raise RuntimeError("conference failed: " + f.read()[-4000:])
@@ -100,12 +143,18 @@ def long_round(E, cache, n):
     starts = bench.read_stamps(stamps)
     iv = bench.intervals(starts)
     at = lambda i: bench.median(iv[max(0, i - 50):i + 50]) * 1000  # noqa: E731
+    for i in range(500, len(iv), 500):
+        bench.log("  per iteration around %d: %.1f ms" % (i, at(i)))
     logs = os.path.join(git_dir, "conference", "long", "logs")
     names = os.listdir(logs)
     return {
         "iterations": len(starts),
         "ms_at_100": at(100),
         "ms_at_n": bench.median(iv[-100:]) * 1000,
+        # CPU of the runner (and the agents and evaluations it ran) per iteration, over 200
+        # iterations from 50 and over the 200 before the last 50: less swayed by other load.
+        "cpu_at_100": cpu_per_iteration(cpu, 50, 250),
+        "cpu_at_n": cpu_per_iteration(cpu, n - 250, n - 50),
         "rss_1k_kb": marks[first][0], "rss_n_kb": marks[last][0],
         "git_1k": marks[first][1], "git_n": marks[last][1],
         "log_files": len(names), "log_bytes": sum(os.path.getsize(os.path.join(logs, x)) for x in names),
@@ -143,6 +192,10 @@ def main():
     ap.add_argument("--sizes", default="1000,10000,100000", help="repository sizes for the ratio ('' skips it)")
     ap.add_argument("--ratio-iterations", type=int, default=60)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--profile-at", default="", help="iterations at which to `perf record` the runner "
+                    "(e.g. 100,3000; data kept in --profile-dir)")
+    ap.add_argument("--profile-seconds", type=int, default=10)
+    ap.add_argument("--profile-dir", default=None)
     args = ap.parse_args()
     binary, _, _ = bench.build(args.binary, helpers=False)
     tmp = tempfile.mkdtemp(prefix="git-conference-never-stop-")
@@ -150,7 +203,8 @@ def main():
         E = bench.Env(tmp, binary)
         cache = {}
         bench.log("one round of %d iterations" % args.iterations)
-        r = long_round(E, cache, args.iterations)
+        marks = [int(m) for m in args.profile_at.split(",") if m]
+        r = long_round(E, cache, args.iterations, marks, args.profile_seconds, args.profile_dir)
         cont = resume_continue(E, r["work"], r["agent"])
         sizes = [int(s) for s in args.sizes.split(",") if s]
         ovh = bench.bench_overhead(E, cache, sizes, args.ratio_iterations) if sizes else []
@@ -160,6 +214,9 @@ def main():
             ("bookkeeping+agent+eval per iteration at 100 / at %d (ms)" % n,
              "%.1f / %.1f (%.2fx)" % (r["ms_at_100"], r["ms_at_n"], r["ms_at_n"] / r["ms_at_100"]),
              r["ms_at_n"] <= 1.2 * r["ms_at_100"]),
+            ("CPU per iteration (runner, agent, evaluation) at 50-250 / at %d-%d (ms)" % (n - 250, n - 50),
+             "%.1f / %.1f (%.2fx)" % (r["cpu_at_100"], r["cpu_at_n"], r["cpu_at_n"] / r["cpu_at_100"]),
+             r["cpu_at_n"] <= 1.2 * r["cpu_at_100"]),
             ("runner memory at 1,000 / at %d (MB)" % (n - 50),
              "%.1f / %.1f" % (r["rss_1k_kb"] / 1024, (r["rss_n_kb"] or 0) / 1024),
              bool(r["rss_n_kb"]) and r["rss_n_kb"] <= 1.1 * r["rss_1k_kb"]),

@@ -27,7 +27,7 @@ pub fn try_update(
         return Ok(false);
     }
     // What the ref will name survives a `git gc --prune=now` that runs meanwhile.
-    super::protect::new_objects(repo, new, expected)
+    let visited = super::protect::new_objects(repo, new, expected)
         .with_context(|| format!("{name} was not moved"))?;
     let mut locked = Backoff::new(LOCKED_FIRST_WAIT, LOCKED_MAX_WAIT, Some(LOCKED_CAP));
     loop {
@@ -36,7 +36,7 @@ pub fn try_update(
             None => repo.reference(name, new, false, log_message),
         };
         return match result {
-            Ok(_) => after_a_running_gc(repo, name, new, expected).map(|()| true),
+            Ok(_) => after_a_running_gc(repo, name, new, expected, &visited).map(|()| true),
             // Held for an instant by another git command (`git gc` packs refs, and removes the
             // folders it emptied): wait for it.
             Err(e) if transient(&e) => match locked.next_delay() {
@@ -70,12 +70,13 @@ fn after_a_running_gc(
     name: &str,
     new: Oid,
     expected: Option<Oid>,
+    visited: &super::protect::Visited,
 ) -> Result<()> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
     while a_gc_prunes_now(repo) && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    let Err(gone) = super::protect::still_there(repo, new, expected) else {
+    let Err(gone) = super::protect::still_there(repo, visited) else {
         return Ok(());
     };
     let message = "git conference: put back (a git gc deleted what it named)";

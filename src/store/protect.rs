@@ -24,34 +24,49 @@ const AHEAD: Duration = Duration::from_secs(3600);
 /// that git's default two-week grace keeps); the walk stops there.
 const RECENT: Duration = Duration::from_secs(24 * 3600);
 
+/// The objects [`new_objects`] visited for one move: those it dated, and those where it stopped
+/// (packed, old, or dated ahead by an earlier move). [`still_there`] checks exactly these.
+#[derive(Debug, Default)]
+pub struct Visited(Vec<Oid>);
+
 /// Dates ahead the loose objects that moving a ref from `old` to `new` makes reachable: the
 /// commits reachable from `new` whose files are recent and not yet dated ahead (those from a
 /// fetch are packed, older ones were reachable long ago), each with the trees and blobs it does
 /// not share with its first parent. Fails, naming the object, when one of them is gone.
-pub fn new_objects(repo: &Repository, new: Oid, old: Option<Oid>) -> Result<()> {
-    walk(repo, new, old, Visit::Date(SystemTime::now() + AHEAD))
+pub fn new_objects(repo: &Repository, new: Oid, old: Option<Oid>) -> Result<Visited> {
+    let mut visited = Visited::default();
+    walk(repo, new, old, SystemTime::now() + AHEAD, &mut visited)?;
+    Ok(visited)
 }
 
-/// After the move: the objects [`new_objects`] dated are all still there. `git prune
+/// After the move: the objects [`new_objects`] visited are all still there. `git prune
 /// --expire=now` (and `git gc --prune=now`) deletes every unreachable loose object whatever its
 /// file's time, so a prune that read the refs just before the move deletes them after it.
-pub fn still_there(repo: &Repository, new: Oid, old: Option<Oid>) -> Result<()> {
-    walk(repo, new, old, Visit::Check)
+///
+/// Only what the walk visited is checked, not everything below it that an earlier move dated:
+/// walking down through those (every attempt of the last half hour) made each move of a long
+/// round cost more than the one before (issue #27). A prune that deleted an earlier move's
+/// objects deleted the commit where this walk stopped with them (it was as unreachable as they
+/// were), and that move's own check puts its ref back.
+pub fn still_there(repo: &Repository, visited: &Visited) -> Result<()> {
+    for &id in &visited.0 {
+        if !loose_path(repo, id).exists() && !in_a_pack(repo, id)? {
+            return Err(ObjectGone(id).into());
+        }
+    }
+    Ok(())
 }
 
-/// What a walk does with each object.
-#[derive(Clone, Copy)]
-enum Visit {
-    /// Dates its loose file at this time.
-    Date(SystemTime),
-    /// Checks that it exists.
-    Check,
-}
-
-fn walk(repo: &Repository, new: Oid, old: Option<Oid>, visit: Visit) -> Result<()> {
+fn walk(
+    repo: &Repository,
+    new: Oid,
+    old: Option<Oid>,
+    until: SystemTime,
+    visited: &mut Visited,
+) -> Result<()> {
     let mut todo = vec![new];
     while let Some(commit_id) = todo.pop() {
-        if Some(commit_id) == old || !object(repo, commit_id, visit)? {
+        if Some(commit_id) == old || !object(repo, commit_id, until, visited)? {
             continue;
         }
         let Ok(commit) = repo.find_commit(commit_id) else {
@@ -59,15 +74,21 @@ fn walk(repo: &Repository, new: Oid, old: Option<Oid>, visit: Visit) -> Result<(
             continue;
         };
         let parent_tree = commit.parents().next().and_then(|p| p.tree().ok());
-        tree(repo, &commit.tree()?, parent_tree.as_ref(), visit)?;
+        tree(repo, &commit.tree()?, parent_tree.as_ref(), until, visited)?;
         todo.extend(commit.parent_ids());
     }
     Ok(())
 }
 
 /// Visits `tree` and what it holds that `base` (the same folder in the parent) does not.
-fn tree(repo: &Repository, tree: &Tree, base: Option<&Tree>, visit: Visit) -> Result<()> {
-    if base.is_some_and(|b| b.id() == tree.id()) || !object(repo, tree.id(), visit)? {
+fn tree(
+    repo: &Repository,
+    tree: &Tree,
+    base: Option<&Tree>,
+    until: SystemTime,
+    visited: &mut Visited,
+) -> Result<()> {
+    if base.is_some_and(|b| b.id() == tree.id()) || !object(repo, tree.id(), until, visited)? {
         return Ok(());
     }
     for entry in tree.iter() {
@@ -81,10 +102,10 @@ fn tree(repo: &Repository, tree: &Tree, base: Option<&Tree>, visit: Visit) -> Re
                 let base_sub = before
                     .filter(|b| b.kind() == Some(ObjectType::Tree))
                     .and_then(|b| repo.find_tree(b.id()).ok());
-                self::tree(repo, &sub, base_sub.as_ref(), visit)?;
+                self::tree(repo, &sub, base_sub.as_ref(), until, visited)?;
             }
             Some(ObjectType::Blob) => {
-                object(repo, entry.id(), visit)?;
+                object(repo, entry.id(), until, visited)?;
             }
             // A submodule's commit is not an object of this repository.
             _ => {}
@@ -93,27 +114,26 @@ fn tree(repo: &Repository, tree: &Tree, base: Option<&Tree>, visit: Visit) -> Re
     Ok(())
 }
 
-/// Visits object `id`: Ok(true) when it is a new one (loose and recent, or dated ahead), whose
-/// contents the walk visits too; Ok(false) when it is packed or old; an error when it is gone.
-fn object(repo: &Repository, id: Oid, visit: Visit) -> Result<bool> {
+/// Visits object `id` (noted in `visited`): Ok(true) when it is a new one (loose and recent),
+/// now dated `until`, whose contents the walk visits too; Ok(false) when it is packed, old, or
+/// already dated ahead; an error when it is gone.
+fn object(repo: &Repository, id: Oid, until: SystemTime, visited: &mut Visited) -> Result<bool> {
     let path = loose_path(repo, id);
     let Ok(file) = std::fs::File::open(&path) else {
         if in_a_pack(repo, id)? {
+            visited.0.push(id);
             return Ok(false);
         }
         return Err(ObjectGone(id).into());
     };
+    visited.0.push(id);
     let dated = file.metadata()?.modified()?;
     let now = SystemTime::now();
-    let ahead = dated >= now + AHEAD / 2;
-    match visit {
-        Visit::Check => Ok(ahead),
-        Visit::Date(_) if ahead || dated + RECENT < now => Ok(false),
-        Visit::Date(until) => {
-            file.set_times(std::fs::FileTimes::new().set_modified(until))?;
-            Ok(true)
-        }
+    if dated >= now + AHEAD / 2 || dated + RECENT < now {
+        return Ok(false);
     }
+    file.set_times(std::fs::FileTimes::new().set_modified(until))?;
+    Ok(true)
 }
 
 /// An object git-conference had just written was deleted before a ref could name it.
@@ -148,4 +168,99 @@ fn loose_path(repo: &Repository, id: Oid) -> PathBuf {
         .join("objects")
         .join(&hex[..2])
         .join(&hex[2..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo() -> (tempfile::TempDir, Repository) {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = Repository::init(tmp.path()).unwrap();
+        (tmp, repo)
+    }
+
+    /// Writes a commit (no ref moves) with one file holding `text`.
+    fn commit(repo: &Repository, text: &str, parents: &[Oid]) -> Oid {
+        let blob = repo.blob(text.as_bytes()).unwrap();
+        let mut tb = repo.treebuilder(None).unwrap();
+        tb.insert("file", blob, 0o100644).unwrap();
+        let tree = repo.find_tree(tb.write().unwrap()).unwrap();
+        let sig = git2::Signature::now("t", "t@t").unwrap();
+        let parents: Vec<git2::Commit> = parents
+            .iter()
+            .map(|p| repo.find_commit(*p).unwrap())
+            .collect();
+        let parent_refs: Vec<&git2::Commit> = parents.iter().collect();
+        repo.commit(None, &sig, &sig, text, &tree, &parent_refs)
+            .unwrap()
+    }
+
+    /// Moves `name` to `new` as every conference ref moves (dating, then checking).
+    fn move_ref(repo: &Repository, name: &str, new: Oid) {
+        let old = repo.refname_to_id(name).ok();
+        assert!(crate::store::cas::try_update(repo, name, new, old, "t").unwrap());
+    }
+
+    /// Issue #27: the check after each move walked down through every object an earlier move
+    /// had dated ahead (the last half hour of history), so each move of a long round cost more
+    /// than the one before. As a conference does: a branch moves to each new attempt, and a
+    /// second ref (the attempts chain) keeps each one with a commit whose parents are its own
+    /// tip and the attempt. The check of the chain's move visits the same two objects at the
+    /// 200th attempt as at the first; an object lost 200 attempts below is none of its concern
+    /// (before, it walked down to it and put the ref back).
+    #[test]
+    fn the_check_after_a_move_visits_the_same_few_objects_however_long_the_history() {
+        let (_tmp, repo) = repo();
+        let mut attempt = commit(&repo, "0", &[]);
+        move_ref(&repo, "refs/heads/work", attempt);
+        let early_blob = repo
+            .find_commit(attempt)
+            .unwrap()
+            .tree()
+            .unwrap()
+            .get(0)
+            .unwrap()
+            .id();
+        let mut visits = Vec::new();
+        for i in 1..=200 {
+            attempt = commit(&repo, &i.to_string(), &[attempt]);
+            move_ref(&repo, "refs/heads/work", attempt);
+            let tip = repo.refname_to_id("refs/keep").ok();
+            let kept = commit(
+                &repo,
+                "",
+                &tip.into_iter().chain([attempt]).collect::<Vec<_>>(),
+            );
+            visits.push(new_objects(&repo, kept, tip).unwrap().0.len());
+            if i == 199 {
+                std::fs::remove_file(loose_path(&repo, early_blob)).unwrap();
+            }
+            move_ref(&repo, "refs/keep", kept);
+        }
+        assert_eq!(visits[199], visits[1], "{visits:?}");
+        assert!(visits[199] <= 4, "{visits:?}");
+    }
+
+    /// A prune that deletes what a move made reachable, after the move, is still seen.
+    #[test]
+    fn the_check_finds_an_object_of_the_move_deleted_after_it() {
+        let (_tmp, repo) = repo();
+        let first = commit(&repo, "0", &[]);
+        move_ref(&repo, "refs/heads/work", first);
+        let new = commit(&repo, "1", &[first]);
+        let visited = new_objects(&repo, new, Some(first)).unwrap();
+        still_there(&repo, &visited).unwrap();
+        let blob = repo
+            .find_commit(new)
+            .unwrap()
+            .tree()
+            .unwrap()
+            .get(0)
+            .unwrap()
+            .id();
+        std::fs::remove_file(loose_path(&repo, blob)).unwrap();
+        let gone = still_there(&repo, &visited).unwrap_err();
+        assert!(gone.is::<ObjectGone>(), "{gone:#}");
+    }
 }

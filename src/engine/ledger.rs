@@ -49,8 +49,10 @@ pub fn round_attempts(conf: &Conference, round: u32) -> Result<Vec<AttemptRecord
     Ok(all)
 }
 
-/// The latest `n` attempts of a round that `keep` holds, oldest first. Read from the last
-/// chunk backwards, so that a briefing late in a long round costs what it did early on.
+/// The latest `n` attempts of a round that `keep` holds, oldest first, among its latest
+/// [`CHUNKS_SCANNED`] chunks. Read from the last chunk backwards, so that a briefing late in a
+/// long round costs what it did early on — also when few or none match (the other researchers'
+/// attempts, with one researcher): the scan stops where the parsed chunks kept end.
 pub fn latest_round_attempts(
     conf: &Conference,
     round: u32,
@@ -62,6 +64,7 @@ pub fn latest_round_attempts(
         .record_blob_ids(&files::attempts(round))?
         .into_iter()
         .rev()
+        .take(CHUNKS_SCANNED)
     {
         if latest.len() >= n {
             break;
@@ -74,6 +77,13 @@ pub fn latest_round_attempts(
     Ok(latest)
 }
 
+/// How far back in a round [`latest_round_attempts`] looks: the chunks [`parsed_chunk`] keeps
+/// parsed (64 attempts each: a round's latest 1,024 attempts).
+pub const CHUNKS_SCANNED: usize = CHUNKS_KEPT;
+
+/// The chunks of records kept parsed.
+const CHUNKS_KEPT: usize = 16;
+
 /// One blob of a round's records, parsed. The chunks read last are kept by blob id (a round's
 /// records are stored in chunks of 64 lines, `store::events::append_target`; only the last one
 /// changes), so an iteration parses the one chunk that grew; the bound keeps a never-stop
@@ -81,7 +91,6 @@ pub fn latest_round_attempts(
 fn parsed_chunk(conf: &Conference, id: git2::Oid) -> Result<Arc<Vec<AttemptRecord>>> {
     /// The chunks parsed last, newest at the end.
     static PARSED: Mutex<Vec<(git2::Oid, Arc<Vec<AttemptRecord>>)>> = Mutex::new(Vec::new());
-    const CHUNKS_KEPT: usize = 16;
     if let Some(found) = (PARSED.lock().unwrap().iter()).find(|(b, _)| *b == id) {
         return Ok(found.1.clone());
     }

@@ -103,6 +103,9 @@ enum Access {
     Read,
 }
 
+/// How long a sync with the shared remote waits for this machine's publications to go out.
+const SYNC_WAITS_FOR_PUBLICATION: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// An open conference: its configuration, its refs, the recorder every event goes through,
 /// and what one run shares between its researchers. The fields are the engine's own; the
 /// layers above read what they need through the accessors below.
@@ -347,10 +350,13 @@ impl Conference {
     /// Takes the events other machines published (the shared remote's log moved on): the local
     /// log, branches and state follow it. True when they moved.
     pub fn sync_shared(&self) -> Result<bool> {
-        let mut rec = self.recorder.lock().unwrap();
-        let Some(link) = rec.link.clone() else {
+        let Some(link) = self.link() else {
             return Ok(false);
         };
+        // What this machine recorded goes out first (outside the recorder's lock): a sync over
+        // unpublished events takes nothing of the remote's (see `Link::sync`).
+        link.flush_publications(SYNC_WAITS_FOR_PUBLICATION);
+        let mut rec = self.recorder.lock().unwrap();
         match link.sync(&rec.repo)? {
             Some(_) => {
                 rec.reload()?;

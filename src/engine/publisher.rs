@@ -35,6 +35,7 @@ impl Publisher {
     pub fn start(repo: Repository, recorder: Arc<Mutex<Recorder>>, link: Arc<Link>) -> Publisher {
         let stop = Arc::new(AtomicBool::new(false));
         let (stopping, thread_link) = (stop.clone(), link.clone());
+        link.publisher_running(true);
         let thread = std::thread::spawn(move || {
             let log = RecordedLog {
                 recorder,
@@ -49,6 +50,7 @@ impl Publisher {
             if thread_link.take_request(Duration::ZERO) {
                 publish_once(&repo, &thread_link, &log);
             }
+            thread_link.publisher_running(false);
         });
         Publisher {
             stop,
@@ -81,7 +83,9 @@ impl Drop for Publisher {
 /// One publication; a failure is said (the next event publishes everything since), a refusal
 /// left for the run's next sync, which stops the run with it.
 fn publish_once(repo: &Repository, link: &Link, log: &RecordedLog) {
-    match link.publish_from(repo, log) {
+    let published = link.publish_from(repo, log);
+    link.publication_done();
+    match published {
         Ok(_) => {}
         Err(e) => match e.downcast_ref::<Refused>() {
             Some(refused) => link.refuse(refused.0.clone()),

@@ -235,7 +235,13 @@ pub fn join(repo: &Repository, opts: JoinOptions, ui: &Ui) -> Result<Outcome> {
     super::recovery::reconcile(&conf, false)?;
     let link = link(repo, &conf, &remote, &machine)?;
     conf.share(link.clone())?;
-    conf.sync_shared()?;
+    match conf.sync_shared() {
+        // A killed run's events still to publish: the run's loop syncs once they are out.
+        Err(e) if e.is::<crate::remote::link::Unpublished>() => {}
+        synced => {
+            synced?;
+        }
+    }
     if conf.state().phase == Phase::Done {
         return Ok(Outcome::AlreadyComplete(Box::new(conf.state())));
     }

@@ -52,6 +52,12 @@ const RETRY_CAP: Duration = Duration::from_secs(120);
 #[error("{0}")]
 pub struct Refused(pub String);
 
+/// Why a sync took nothing of the remote's: this machine's own events are not published yet
+/// (its publisher is at it; the next sync tries again).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Unpublished(pub String);
+
 /// What this machine runs, as asked on the command line.
 #[derive(Debug, Clone, Default)]
 pub struct Wanted {
@@ -94,10 +100,21 @@ pub struct Link {
 /// What the recorder asks of the publisher, and what the publisher leaves for the run.
 #[derive(Default)]
 struct Requests {
-    asked: Mutex<bool>,
-    ready: Condvar,
+    state: Mutex<Publishing>,
+    /// Signalled when a publication is asked for and when one ends.
+    changed: Condvar,
     /// Why a publication was refused for good (see [`Refused`]).
     refused: Mutex<Option<String>>,
+}
+
+#[derive(Default)]
+struct Publishing {
+    /// A publication is asked for and not started yet.
+    asked: bool,
+    /// The publisher is publishing.
+    busy: bool,
+    /// A publisher takes requests (between [`Link::publisher_started`] and its end).
+    running: bool,
 }
 
 /// The local side of a publication: the log's tip to publish, and moving the local log over
@@ -418,20 +435,51 @@ impl Link {
 
     /// Asks this machine's publisher for a publication (after every recorded event).
     pub fn request_publication(&self) {
-        *self.requests.asked.lock().unwrap() = true;
-        self.requests.ready.notify_all();
+        self.requests.state.lock().unwrap().asked = true;
+        self.requests.changed.notify_all();
+    }
+
+    /// Says whether a publisher takes requests (it starts and ends with the run's sharing).
+    pub fn publisher_running(&self, running: bool) {
+        self.requests.state.lock().unwrap().running = running;
+        self.requests.changed.notify_all();
     }
 
     /// Waits up to `wait` for a publication to be asked for; true when one was (the request is
-    /// taken: requests made meanwhile wait for the next call).
+    /// taken, and the publisher is busy until [`Link::publication_done`]).
     pub fn take_request(&self, wait: Duration) -> bool {
-        let asked = self.requests.asked.lock().unwrap();
-        let (mut asked, _) = self
+        let state = self.requests.state.lock().unwrap();
+        let (mut state, _) = self
             .requests
-            .ready
-            .wait_timeout_while(asked, wait, |asked| !*asked)
+            .changed
+            .wait_timeout_while(state, wait, |s| !s.asked)
             .unwrap();
-        std::mem::take(&mut *asked)
+        let taken = std::mem::take(&mut state.asked);
+        state.busy |= taken;
+        taken
+    }
+
+    /// Ends what [`Link::take_request`] started.
+    pub fn publication_done(&self) {
+        self.requests.state.lock().unwrap().busy = false;
+        self.requests.changed.notify_all();
+    }
+
+    /// Asks for a publication and waits up to `wait` until the publisher has done it (at once
+    /// without a publisher). True when nothing asked is left undone.
+    pub fn flush_publications(&self, wait: Duration) -> bool {
+        let mut state = self.requests.state.lock().unwrap();
+        if !state.running {
+            return true;
+        }
+        state.asked = true;
+        self.requests.changed.notify_all();
+        let (state, _) = self
+            .requests
+            .changed
+            .wait_timeout_while(state, wait, |s| s.running && (s.asked || s.busy))
+            .unwrap();
+        !(state.running && (state.asked || state.busy))
     }
 
     /// Remembers why a publication was refused ([`Refused`]): the next [`Link::sync`] stops the
@@ -441,8 +489,9 @@ impl Link {
     }
 
     /// Brings the local event log and branches up to the remote's when it moved on (another
-    /// machine published); publishes first when this machine has events the remote lacks.
-    /// Returns the new tip when the local log moved.
+    /// machine published). Returns the new tip when the local log moved; [`Unpublished`] when
+    /// this machine has events the remote lacks (its publisher is asked to publish them), and
+    /// [`Refused`] once a publication was refused for good.
     pub fn sync(&self, repo: &Repository) -> Result<Option<Oid>> {
         if let Some(why) = self.requests.refused.lock().unwrap().clone() {
             return Err(Refused(why).into());
@@ -459,9 +508,16 @@ impl Link {
         drop(inner);
         if !repo.graph_descendant_of(view.events, local)? {
             // This machine has events the remote lacks: its publisher replays them over the
-            // remote's and moves the local log (it may be waiting for the caller's lock now).
+            // remote's and moves the local log (the caller flushes publications before it
+            // syncs). Until then this machine takes nothing over: its state may lack events
+            // other machines published, of a researcher it would take (which it would run
+            // again).
             self.request_publication();
-            return Ok(None);
+            return Err(Unpublished(format!(
+                "{}: events recorded here are not published to {} yet; this machine publishes them before it takes anything more",
+                self.machine, self.remote
+            ))
+            .into());
         }
         self.check_arrivals(repo, local, view.events)?;
         crate::store::cas::update(

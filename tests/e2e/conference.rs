@@ -700,44 +700,6 @@ fn notes_from_two_machines_both_survive_a_fetch() {
     assert!(list.contains("one\t") && list.contains("two\t"), "{list}");
 }
 
-/// `rev` with `path` replaced by `text` in its tree: the same message and parents, as a hand
-/// edit of the state tree (or a crafted fetch) would leave it.
-fn with_file(repo: &TestRepo, rev_: &str, path: &str, text: &str) -> String {
-    repo.write("crafted.tmp", text);
-    let blob = repo.git(&["hash-object", "-w", "crafted.tmp"]);
-    std::fs::remove_file(repo.dir.join("crafted.tmp")).unwrap();
-    let index = repo.dir.join(".git/crafted-index");
-    let in_index = |args: &[&str]| {
-        let out = repo
-            .command("git")
-            .env("GIT_INDEX_FILE", &index)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    };
-    in_index(&["read-tree", &format!("{rev_}^{{tree}}")]);
-    in_index(&[
-        "update-index",
-        "--cacheinfo",
-        &format!("100644,{},{path}", blob.trim()),
-    ]);
-    let tree = in_index(&["write-tree"]);
-    let message = repo.git(&["log", "-1", "--format=%B", rev_]);
-    let parent = rev(repo, &format!("{rev_}^"));
-    repo.git(&[
-        "commit-tree",
-        &tree,
-        "-p",
-        &parent,
-        "-m",
-        message.trim_end(),
-    ])
-    .trim()
-    .to_string()
-}
-
 /// A finding whose commit is not a full id (a hand edit of the state tree, a crafted fetch) is
 /// refused where knowledge transfer reads it, the message naming the file and the field; best
 /// does not move.
@@ -762,12 +724,9 @@ fn a_finding_with_an_abbreviated_commit_is_refused_naming_its_file_and_field() {
         .expect("findings");
     let findings: Vec<Value> = serde_json::from_str(&text).unwrap();
     let full = findings[0]["commit"].as_str().unwrap().to_string();
-    let crafted = with_file(
-        &repo,
-        events,
-        "round-1/findings.json",
-        &text.replacen(&full, &full[..7], 1),
-    );
+    let short = text.replacen(&full, &full[..7], 1);
+    let parent = format!("{events}^");
+    let crafted = repo.commit_with_file(events, "round-1/findings.json", short.as_bytes(), &parent);
     repo.git(&["update-ref", events, &crafted]);
     let best = rev(&repo, "conference/ab/best");
 

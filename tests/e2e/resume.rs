@@ -1050,58 +1050,8 @@ fn age_last_event(repo: &TestRepo, when: &str) {
     let mut state: Value =
         serde_json::from_str(&repo.git(&["show", &format!("{tip}:state.json")])).unwrap();
     state["updated_at"] = Value::String(when.into());
-    let scratch = repo.tmp.path();
-    std::fs::write(
-        scratch.join("state.json"),
-        serde_json::to_vec_pretty(&state).unwrap(),
-    )
-    .unwrap();
-    std::fs::write(
-        scratch.join("message"),
-        repo.git(&["log", "-1", "--format=%B", &tip]),
-    )
-    .unwrap();
-    let blob = repo
-        .git(&[
-            "hash-object",
-            "-w",
-            &scratch.join("state.json").display().to_string(),
-        ])
-        .trim()
-        .to_string();
-    let index = scratch.join("index.tmp");
-    let git_idx = |args: &[&str]| {
-        let out = repo
-            .command("git")
-            .env("GIT_INDEX_FILE", &index)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    };
-    git_idx(&["read-tree", &tip]);
-    git_idx(&[
-        "update-index",
-        "--cacheinfo",
-        &format!("100644,{blob},state.json"),
-    ]);
-    let tree = git_idx(&["write-tree"]);
-    let commit = repo
-        .git(&[
-            "commit-tree",
-            &tree,
-            "-p",
-            &format!("{tip}^"),
-            "-F",
-            &scratch.join("message").display().to_string(),
-        ])
-        .trim()
-        .to_string();
+    let bytes = serde_json::to_vec_pretty(&state).unwrap();
+    let commit = repo.commit_with_file(&tip, "state.json", &bytes, &format!("{tip}^"));
     repo.git(&["update-ref", &r, &commit, &tip]);
 }
 

@@ -191,42 +191,8 @@ fn craft_state(repo: &TestRepo, name: &str, edit: impl Fn(&mut serde_json::Value
     let text = repo.git(&["show", &format!("{events}:state.json")]);
     let mut state: serde_json::Value = serde_json::from_str(&text).unwrap();
     edit(&mut state);
-    let path = repo.tmp.path().join("state.json");
-    std::fs::write(&path, serde_json::to_string(&state).unwrap()).unwrap();
-    let blob = repo.git(&["hash-object", "-w", path.to_str().unwrap()]);
-    let index = repo.tmp.path().join("crafted-index");
-    let with_index = |args: &[&str]| {
-        let out = repo
-            .command("git")
-            .env("GIT_INDEX_FILE", &index)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    };
-    with_index(&["read-tree", &events]);
-    with_index(&[
-        "update-index",
-        "--cacheinfo",
-        &format!("100644,{},state.json", blob.trim()),
-    ]);
-    let tree = with_index(&["write-tree"]);
-    // The tip's own event message, so the log still reads as a log.
-    let message = repo.tmp.path().join("message");
-    std::fs::write(&message, repo.git(&["log", "-1", "--format=%B", &events])).unwrap();
-    let commit = repo.git(&[
-        "commit-tree",
-        &tree,
-        "-p",
-        &events,
-        "-F",
-        message.to_str().unwrap(),
-    ]);
+    let bytes = serde_json::to_vec(&state).unwrap();
+    let commit = repo.commit_with_file(&events, "state.json", &bytes, &events);
     repo.git(&["update-ref", &events, commit.trim()]);
 }
 

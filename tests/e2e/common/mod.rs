@@ -170,6 +170,42 @@ impl TestRepo {
         run.stdout
     }
 
+    /// A commit with `rev`'s tree, `path` in it replaced by `bytes`, `rev`'s message and the one
+    /// parent `parent`, made with git's plumbing alone (as a hand edit of the state tree or a
+    /// crafted fetch would leave it); returns its id. Moves no ref.
+    pub fn commit_with_file(&self, rev: &str, path: &str, bytes: &[u8], parent: &str) -> String {
+        let scratch = tempfile::tempdir_in(self.tmp.path()).unwrap();
+        let file = scratch.path().join("file");
+        std::fs::write(&file, bytes).unwrap();
+        let blob = self.git(&["hash-object", "-w", file.to_str().unwrap()]);
+        let index = scratch.path().join("index");
+        let in_index = |args: &[&str]| {
+            let out = self
+                .command("git")
+                .env("GIT_INDEX_FILE", &index)
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        };
+        in_index(&["read-tree", &format!("{rev}^{{tree}}")]);
+        let entry = format!("100644,{},{path}", blob.trim());
+        in_index(&["update-index", "--cacheinfo", &entry]);
+        let tree = in_index(&["write-tree"]);
+        let message = scratch.path().join("message");
+        std::fs::write(&message, self.git(&["log", "-1", "--format=%B", rev])).unwrap();
+        let commit = self.git(&[
+            "commit-tree",
+            &tree,
+            "-p",
+            parent,
+            "-F",
+            message.to_str().unwrap(),
+        ]);
+        commit.trim().to_string()
+    }
+
     /// `git <args>`, whatever its exit code.
     pub fn git_run(&self, args: &[&str]) -> Run {
         Run::from(self.command("git").args(args).output().unwrap())

@@ -45,13 +45,40 @@ struct Proc {
     mark: Option<String>,
 }
 
-fn read_proc(pid: i32) -> Option<Proc> {
+/// The fields of `/proc/<pid>/stat` after the command's name (which may hold spaces): the
+/// state first, then the parent, the group, … (`man 5 proc`).
+fn stat_fields(pid: i32) -> Option<Vec<String>> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let mut f = stat[stat.rfind(')')? + 1..].split_whitespace();
-    let state = f.next()?;
-    let mut num = || f.next().and_then(|s| s.parse::<i32>().ok());
-    let (ppid, pgid) = (num()?, num()?);
-    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+    let fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    Some(fields.map(str::to_string).collect())
+}
+
+/// When process `pid` started, in clock ticks since boot (`starttime`, field 22 of its stat).
+pub fn start_ticks(pid: i32) -> Option<u64> {
+    stat_fields(pid)?.get(STARTTIME_AFTER_NAME)?.parse().ok()
+}
+
+/// `starttime`'s place among [`stat_fields`] (field 22; the name is field 2, the state 3).
+const STARTTIME_AFTER_NAME: usize = 22 - 3;
+
+/// One process; its mark read only when it started at or after `since` (ticks since boot): a
+/// process started before a run began cannot carry its mark, and reading a process's
+/// environment is the costly part of a sweep (a machine runs hundreds of processes).
+fn read_proc(pid: i32, since: Option<u64>) -> Option<Proc> {
+    let f = stat_fields(pid)?;
+    let state = f.first()?;
+    let num = |i: usize| f.get(i).and_then(|s| s.parse::<i32>().ok());
+    let (ppid, pgid) = (num(1)?, num(2)?);
+    let started: Option<u64> = f.get(STARTTIME_AFTER_NAME).and_then(|s| s.parse().ok());
+    let may_carry_mark = match (since, started) {
+        (Some(since), Some(started)) => started >= since,
+        _ => true,
+    };
+    let environ = if may_carry_mark {
+        std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default()
+    } else {
+        Vec::new()
+    };
     let prefix = format!("{MARK_VAR}=");
     let mark = environ
         .split(|b| *b == 0)
@@ -65,7 +92,7 @@ fn read_proc(pid: i32) -> Option<Proc> {
     })
 }
 
-fn all_procs() -> BTreeMap<i32, Proc> {
+fn all_procs(since: Option<u64>) -> BTreeMap<i32, Proc> {
     let me = std::process::id() as i32;
     std::fs::read_dir("/proc")
         .into_iter()
@@ -73,7 +100,7 @@ fn all_procs() -> BTreeMap<i32, Proc> {
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter(|pid| *pid != me)
-        .filter_map(|pid| Some((pid, read_proc(pid)?)))
+        .filter_map(|pid| Some((pid, read_proc(pid, since)?)))
         .collect()
 }
 
@@ -97,10 +124,11 @@ fn marked_trees(procs: &BTreeMap<i32, Proc>, hit: impl Fn(&str) -> bool) -> BTre
     }
 }
 
-/// Kills every process the run marked `mark` (group `pgid`, already ended) left behind, and
-/// reaps the ones adopted by this process. Returns how many were killed.
-pub fn sweep(mark: &str, pgid: i32) -> usize {
-    let procs = all_procs();
+/// Kills every process the run marked `mark` (group `pgid`, already ended; its first process
+/// started at `since`, in ticks since boot, when known) left behind, and reaps the ones adopted
+/// by this process. Returns how many were killed.
+pub fn sweep(mark: &str, pgid: i32, since: Option<u64>) -> usize {
+    let procs = all_procs(since);
     let me = std::process::id() as i32;
     let mut doomed = marked_trees(&procs, |m| m == mark);
     // Adopted orphans still in the ended group (killed with it: reaped here).
@@ -118,7 +146,7 @@ pub fn sweep(mark: &str, pgid: i32) -> usize {
 pub fn sweep_left_behind(run_dir: &Path) -> usize {
     let folder = format!("@{}", run_dir.display());
     let mine = format!("{}.", std::process::id());
-    let procs = all_procs();
+    let procs = all_procs(None);
     let doomed = marked_trees(&procs, |m| m.ends_with(&folder) && !m.starts_with(&mine));
     kill_and_reap(&procs, &doomed, std::process::id() as i32)
 }
@@ -132,7 +160,7 @@ pub fn group_started_from(pgid: i32, run_dir: &Path) -> bool {
     let ours = run_dir
         .canonicalize()
         .unwrap_or_else(|_| run_dir.to_path_buf());
-    all_procs()
+    all_procs(None)
         .values()
         .filter(|p| p.pgid == pgid)
         .filter_map(|p| {
@@ -214,15 +242,27 @@ mod tests {
         let pid = child.id() as i32;
         let mut read = None;
         for _ in 0..100 {
-            read = read_proc(pid).and_then(|p| p.mark);
+            read = read_proc(pid, None).and_then(|p| p.mark);
             if read.is_some() {
                 break;
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
+        // A sweep since the process started reads its mark; one of a run that began after it
+        // does not (it cannot belong to that run), nor reads its environment.
+        let started = start_ticks(pid).expect("a running process has a start time");
+        let since_it = read_proc(pid, Some(started)).and_then(|p| p.mark);
+        let after_it = read_proc(pid, Some(started + 1)).map(|p| p.mark);
+        let mine = start_ticks(std::process::id() as i32).unwrap();
         let mut child = child;
         child.kill().unwrap();
         child.wait().unwrap();
         assert_eq!(read.as_deref(), Some("7.1@/x"));
+        assert_eq!(since_it.as_deref(), Some("7.1@/x"));
+        assert_eq!(after_it, Some(None), "its stat is read, not its mark");
+        assert!(
+            mine <= started,
+            "the test started before its child: {mine} > {started}"
+        );
     }
 }

@@ -200,6 +200,8 @@ pub struct Running {
     pgid: i32,
     slot: usize,
     mark: String,
+    /// When the leader started, in ticks since boot (see `contain::sweep`).
+    started_ticks: Option<u64>,
     logs: [PathBuf; 2],
     started: Instant,
 }
@@ -254,13 +256,15 @@ pub async fn start(spec: Spec<'_>) -> Result<Option<Running>> {
     let mut child = match cmd.spawn() {
         Ok(child) => child,
         Err(e) => {
-            super::contain::sweep(&mark, 0);
+            super::contain::sweep(&mark, 0, None);
             return Err(e).with_context(|| {
                 format!("cannot run `{}` in {}", spec.command, spec.cwd.display())
             });
         }
     };
     let pgid = child.id().map(|p| p as i32).unwrap_or(0);
+    // Read now, while the leader runs: every process of the run starts at or after it.
+    let started_ticks = super::contain::start_ticks(pgid);
     let slot = register(pgid);
     if cancelled() {
         kill_group(pgid);
@@ -275,6 +279,7 @@ pub async fn start(spec: Spec<'_>) -> Result<Option<Running>> {
         pgid,
         slot,
         mark,
+        started_ticks,
         logs: [spec.stdout, spec.stderr],
         started,
     }))
@@ -337,7 +342,7 @@ impl Running {
             },
         };
         // Children that left the group (`setsid`, daemons) go too.
-        super::contain::sweep(&self.mark, self.pgid);
+        super::contain::sweep(&self.mark, self.pgid, self.started_ticks);
         for (log, cut) in logs.iter().zip(cut) {
             let _ = super::caps::cap_log(log, super::caps::LOG_CAP, cut);
         }

@@ -8,8 +8,9 @@
 //! - **A mark in the environment.** Every run gets `CONFERENCE_RUN_MARK=<runner pid>.<seq>@<run
 //!   folder>`; every process it starts inherits it, through `setsid`, double forks and
 //!   re-parenting to init. After the run, [`sweep`] kills every process carrying the mark (read
-//!   from `/proc/<pid>/environ`, which the same user can read) and every descendant of one (a
-//!   child that cleared its environment is still found through its parent).
+//!   from `/proc/<pid>/environ`, which the same user can read, of the processes started since
+//!   the run's first one) and every descendant of one (a child that cleared its environment is
+//!   still found through its parent).
 //! - **A child subreaper.** The runner adopts orphans ([`crate::os::set_child_subreaper`]), so a daemon whose
 //!   parent exited becomes our child, and everything killed is reaped by us: in a container
 //!   whose first process reaps nothing, killed daemons would otherwise stay as zombies.

@@ -9,10 +9,8 @@
 //! the order they were recorded (the log is one chain, pushed whole), and a slot this machine
 //! lost still drops its unpublished events (only held slots' events are replayed).
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 use anyhow::{Context, Result};
 use git2::{Oid, Repository};
@@ -20,12 +18,8 @@ use git2::{Oid, Repository};
 use super::recorder::Recorder;
 use crate::remote::link::{Link, LocalLog, Refused};
 
-/// How long the thread waits for a request before it looks whether it should stop.
-const IDLE_WAIT: Duration = Duration::from_millis(500);
-
 /// The running publisher; [`Publisher::finish`] (or dropping it) publishes what is left.
 pub struct Publisher {
-    stop: Arc<AtomicBool>,
     link: Arc<Link>,
     thread: Option<JoinHandle<()>>,
 }
@@ -33,27 +27,17 @@ pub struct Publisher {
 impl Publisher {
     /// Starts publishing, through `repo` (a handle of the thread's own), what `recorder` records.
     pub fn start(repo: Repository, recorder: Arc<Mutex<Recorder>>, link: Arc<Link>) -> Publisher {
-        let stop = Arc::new(AtomicBool::new(false));
-        let (stopping, thread_link) = (stop.clone(), link.clone());
-        link.publisher_running(true);
+        link.publisher_started();
+        let log = RecordedLog {
+            recorder,
+            link: link.clone(),
+        };
         let thread = std::thread::spawn(move || {
-            let log = RecordedLog {
-                recorder,
-                link: thread_link.clone(),
-            };
-            while !stopping.load(Ordering::Acquire) {
-                if thread_link.take_request(IDLE_WAIT) {
-                    publish_once(&repo, &thread_link, &log);
-                }
+            while log.link.take_request() {
+                publish_once(&repo, &log.link, &log);
             }
-            // What was recorded before `finish` asked: the last publication of this run.
-            if thread_link.take_request(Duration::ZERO) {
-                publish_once(&repo, &thread_link, &log);
-            }
-            thread_link.publisher_running(false);
         });
         Publisher {
-            stop,
             link,
             thread: Some(thread),
         }
@@ -68,8 +52,7 @@ impl Publisher {
         let Some(thread) = self.thread.take() else {
             return;
         };
-        self.stop.store(true, Ordering::Release);
-        self.link.request_publication();
+        self.link.stop_publisher();
         let _ = thread.join();
     }
 }

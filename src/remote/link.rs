@@ -113,8 +113,10 @@ struct Publishing {
     asked: bool,
     /// The publisher is publishing.
     busy: bool,
-    /// A publisher takes requests (between [`Link::publisher_started`] and its end).
+    /// A publisher takes requests (from [`Link::publisher_started`] until it has stopped).
     running: bool,
+    /// The publisher is asked to stop after one last publication ([`Link::stop_publisher`]).
+    stopping: bool,
 }
 
 /// The local side of a publication: the log's tip to publish, and moving the local log over
@@ -439,24 +441,39 @@ impl Link {
         self.requests.changed.notify_all();
     }
 
-    /// Says whether a publisher takes requests (it starts and ends with the run's sharing).
-    pub fn publisher_running(&self, running: bool) {
-        self.requests.state.lock().unwrap().running = running;
+    /// Says that a publisher takes requests from now on.
+    pub fn publisher_started(&self) {
+        let mut state = self.requests.state.lock().unwrap();
+        state.running = true;
+        state.stopping = false;
+    }
+
+    /// Asks the publisher for one last publication (of everything recorded so far), after
+    /// which [`Link::take_request`] tells it to stop.
+    pub fn stop_publisher(&self) {
+        let mut state = self.requests.state.lock().unwrap();
+        state.stopping = true;
+        state.asked = true;
         self.requests.changed.notify_all();
     }
 
-    /// Waits up to `wait` for a publication to be asked for; true when one was (the request is
-    /// taken, and the publisher is busy until [`Link::publication_done`]).
-    pub fn take_request(&self, wait: Duration) -> bool {
+    /// Waits for a publication to be asked for and takes the request (the publisher is busy
+    /// until [`Link::publication_done`]): true. False once the publisher is to stop and nothing
+    /// is asked any more (it then no longer counts as running).
+    pub fn take_request(&self) -> bool {
         let state = self.requests.state.lock().unwrap();
-        let (mut state, _) = self
+        let mut state = self
             .requests
             .changed
-            .wait_timeout_while(state, wait, |s| !s.asked)
+            .wait_while(state, |s| !s.asked && !s.stopping)
             .unwrap();
-        let taken = std::mem::take(&mut state.asked);
-        state.busy |= taken;
-        taken
+        if std::mem::take(&mut state.asked) {
+            state.busy = true;
+            return true;
+        }
+        state.running = false;
+        self.requests.changed.notify_all();
+        false
     }
 
     /// Ends what [`Link::take_request`] started.
@@ -466,20 +483,19 @@ impl Link {
     }
 
     /// Asks for a publication and waits up to `wait` until the publisher has done it (at once
-    /// without a publisher). True when nothing asked is left undone.
-    pub fn flush_publications(&self, wait: Duration) -> bool {
+    /// without a publisher). What is still unpublished then, [`Link::sync`] says.
+    pub fn flush_publications(&self, wait: Duration) {
         let mut state = self.requests.state.lock().unwrap();
         if !state.running {
-            return true;
+            return;
         }
         state.asked = true;
         self.requests.changed.notify_all();
-        let (state, _) = self
+        let _ = self
             .requests
             .changed
             .wait_timeout_while(state, wait, |s| s.running && (s.asked || s.busy))
             .unwrap();
-        !(state.running && (state.asked || state.busy))
     }
 
     /// Remembers why a publication was refused ([`Refused`]): the next [`Link::sync`] stops the

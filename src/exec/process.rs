@@ -590,6 +590,26 @@ mod tests {
         );
     }
 
+    /// Runs `script` in `dir` (up to 30 s) with `on_line` watching its stdout.
+    async fn run_watched(dir: &Path, script: &str, on_line: OnLine<'_>) -> Finished {
+        let running = start(Spec {
+            command: script,
+            cwd: dir,
+            env: vec![],
+            timeout: None,
+            stdout: dir.join("out"),
+            stderr: dir.join("err"),
+            stdin: None,
+        })
+        .await
+        .unwrap()
+        .expect("started");
+        running
+            .wait(Some(Duration::from_secs(30)), Some(on_line))
+            .await
+            .unwrap()
+    }
+
     /// A watcher sees each line (a `\r` redraw too) while the command runs, and its stop ends
     /// the run at once: the command's last line is never written.
     #[tokio::test]
@@ -603,22 +623,7 @@ mod tests {
             line == "step 2"
         };
         let started = Instant::now();
-        let running = start(Spec {
-            command: script,
-            cwd: dir,
-            env: vec![],
-            timeout: None,
-            stdout: dir.join("out"),
-            stderr: dir.join("err"),
-            stdin: None,
-        })
-        .await
-        .unwrap()
-        .expect("started");
-        let finished = running
-            .wait(Some(Duration::from_secs(30)), Some(&mut on_line))
-            .await
-            .unwrap();
+        let finished = run_watched(dir, script, &mut on_line).await;
         assert_eq!(finished.outcome, Outcome::Stopped);
         assert!(
             started.elapsed() < Duration::from_secs(5),
@@ -642,22 +647,7 @@ mod tests {
         for _ in 0..10 {
             let script = "sleep 0.05; date +%s.%N > written; echo step 1; sleep 10";
             let mut on_line = |line: &str| line == "step 1";
-            let running = start(Spec {
-                command: script,
-                cwd: dir,
-                env: vec![],
-                timeout: None,
-                stdout: dir.join("out"),
-                stderr: dir.join("err"),
-                stdin: None,
-            })
-            .await
-            .unwrap()
-            .expect("started");
-            let finished = running
-                .wait(Some(Duration::from_secs(30)), Some(&mut on_line))
-                .await
-                .unwrap();
+            let finished = run_watched(dir, script, &mut on_line).await;
             let ended = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .unwrap()

@@ -197,6 +197,13 @@ mod tests {
     }
 
     /// Moves `name` to `new` as every conference ref moves (dating, then checking).
+    /// The first blob of `commit`'s tree.
+    fn first_blob(repo: &Repository, commit: Oid) -> Oid {
+        let tree = repo.find_commit(commit).unwrap().tree().unwrap();
+        let id = tree.get(0).unwrap().id();
+        id
+    }
+
     fn move_ref(repo: &Repository, name: &str, new: Oid) {
         let old = repo.refname_to_id(name).ok();
         assert!(crate::store::cas::try_update(repo, name, new, old, "t").unwrap());
@@ -214,14 +221,7 @@ mod tests {
         let (_tmp, repo) = repo();
         let mut attempt = commit(&repo, "0", &[]);
         move_ref(&repo, "refs/heads/work", attempt);
-        let early_blob = repo
-            .find_commit(attempt)
-            .unwrap()
-            .tree()
-            .unwrap()
-            .get(0)
-            .unwrap()
-            .id();
+        let early_blob = first_blob(&repo, attempt);
         let mut visits = Vec::new();
         for i in 1..=200 {
             attempt = commit(&repo, &i.to_string(), &[attempt]);
@@ -251,14 +251,7 @@ mod tests {
         let new = commit(&repo, "1", &[first]);
         let visited = new_objects(&repo, new, Some(first)).unwrap();
         still_there(&repo, &visited).unwrap();
-        let blob = repo
-            .find_commit(new)
-            .unwrap()
-            .tree()
-            .unwrap()
-            .get(0)
-            .unwrap()
-            .id();
+        let blob = first_blob(&repo, new);
         std::fs::remove_file(loose_path(&repo, blob)).unwrap();
         let gone = still_there(&repo, &visited).unwrap_err();
         assert!(gone.is::<ObjectGone>(), "{gone:#}");

@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::{ConfigBuilder, TestRepo};
+use common::{complement_config, ConfigBuilder, TestRepo};
 use serde_json::Value;
 
 fn rev(repo: &TestRepo, r: &str) -> String {
@@ -416,11 +416,7 @@ fn clean_removes_worktrees_and_clean_all_removes_refs() {
     assert_eq!(fsck.code, 0, "{}", fsck.stderr);
 
     // A second conference on the same baseline: its notes must outlive `clean --all cl`.
-    let config = ConfigBuilder::new("Complement", "./agent.sh")
-        .count(2)
-        .iterations(1)
-        .rounds(1)
-        .build();
+    let config = complement_config(1);
     repo.start("other", &config).ok();
     let baseline = rev(&repo, "main");
     let conferences = |commit: &str| -> Vec<String> {
@@ -454,11 +450,7 @@ fn clean_removes_worktrees_and_clean_all_removes_refs() {
     assert!(!list.contains("cl\t"), "{list}");
     assert_eq!(repo.conference(&["status", "cl"]).code, 2);
     // The name can be used again.
-    let config = ConfigBuilder::new("Complement", "./agent.sh")
-        .count(2)
-        .iterations(1)
-        .rounds(1)
-        .build();
+    let config = complement_config(1);
     repo.start("cl", &config).ok();
 }
 
@@ -670,11 +662,7 @@ fn notes_from_two_machines_both_survive_a_fetch() {
         ],
     );
     // ... while the origin runs a second conference from the same baseline and pushes it.
-    let config = ConfigBuilder::new("Complement", "./agent.sh")
-        .count(2)
-        .iterations(1)
-        .rounds(1)
-        .build();
+    let config = complement_config(1);
     repo.start("two", &config).ok();
     repo.conference(&["push", "origin", "--name", "two"]).ok();
     let origin_note = repo.git(&["notes", "--ref=conference", "show", &base]);
@@ -706,11 +694,7 @@ fn notes_from_two_machines_both_survive_a_fetch() {
 #[test]
 fn a_finding_with_an_abbreviated_commit_is_refused_naming_its_file_and_field() {
     let repo = TestRepo::from_fixture("complement");
-    let config = ConfigBuilder::new("Complement", "./agent.sh")
-        .count(2)
-        .iterations(2)
-        .rounds(1)
-        .build();
+    let config = complement_config(2);
     repo.write("conference.md", &config);
     // Killed in knowledge transfer, after the review recorded its findings.
     let run = repo.conference_env(

@@ -374,12 +374,7 @@ impl TestRepo {
     /// named `name`.
     pub fn complement_conference(name: &str) -> TestRepo {
         let repo = TestRepo::from_fixture("complement");
-        let config = ConfigBuilder::new("Complement", "./agent.sh")
-            .count(2)
-            .iterations(2)
-            .rounds(1)
-            .build();
-        repo.start(name, &config).ok();
+        repo.start(name, &complement_config(2)).ok();
         repo
     }
 
@@ -674,4 +669,13 @@ pub fn daemon_on(repo: &TestRepo, base: &Path, port: u16) -> Daemon {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     panic!("git daemon did not listen on {port}");
+}
+
+/// The complement fixture's conference.md: 2 researchers, `iterations` each, 1 round.
+pub fn complement_config(iterations: u32) -> String {
+    ConfigBuilder::new("Complement", "./agent.sh")
+        .count(2)
+        .iterations(iterations)
+        .rounds(1)
+        .build()
 }

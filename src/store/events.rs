@@ -10,6 +10,7 @@
 use anyhow::{anyhow, Context, Result};
 use git2::{build::TreeUpdateBuilder, FileMode, Oid, Repository, Sort};
 
+use super::chunks;
 use super::refs::ConferenceRefs;
 use super::signature;
 
@@ -165,7 +166,7 @@ pub fn write_commit(
                 update.upsert(path.as_str(), repo.blob(bytes)?, FileMode::Blob);
             }
             StateChange::AppendLine(path, line) => {
-                let (target, mut bytes) = append_target(repo, &base_tree, path)?;
+                let (target, mut bytes) = chunks::append_target(repo, &base_tree, path)?;
                 bytes.extend_from_slice(line.as_bytes());
                 bytes.push(b'\n');
                 update.upsert(target.as_str(), repo.blob(&bytes)?, FileMode::Blob);
@@ -190,64 +191,9 @@ pub fn write_commit(
     Ok(repo.commit(None, &sig, &sig, &message, &tree, &parent_refs)?)
 }
 
-/// Lines per chunk of a records file (see `append_target`).
-pub const RECORDS_CHUNK_LINES: usize = 64;
-
-/// The folder that holds a records file written in chunks: `round-3/attempts.jsonl` is stored as
-/// `round-3/attempts.jsonl.d/000000.jsonl`, `000001.jsonl`, … (names in order).
-pub fn chunk_dir(path: &str) -> String {
-    format!("{path}.d")
-}
-
-fn chunk_name(dir: &str, index: usize) -> String {
-    format!("{dir}/{index:06}.jsonl")
-}
-
-/// Where a line appended to the records file `path` goes, with that file's bytes so far.
-///
-/// Why chunks: rewriting a whole records file per line stores K² bytes over a round of K lines
-/// (1.1 GB over 5,000 iterations). A file that exists whole (a round begun by an earlier release,
-/// or an imported one) keeps growing whole, so old conferences read as they always did; otherwise
-/// the line goes to the last chunk, or to a new one when that holds `RECORDS_CHUNK_LINES` lines,
-/// and each append stores one small blob and one folder listing.
-fn append_target(repo: &Repository, base: &git2::Tree, path: &str) -> Result<(String, Vec<u8>)> {
-    if let Ok(entry) = base.get_path(std::path::Path::new(path)) {
-        return Ok((
-            path.to_string(),
-            repo.find_blob(entry.id())?.content().to_vec(),
-        ));
-    }
-    let dir = chunk_dir(path);
-    let chunks = match base.get_path(std::path::Path::new(&dir)) {
-        Ok(entry) => repo.find_tree(entry.id())?,
-        Err(_) => return Ok((chunk_name(&dir, 0), Vec::new())),
-    };
-    let count = chunks.len();
-    let Some(last) = count.checked_sub(1).and_then(|i| chunks.get(i)) else {
-        return Ok((chunk_name(&dir, 0), Vec::new()));
-    };
-    let bytes = repo.find_blob(last.id())?.content().to_vec();
-    let lines = bytes.iter().filter(|&&b| b == b'\n').count();
-    let last_name = format!("{dir}/{}", last.name().unwrap_or_default());
-    if lines < RECORDS_CHUNK_LINES {
-        Ok((last_name, bytes))
-    } else {
-        Ok((chunk_name(&dir, count), Vec::new()))
-    }
-}
-
-/// The blobs that hold the records file `path` in `tree`, in order: the file itself when it is
-/// stored whole, else its chunks (none when absent). A reader that keeps what it parsed by blob
-/// id re-reads only the chunk that grew.
+/// The blobs that hold the records file `path` in the tree `tree`, in order (`store::chunks`).
 pub fn record_blobs(repo: &Repository, tree: Oid, path: &str) -> Result<Vec<Oid>> {
-    let tree = repo.find_tree(tree)?;
-    if let Ok(entry) = tree.get_path(std::path::Path::new(path)) {
-        return Ok(vec![entry.id()]);
-    }
-    match tree.get_path(std::path::Path::new(&chunk_dir(path))) {
-        Ok(entry) => Ok(repo.find_tree(entry.id())?.iter().map(|e| e.id()).collect()),
-        Err(_) => Ok(Vec::new()),
-    }
+    chunks::blobs(repo, &repo.find_tree(tree)?, path)
 }
 
 /// Parses an event commit's message back into the event.
@@ -270,7 +216,7 @@ pub fn parse_event_commit(commit: Oid, message: &str) -> Result<LoggedEvent> {
     })
 }
 
-/// Reads the blob at `path` inside `tree`; a records file stored in chunks (`chunk_dir`) reads
+/// Reads the blob at `path` inside `tree`; a records file stored in chunks (`store::chunks`) reads
 /// as its chunks joined, so every reader sees one file whichever layout wrote it.
 pub fn read_path(repo: &Repository, tree: Oid, path: &str) -> Result<Option<Vec<u8>>> {
     let tree = repo.find_tree(tree)?;
@@ -286,15 +232,13 @@ pub fn read_path(repo: &Repository, tree: Oid, path: &str) -> Result<Option<Vec<
 
 /// The chunks of the records file `path` joined (None when it has none).
 fn read_chunks(repo: &Repository, tree: &git2::Tree, path: &str) -> Result<Option<Vec<u8>>> {
-    let entry = match tree.get_path(std::path::Path::new(&chunk_dir(path))) {
-        Ok(entry) if entry.kind() == Some(git2::ObjectType::Tree) => entry,
-        Ok(_) => return Ok(None),
-        Err(e) if e.code() == git2::ErrorCode::NotFound => return Ok(None),
-        Err(e) => return Err(e.into()),
-    };
+    let ids = chunks::blobs(repo, tree, path)?;
+    if ids.is_empty() {
+        return Ok(None);
+    }
     let mut bytes = Vec::new();
-    for chunk in repo.find_tree(entry.id())?.iter() {
-        bytes.extend_from_slice(repo.find_blob(chunk.id())?.content());
+    for id in ids {
+        bytes.extend_from_slice(repo.find_blob(id)?.content());
     }
     Ok(Some(bytes))
 }

@@ -1,9 +1,10 @@
 //! Everything git-conference stores in git, behind one module (DESIGN.md §3): ref names
 //! (`refs`), the event log whose tip tree is the conference state (`events`), notes on snapshots
-//! (`notes`), the chain that keeps every attempt reachable (`keep_reachable`), and the reflogs
+//! (`notes`), records files laid out in chunks (`chunks`), the chain that keeps every attempt reachable (`keep_reachable`), and the reflogs
 //! that put refs back when git loses their objects (`recovery`).
 
 pub mod cas;
+pub mod chunks;
 pub mod events;
 pub mod knowledge;
 pub mod notes;

@@ -1,5 +1,5 @@
 //! End-to-end tests of a long conference (issue #27, "a never-stop week"): one long round stores
-//! its records in fixed-size chunks, so that each iteration adds a small blob instead of a new copy
+//! its records in fixed-size chunks (in group folders), so that each iteration adds a small blob instead of a new copy
 //! of the whole round (checked with `git rev-list --objects` and `git cat-file`).
 
 use crate::common;
@@ -20,13 +20,17 @@ fn one_long_round_stores_its_records_in_chunks_of_at_most_64_lines() {
     let listing = repo.git(&[
         "ls-tree",
         "--name-only",
-        &format!("{tip}:round-1/attempts.jsonl.d"),
+        &format!("{tip}:round-1/attempts.jsonl.d/000000"),
     ]);
     let chunks: Vec<&str> = listing.lines().collect();
     assert_eq!(chunks, ["000000.jsonl", "000001.jsonl"], "{listing}");
     let lines = |spec: &str| repo.git(&["cat-file", "-p", spec]).lines().count();
-    let first = lines(&format!("{tip}:round-1/attempts.jsonl.d/000000.jsonl"));
-    let second = lines(&format!("{tip}:round-1/attempts.jsonl.d/000001.jsonl"));
+    let first = lines(&format!(
+        "{tip}:round-1/attempts.jsonl.d/000000/000000.jsonl"
+    ));
+    let second = lines(&format!(
+        "{tip}:round-1/attempts.jsonl.d/000000/000001.jsonl"
+    ));
     assert_eq!((first, second), (64, iterations - 64));
     // Every version of the records ever stored holds at most one chunk: bytes grow linearly.
     let objects = repo.git(&["rev-list", "--objects", tip]);

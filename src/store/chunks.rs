@@ -167,6 +167,15 @@ mod tests {
         repo.treebuilder(None).unwrap().write().unwrap()
     }
 
+    /// A tree holding one file at `path`: the numbered lines 0 to `lines` - 1.
+    fn holding(repo: &Repository, path: &str, lines: usize) -> Oid {
+        let text: String = (0..lines).map(|n| format!("{n}\n")).collect();
+        let mut update = TreeUpdateBuilder::new();
+        update.upsert(path, repo.blob(text.as_bytes()).unwrap(), FileMode::Blob);
+        let base = repo.find_tree(empty(repo)).unwrap();
+        update.create_updated(repo, &base).unwrap()
+    }
+
     /// Appends `lines` numbered lines to `PATH` in `tree`, one tree per line as the log does.
     fn append(repo: &Repository, mut tree: Oid, from: usize, lines: usize) -> Oid {
         for n in from..from + lines {
@@ -218,10 +227,7 @@ mod tests {
     #[test]
     fn a_file_stored_whole_grows_whole() {
         let (_dir, repo) = repo();
-        let mut update = TreeUpdateBuilder::new();
-        update.upsert(PATH, repo.blob(b"0\n1\n").unwrap(), FileMode::Blob);
-        let base = repo.find_tree(empty(&repo)).unwrap();
-        let tree = update.create_updated(&repo, &base).unwrap();
+        let tree = holding(&repo, PATH, 2);
         let tree = append(&repo, tree, 2, CHUNK_LINES * 2);
         assert_eq!(
             joined(&repo, tree),
@@ -235,15 +241,7 @@ mod tests {
     fn a_flat_folder_of_chunks_grows_flat() {
         let (_dir, repo) = repo();
         let dir = folder(PATH);
-        let full: String = (0..CHUNK_LINES).map(|n| format!("{n}\n")).collect();
-        let mut update = TreeUpdateBuilder::new();
-        update.upsert(
-            format!("{dir}/000000.jsonl"),
-            repo.blob(full.as_bytes()).unwrap(),
-            FileMode::Blob,
-        );
-        let base = repo.find_tree(empty(&repo)).unwrap();
-        let tree = update.create_updated(&repo, &base).unwrap();
+        let tree = holding(&repo, &format!("{dir}/000000.jsonl"), CHUNK_LINES);
         let tree = append(&repo, tree, CHUNK_LINES, CHUNK_LINES + 1);
         assert_eq!(
             joined(&repo, tree),
@@ -260,15 +258,7 @@ mod tests {
         // Another machine's replay left a chunk named past the count of its folder.
         let (_dir, repo) = repo();
         let dir = folder(PATH);
-        let full: String = (0..CHUNK_LINES).map(|n| format!("{n}\n")).collect();
-        let mut update = TreeUpdateBuilder::new();
-        update.upsert(
-            format!("{dir}/000000/000005.jsonl"),
-            repo.blob(full.as_bytes()).unwrap(),
-            FileMode::Blob,
-        );
-        let base = repo.find_tree(empty(&repo)).unwrap();
-        let tree = update.create_updated(&repo, &base).unwrap();
+        let tree = holding(&repo, &format!("{dir}/000000/000005.jsonl"), CHUNK_LINES);
         let tree = append(&repo, tree, CHUNK_LINES, 1);
         assert_eq!(
             listing(&repo, tree, &format!("{dir}/000000")),

@@ -46,20 +46,24 @@ pub fn append_target(repo: &Repository, base: &Tree, path: &str) -> Result<(Stri
     };
     if last.kind() == Some(ObjectType::Blob) {
         // A flat folder, begun by the release before groups: it grows flat.
-        return continue_folder(repo, &dir, &top, usize::MAX)
-            .map(|next| next.unwrap_or_else(|| unreachable!("a flat folder is never full")));
+        return Ok(match with_room(repo, &dir, &last)? {
+            Some(target) => target,
+            None => (chunk_path(&dir, number_after(&last, &top)), Vec::new()),
+        });
     }
     let group_dir = format!("{dir}/{}", entry_name(&last));
     let group = repo.find_tree(last.id())?;
-    if let Some(target) = continue_folder(repo, &group_dir, &group, CHUNKS_PER_GROUP)? {
+    let Some(last_chunk) = last_entry(&group) else {
+        return Ok((chunk_path(&group_dir, 0), Vec::new()));
+    };
+    if let Some(target) = with_room(repo, &group_dir, &last_chunk)? {
         return Ok(target);
     }
-    let next_group = name_number(&last).map_or(top.len(), |n| n + 1);
-    let next_chunk = last_entry(&group)
-        .and_then(|e| name_number(&e))
-        .unwrap_or(0)
-        + 1;
-    let new_group = format!("{dir}/{}", group_name(next_group));
+    let next_chunk = number_after(&last_chunk, &group);
+    if group.len() < CHUNKS_PER_GROUP {
+        return Ok((chunk_path(&group_dir, next_chunk), Vec::new()));
+    }
+    let new_group = format!("{dir}/{}", group_name(number_after(&last, &top)));
     Ok((chunk_path(&new_group, next_chunk), Vec::new()))
 }
 
@@ -87,28 +91,17 @@ pub fn blobs(repo: &Repository, tree: &Tree, path: &str) -> Result<Vec<Oid>> {
     Ok(ids)
 }
 
-/// The last chunk of `folder` when it has room for a line, else a new chunk after it when the
-/// folder holds fewer than `capacity` chunks, else None (the folder is full).
-fn continue_folder(
-    repo: &Repository,
-    dir: &str,
-    folder: &Tree,
-    capacity: usize,
-) -> Result<Option<(String, Vec<u8>)>> {
-    let Some(last) = last_entry(folder) else {
-        return Ok(Some((chunk_path(dir, 0), Vec::new())));
-    };
-    let bytes = blob_bytes(repo, &last)?;
-    if bytes.iter().filter(|&&b| b == b'\n').count() < CHUNK_LINES {
-        return Ok(Some((format!("{dir}/{}", entry_name(&last)), bytes)));
-    }
-    if folder.len() >= capacity {
-        return Ok(None);
-    }
-    // Named after the last one (not by count), so a chunk another machine's replay added out of
-    // turn still sorts before the new one.
-    let next = name_number(&last).map_or(folder.len(), |n| n + 1);
-    Ok(Some((chunk_path(dir, next), Vec::new())))
+/// The chunk `last` of the folder `dir` with its bytes, when it has room for a line.
+fn with_room(repo: &Repository, dir: &str, last: &TreeEntry) -> Result<Option<(String, Vec<u8>)>> {
+    let bytes = blob_bytes(repo, last)?;
+    let lines = bytes.iter().filter(|&&b| b == b'\n').count();
+    Ok((lines < CHUNK_LINES).then(|| (format!("{dir}/{}", entry_name(last)), bytes)))
+}
+
+/// The number of the chunk or group that follows `last` in `folder`: named after the last one,
+/// not by count, so that one another machine's replay added out of turn still sorts before it.
+fn number_after(last: &TreeEntry, folder: &Tree) -> usize {
+    name_number(last).map_or(folder.len(), |n| n + 1)
 }
 
 fn last_entry<'t>(folder: &'t Tree) -> Option<TreeEntry<'t>> {

@@ -87,30 +87,44 @@ for s in range(1, steps + 1):
 print(f"loss: {v:.5f}", flush=True)
 '''
 
+# The proposal itself, a pure function of (seed, n, the best's params.txt): agent.py runs it,
+# and bench/prune_replay.py replays it offline (one text, so the two cannot drift).
+PROPOSE_PY = r'''
+def propose(seed, n, best_text, researcher):
+    """The n-th draw of `seed` around the best's params (log10 of the learning rate, weight
+    decay). local: small steps (x10^N(0, 0.25) on the learning rate, +N(0, 0.03) on the weight
+    decay); night: an agent's bolder changes (x10^N(0, 0.5), +N(0, 0.06)), most of them worse."""
+    import math, random
+    sx, swd = {"local": (0.25, 0.03), "night": (0.5, 0.06)}[researcher]
+    rng = random.Random(seed * 1_000_003 + n)
+    best = dict(line.split("=", 1) for line in best_text.split())
+    if rng.random() < 0.2:
+        x, wd = rng.uniform(-4.0, -1.0), rng.uniform(0.0, 0.2)
+    else:
+        x = math.log10(float(best["lr"])) + rng.gauss(0.0, sx)
+        wd = float(best["wd"]) + rng.gauss(0.0, swd)
+    return min(max(x, -4.0), -1.0), min(max(wd, 0.0), 0.2)
+
+
+def params_text(x, wd):
+    return f"lr={10 ** x:.6g}\nwd={wd:.4f}\n"
+'''
+
 AGENT_PY = r'''#!/usr/bin/env python3
 """Random search around the best, as an agent works: the worktree holds the researcher's best
 params.txt; most proposals perturb it, one in five is drawn afresh. The n-th draw of seed S is the
 same in every run."""
-import math, os, random, subprocess, sys
+import os, subprocess, sys
+''' + PROPOSE_PY + r'''
 
 seed = int(sys.argv[1])
-# local: small steps around the best (x10^N(0, 0.25) on the learning rate, +N(0, 0.03) on the
-# weight decay); night: an agent's bolder changes (x10^N(0, 0.5), +N(0, 0.06)), most of them worse.
-sx, swd = {"local": (0.25, 0.03), "night": (0.5, 0.06)}[sys.argv[2] if len(sys.argv) > 2 else "local"]
 common = subprocess.run(["git", "rev-parse", "--git-common-dir"], capture_output=True,
                         text=True, check=True).stdout.strip()
 counter = os.path.join(common, "proposals")
 n = int(open(counter).read()) if os.path.exists(counter) else 0
 open(counter, "w").write(str(n + 1))
-rng = random.Random(seed * 1_000_003 + n)
-best = dict(line.split("=", 1) for line in open("params.txt").read().split())
-if rng.random() < 0.2:
-    x, wd = rng.uniform(-4.0, -1.0), rng.uniform(0.0, 0.2)
-else:
-    x = math.log10(float(best["lr"])) + rng.gauss(0.0, sx)
-    wd = float(best["wd"]) + rng.gauss(0.0, swd)
-x, wd = min(max(x, -4.0), -1.0), min(max(wd, 0.0), 0.2)
-open("params.txt", "w").write(f"lr={10 ** x:.6g}\nwd={wd:.4f}\n")
+x, wd = propose(seed, n, open("params.txt").read(), sys.argv[2] if len(sys.argv) > 2 else "local")
+open("params.txt", "w").write(params_text(x, wd))
 with open(os.environ["CONFERENCE_NOTE_FILE"], "w") as f:
     f.write(f"lr {10 ** x:.3g}, wd {wd:.3f}\n")
 '''

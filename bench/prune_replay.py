@@ -26,7 +26,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import prune_quality  # noqa: E402  (the fixture's texts: EVAL_PY, BASELINE_PARAMS)
+import prune_quality  # noqa: E402  (the fixture's texts: EVAL_PY, PROPOSE_PY, BASELINE_PARAMS)
 
 NOISE_WIDTH = 2.0 * math.sqrt(2.0)
 
@@ -51,18 +51,14 @@ def fixture_curve(text, steps=20):
     return out
 
 
+# agent.py's proposal, the very text the bench's agent runs.
+_PROPOSAL = {}
+exec(prune_quality.PROPOSE_PY, _PROPOSAL)
+
+
 def draw(seed, n, best_text, researcher):
     """agent.py's n-th proposal for `seed`, around the best's params."""
-    sx, swd = {"local": (0.25, 0.03), "night": (0.5, 0.06)}[researcher]
-    rng = random.Random(seed * 1_000_003 + n)
-    best = dict(line.split("=", 1) for line in best_text.split())
-    if rng.random() < 0.2:
-        x, wd = rng.uniform(-4.0, -1.0), rng.uniform(0.0, 0.2)
-    else:
-        x = math.log10(float(best["lr"])) + rng.gauss(0.0, sx)
-        wd = float(best["wd"]) + rng.gauss(0.0, swd)
-    x, wd = min(max(x, -4.0), -1.0), min(max(wd, 0.0), 0.2)
-    return f"lr={10 ** x:.6g}\nwd={wd:.4f}\n"
+    return _PROPOSAL["params_text"](*_PROPOSAL["propose"](seed, n, best_text, researcher))
 
 
 # --- the rule: a port of src/protocol/prune.rs, with knobs ------------------------------------

@@ -80,13 +80,10 @@ impl std::error::Error for SetupFailed {}
 /// leave them alone. Every handle on a worktree must come from here.
 pub fn open_worktree(conf: &Conference, path: &Path) -> Result<Repository> {
     let wt = Repository::open(path)?;
-    let mut rules: Vec<String> = conf
-        .config
-        .environment
-        .shared_paths()
+    let mut rules: Vec<String> = environment_paths(conf, &wt)
+        .iter()
         .map(|p| format!("/{p}"))
         .collect();
-    rules.extend(read_marker(&wt).made.iter().map(|p| format!("/{p}")));
     rules.extend(
         crate::agents::own_files_of_every_cli()
             .iter()
@@ -99,15 +96,21 @@ pub fn open_worktree(conf: &Conference, path: &Path) -> Result<Repository> {
 /// Paths of the worktree `wt` a revert keeps although git ignores them: the shared paths, what
 /// setup made, and the agent's own folder.
 pub fn kept_ignored_paths(conf: &Conference, wt: &Repository) -> Vec<String> {
-    let mut keep: Vec<String> = conf
+    let mut keep = environment_paths(conf, wt);
+    keep.push(crate::agents::AGENT_DIR.to_string());
+    keep
+}
+
+/// The worktree's environment: the shared paths and what setup made there.
+fn environment_paths(conf: &Conference, wt: &Repository) -> Vec<String> {
+    let mut paths: Vec<String> = conf
         .config
         .environment
         .shared_paths()
         .map(str::to_string)
         .collect();
-    keep.extend(read_marker(wt).made);
-    keep.push(crate::agents::AGENT_DIR.to_string());
-    keep
+    paths.extend(read_marker(wt).made);
+    paths
 }
 
 /// The user's working tree, where shared paths come from.
@@ -370,13 +373,7 @@ pub async fn ready_checkout(conf: &Conference, path: &Path, label: &str) -> Resu
 /// are the environment (and removing a link never touches what it points to).
 pub fn remove_ignored(conf: &Conference, path: &Path) -> Result<()> {
     let wt = open_worktree(conf, path)?;
-    let mut keep: BTreeSet<String> = conf
-        .config
-        .environment
-        .shared_paths()
-        .map(str::to_string)
-        .collect();
-    keep.extend(read_marker(&wt).made);
+    let keep = environment_paths(conf, &wt);
     let mut opts = git2::StatusOptions::new();
     opts.include_ignored(true)
         .include_untracked(false)

@@ -104,6 +104,7 @@ def profile(pid, mark, seconds, out_dir):
 
 # The agent of bench/run.py, rewriting its line instead of appending it (see the docstring).
 REPLACING_AGENT_SH = bench.AGENT_SH.replace('" >> work.txt', '" > work.txt')
+assert REPLACING_AGENT_SH != bench.AGENT_SH, "bench/run.py's agent no longer appends to work.txt"
 
 
 def window(samples, lo, hi):
@@ -117,7 +118,6 @@ def window(samples, lo, hi):
 def long_round(E, cache, n, profile_at=(), profile_seconds=10, profile_dir=None, appending=False):
     """Runs one round of `n` iterations; returns the samples and the repository."""
     agent = os.path.join(E.tmp, "agent.sh")
-    assert REPLACING_AGENT_SH != bench.AGENT_SH
     bench.write(agent, bench.AGENT_SH if appending else REPLACING_AGENT_SH, 0o755)
     work = bench.clone(E, bench.repo_of_size(E, cache, 1000), os.path.join(E.tmp, "long"))
     bench.write(os.path.join(work, "conference.md"),

@@ -85,7 +85,7 @@ pub const CHUNKS_SCANNED: usize = CHUNKS_KEPT;
 const CHUNKS_KEPT: usize = 16;
 
 /// One blob of a round's records, parsed. The chunks read last are kept by blob id (a round's
-/// records are stored in chunks of 64 lines, `store::events::append_target`; only the last one
+/// records are stored in chunks of 64 lines, `store::chunks`; only the last one
 /// changes), so an iteration parses the one chunk that grew; the bound keeps a never-stop
 /// round's memory flat.
 fn parsed_chunk(conf: &Conference, id: git2::Oid) -> Result<Arc<Vec<AttemptRecord>>> {

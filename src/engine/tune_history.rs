@@ -48,7 +48,7 @@ fn memory() -> &'static Mutex<Memory> {
 }
 
 /// Brings round `round`'s memory up to date with its records: parses only the blobs it has not
-/// seen (in a long round, the chunk that grew; `store::events::append_target`).
+/// seen (in a long round, the chunk that grew; `store::chunks`).
 fn refresh(
     conf: &Conference,
     repo: &Repository,

@@ -740,8 +740,9 @@ impl Link {
             .into());
         };
         self.check_arrivals(repo, base, theirs)?;
-        let held: BTreeSet<String> = inner.held.keys().cloned().collect();
-        publish::replay_onto(repo, local, theirs, |event| held.contains(event.slot()))
+        publish::replay_onto(repo, local, theirs, |event| {
+            inner.held.contains_key(event.slot())
+        })
     }
 
     /// Whether every event between `theirs` and `local` belongs to a slot this machine holds.

@@ -17,6 +17,12 @@
 //! - **The next runner.** A runner killed with SIGKILL cannot sweep; the next one kills every
 //!   process whose mark names the same run folder and another runner ([`sweep_left_behind`]).
 //!
+//! A sweep after every run must not cost what reading every process of the machine costs
+//! (`/proc/<pid>/stat` is about 15 µs a process here, and a machine runs hundreds): it reads only
+//! the processes whose pids were handed out since the run's leader started ([`Origin`]), which
+//! are the only ones that can carry its mark, and reads them all when the pid counter may have
+//! gone round its range meanwhile.
+//!
 //! What escapes: a process that clears its environment (`env -i`) and then leaves its parent's
 //! tree by a double fork. Adopted orphans are not killed on sight: git's own `gc --auto` detaches
 //! the same way from the runner's git commands, and must be left to finish.
@@ -55,12 +61,112 @@ fn stat_fields(pid: i32) -> Option<Vec<String>> {
 }
 
 /// When process `pid` started, in clock ticks since boot (`starttime`, field 22 of its stat).
-pub fn start_ticks(pid: i32) -> Option<u64> {
+fn start_ticks(pid: i32) -> Option<u64> {
     stat_fields(pid)?.get(STARTTIME_AFTER_NAME)?.parse().ok()
 }
 
 /// `starttime`'s place among [`stat_fields`] (field 22; the name is field 2, the state 3).
 const STARTTIME_AFTER_NAME: usize = 22 - 3;
+
+/// Where one run's processes are to be found: read as its leader starts ([`Census::now`] just
+/// before, [`Origin::of`] just after).
+#[derive(Debug, Clone, Copy)]
+pub struct Origin {
+    leader: i32,
+    /// The leader's start in ticks since boot: a process started earlier cannot carry the mark.
+    ticks: Option<u64>,
+    before: Option<Census>,
+}
+
+/// The machine's process counters at one moment.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Census {
+    /// Processes and threads created since boot (`processes` in `/proc/stat`).
+    forks: u64,
+    /// Processes and threads alive, and the last pid handed out (`/proc/loadavg`).
+    tasks: u64,
+    last_pid: i32,
+}
+
+impl Census {
+    pub fn now() -> Option<Census> {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        let loadavg = std::fs::read_to_string("/proc/loadavg").ok()?;
+        Census::parse(&stat, &loadavg)
+    }
+
+    fn parse(stat: &str, loadavg: &str) -> Option<Census> {
+        let forks = stat
+            .lines()
+            .find_map(|l| l.strip_prefix("processes "))?
+            .trim()
+            .parse()
+            .ok()?;
+        // "0.90 1.16 1.34 2/245 2937": running/alive, then the last pid.
+        let mut fields = loadavg.split_whitespace().skip(3);
+        let tasks = fields.next()?.split_once('/')?.1.parse().ok()?;
+        let last_pid = fields.next()?.parse().ok()?;
+        Some(Census {
+            forks,
+            tasks,
+            last_pid,
+        })
+    }
+}
+
+/// The pids handed out from `first` to `last`, in the cyclic order Linux hands them out in.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct PidWindow {
+    first: i32,
+    last: i32,
+}
+
+impl PidWindow {
+    fn contains(&self, pid: i32) -> bool {
+        if self.first <= self.last {
+            (self.first..=self.last).contains(&pid)
+        } else {
+            pid >= self.first || pid <= self.last
+        }
+    }
+}
+
+impl Origin {
+    /// The run whose leader is `leader`, with the census taken just before it was started.
+    pub fn of(leader: i32, before: Option<Census>) -> Origin {
+        Origin {
+            leader,
+            ticks: start_ticks(leader),
+            before,
+        }
+    }
+
+    /// The pids the run's processes can have now, or None when it cannot be told.
+    fn window(&self) -> Option<PidWindow> {
+        let pid_max = std::fs::read_to_string("/proc/sys/kernel/pid_max").ok()?;
+        window_between(
+            self.leader,
+            self.before?,
+            Census::now()?,
+            pid_max.trim().parse().ok()?,
+        )
+    }
+}
+
+/// Every pid handed out after `leader`'s (which came after `before`) and up to `now` lies
+/// between them in cyclic order unless the counter went round its whole range since. Each step of
+/// the counter either hands out a pid (a fork counted in `now`) or skips one in use, held by a
+/// task alive at `before` or forked since: it cannot have gone round while the two together stay
+/// under the range (kept to a quarter of it, for ids held as a group's or session's after their
+/// task ended).
+fn window_between(leader: i32, before: Census, now: Census, pid_max: i64) -> Option<PidWindow> {
+    let forks = now.forks.checked_sub(before.forks)?;
+    let steps = 2 * forks + before.tasks;
+    (leader > 0 && (steps as i64) < pid_max / 4).then_some(PidWindow {
+        first: leader,
+        last: now.last_pid,
+    })
+}
 
 /// One process; its mark read only when it started at or after `since` (ticks since boot): a
 /// process started before a run began cannot carry its mark, and reading a process's
@@ -93,14 +199,15 @@ fn read_proc(pid: i32, since: Option<u64>) -> Option<Proc> {
     })
 }
 
-fn all_procs(since: Option<u64>) -> BTreeMap<i32, Proc> {
+/// The processes of the machine (only those whose pids lie in `window`, when given).
+fn all_procs(since: Option<u64>, window: Option<PidWindow>) -> BTreeMap<i32, Proc> {
     let me = std::process::id() as i32;
     std::fs::read_dir("/proc")
         .into_iter()
         .flatten()
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| *pid != me)
+        .filter(|pid| *pid != me && window.is_none_or(|w| w.contains(*pid)))
         .filter_map(|pid| Some((pid, read_proc(pid, since)?)))
         .collect()
 }
@@ -125,11 +232,14 @@ fn marked_trees(procs: &BTreeMap<i32, Proc>, hit: impl Fn(&str) -> bool) -> BTre
     }
 }
 
-/// Kills every process the run marked `mark` (group `pgid`, already ended; its first process
-/// started at `since`, in ticks since boot, when known) left behind, and reaps the ones adopted
-/// by this process. Returns how many were killed.
-pub fn sweep(mark: &str, pgid: i32, since: Option<u64>) -> usize {
-    let procs = all_procs(since);
+/// Kills every process the run marked `mark` (group `pgid`, already ended; started from
+/// `origin`, when known) left behind, and reaps the ones adopted by this process. Returns how
+/// many were killed.
+pub fn sweep(mark: &str, pgid: i32, origin: Option<&Origin>) -> usize {
+    let procs = all_procs(
+        origin.and_then(|o| o.ticks),
+        origin.and_then(Origin::window),
+    );
     let me = std::process::id() as i32;
     let mut doomed = marked_trees(&procs, |m| m == mark);
     // Adopted orphans still in the ended group (killed with it: reaped here).
@@ -147,7 +257,7 @@ pub fn sweep(mark: &str, pgid: i32, since: Option<u64>) -> usize {
 pub fn sweep_left_behind(run_dir: &Path) -> usize {
     let folder = format!("@{}", run_dir.display());
     let mine = format!("{}.", std::process::id());
-    let procs = all_procs(None);
+    let procs = all_procs(None, None);
     let doomed = marked_trees(&procs, |m| m.ends_with(&folder) && !m.starts_with(&mine));
     kill_and_reap(&procs, &doomed, std::process::id() as i32)
 }
@@ -161,7 +271,7 @@ pub fn group_started_from(pgid: i32, run_dir: &Path) -> bool {
     let ours = run_dir
         .canonicalize()
         .unwrap_or_else(|_| run_dir.to_path_buf());
-    all_procs(None)
+    all_procs(None, None)
         .values()
         .filter(|p| p.pgid == pgid)
         .filter_map(|p| {
@@ -265,5 +375,89 @@ mod tests {
             mine <= started,
             "the test started before its child: {mine} > {started}"
         );
+    }
+
+    #[test]
+    fn the_census_reads_forks_tasks_and_the_last_pid() {
+        let stat = "cpu  1 2 3\nintr 5 0\nctxt 99\nbtime 1\nprocesses 123456\nprocs_running 2\n";
+        let got = Census::parse(stat, "0.90 1.16 1.34 2/245 2937\n");
+        assert_eq!(
+            got,
+            Some(Census {
+                forks: 123456,
+                tasks: 245,
+                last_pid: 2937
+            })
+        );
+        assert_eq!(Census::parse("cpu 1\n", "0.90 1.16 1.34 2/245 2937"), None);
+        assert!(Census::now().is_some(), "Linux has both files");
+    }
+
+    /// Pids after the leader's, cyclically; none when the counter could have gone round.
+    #[test]
+    fn the_window_runs_from_the_leader_to_the_last_pid() {
+        let at = |forks, last_pid| Census {
+            forks,
+            tasks: 200,
+            last_pid,
+        };
+        let w = window_between(5000, at(1000, 4999), at(1010, 5009), 32768).unwrap();
+        assert!(w.contains(5000) && w.contains(5009));
+        assert!(!w.contains(4999) && !w.contains(5010) && !w.contains(300));
+        // The counter wrapped past pid_max to the low pids.
+        let w = window_between(32700, at(1000, 32699), at(1100, 400), 32768).unwrap();
+        assert!(w.contains(32700) && w.contains(32767) && w.contains(301) && w.contains(400));
+        assert!(!w.contains(401) && !w.contains(32699) && !w.contains(16000));
+        // Enough forks to go round a small range: every process is read.
+        assert_eq!(
+            window_between(5000, at(1000, 4999), at(1000 + 8000, 5009), 32768),
+            None
+        );
+        assert!(window_between(5000, at(1000, 4999), at(1000 + 8000, 5009), 4194304).is_some());
+        // Counters that went backwards (another boot's numbers) are not trusted.
+        assert_eq!(
+            window_between(5000, at(1000, 4999), at(10, 5009), 32768),
+            None
+        );
+    }
+
+    /// A process started after a run's leader (here: after a census and a first child) lies
+    /// in the run's window, and a sweep with that origin kills it by its mark.
+    #[test]
+    fn a_sweep_with_an_origin_kills_a_marked_process_started_after_the_leader() {
+        let before = Census::now();
+        let mut leader = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let origin = Origin::of(leader.id() as i32, before);
+        let mark = format!("{}.test-window@/nowhere", std::process::id());
+        let mut marked = std::process::Command::new("sleep")
+            .arg("30")
+            .env(MARK_VAR, &mark)
+            .spawn()
+            .unwrap();
+        // Once it has exec'd (until then its environment is this process's).
+        for _ in 0..100 {
+            if read_proc(marked.id() as i32, None).is_some_and(|p| p.mark.is_some()) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let window = origin.window().expect("a quiet machine gives a window");
+        assert!(window.contains(marked.id() as i32), "{window:?}");
+        assert!(!window.contains(std::process::id() as i32));
+        let pid = marked.id() as i32;
+        // Only the window's processes are read: the marked one, not the machine's first.
+        let read = all_procs(origin.ticks, Some(window));
+        assert!(read.contains_key(&pid) && read.keys().all(|p| window.contains(*p)));
+        assert!(!read.contains_key(&1) && all_procs(None, None).contains_key(&1));
+        let killed = sweep(&mark, 0, Some(&origin));
+        leader.kill().unwrap();
+        leader.wait().unwrap();
+        assert_eq!(killed, 1);
+        // Killed and reaped by the sweep (a child of this process): gone from /proc.
+        assert!(read_proc(pid, None).is_none());
+        assert!(marked.try_wait().is_err(), "already reaped");
     }
 }

@@ -200,8 +200,8 @@ pub struct Running {
     pgid: i32,
     slot: usize,
     mark: String,
-    /// When the leader started, in ticks since boot (see `contain::sweep`).
-    started_ticks: Option<u64>,
+    /// Where the run's processes are to be found (see `contain::sweep`).
+    origin: super::contain::Origin,
     logs: [PathBuf; 2],
     started: Instant,
 }
@@ -253,6 +253,7 @@ pub async fn start(spec: Spec<'_>) -> Result<Option<Running>> {
     }
     let mark = super::contain::new_mark(GROUPS_DIR.get().map(PathBuf::as_path));
     cmd.env(super::contain::MARK_VAR, &mark);
+    let before = super::contain::Census::now();
     let mut child = match cmd.spawn() {
         Ok(child) => child,
         Err(e) => {
@@ -264,7 +265,7 @@ pub async fn start(spec: Spec<'_>) -> Result<Option<Running>> {
     };
     let pgid = child.id().map(|p| p as i32).unwrap_or(0);
     // Read now, while the leader runs: every process of the run starts at or after it.
-    let started_ticks = super::contain::start_ticks(pgid);
+    let origin = super::contain::Origin::of(pgid, before);
     let slot = register(pgid);
     if cancelled() {
         kill_group(pgid);
@@ -279,7 +280,7 @@ pub async fn start(spec: Spec<'_>) -> Result<Option<Running>> {
         pgid,
         slot,
         mark,
-        started_ticks,
+        origin,
         logs: [spec.stdout, spec.stderr],
         started,
     }))
@@ -342,7 +343,7 @@ impl Running {
             },
         };
         // Children that left the group (`setsid`, daemons) go too.
-        super::contain::sweep(&self.mark, self.pgid, self.started_ticks);
+        super::contain::sweep(&self.mark, self.pgid, Some(&self.origin));
         for (log, cut) in logs.iter().zip(cut) {
             let _ = super::caps::cap_log(log, super::caps::LOG_CAP, cut);
         }

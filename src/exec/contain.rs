@@ -60,8 +60,9 @@ fn stat_fields(pid: i32) -> Option<Vec<String>> {
     Some(fields.map(str::to_string).collect())
 }
 
-/// When process `pid` started, in clock ticks since boot (`starttime`, field 22 of its stat).
-fn start_ticks(pid: i32) -> Option<u64> {
+/// When process `pid` started, in clock ticks since boot (`starttime`, field 22 of its stat): it
+/// tells a process from a later one that got the same id.
+pub fn start_ticks(pid: i32) -> Option<u64> {
     stat_fields(pid)?.get(STARTTIME_AFTER_NAME)?.parse().ok()
 }
 
@@ -114,11 +115,13 @@ impl Census {
     }
 }
 
-/// The pids handed out from `first` to `last`, in the cyclic order Linux hands them out in.
+/// The pids handed out from `first` to `last`, in the cyclic order Linux hands them out in
+/// (below `pid_max`, then from the low ones again).
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct PidWindow {
     first: i32,
     last: i32,
+    pid_max: i32,
 }
 
 impl PidWindow {
@@ -129,7 +132,29 @@ impl PidWindow {
             pid >= self.first || pid <= self.last
         }
     }
+
+    fn pids(&self) -> impl Iterator<Item = i32> {
+        let (upper, wrapped) = if self.first <= self.last {
+            (self.last, None)
+        } else {
+            (self.pid_max - 1, Some(1..=self.last))
+        };
+        (self.first..=upper).chain(wrapped.into_iter().flatten())
+    }
+
+    fn len(&self) -> usize {
+        let len = if self.first <= self.last {
+            self.last - self.first + 1
+        } else {
+            self.pid_max - self.first + self.last
+        };
+        len as usize
+    }
 }
+
+/// Windows up to this many pids are read pid by pid; larger ones through a listing of `/proc`
+/// (which lists every process of the machine, a thousand on a big one, kernel threads included).
+const PROBE_MAX: usize = 4096;
 
 impl Origin {
     /// The run whose leader is `leader`, with the census taken just before it was started.
@@ -139,6 +164,11 @@ impl Origin {
             ticks: start_ticks(leader),
             before,
         }
+    }
+
+    /// When the leader started, in ticks since boot (None: it has already gone).
+    pub fn start_ticks(&self) -> Option<u64> {
+        self.ticks
     }
 
     /// The pids the run's processes can have now, or None when it cannot be told.
@@ -165,6 +195,7 @@ fn window_between(leader: i32, before: Census, now: Census, pid_max: i64) -> Opt
     (leader > 0 && (steps as i64) < pid_max / 4).then_some(PidWindow {
         first: leader,
         last: now.last_pid,
+        pid_max: pid_max.try_into().ok()?,
     })
 }
 
@@ -199,15 +230,24 @@ fn read_proc(pid: i32, since: Option<u64>) -> Option<Proc> {
     })
 }
 
-/// The processes of the machine (only those whose pids lie in `window`, when given).
+/// The processes of the machine (only those whose pids lie in `window`, when given). A small
+/// window is read pid by pid, which also finds threads (`/proc` lists only processes, but each
+/// thread's id opens too): a thread reads as its process (the same parent, group and mark), and
+/// killing it kills that process.
 fn all_procs(since: Option<u64>, window: Option<PidWindow>) -> BTreeMap<i32, Proc> {
     let me = std::process::id() as i32;
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| *pid != me && window.is_none_or(|w| w.contains(*pid)))
+    let pids: Box<dyn Iterator<Item = i32>> = match window {
+        Some(w) if w.len() <= PROBE_MAX => Box::new(w.pids()),
+        _ => Box::new(
+            std::fs::read_dir("/proc")
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+                .filter(move |pid| window.is_none_or(|w| w.contains(*pid))),
+        ),
+    };
+    pids.filter(|pid| *pid != me)
         .filter_map(|pid| Some((pid, read_proc(pid, since)?)))
         .collect()
 }
@@ -404,10 +444,17 @@ mod tests {
         let w = window_between(5000, at(1000, 4999), at(1010, 5009), 32768).unwrap();
         assert!(w.contains(5000) && w.contains(5009));
         assert!(!w.contains(4999) && !w.contains(5010) && !w.contains(300));
+        assert_eq!(
+            w.pids().collect::<Vec<_>>(),
+            (5000..=5009).collect::<Vec<_>>()
+        );
+        assert_eq!(w.len(), 10);
         // The counter wrapped past pid_max to the low pids.
         let w = window_between(32700, at(1000, 32699), at(1100, 400), 32768).unwrap();
         assert!(w.contains(32700) && w.contains(32767) && w.contains(301) && w.contains(400));
         assert!(!w.contains(401) && !w.contains(32699) && !w.contains(16000));
+        assert_eq!(w.len(), 68 + 400);
+        assert!(w.pids().all(|p| w.contains(p)) && w.pids().any(|p| p == 32767));
         // Enough forks to go round a small range: every process is read.
         assert_eq!(
             window_between(5000, at(1000, 4999), at(1000 + 8000, 5009), 32768),

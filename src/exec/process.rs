@@ -23,8 +23,10 @@ static CANCELLED: AtomicBool = AtomicBool::new(false);
 static RUNNING_GROUPS: Mutex<Vec<Option<i32>>> = Mutex::new(Vec::new());
 /// Folder where each running group is written down, so that the next runner can kill the groups
 /// a killed runner left behind: file `slot-<n>` holds `<pgid> <leader start time>` while slot n
-/// is in use and nothing after. The files are rewritten in place, not created and deleted per
-/// run (on a busy filesystem each new file costs more than the write).
+/// is in use and only spaces after. The files are written over in place, padded to
+/// [`SLOT_WIDTH`], neither created and deleted per run (on a busy filesystem each new file costs
+/// more than the write) nor truncated (on ext4, closing a file truncated and written again starts
+/// its writeback at once).
 static GROUPS_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
 /// What to run.
@@ -100,8 +102,29 @@ fn kill_group(pgid: i32) {
     crate::os::kill_group(pgid);
 }
 
-/// Notes a running group (in memory for Ctrl-C, on disk for the next runner); returns its slot.
-fn register(pgid: i32) -> usize {
+/// The length every slot file's record is padded to.
+const SLOT_WIDTH: usize = 64;
+
+/// Writes slot `slot`'s record over the old one (see [`GROUPS_DIR`]).
+fn write_slot(slot: usize, record: &str) {
+    use std::os::unix::fs::FileExt;
+    if let Some(dir) = GROUPS_DIR.get() {
+        let path = dir.join(format!("slot-{slot}"));
+        let padded = format!("{record:<SLOT_WIDTH$}");
+        if let Ok(file) = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+        {
+            let _ = file.write_all_at(padded.as_bytes(), 0);
+        }
+    }
+}
+
+/// Notes a running group whose leader started at `start` (ticks since boot; in memory for
+/// Ctrl-C, on disk for the next runner); returns its slot.
+fn register(pgid: i32, start: Option<u64>) -> usize {
     let slot = {
         let mut groups = RUNNING_GROUPS.lock().unwrap();
         let slot = groups
@@ -114,25 +137,15 @@ fn register(pgid: i32) -> usize {
         groups[slot] = Some(pgid);
         slot
     };
-    if let (Some(dir), Some(start)) = (GROUPS_DIR.get(), start_time(pgid)) {
-        let _ = std::fs::write(dir.join(format!("slot-{slot}")), format!("{pgid} {start}"));
+    if let Some(start) = start {
+        write_slot(slot, &format!("{pgid} {start}"));
     }
     slot
 }
 
 fn unregister(slot: usize) {
-    if let Some(dir) = GROUPS_DIR.get() {
-        let _ = std::fs::write(dir.join(format!("slot-{slot}")), "");
-    }
+    write_slot(slot, "");
     RUNNING_GROUPS.lock().unwrap()[slot] = None;
-}
-
-/// The start time of process `pid` (field 22 of /proc/<pid>/stat), to tell it from a later
-/// process that got the same id.
-fn start_time(pid: i32) -> Option<String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    after_name.split_whitespace().nth(19).map(str::to_string)
 }
 
 /// Records running process groups under `dir` from now on (call with the run lock held).
@@ -161,8 +174,8 @@ pub fn kill_orphaned_groups(dir: &Path) -> usize {
             let _ = std::fs::remove_file(&path);
             continue;
         };
-        let same_leader = match start_time(pgid) {
-            Some(now) => now == recorded,
+        let same_leader = match super::contain::start_ticks(pgid) {
+            Some(now) => recorded.parse() == Ok(now),
             // The leader is gone; while its group lives, no new process can take its id.
             None => true,
         };
@@ -266,7 +279,7 @@ pub async fn start(spec: Spec<'_>) -> Result<Option<Running>> {
     let pgid = child.id().map(|p| p as i32).unwrap_or(0);
     // Read now, while the leader runs: every process of the run starts at or after it.
     let origin = super::contain::Origin::of(pgid, before);
-    let slot = register(pgid);
+    let slot = register(pgid, origin.start_ticks());
     if cancelled() {
         kill_group(pgid);
     }

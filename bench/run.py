@@ -38,6 +38,10 @@ before starting one.
 
 --quick runs smaller sizes (a smoke run for CI, under a minute once built); its PASS/MISS
 refers to the smaller sizes and is indicative only.
+
+--idle-processes N starts N idle processes for the whole run (a GPU server runs about a
+thousand, kernel threads included; this machine about 70), and $TMPDIR chooses the filesystem
+the repositories are written to.
 """
 
 import argparse
@@ -541,7 +545,7 @@ def build(binary, helpers=True):
     return binary, exes["transition"], exes["events"]
 
 
-def machine():
+def machine(tmp):
     def first(path, key):
         try:
             with open(path) as f:
@@ -557,8 +561,11 @@ def machine():
     except (ValueError, IndexError):
         pass
     git = subprocess.run(["git", "--version"], stdout=subprocess.PIPE, text=True).stdout.strip()
+    fs = subprocess.run(["findmnt", "-n", "-o", "FSTYPE", "--target", tmp], stdout=subprocess.PIPE, text=True).stdout.strip()
+    processes = sum(1 for name in os.listdir("/proc") if name.isdigit())
     return {"cpu": first("/proc/cpuinfo", "model name"), "nproc": os.cpu_count(), "memory": mem,
-            "git": git, "kernel": platform.release(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+            "git": git, "kernel": platform.release(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "filesystem": fs or "?", "processes": processes}
 
 
 def verdict(ok):
@@ -569,7 +576,9 @@ def table(m, ovh, tr, ev, par, args, targets):
     L = []
     L.append("- Machine: %s · %s cores · %s · %s · Linux %s · %s" % (
         m["cpu"], m["nproc"], m["memory"], m["git"], m["kernel"], m["date"]))
-    L.append("- Command: python3 bench/run.py%s" % (" --quick" if args.quick else ""))
+    L.append("- Repositories on %s; %d processes on the machine" % (m["filesystem"], m["processes"]))
+    L.append("- Command: python3 bench/run.py%s%s" % (" --quick" if args.quick else "",
+             " --idle-processes %d" % args.idle_processes if args.idle_processes else ""))
     L.append("")
     L.append("1. Overhead per iteration (ms; median interval between agent starts; overhead = minus the agent+eval-only loop)")
     L.append("")
@@ -672,6 +681,8 @@ def main():
                     help="comma-separated subset of overhead,transition,events,parallel")
     ap.add_argument("--json", help="also write the raw results to this file")
     ap.add_argument("--sizes", help="comma-separated repository sizes (files) instead of the defaults")
+    ap.add_argument("--idle-processes", type=int, default=0, metavar="N",
+                    help="keep N idle processes running beside the measurements")
     args = ap.parse_args()
     if args.quick:
         sizes = {"overhead": [300, 2000], "overhead_target": 2000, "transition": [300, 2000],
@@ -692,6 +703,8 @@ def main():
     only = set(args.only.split(","))
     binary, transition_exe, events_exe = build(args.binary, bool(only & {"transition", "events"}))
     tmp = tempfile.mkdtemp(prefix="git-conference-bench-")
+    idle = [subprocess.Popen(["sleep", "86400"], stdin=subprocess.DEVNULL)
+            for _ in range(args.idle_processes)]
     try:
         E = Env(tmp, binary)
         cache = {}
@@ -699,7 +712,7 @@ def main():
         tr = bench_transition(E, cache, sizes["transition"], researchers, reps, transition_exe) if "transition" in only else []
         ev = bench_events(E, cache, sizes["events"], events_exe, status_reps, resume_reps, sizes["round_events"]) if "events" in only else []
         par = bench_parallel(E, cache, counts, args.sleep, args.par_iterations, 1 if args.quick else 3) if "parallel" in only else []
-        m = machine()
+        m = machine(tmp)
         targets = evaluate_targets(ovh, tr, ev, par, sizes)
         print(table(m, ovh, tr, ev, par, args, targets))
         if args.json:
@@ -708,6 +721,9 @@ def main():
                            "targets": [[n, v, ok] for n, v, ok in targets]}, f, indent=2)
         return 0 if all(ok for _, _, ok in targets) else 1
     finally:
+        for p in idle:
+            p.kill()
+            p.wait()
         if args.keep:
             log("kept %s" % tmp)
         else:

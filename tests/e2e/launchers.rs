@@ -17,7 +17,10 @@ use serde_json::Value;
 
 /// `eval.sh LOG [GATE]`: logs `start <value> <pwd> <data/x> <setup-ran>` and `end <value>` to LOG (an absolute path
 /// outside every tree); when the file GATE exists it removes it and sleeps (its pid in
-/// GATE.pid) before printing the score: the value in value.txt (minimize).
+/// GATE.pid) before printing the score: the value in value.txt (minimize). A sleep that is
+/// killed ends the evaluation there, without its end line: a cancel that signals the job's
+/// processes one by one (Slurm's) can reach the sleep before the shell, which must not then
+/// log an evaluation that never finished.
 const EVAL: &str = r#"#!/bin/sh
 v=$(cat value.txt)
 echo "start $v $PWD $(cat data/x 2>/dev/null) $(cat setup-ran 2>/dev/null)" >>"$1"
@@ -25,7 +28,7 @@ if [ -n "${2-}" ] && [ -e "$2" ]; then
     rm -f "$2"
     sleep 600 &
     echo $! >"$2.pid"
-    wait
+    wait $! || exit 1
 fi
 echo "end $v" >>"$1"
 echo "score: $v"

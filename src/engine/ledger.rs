@@ -77,28 +77,48 @@ pub fn latest_round_attempts(
     Ok(latest)
 }
 
-/// How far back in a round [`latest_round_attempts`] looks: the chunks [`parsed_chunk`] keeps
-/// parsed (64 attempts each: a round's latest 1,024 attempts).
-pub const CHUNKS_SCANNED: usize = CHUNKS_KEPT;
+/// How far back in a round [`latest_round_attempts`] looks: a round's latest 1,024 attempts (64
+/// a chunk), all of them kept parsed.
+pub const CHUNKS_SCANNED: usize = 16;
 
-/// The chunks of records kept parsed.
-const CHUNKS_KEPT: usize = 16;
+/// The chunks of records kept parsed: every chunk a scan reads, and the last chunk's version
+/// before this iteration's.
+const CHUNKS_KEPT: usize = CHUNKS_SCANNED + 2;
+
+/// Parsed chunks by blob id, the one used last at the end: a chunk read again moves there, so
+/// the versions of the growing last chunk that no scan reads any more go first. (Dropping the
+/// chunk parsed first instead let those versions push out the older chunks a scan reads every
+/// iteration: from the round's 16th chunk on, a briefing parsed 15 chunks again each time.)
+#[derive(Default)]
+struct ParsedChunks(Vec<(git2::Oid, Arc<Vec<AttemptRecord>>)>);
+
+impl ParsedChunks {
+    fn get(&mut self, id: git2::Oid) -> Option<Arc<Vec<AttemptRecord>>> {
+        let at = self.0.iter().position(|(b, _)| *b == id)?;
+        let entry = self.0.remove(at);
+        let found = entry.1.clone();
+        self.0.push(entry);
+        Some(found)
+    }
+
+    fn put(&mut self, id: git2::Oid, parsed: Arc<Vec<AttemptRecord>>) {
+        self.0.push((id, parsed));
+        let excess = self.0.len().saturating_sub(CHUNKS_KEPT);
+        self.0.drain(..excess);
+    }
+}
 
 /// One blob of a round's records, parsed. The chunks read last are kept by blob id (a round's
 /// records are stored in chunks of 64 lines, `store::chunks`; only the last one
 /// changes), so an iteration parses the one chunk that grew; the bound keeps a never-stop
 /// round's memory flat.
 fn parsed_chunk(conf: &Conference, id: git2::Oid) -> Result<Arc<Vec<AttemptRecord>>> {
-    /// The chunks parsed last, newest at the end.
-    static PARSED: Mutex<Vec<(git2::Oid, Arc<Vec<AttemptRecord>>)>> = Mutex::new(Vec::new());
-    if let Some(found) = (PARSED.lock().unwrap().iter()).find(|(b, _)| *b == id) {
-        return Ok(found.1.clone());
+    static PARSED: Mutex<ParsedChunks> = Mutex::new(ParsedChunks(Vec::new()));
+    if let Some(found) = PARSED.lock().unwrap().get(id) {
+        return Ok(found);
     }
     let parsed = Arc::new(parse_jsonl(&conf.read_blob(id)?));
-    let mut kept = PARSED.lock().unwrap();
-    kept.push((id, parsed.clone()));
-    let excess = kept.len().saturating_sub(CHUNKS_KEPT);
-    kept.drain(..excess);
+    PARSED.lock().unwrap().put(id, parsed.clone());
     Ok(parsed)
 }
 
@@ -172,5 +192,27 @@ mod tests {
         let iterations: Vec<u32> = read.iter().map(|a| a.iteration).collect();
         assert_eq!(iterations, [1, 3, 4]);
         assert_eq!(read[1].commit, None);
+    }
+
+    /// A never-stop round: each iteration a scan reads the last chunk's new version, then the
+    /// 15 chunks before it. Every one of those stays parsed; only old versions of the last
+    /// chunk are dropped.
+    #[test]
+    fn a_scan_of_the_latest_chunks_keeps_them_all_while_the_last_one_grows() {
+        let id = |n: u8| git2::Oid::from_bytes(&[n; 20]).unwrap();
+        let mut kept = ParsedChunks::default();
+        let mut parsed = 0;
+        for iteration in 0..40u8 {
+            let scan = std::iter::once(100 + iteration).chain((1..CHUNKS_SCANNED as u8).rev());
+            for chunk in scan {
+                if kept.get(id(chunk)).is_none() {
+                    kept.put(id(chunk), Arc::new(Vec::new()));
+                    parsed += 1;
+                }
+            }
+        }
+        // The 15 older chunks once, then one new version of the last chunk an iteration.
+        assert_eq!(parsed, CHUNKS_SCANNED - 1 + 40);
+        assert!(kept.0.len() <= CHUNKS_KEPT);
     }
 }

@@ -383,6 +383,18 @@ mod tests {
         assert_eq!(got.into_iter().collect::<Vec<_>>(), [10, 11, 12]);
     }
 
+    /// Process `pid`'s mark once it has exec'd (until then its environment is this process's),
+    /// waiting up to a second.
+    fn mark_once_execd(pid: i32) -> Option<String> {
+        for _ in 0..100 {
+            if let Some(mark) = read_proc(pid, None).and_then(|p| p.mark) {
+                return Some(mark);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        None
+    }
+
     #[test]
     fn the_mark_is_read_from_environ() {
         let child = std::process::Command::new("sleep")
@@ -391,14 +403,7 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = child.id() as i32;
-        let mut read = None;
-        for _ in 0..100 {
-            read = read_proc(pid, None).and_then(|p| p.mark);
-            if read.is_some() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+        let read = mark_once_execd(pid);
         // A sweep since the process started reads its mark; one of a run that began after it
         // does not (it cannot belong to that run), nor reads its environment.
         let started = start_ticks(pid).expect("a running process has a start time");
@@ -484,13 +489,7 @@ mod tests {
             .env(MARK_VAR, &mark)
             .spawn()
             .unwrap();
-        // Once it has exec'd (until then its environment is this process's).
-        for _ in 0..100 {
-            if read_proc(marked.id() as i32, None).is_some_and(|p| p.mark.is_some()) {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+        assert_eq!(mark_once_execd(marked.id() as i32).as_deref(), Some(&*mark));
         let window = origin.window().expect("a quiet machine gives a window");
         assert!(window.contains(marked.id() as i32), "{window:?}");
         assert!(!window.contains(std::process::id() as i32));

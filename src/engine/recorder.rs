@@ -72,9 +72,11 @@ pub struct Recorder {
 }
 
 /// Events (or iterations) after which a long-lived repository handle is opened afresh. libgit2
-/// keeps every commit and small tree it reads in the handle's object cache (up to 256 MB): a
-/// never-stop run grew by about 13 KB an iteration (26 MB at 1,000 iterations, 175 MB at
-/// 10,000) while the recorder and each researcher's session kept theirs for the whole round.
+/// keeps the commits and small trees a handle reads in its object cache: under libgit2's default
+/// cap (256 MB) a never-stop run grew by about 13 KB an iteration (26 MB at 1,000 iterations,
+/// 175 MB at 10,000) while the recorder and each researcher's session kept theirs for the whole
+/// round. The cache is now capped for the process (`store::OBJECT_CACHE_BYTES`); reopening
+/// still hands the heap's free pages back here, and reads the worktree's index afresh there.
 pub(super) const REOPEN_EVERY: u32 = 256;
 
 impl Recorder {

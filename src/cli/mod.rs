@@ -85,7 +85,6 @@ pub fn main() -> i32 {
         }
     };
     let quiet = cli.quiet;
-    crate::os::cap_git_object_cache(crate::store::OBJECT_CACHE_BYTES);
     if matches!(
         cli.command,
         Command::Status(_) | Command::Log(_) | Command::List(_)

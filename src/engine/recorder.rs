@@ -67,17 +67,27 @@ pub struct Recorder {
     pub(super) pending_cache: BTreeMap<String, Vec<u8>>,
     /// On several machines: the shared remote every event is published to, as it is recorded.
     pub link: Option<Arc<Link>>,
-    /// Events recorded through `repo` since it was opened (see [`REOPEN_EVERY`]).
-    recorded_since_open: u32,
+    /// Events recorded by this recorder (see [`RECORDER_REOPEN_EVERY`]).
+    recorded: u64,
 }
 
 /// Events (or iterations) after which a long-lived repository handle is opened afresh. libgit2
-/// keeps the commits and small trees a handle reads in its object cache: under libgit2's default
-/// cap (256 MB) a never-stop run grew by about 13 KB an iteration (26 MB at 1,000 iterations,
-/// 175 MB at 10,000) while the recorder and each researcher's session kept theirs for the whole
-/// round. The cache is now capped for the process (`store::OBJECT_CACHE_BYTES`); reopening
-/// still hands the heap's free pages back here, and reads the worktree's index afresh there.
+/// keeps every commit and small tree it reads in the handle's object cache (up to 256 MB): a
+/// never-stop run grew by about 13 KB an iteration (26 MB at 1,000 iterations, 175 MB at
+/// 10,000) while the recorder and each researcher's session kept theirs for the whole round.
 pub(super) const REOPEN_EVERY: u32 = 256;
+
+/// Events after which the recorder's own handle is opened afresh (and the heap's free pages
+/// handed back). What it reads are the state's and the notes' trees it has just written
+/// (`store::protect` reads each new version to date its objects, and again as the parent of the
+/// next one), dead once the next event is in; and those trees grow with the run (the notes'
+/// fan-out, the state's folders): reopened every 256 events, its cache held 1.3 MB at its highest
+/// around iteration 1,000 of one round and 3.8 MB around 9,000 (heaptrack), and the runner's
+/// memory at 10,000 iterations was 22–23 MB (BENCHMARKS.md, "A never-stop run"). A
+/// researcher's session keeps 256: it reads the user's trees, again at every iteration (capping
+/// libgit2's cache for the whole process instead made a 100,000-file repository's bookkeeping
+/// twice as slow).
+const RECORDER_REOPEN_EVERY: u64 = 32;
 
 impl Recorder {
     pub fn new(
@@ -102,7 +112,7 @@ impl Recorder {
             events_unmarked: 0,
             pending_cache: Default::default(),
             link: None,
-            recorded_since_open: 0,
+            recorded: 0,
         }
     }
 
@@ -165,14 +175,13 @@ impl Recorder {
         self.reopen_now_and_then()
     }
 
-    /// Opens the repository afresh every [`REOPEN_EVERY`] events, which drops its object cache,
-    /// and hands the heap's free pages back: the run's live heap stays under 10 MB (heaptrack,
-    /// 1,500 iterations), but the allocator kept what each thread freed, a few KB an iteration.
+    /// Opens the repository afresh every [`RECORDER_REOPEN_EVERY`] events, which drops its
+    /// object cache, and hands the heap's free pages back: the live heap stays flat (heaptrack,
+    /// iterations 1,000 to 10,000 of one round), but the allocator kept what each thread freed.
     fn reopen_now_and_then(&mut self) -> Result<()> {
-        self.recorded_since_open += 1;
-        if self.recorded_since_open >= REOPEN_EVERY {
+        self.recorded += 1;
+        if self.recorded.is_multiple_of(RECORDER_REOPEN_EVERY) {
             self.repo = Repository::open(self.repo.path())?;
-            self.recorded_since_open = 0;
             crate::os::release_free_heap();
         }
         Ok(())

@@ -92,26 +92,6 @@ pub fn release_free_heap() {
     }
 }
 
-/// Caps libgit2's cache of the objects read (commits and trees up to 4 KB, counted for every
-/// repository handle of the process together) at `bytes` of raw objects; past it, each new
-/// entry evicts older ones. Under the default cap (256 MB) a never-stop run held every small
-/// tree it read between two reopenings of its handles, and the trees it reads (the notes'
-/// fan-out, the state's directories) grow with the run: heaptrack put what the cache held at
-/// its highest at 1.3 MB around iteration 1,000 and 3.8 MB around 9,000 of one round.
-///
-/// Safety: GIT_OPT_SET_CACHE_MAX_SIZE reads one `ssize_t` argument and sets a global under
-/// libgit2's own lock, after `init` has set libgit2 up.
-pub fn cap_git_object_cache(bytes: usize) {
-    libgit2_sys::init();
-    // SAFETY: see the doc comment.
-    unsafe {
-        libgit2_sys::git_libgit2_opts(
-            libgit2_sys::GIT_OPT_SET_CACHE_MAX_SIZE as libc::c_int,
-            bytes as libc::ssize_t,
-        );
-    }
-}
-
 /// Makes the allocator give every block of `bytes` or more its own mapping, returned to the
 /// kernel when freed, instead of raising that threshold as it goes (glibc raises it to the size
 /// of each large block freed, up to 32 MiB, after which large blocks are cut from the heap and
@@ -234,87 +214,9 @@ pub fn is_close_on_exec(fd: &impl AsFd) -> bool {
     flags >= 0 && flags & libc::FD_CLOEXEC != 0
 }
 
-/// Bytes of raw objects in libgit2's object cache, all repositories of the process together.
-///
-/// Safety: GIT_OPT_GET_CACHED_MEMORY writes two `ssize_t` through the pointers it is given.
-#[cfg(test)]
-fn git_object_cache_bytes() -> isize {
-    let (mut current, mut max): (libc::ssize_t, libc::ssize_t) = (0, 0);
-    // SAFETY: see the doc comment.
-    unsafe {
-        libgit2_sys::git_libgit2_opts(
-            libgit2_sys::GIT_OPT_GET_CACHED_MEMORY as libc::c_int,
-            &mut current as *mut libc::ssize_t,
-            &mut max as *mut libc::ssize_t,
-        );
-    }
-    current
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Runs `test` of this binary alone, in a process of its own (for what is global to a
-    /// process, which the other tests running beside it would share).
-    fn run_alone(test: &str) {
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", test, "--ignored", "--test-threads", "1"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success() && String::from_utf8_lossy(&out.stdout).contains("1 passed"),
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    #[test]
-    fn the_git_object_cache_stays_under_its_cap() {
-        run_alone("os::tests::git_object_cache_under_a_cap");
-    }
-
-    /// Reads 300 commits and their trees through one handle with libgit2's default cap, and 300
-    /// others through another under a cap of 32 KiB: the first held more than twice the cap,
-    /// the second holds no more than the cap and one object.
-    #[test]
-    #[ignore = "run in a process of its own by the_git_object_cache_stays_under_its_cap"]
-    fn git_object_cache_under_a_cap() {
-        let tmp = tempfile::tempdir().unwrap();
-        let commits: Vec<git2::Oid> = {
-            let repo = git2::Repository::init(tmp.path()).unwrap();
-            let sig = git2::Signature::now("t", "t@localhost").unwrap();
-            (0..600)
-                .map(|i| {
-                    let blob = repo.blob(format!("{i}\n").as_bytes()).unwrap();
-                    let mut tree = repo.treebuilder(None).unwrap();
-                    tree.insert(format!("file-{i}.txt"), blob, 0o100644)
-                        .unwrap();
-                    let tree = repo.find_tree(tree.write().unwrap()).unwrap();
-                    let message = format!("commit {i}: {}", "words ".repeat(20));
-                    repo.commit(None, &sig, &sig, &message, &tree, &[]).unwrap()
-                })
-                .collect()
-        };
-        let read = |ids: &[git2::Oid]| {
-            let repo = git2::Repository::open(tmp.path()).unwrap();
-            for id in ids {
-                let commit = repo.find_commit(*id).unwrap();
-                assert_eq!(commit.tree().unwrap().len(), 1);
-            }
-            repo
-        };
-        const CAP: usize = 32 << 10;
-        let first = read(&commits[..300]);
-        let uncapped = git_object_cache_bytes();
-        assert!(uncapped > 2 * CAP as isize, "{uncapped} bytes cached");
-        drop(first);
-        cap_git_object_cache(CAP);
-        let _second = read(&commits[300..]);
-        let capped = git_object_cache_bytes();
-        assert!(capped <= CAP as isize + 4096, "{capped} bytes cached");
-    }
 
     #[test]
     fn ids_below_one_are_never_signalled() {

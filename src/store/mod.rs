@@ -18,14 +18,6 @@ use git2::{Oid, Repository, Signature};
 pub use events::{EventLine, EventLog, LoggedEvent, StateChange};
 pub use refs::{ConferenceRefs, NOTES_REF};
 
-/// libgit2's object cache for the whole process, in bytes of raw objects (see
-/// `os::cap_git_object_cache`). An iteration reads well under it; with libgit2's default (256 MB)
-/// a never-stop run's handles held every small tree read since they were last opened, more as
-/// the run grew: 4.6 MB more memory at iteration 10,000 of one round than at 1,000, 1.0 MB with
-/// this cap (4 MB changed nothing), at the same time per iteration (BENCHMARKS.md, "A
-/// never-stop run").
-pub const OBJECT_CACHE_BYTES: usize = 1 << 20;
-
 /// The identity git-conference commits with: the user's, else a fixed one.
 pub fn signature(repo: &Repository) -> Signature<'static> {
     repo.signature()

@@ -19,8 +19,8 @@ runner's memory (VmRSS) and the size of `.git` are sampled every half second. Pr
 - memory of the running conference around iteration 1,000 (the median of its samples from
   iteration 900 to 1,100) and before the end (from N - 250 to N - 50, before the round's closing
   work), with the largest sample of each window (goal: medians within 1.1x; the repository
-  handles are opened afresh every 256 events, so one sample depends on where it fell in that
-  cycle), then the medians of its anonymous pages (heap, stacks) and of the files it maps
+  handles are opened afresh in cycles, the researcher's every 256 iterations and the
+  recorder's every 32 events, so one sample depends on where it fell in them), then the medians of its anonymous pages (heap, stacks) and of the files it maps
   (packs, the index): what grows is nearly always the first;
 - `.git` growth per 1,000 iterations between iteration 1,000 and N, before any gc (goal: <= 15 MB);
 - the run logs at the end: files and bytes (capped: see the README's "Run logs");

@@ -71,12 +71,6 @@ pub struct Recorder {
     recorded: u64,
 }
 
-/// Events (or iterations) after which a long-lived repository handle is opened afresh. libgit2
-/// keeps every commit and small tree it reads in the handle's object cache (up to 256 MB): a
-/// never-stop run grew by about 13 KB an iteration (26 MB at 1,000 iterations, 175 MB at
-/// 10,000) while the recorder and each researcher's session kept theirs for the whole round.
-pub(super) const REOPEN_EVERY: u32 = 256;
-
 /// Events after which the recorder's own handle is opened afresh (and the heap's free pages
 /// handed back). What it reads are the state's and the notes' trees it has just written
 /// (`store::protect` reads each new version to date its objects, and again as the parent of the
@@ -84,7 +78,8 @@ pub(super) const REOPEN_EVERY: u32 = 256;
 /// fan-out, the state's folders): reopened every 256 events, its cache held 1.3 MB at its highest
 /// around iteration 1,000 of one round and 3.8 MB around 9,000 (heaptrack), and the runner's
 /// memory at 10,000 iterations was 22–23 MB (BENCHMARKS.md, "A never-stop run"). A
-/// researcher's session keeps 256: it reads the user's trees, again at every iteration (capping
+/// researcher's session keeps 256 (`research::SESSION_REOPEN_EVERY`): it reads the user's trees,
+/// again at every iteration (capping
 /// libgit2's cache for the whole process instead made a 100,000-file repository's bookkeeping
 /// twice as slow).
 const RECORDER_REOPEN_EVERY: u64 = 32;

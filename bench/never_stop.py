@@ -9,7 +9,7 @@ The agent's change has the same size at every iteration, so that `.git` grows by
 conference stores; with `--appending-agent` it appends its line instead (bench/run.py's agent),
 and every snapshot of the researcher's own `work.txt` grows with the run: quadratic storage that
 is the project's, as it would be in any loop that commits each attempt. While it runs, the
-runner's memory (VmRSS) and the size of `.git` are sampled every half second. Printed:
+runner's memory (VmRSS) and the size of `.git` are sampled ten times a second. Printed:
 
 - bookkeeping per iteration near iteration 100 and near iteration N: the median interval between
   consecutive agent starts over 100 iterations around each (goal: within 1.2x);
@@ -17,11 +17,14 @@ runner's memory (VmRSS) and the size of `.git` are sampled every half second. Pr
   50-250 and over the 200 before the last 50: on a shared machine, less swayed by other load
   than the intervals;
 - memory of the running conference around iteration 1,000 (the median of its samples from
-  iteration 900 to 1,100) and before the end (from N - 250 to N - 50, before the round's closing
-  work), with the largest sample of each window (goal: medians within 1.1x; the repository
-  handles are opened afresh in cycles, the researcher's every 256 iterations and the
-  recorder's every 32 events, so one sample depends on where it fell in them), then the medians of its anonymous pages (heap, stacks) and of the files it maps
-  (packs, the index): what grows is nearly always the first;
+  iteration 744 to 1,256) and before the end (from N - 562 to N - 50, before the round's closing
+  work), with the largest sample of each window (goal: medians within 1.1x). Each window spans
+  two whole cycles of the researcher's repository handle, which is opened afresh every 256
+  iterations (the recorder's every 32 events) and holds more late in a cycle than early: a
+  narrower window compares two points of a cycle, not two points of the run. Then the medians
+  of its anonymous pages (heap, stacks) and of the files it maps (packs, the index): what grows
+  is nearly always the first; and the medians over the narrower windows used before
+  2026-11-28 (900 to 1,100 and N - 250 to N - 50);
 - `.git` growth per 1,000 iterations between iteration 1,000 and N, before any gc (goal: <= 15 MB);
 - the run logs at the end: files and bytes (capped: see the README's "Run logs");
 - `resume --continue` of the finished conference: wall time from launch until its agent starts;
@@ -120,6 +123,12 @@ def window(samples, lo, hi):
     return values[len(values) // 2], values[-1]
 
 
+# Seconds between two samples of the runner's memory and CPU time.
+SAMPLE_S = 0.1
+# Iterations each memory window spans: two cycles of the researcher's handle (256 iterations).
+MEMORY_WINDOW = 512
+
+
 def long_round(E, cache, n, profile_at=(), profile_seconds=10, profile_dir=None, appending=False):
     """Runs one round of `n` iterations; returns the samples and the repository."""
     agent = os.path.join(E.tmp, "agent.sh")
@@ -146,7 +155,7 @@ def long_round(E, cache, n, profile_at=(), profile_seconds=10, profile_dir=None,
     profiles = {m: None for m in profile_at}
     cpu, memory = [], []
     while p.poll() is None:
-        time.sleep(0.5)
+        time.sleep(SAMPLE_S)
         done = count_lines(stamps)
         cpu.append((done, cpu_s(p.pid)))
         memory.append((done, memory_kb(p.pid)))
@@ -183,7 +192,9 @@ def long_round(E, cache, n, profile_at=(), profile_seconds=10, profile_dir=None,
         "cpu_at_n": cpu_per_iteration(cpu, n - 250, n - 50),
         **{"%s_%s_kb" % (key, at): window([(d, m.get(key)) for d, m in memory], lo, hi)
            for key in ("VmRSS", "RssAnon", "RssFile")
-           for at, lo, hi in (("1k", first - 100, first + 100), ("n", last - 200, last))},
+           for at, lo, hi in (("1k", first - MEMORY_WINDOW // 2, first + MEMORY_WINDOW // 2),
+                              ("n", last - MEMORY_WINDOW, last),
+                              ("1k_narrow", first - 100, first + 100), ("n_narrow", last - 200, last))},
         "git_1k": marks[first], "git_n": marks[last],
         "log_files": len(names), "log_bytes": sum(os.path.getsize(os.path.join(logs, x)) for x in names),
         "work": work, "agent": agent,
@@ -249,11 +260,16 @@ def main():
              "%.1f / %.1f (%.2fx)" % (r["cpu_at_100"], r["cpu_at_n"], r["cpu_at_n"] / r["cpu_at_100"]),
              r["cpu_at_n"] <= 1.2 * r["cpu_at_100"]),
             ("runner memory around 1,000 / before %d, median (largest) (MB)" % n,
-             "%.1f (%.1f) / %.1f (%.1f)" % (*(x / 1024 for x in r["VmRSS_1k_kb"]), *(x / 1024 for x in r["VmRSS_n_kb"])),
+             "%.1f (%.1f) / %.1f (%.1f) (%.3fx)" % (*(x / 1024 for x in r["VmRSS_1k_kb"]), *(x / 1024 for x in r["VmRSS_n_kb"]),
+                                                   r["VmRSS_n_kb"][0] / r["VmRSS_1k_kb"][0]),
              r["VmRSS_n_kb"][0] <= 1.1 * r["VmRSS_1k_kb"][0]),
             ("... of which anonymous (heap, stacks) / mapped files (packs, index), medians (MB)",
              "%.1f / %.1f -> %.1f / %.1f" % tuple(r["%s_%s_kb" % (k, at)][0] / 1024
                                               for at in ("1k", "n") for k in ("RssAnon", "RssFile")),
+             None),
+            ("... medians over the windows used before 2026-11-28 (MB)",
+             "%.1f / %.1f (%.3fx)" % (r["VmRSS_1k_narrow_kb"][0] / 1024, r["VmRSS_n_narrow_kb"][0] / 1024,
+                                      r["VmRSS_n_narrow_kb"][0] / r["VmRSS_1k_narrow_kb"][0]),
              None),
             (".git growth per 1,000 iterations, before gc (MB)", "%.2f" % growth, growth <= 15),
             ("run logs at the end (files, MB)", "%d, %.1f" % (r["log_files"], r["log_bytes"] / mb),

@@ -91,6 +91,12 @@ pub fn main() -> i32 {
     ) {
         crate::ui::exit_on_closed_stdout();
     }
+    if matches!(
+        cli.command,
+        Command::Start(_) | Command::Resume(_) | Command::Join(_) | Command::Demo(_)
+    ) {
+        crate::engine::run::prepare_allocator();
+    }
     let result = match cli.command {
         Command::Init(a) => init::run(a),
         Command::Start(a) => run::start(a, quiet),

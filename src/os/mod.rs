@@ -109,6 +109,21 @@ pub fn fixed_mmap_threshold(bytes: i32) {
     let _ = bytes;
 }
 
+/// Makes every thread allocate from one malloc arena (glibc's main heap) instead of one arena per
+/// thread, up to eight per core. Each arena keeps its own freed pages between live blocks; a
+/// process that runs for days on a pool of threads spreads its long-lived blocks over all of
+/// them. Elsewhere (musl) it does nothing.
+///
+/// Safety: `mallopt` only sets a parameter of the allocator; called at start-up, before other
+/// threads allocate, it races with nothing.
+pub fn one_malloc_arena() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: see the doc comment.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
+}
+
 /// Writes to a closed pipe fail with an error (EPIPE) instead of killing the process.
 ///
 /// Safety: setting a signal's disposition to "ignore" installs no handler.

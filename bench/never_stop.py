@@ -20,8 +20,8 @@ runner's memory (VmRSS) and the size of `.git` are sampled ten times a second. P
   iteration 744 to 1,256) and before the end (from N - 562 to N - 50, before the round's closing
   work), with the largest sample of each window (goal: medians within 1.1x). Each window spans
   two whole cycles of the researcher's repository handle, which is opened afresh every 256
-  iterations (the recorder's every 32 events) and holds more late in a cycle than early: a
-  narrower window compares two points of a cycle, not two points of the run. Then the medians
+  iterations (the recorder's every 32 events), so that neither median depends on where in a
+  cycle it fell. Then the medians
   of its anonymous pages (heap, stacks) and of the files it maps (packs, the index): what grows
   is nearly always the first; and the medians over the narrower windows used before
   2026-11-28 (900 to 1,100 and N - 250 to N - 50);

@@ -21,10 +21,9 @@ runner's memory (VmRSS) and the size of `.git` are sampled ten times a second. P
   work), with the largest sample of each window (goal: medians within 1.1x). Each window spans
   two whole cycles of the researcher's repository handle, which is opened afresh every 256
   iterations (the recorder's every 32 events), so that neither median depends on where in a
-  cycle it fell. Then the medians
-  of its anonymous pages (heap, stacks) and of the files it maps (packs, the index): what grows
-  is nearly always the first; and the medians over the narrower windows used before
-  2026-11-28 (900 to 1,100 and N - 250 to N - 50);
+  cycle it fell. Then the medians of its anonymous pages (heap, stacks) and of the files it maps
+  (packs, the index): what grows is nearly always the first; and the medians over the narrower
+  windows used before 2026-11-28 (900 to 1,100 and N - 250 to N - 50);
 - `.git` growth per 1,000 iterations between iteration 1,000 and N, before any gc (goal: <= 15 MB);
 - the run logs at the end: files and bytes (capped: see the README's "Run logs");
 - `resume --continue` of the finished conference: wall time from launch until its agent starts;

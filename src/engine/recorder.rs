@@ -79,9 +79,8 @@ pub struct Recorder {
 /// around iteration 1,000 of one round and 3.8 MB around 9,000 (heaptrack), and the runner's
 /// memory at 10,000 iterations was 22–23 MB (BENCHMARKS.md, "A never-stop run"). A
 /// researcher's session keeps 256 (`research::SESSION_REOPEN_EVERY`): it reads the user's trees,
-/// again at every iteration (capping
-/// libgit2's cache for the whole process instead made a 100,000-file repository's bookkeeping
-/// twice as slow).
+/// again at every iteration (capping libgit2's cache for the whole process instead made a
+/// 100,000-file repository's bookkeeping twice as slow).
 const RECORDER_REOPEN_EVERY: u64 = 32;
 
 impl Recorder {

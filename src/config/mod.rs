@@ -198,9 +198,9 @@ pub struct Evaluation {
     /// printed is the metric (an explicit opt-in; by default such a run is a crash).
     #[serde(default)]
     pub last_number: bool,
-    /// `prune: on`: an evaluation whose intermediate readings, extrapolated optimistically, can no
-    /// longer end within the noise margin of the researcher's best's curve's end is stopped and
-    /// recorded as `pruned` (`protocol::prune`).
+    /// `prune: on`: an evaluation behind the researcher's best's curve at its step, whose
+    /// intermediate readings, extrapolated optimistically, can no longer end within the noise
+    /// margin of that curve's end, is stopped and recorded as `pruned` (`protocol::prune`).
     #[serde(default)]
     pub prune: bool,
     /// `prune: early`: behind the best's curve at the same step is enough, without the

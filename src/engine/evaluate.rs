@@ -242,8 +242,9 @@ fn pruned_result(
                 .max_by_key(|(s, _)| *s)
                 .map_or(pruned.reference, |(_, v)| *v);
             format!(
-                "at step {} {metric} {} (the best's curve {} there) could not end within the \
-                 noise margin {} of the best's {}, even extrapolated optimistically",
+                "at step {} {metric} {} was behind the best's curve ({} there) by more than the \
+                 noise margin {} and could not end within it of the best's {}, even \
+                 extrapolated optimistically",
                 pruned.step,
                 pruned.value,
                 fmt(pruned.reference),

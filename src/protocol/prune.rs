@@ -3,9 +3,11 @@
 //! An evaluation may print intermediate readings of its metric (a learning curve). With `prune:
 //! on`, each new reading is compared with the reference curve: the curve of the researcher's
 //! current best, the snapshot the attempt must beat to be kept. Once the run has printed at least
-//! `warmup` readings, it is stopped when even an optimistic extrapolation of its own curve to the
-//! reference's last step ends worse than the reference's last reading by more than the noise
-//! margin: it cannot be kept any more.
+//! `warmup` readings, it is stopped when it is behind the reference at its own step by more than
+//! the noise margin and even an optimistic extrapolation of its own curve to the reference's last
+//! step ends worse than the reference's last reading by more than the noise margin: it cannot be
+//! kept any more. When the reference's own curve left a plateau (see below), no run is judged
+//! before the step where the reference stopped speeding up.
 //!
 //! The extrapolation is the most the run can still gain, the smallest of these bounds. It reads
 //! three of the run's readings: the latest (step s), the one nearest s/2 (b) and the one nearest
@@ -33,11 +35,27 @@
 //! Each window's gain is widened by 2·√2 reading noise sd (see below: the later one up, the
 //! earlier one down), so noise makes the bound looser, never tighter.
 //!
-//! The reference is for curves that cross. A slower start often ends better (a lower learning
-//! rate, more regularisation): such a run is behind the best at every early step, but still
-//! improving faster than the best did there, and its extrapolation reaches the best's end. A fast
-//! starter that flattens on a higher floor is stopped even while it is ahead of the best's curve
-//! at the same step: what counts is where it can end.
+//! The extrapolation is for curves that cross. A slower start often ends better (a lower
+//! learning rate, more regularisation): such a run is behind the best at every early step, but
+//! still improving faster than the best did there, and its extrapolation reaches the best's end.
+//!
+//! A run that is not behind the best's curve at its step goes on, however it extrapolates. The
+//! rule of 27 Nov 2026 stopped a fast starter that flattened on a higher floor while it was
+//! still ahead; on a real training (a small transformer on an H100, BENCHMARKS.md) that stopped
+//! the night's best attempt: its loss sat on a plateau, decelerating like any floor, and dropped
+//! from 3.75 to 3.02 after the stop. A plateau that some runs leave sooner than others is no
+//! exception in real training, and no extrapolation of readings taken on it can see the drop
+//! coming. Being behind the best at the same step, off a plateau, is evidence that does not
+//! depend on the curve's shape.
+//!
+//! On a plateau it is no evidence either: there, runs sit within a little of one another
+//! whatever their ends, and the first to leave it wins, so a run behind the best on the plateau
+//! may still end better (the offline replay of plateau curves, `bench/prune_replay.py --shape plateau`:
+//! 24% of what the behind-and-extrapolation rule stopped would have been kept). A curve that
+//! left a plateau shows it: it gains more than [`SPEEDUP`] times as fast per step as it did over
+//! an earlier stretch. When the reference's curve did so, no decision is taken up to the last
+//! step where it did ([`speedup_end`]): the reference's plateau and its way down are no guide to
+//! another run's, and past them the curves flatten again and the rule above holds.
 //!
 //! The noise margin is the larger of the margin the engine passes (the conference's noise
 //! threshold) and 2 times the reading noise sd: the run's end reading may fall that far below
@@ -51,8 +69,9 @@
 //! nothing wrongly pruned that the wider margin saved, and it kept near-ties running longer.)
 //!
 //! `prune: early` compares levels only (as Optuna's pruners do): behind the reference at the same
-//! step by more than the margin is enough (here 2·√2 sd: two noisy readings at one step). Runs
-//! stop sooner, and a slow starter that would have ended better is stopped too.
+//! step by more than the margin is enough (here 2·√2 sd: two noisy readings at one step), with no
+//! extrapolation. Runs stop sooner, and a slow starter that would have ended better is stopped
+//! too.
 //!
 //! The reference at a step between two of its readings is interpolated linearly; past its last
 //! reading it is its last reading (the nearest at or before); before its first there is no
@@ -216,10 +235,10 @@ fn quadratic_residuals(points: &[Point]) -> Option<f64> {
 
 /// Whether the run whose readings so far are `curve` (in the order printed) is pruned after its
 /// latest reading under `rule` (see the module's doc): it has at least `warmup` readings (and at
-/// least one) and its latest reading is finite, at a step the reference covers; with `early`,
-/// it is behind the reference there by more than the margin; else even its optimistic
-/// extrapolation ends worse than the reference's last reading by more than the margin. Without
-/// a direction (qualitative mode) nothing is pruned.
+/// least one) and its latest reading is finite, at a step the reference covers, and behind the
+/// reference there by more than the margin; unless `early`, even its optimistic extrapolation
+/// also ends worse than the reference's last reading by more than the margin. Without a
+/// direction (qualitative mode) nothing is pruned.
 pub fn decide(curve: &[Point], rule: &Rule) -> Option<Pruned> {
     let direction = rule.direction?;
     let margin = rule.effective_margin();
@@ -237,8 +256,11 @@ pub fn decide(curve: &[Point], rule: &Rule) -> Option<Pruned> {
         value,
         reference: at_step,
     };
-    if rule.early {
-        return (direction.gain(at_step, value) > margin).then_some(pruned);
+    // Behind the reference at the run's own step, by more than the margin: the first
+    // condition with either rule, and all of `early`'s.
+    let behind = direction.gain(at_step, value) > margin;
+    if rule.early || !behind {
+        return behind.then_some(pruned);
     }
     let &(end_step, end) = reference.last()?;
     // Badness: the metric turned so that lower is better.
@@ -246,22 +268,52 @@ pub fn decide(curve: &[Point], rule: &Rule) -> Option<Pruned> {
         Direction::Minimize => v,
         Direction::Maximize => -v,
     };
-    let own: Vec<Point> = sorted(curve)
-        .into_iter()
-        .filter(|(s, _)| *s <= step)
-        .map(|(s, v)| (s, bad(v)))
-        .collect();
     let noise = if rule.noise.is_finite() {
         rule.noise.max(0.0)
     } else {
         0.0
     };
+    let turned: Vec<Point> = reference.iter().map(|&(s, v)| (s, bad(v))).collect();
+    if step <= speedup_end(&turned, noise) {
+        return None;
+    }
+    let own: Vec<Point> = sorted(curve)
+        .into_iter()
+        .filter(|(s, _)| *s <= step)
+        .map(|(s, v)| (s, bad(v)))
+        .collect();
     let gain = if step >= end_step {
         0.0
     } else {
         reachable_gain(&own, step, end_step, noise)
     };
     (bad(value) - gain - bad(end) > margin).then_some(pruned)
+}
+
+/// How much faster per step than over an earlier stretch a curve must gain to have left a
+/// plateau ([`speedup_end`]). A schedule's bend is not one: a real training's cosine decay sped
+/// its loss up by 1.5× at most (BENCHMARKS.md); leaving a plateau, by 10× and more.
+pub const SPEEDUP: f64 = 2.0;
+
+/// The last step at which the curve `points` (sorted, lower is better) gained more than
+/// [`SPEEDUP`] times as fast per step as over an earlier stretch (a flat or worsening one counts
+/// as no speed), and by more than two readings' noise (2·√2 `noise` sds): where it left a
+/// plateau. 0 when it never did: a curve that only flattens as it goes.
+fn speedup_end(points: &[Point], noise: f64) -> u64 {
+    let mut slowest = f64::INFINITY;
+    let mut end = 0;
+    for pair in points.windows(2) {
+        let [(s0, v0), (s1, v1)] = [pair[0], pair[1]];
+        if s1 <= s0 {
+            continue;
+        }
+        let steps = (s1 - s0) as f64;
+        if v0 - v1 > SPEEDUP * slowest.max(0.0) * steps + NOISE_WIDTH * noise {
+            end = s1;
+        }
+        slowest = slowest.min((v0 - v1) / steps);
+    }
+    end
 }
 
 /// The most a run can still gain from its latest reading at `step` to `end_step` (its curve
@@ -505,14 +557,15 @@ mod tests {
             (&[(100, 9.0)], 0, 0.1, Some(Minimize), pruned(100, 9.0, 2.0)),
             // Able to end within the margin of the reference's end (1.2): goes on.
             (&[(100, 2.0), (200, 1.55)], 2, 0.1, Some(Minimize), None),
-            // Within the margin at its step, but at its pace it ends at 1.5, 0.3 behind the
-            // reference's end: lost (`early`, comparing levels only, lets it go on).
+            // Within the margin at its step: goes on, though at its pace it ends at 1.5, 0.3
+            // behind the reference's end (stopped once it is behind by more).
+            (&[(100, 2.0), (200, 1.75)], 2, 0.25, Some(Minimize), None),
             (
-                &[(100, 2.0), (200, 1.75)],
+                &[(100, 2.0), (200, 1.76)],
                 2,
                 0.25,
                 Some(Minimize),
-                pruned(200, 1.75, 1.5),
+                pruned(200, 1.76, 1.5),
             ),
             // Better than the reference: goes on.
             (&[(100, 1.0), (200, 0.9)], 2, 0.0, Some(Minimize), None),
@@ -728,30 +781,135 @@ mod tests {
     }
 
     #[test]
-    fn a_fast_starter_on_a_higher_floor_is_stopped_while_still_ahead() {
+    fn a_fast_starter_on_a_higher_floor_is_stopped_once_behind() {
         let reference = crossing_reference();
         let noise = reading_noise(&reference).unwrap();
         let r = Rule {
             noise,
             ..rule(&reference, 2, 0.001, Some(Minimize), false)
         };
-        // Fast to its floor of 1.3, ending 0.25 worse than the best.
+        // Fast to its floor of 1.3, ending 0.25 worse than the best: ahead of the best's curve
+        // until step 11 or 12, where the curves cross; stopped at the first reading behind.
         let fast = curve(20, 0.003, |t| 1.3 + 2.7 * (-12.0 * t).exp());
         let step = first_pruned(&fast, &r).expect("pruned");
-        assert!(step <= 5, "pruned at {step}");
-        // Its readings rule the power law's long tail out (a fit no better than the noise
-        // allows); without a noise estimate nothing is ruled out and it goes on longer.
-        let unknown = Rule { noise: 0.0, ..r };
-        assert!(first_pruned(&fast, &unknown).unwrap() > step);
-        let (_, value) = fast[step as usize - 1];
-        let at = reference_at(&reference, step).unwrap();
-        assert!(
-            value < at,
-            "ahead of the best's curve when stopped: {value} vs {at}"
-        );
-        // The old rule (and `early`) compare levels first: not before it falls behind.
+        assert!(step <= 13, "pruned at {step}");
+        for &(s, v) in &fast[..step as usize] {
+            let at = reference_at(&reference, s).unwrap();
+            let behind = v - at > r.effective_margin();
+            assert_eq!(behind, s == step, "step {s}: {v} against {at}");
+        }
+        // Once behind, it cannot catch up: stopped no later than `early`, which compares levels
+        // with a wider margin.
         let early = Rule { early: true, ..r };
-        assert!(first_pruned(&fast, &early).unwrap() > step);
+        assert!(first_pruned(&fast, &early).unwrap() >= step);
+    }
+
+    /// A real training's readings: a small character-level transformer on an H100
+    /// (`bench/prune_gpu.sh`, 27 Nov 2026), validation loss every 75 steps of 1,500.
+    const GPU_BEST: &[Point] = &[
+        (75, 3.95515),
+        (150, 3.80688),
+        (225, 3.77318),
+        (300, 3.76125),
+        (375, 3.75425),
+        (450, 3.74955),
+        (525, 3.7449),
+        (600, 3.74148),
+        (675, 3.73848),
+        (750, 3.7343),
+        (825, 3.7309),
+        (900, 3.72642),
+        (975, 3.7229),
+        (1050, 3.71986),
+        (1125, 3.7177),
+        (1200, 3.71655),
+        (1275, 3.71537),
+        (1350, 3.71461),
+        (1425, 3.71441),
+        (1500, 3.7144),
+    ];
+
+    /// The next attempt of that night, with a higher learning rate.
+    const GPU_ESCAPES: &[Point] = &[
+        (75, 3.85032),
+        (150, 3.77034),
+        (225, 3.7528),
+        (300, 3.74413),
+        (375, 3.73279),
+        (450, 3.71089),
+        (525, 3.67157),
+        (600, 3.60597),
+        (675, 3.51849),
+        (750, 3.41764),
+        (825, 3.32621),
+        (900, 3.23953),
+        (975, 3.16948),
+        (1050, 3.11635),
+        (1125, 3.07693),
+        (1200, 3.05084),
+        (1275, 3.03489),
+        (1350, 3.0262),
+        (1425, 3.02322),
+        (1500, 3.02283),
+    ];
+
+    #[test]
+    fn a_run_ahead_on_a_plateau_is_never_stopped() {
+        // The next attempt, ahead of the best from its first reading, flattening on the plateau near 3.75 like any floor (gains 0.080,
+        // 0.017, 0.009), then leaving it at step 450 and ending at 3.02, the night's largest
+        // improvement. The rule of 27 Nov stopped it at step 225.
+        let r = Rule {
+            noise: reading_noise(GPU_BEST).unwrap(),
+            ..rule(GPU_BEST, 2, 0.0037, Some(Minimize), false)
+        };
+        assert_eq!(first_pruned(GPU_ESCAPES, &r), None);
+        // Had it stayed on the plateau behind the best, it would have been stopped.
+        let stays: Vec<Point> = GPU_ESCAPES[..4]
+            .iter()
+            .map(|&(s, v)| (s, v + 0.05))
+            .collect();
+        assert!(first_pruned(&stays, &r).is_some());
+    }
+
+    #[test]
+    fn once_the_best_left_a_plateau_runs_are_judged_only_after_it_stopped_speeding_up() {
+        // The best that left the plateau: from step 375 on it gained more than twice as fast
+        // as on the plateau, up to step 1,200. A cosine schedule's bend is no plateau.
+        let noise = reading_noise(GPU_ESCAPES).unwrap();
+        assert_eq!(speedup_end(GPU_ESCAPES, noise), 1200);
+        assert_eq!(speedup_end(GPU_BEST, reading_noise(GPU_BEST).unwrap()), 0);
+        // A run of that night behind it from step 375 on, reverted at 3.326: on the plateau it
+        // could still have left it sooner, so it is stopped only after step 1,200.
+        let later: &[Point] = &[
+            (75, 3.86649),
+            (150, 3.77438),
+            (225, 3.75537),
+            (300, 3.74759),
+            (375, 3.7403),
+            (450, 3.72905),
+            (525, 3.71108),
+            (600, 3.68457),
+            (675, 3.64598),
+            (750, 3.59417),
+            (825, 3.53909),
+            (900, 3.48163),
+            (975, 3.43233),
+            (1050, 3.39553),
+            (1125, 3.36662),
+            (1200, 3.34771),
+            (1275, 3.33522),
+            (1350, 3.32861),
+            (1425, 3.32633),
+            (1500, 3.32605),
+        ];
+        let r = Rule {
+            noise,
+            ..rule(GPU_ESCAPES, 2, 0.0037, Some(Minimize), false)
+        };
+        assert_eq!(first_pruned(later, &r), Some(1275));
+        // `early` compares levels only, and stops it on the plateau.
+        let early = Rule { early: true, ..r };
+        assert!(first_pruned(later, &early).unwrap() <= 450);
     }
 
     #[test]

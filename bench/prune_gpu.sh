@@ -5,6 +5,11 @@
 #
 #   sh bench/prune_gpu.sh [BUDGET]      # from the repository root; BUDGET per arm, default 4m
 #   ARMS="off on early" sh bench/prune_gpu.sh 3m   # the arms, `prune:` values (default: off on)
+#   KEEP=dir sh bench/prune_gpu.sh              # also keep each arm's event log (ARM.log.jsonl)
+#
+# Each arm runs past its budget by the evaluation under way at its end and the peer review's and
+# knowledge transfer's full readings: with the default training (about 30 s on an H100), allow
+# BUDGET + 2 minutes per arm, and 40 s for the first training.
 #
 # Needs: target/release/git-conference (built here with `cargo build --release` when cargo is
 # installed and the binary is missing), git, python3 with torch and a CUDA device. It makes its
@@ -204,6 +209,9 @@ echo "  $(( $(date +%s) - start ))s wall (process start, CUDA init and training)
 summary() { # NAME
     git conference status "$1" --format json >"$work/status.json"
     git conference log "$1" --format jsonl >"$work/log.jsonl"
+    if [ -n "${KEEP:-}" ]; then
+        mkdir -p "$KEEP" && cp "$work/log.jsonl" "$KEEP/$1.log.jsonl"
+    fi
     python3 - "$1" "$work/status.json" "$work/log.jsonl" <<'EOF'
 import json, sys
 name, st, log = sys.argv[1], json.load(open(sys.argv[2])), [json.loads(l) for l in open(sys.argv[3]) if l.strip()]

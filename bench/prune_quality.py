@@ -21,6 +21,12 @@ and n, so with and without pruning a seed draws the same random numbers, and the
 further along them. Each conference runs through the real binary
 with `- Time budget:` as the equal budget (`Stall rounds: never`, so only the budget ends it).
 
+`--shape plateau` gives the curves the shape a small transformer's loss had on
+an H100 (BENCHMARKS.md): a fast fall to a plateau that every run shares, left at a time that comes
+sooner with the learning rate and later with weight decay, then down to the floor; a run that
+leaves it late has less time to get down. There the order of two runs on the plateau says little
+about their ends: the run that leaves it first wins.
+
 Curves that cross are counted over the run without pruning (every attempt's curve in full,
 against the best's curve at a quarter of the steps): fast starters that ended worse (ahead there,
 reverted) and slow starters that ended better (behind there, kept).
@@ -37,7 +43,7 @@ researcher's best at the time it was pruned (it would have been kept).
     python3 bench/prune_quality.py [--binary target/release/git-conference] [--seeds 20]
                                    [--budget 45] [--steps 20] [--step-s 0.06] [--jobs 8]
                                    [--warmup 2] [--prune on|early] [--researcher local|night]
-                                   [--json out.json]
+                                   [--shape smooth|plateau] [--json out.json]
 """
 
 import argparse
@@ -69,6 +75,16 @@ floor = 1.0 + 0.35 * (x + 2.6) ** 2 - 0.8 * wd + (0.6 * (x + 1.6) if x > -1.6 el
 # The speed: faster with the learning rate, slower with weight decay.
 rate = 4.0 * 10 ** (0.55 * (x + 3.0)) * (1.0 - 2.5 * wd)
 offset = rng.gauss(0.0, 0.004)
+# PRUNE_SHAPE=plateau: as a small transformer on an H100 (BENCHMARKS.md), the loss first falls to
+# a plateau at 2.3 four times as fast, and leaves it for its floor at a time that comes sooner with the
+# learning rate and later with weight decay; a run that leaves it late has less time to get down.
+plateau = os.environ.get("PRUNE_SHAPE") == "plateau"
+escape = 0.35 - 0.45 * (x + 2.6) + 0.5 * wd
+def level(t):
+    if not plateau:
+        return floor + (start - floor) * math.exp(-rate * t)
+    u = 0.03 * math.log1p(math.exp((t - escape) / 0.03))
+    return floor + (2.3 - floor) * math.exp(-8.0 * u) + (start - 2.3) * math.exp(-4.0 * rate * t)
 # The process's own token (its pid and start time): pids are reused on a busy machine.
 pid = f"{os.getpid()}-{time.time_ns()}"
 def tick():
@@ -79,7 +95,7 @@ tick()
 v = start
 for s in range(1, steps + 1):
     t = s / steps
-    v = floor + (start - floor) * math.exp(-rate * t) + offset + rng.gauss(0.0, 0.003)
+    v = level(t) + offset + rng.gauss(0.0, 0.003)
     print(f"loss@step={s}: {v:.5f}", flush=True)
     tick()
     time.sleep(step_s)
@@ -259,13 +275,14 @@ def wrongly_pruned(repo, events, baseline, env):
     return pruned, gains
 
 
-def run_one(binary_dir, seed, budget, prune, warmup, steps, step_s, researcher):
+def run_one(binary_dir, seed, budget, prune, warmup, steps, step_s, researcher, shape="smooth"):
     tmp = tempfile.mkdtemp(prefix="prunebench-")
     try:
         repo = make_repo(tmp, seed, budget, prune, warmup, researcher)
         ticks = os.path.join(tmp, "ticks")
         env = dict(os.environ, PATH=binary_dir + os.pathsep + os.environ["PATH"],
-                   PRUNE_STEPS=str(steps), PRUNE_STEP_S=str(step_s), PRUNE_TICKS=ticks)
+                   PRUNE_STEPS=str(steps), PRUNE_STEP_S=str(step_s), PRUNE_TICKS=ticks,
+                   PRUNE_SHAPE=shape)
         started = time.time()
         run = subprocess.run(["git", "conference", "start", "--yes"], cwd=repo, env=env,
                              capture_output=True, text=True)
@@ -312,7 +329,8 @@ def report(results, args):
         by[bool(r["prune"])].append(r)
     rate = lambda r: r["kept"] / (r["eval_s"] / 3600) if r["eval_s"] else 0.0
     print(f"\n{args.seeds} seeds, time budget {args.budget}s, {args.steps} steps × {args.step_s}s "
-          f"per full evaluation, researcher {args.researcher}, prune: {args.prune}, "
+          f"per full evaluation, researcher {args.researcher}, {args.shape} curves, "
+          f"prune: {args.prune}, "
           f"prune warmup {args.warmup}; "
           f"median [quartiles]\n")
     print("| | attempts | kept | pruned | evaluation s | kept per evaluation-hour | final best |")
@@ -360,6 +378,9 @@ def main():
     ap.add_argument("--researcher", default="local", choices=["local", "night"],
                     help="local: small steps around the best (the fixture until 27 Nov 2026); "
                          "night: bolder changes, most of them worse, as an agent's night")
+    ap.add_argument("--shape", default="smooth", choices=["smooth", "plateau"],
+                    help="smooth: each curve falls to its floor (the default); "
+                         "plateau: to a plateau first, left sooner with the learning rate")
     ap.add_argument("--jobs", type=int, default=8)
     ap.add_argument("--json", help="write every run's figures here")
     args = ap.parse_args()
@@ -372,7 +393,7 @@ def main():
     results = []
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         futures = [pool.submit(run_one, binary_dir, s, args.budget, p, args.warmup, args.steps,
-                               args.step_s, args.researcher) for s, p in jobs]
+                               args.step_s, args.researcher, args.shape) for s, p in jobs]
         for f in concurrent.futures.as_completed(futures):
             r = f.result()
             results.append(r)

@@ -12,11 +12,14 @@ knobs; the port is checked against the fixture (`--check`: the curves match `eva
 and its figures for the shipped rule should be near the bench's (BENCHMARKS.md).
 
     python3 bench/prune_replay.py [--seeds 20] [--budget 90] [--researcher local|night]
-                                  [--budget-on wall|eval] [--rules before,shipped,...] [--check]
+                                  [--shape smooth|plateau] [--budget-on wall|eval]
+                                  [--rules before,shipped,...] [--check]
+    python3 bench/prune_replay.py --log LOG.jsonl [--floor 0.0037] [--rules ahead,shipped]
 """
 
 import argparse
 import hashlib
+import json
 import math
 import os
 import random
@@ -33,8 +36,9 @@ NOISE_WIDTH = 2.0 * math.sqrt(2.0)
 
 # --- the fixture, as eval.py and agent.py compute it -------------------------------------------
 
-def fixture_curve(text, steps=20):
-    """The readings eval.py prints for params `text` (rounded as printed); the last is the metric."""
+def fixture_curve(text, steps=20, shape="smooth"):
+    """The readings eval.py prints for params `text` (rounded as printed); the last is the metric.
+    `shape` is eval.py's PRUNE_SHAPE."""
     p = dict(line.split("=", 1) for line in text.split())
     x = math.log10(float(p["lr"]))
     wd = float(p["wd"])
@@ -43,10 +47,18 @@ def fixture_curve(text, steps=20):
     floor = 1.0 + 0.35 * (x + 2.6) ** 2 - 0.8 * wd + (0.6 * (x + 1.6) if x > -1.6 else 0.0)
     rate = 4.0 * 10 ** (0.55 * (x + 3.0)) * (1.0 - 2.5 * wd)
     offset = rng.gauss(0.0, 0.004)
+    escape = 0.35 - 0.45 * (x + 2.6) + 0.5 * wd
+
+    def level(t):
+        if shape != "plateau":
+            return floor + (start - floor) * math.exp(-rate * t)
+        u = 0.03 * math.log1p(math.exp((t - escape) / 0.03))
+        return floor + (2.3 - floor) * math.exp(-8.0 * u) + (start - 2.3) * math.exp(-4.0 * rate * t)
+
     out = []
     for s in range(1, steps + 1):
         t = s / steps
-        v = floor + (start - floor) * math.exp(-rate * t) + offset + rng.gauss(0.0, 0.003)
+        v = level(t) + offset + rng.gauss(0.0, 0.003)
         out.append((s, float(f"{v:.5f}")))
     return out
 
@@ -274,6 +286,25 @@ def reachable_gain(own, step, end_step, noise, knobs):
     return paced
 
 
+SPEEDUP = 2.0
+
+
+def speedup_guard(ref, noise, until="last"):
+    """Where the reference left a plateau: it gained more than SPEEDUP times as fast per reading
+    as over an earlier stretch, and by more than 2·√2 reading-noise sds. `last`: the last such step; `peak`: the step
+    of its largest gain from the first such step on. 0 when it never sped up."""
+    guard, low, first, peak = 0, math.inf, None, (0, -math.inf)
+    for (_, v0), (s1, v1) in zip(ref, ref[1:]):
+        g = v0 - v1
+        if g > SPEEDUP * max(low, 0.0) + NOISE_WIDTH * noise:
+            guard = s1
+            first = s1 if first is None else first
+        if first is not None and g > peak[1]:
+            peak = (s1, g)
+        low = min(low, g)
+    return guard if until == "last" else peak[0]
+
+
 def decide(curve, reference, noise, knobs):
     """Whether the run with readings `curve` is pruned after its latest reading (minimize)."""
     margin = max(knobs["floor"], knobs["margin"] * noise)
@@ -284,6 +315,14 @@ def decide(curve, reference, noise, knobs):
     if interpolate(ref, step, True) is None:
         return False
     end_step, end = ref[-1]
+    if knobs.get("guard") and step <= speedup_guard(ref, noise, knobs["guard"]):
+        return False
+    if "behind" in knobs:
+        # Only a run behind the reference at its own step, by more than `behind` sds (and the
+        # conference's floor), may be stopped.
+        at = interpolate(ref, step, True)
+        if value - at <= max(knobs["floor"], knobs["behind"] * noise):
+            return False
     gain = 0.0 if step >= end_step else reachable_gain(sorted(curve), step, end_step, noise, knobs)
     return value - gain - end > margin
 
@@ -295,9 +334,19 @@ BEFORE = {"margin": NOISE_WIDTH, "slack": NOISE_WIDTH, "z": 3.090232, "floor": 0
 RULES = {
     # The rule until 27 Nov 2026: the end within 2·√2 sd of the best's end goes on.
     "before": BEFORE,
-    # The rule now: the best's end is a known number (the keep rule's), so only the run's own
-    # end reading is noisy: 2 sd.
-    "shipped": dict(BEFORE, margin=2.0),
+    # 27 Nov 2026: the best's end is a known number (the keep rule's), so only the run's own end
+    # reading is noisy: 2 sd. It stopped runs still ahead of the best's curve, and on a real
+    # training that stopped a run on a plateau it was about to leave (BENCHMARKS.md).
+    "ahead": dict(BEFORE, margin=2.0),
+    # Also behind the reference at the run's own step, by more than `behind` sds.
+    "behind0": dict(BEFORE, margin=2.0, behind=0.0),
+    "behind2": dict(BEFORE, margin=2.0, behind=2.0),
+    "behind28": dict(BEFORE, margin=2.0, behind=NOISE_WIDTH),
+    # The rule now: behind by 2 sd too, and no decision before the best's curve
+    # stopped speeding up (where it left a plateau: the last step, `speedup_guard`).
+    "shipped": dict(BEFORE, margin=2.0, behind=2.0, guard="last"),
+    # Tried: judged from the step of the best's fastest gain after it left the plateau on.
+    "peak": dict(BEFORE, margin=2.0, behind=2.0, guard="peak"),
     # Tried: narrower margins (sd), narrower windows (slack), a looser family fit (z at 99%).
     "beat1": dict(BEFORE, margin=1.0, floor=0.0),
     "beat0": dict(BEFORE, margin=0.0, floor=0.0),
@@ -328,7 +377,7 @@ def conference(seed, rule, args):
     """One conference: (kept, evaluation seconds, pruned, wrongly pruned, final best, attempts,
     readings of pruned runs)."""
     best_text = prune_quality.BASELINE_PARAMS
-    best_curve = fixture_curve(best_text, args.steps)
+    best_curve = fixture_curve(best_text, args.steps, args.shape)
     best = best_curve[-1][1]
     full_eval = args.startup + args.steps * args.step_s
     clock = eval_s = full_eval
@@ -338,7 +387,7 @@ def conference(seed, rule, args):
     while (eval_s if args.budget_on == "eval" else clock) < args.budget:
         text = draw(seed, n, best_text, args.researcher)
         n += 1
-        curve = fixture_curve(text, args.steps)
+        curve = fixture_curve(text, args.steps, args.shape)
         end = curve[-1][1]
         stop = None
         if isinstance(rule, int) and end >= best:
@@ -373,18 +422,46 @@ def q(values, d=2):
     return f"{m:.{d}f} [{a:.{d}f}–{b:.{d}f}]"
 
 
-def check(steps):
+def check(steps, shape):
     """The port's curves are eval.py's output."""
     for text in [prune_quality.BASELINE_PARAMS, "lr=0.0123\nwd=0.1500\n", "lr=0.0001\nwd=0.0500\n"]:
         with tempfile.TemporaryDirectory() as d:
             open(os.path.join(d, "params.txt"), "w").write(text)
+            env = dict(os.environ, PRUNE_STEP_S="0", PRUNE_STEPS=str(steps), PRUNE_SHAPE=shape)
             out = subprocess.run([sys.executable, "-c", prune_quality.EVAL_PY], cwd=d, check=True,
-                                 env=dict(os.environ, PRUNE_STEP_S="0", PRUNE_STEPS=str(steps)),
-                                 capture_output=True, text=True).stdout.split("\n")
+                                 env=env, capture_output=True, text=True).stdout.split("\n")
         want = [float(l.split(":")[1]) for l in out if l.strip()][:-1]
-        got = [v for _, v in fixture_curve(text, steps)]
+        got = [v for _, v in fixture_curve(text, steps, shape)]
         assert got == want, (text, got, want)
     print("curves match eval.py")
+
+
+def replay_log(path, rules, floor):
+    """A real conference's event log (`git conference log NAME --format jsonl`): every attempt's
+    recorded curve judged by each rule against the best's curve at the time, and where each rule
+    would have stopped it. A pruned attempt's curve ends where it was stopped; a kept one that a
+    rule stops is a wrong prune (its end is known)."""
+    events = [json.loads(line) for line in open(path) if line.strip()]
+    curve = lambda p: [tuple(x) for n in p.get("notes") or [] if "curve" in n for x in n["curve"]]
+    baseline = next(e["payload"] for e in events if e["event"] == "baseline.measured")
+    for name in rules:
+        knobs = dict(RULES[name], floor=floor)
+        reference, best = curve(baseline), baseline["metric_value"]
+        print(f"{name}:")
+        for e in events:
+            if e["event"] != "researcher.iteration":
+                continue
+            p = e["payload"]
+            c = curve(p)
+            noise = reading_noise(reference) or 0.0
+            stop = next((c[k - 1][0] for k in range(1, len(c) + 1)
+                         if decide(c[:k], reference, noise, knobs)), None)
+            end = p.get("metric_value")
+            wrong = " (would have been kept: wrongly)" if stop and p["status"] == "kept" else ""
+            print(f"  {p['status']:<9} {end if end is not None else '-':<8} best then {best}: "
+                  f"{len(c)} readings, stopped at {stop or '-'}{wrong}")
+            if p["status"] == "kept":
+                reference, best = c, end
 
 
 def main():
@@ -396,18 +473,25 @@ def main():
     ap.add_argument("--startup", type=float, default=0.5, help="an evaluation's start, seconds")
     ap.add_argument("--overhead", type=float, default=0.9, help="an attempt's time outside it")
     ap.add_argument("--researcher", default="local", choices=["local", "night"])
+    ap.add_argument("--shape", default="smooth", choices=["smooth", "plateau"])
     ap.add_argument("--budget-on", default="wall", choices=["wall", "eval"],
                     help="what the budget counts: wall time (the bench's `Time budget`) or "
                          "evaluation seconds (GPU time)")
-    ap.add_argument("--rules", default="before,shipped,oracle,oracle4,tie01@4,tie005@4")
+    ap.add_argument("--rules", default="ahead,shipped,oracle,oracle4")
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--log", help="judge a real conference's recorded curves instead (its "
+                    "`log --format jsonl`); --floor is its noise threshold")
+    ap.add_argument("--floor", type=float, default=0.0011)
     args = ap.parse_args()
+    if args.log:
+        replay_log(args.log, args.rules.split(","), args.floor)
+        return
     if args.check:
-        check(args.steps)
+        check(args.steps, args.shape)
     off = {s: conference(s, dict(BEFORE, warmup=10 ** 9), args) for s in range(args.seeds)}
     rate = lambda r: r["kept"] / r["eval_s"] * 3600
     print(f"ESTIMATES (offline replay), {args.seeds} seeds, budget {args.budget}s, researcher "
-          f"{args.researcher}, overhead {args.overhead}s, startup {args.startup}s; median [quartiles]")
+          f"{args.researcher}, {args.shape} curves, overhead {args.overhead}s, startup {args.startup}s; median [quartiles]")
     print(f"off: kept {q([r['kept'] for r in off.values()], 0)}, attempts "
           f"{q([r['attempts'] for r in off.values()], 0)}, rate {q([rate(r) for r in off.values()], 0)}")
     for name in args.rules.split(","):

@@ -50,12 +50,12 @@
 //!
 //! On a plateau it is no evidence either: there, runs sit within a little of one another
 //! whatever their ends, and the first to leave it wins, so a run behind the best on the plateau
-//! may still end better (the offline replay of plateau curves, `bench/prune_replay.py --shape plateau`:
-//! 24% of what the behind-and-extrapolation rule stopped would have been kept). A curve that
-//! left a plateau shows it: it gains more than [`SPEEDUP`] times as fast per step as it did over
-//! an earlier stretch. When the reference's curve did so, no decision is taken up to the last
-//! step where it did ([`speedup_end`]): the reference's plateau and its way down are no guide to
-//! another run's, and past them the curves flatten again and the rule above holds.
+//! may still end better (the offline replay of plateau curves, `bench/prune_replay.py --shape
+//! plateau`: 24% of what the behind-and-extrapolation rule stopped would have been kept). A
+//! curve that left a plateau shows it: it gains more than [`SPEEDUP`] times as fast per step as
+//! it did over an earlier stretch. When the reference's curve did so, no decision is taken up to
+//! the last step where it did ([`speedup_end`]): the reference's plateau and its way down are no
+//! guide to another run's, and past them the curves flatten again and the rule above holds.
 //!
 //! The noise margin is the larger of the margin the engine passes (the conference's noise
 //! threshold) and 2 times the reading noise sd: the run's end reading may fall that far below
@@ -855,9 +855,10 @@ mod tests {
 
     #[test]
     fn a_run_ahead_on_a_plateau_is_never_stopped() {
-        // The next attempt, ahead of the best from its first reading, flattening on the plateau near 3.75 like any floor (gains 0.080,
-        // 0.017, 0.009), then leaving it at step 450 and ending at 3.02, the night's largest
-        // improvement. The rule of 27 Nov stopped it at step 225.
+        // The next attempt, ahead of the best from its first reading, flattening on the
+        // plateau near 3.75 like any floor (gains 0.080, 0.017, 0.009), then leaving it at step
+        // 450 and ending at 3.02, the night's largest improvement. The rule of 27 Nov stopped
+        // it at step 225.
         let r = Rule {
             noise: reading_noise(GPU_BEST).unwrap(),
             ..rule(GPU_BEST, 2, 0.0037, Some(Minimize), false)

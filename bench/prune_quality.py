@@ -21,11 +21,11 @@ and n, so with and without pruning a seed draws the same random numbers, and the
 further along them. Each conference runs through the real binary
 with `- Time budget:` as the equal budget (`Stall rounds: never`, so only the budget ends it).
 
-`--shape plateau` gives the curves the shape a small transformer's loss had on
-an H100 (BENCHMARKS.md): a fast fall to a plateau that every run shares, left at a time that comes
-sooner with the learning rate and later with weight decay, then down to the floor; a run that
-leaves it late has less time to get down. There the order of two runs on the plateau says little
-about their ends: the run that leaves it first wins.
+`--shape plateau` gives the curves the shape a small transformer's loss had on an H100
+(BENCHMARKS.md): a fast fall to a plateau that every run shares, left at a time that comes sooner
+with the learning rate and later with weight decay, then down to the floor; a run that leaves it
+late has less time to get down. There the order of two runs on the plateau says little about
+their ends: the run that leaves it first wins.
 
 Curves that cross are counted over the run without pruning (every attempt's curve in full,
 against the best's curve at a quarter of the steps): fast starters that ended worse (ahead there,
@@ -75,9 +75,10 @@ floor = 1.0 + 0.35 * (x + 2.6) ** 2 - 0.8 * wd + (0.6 * (x + 1.6) if x > -1.6 el
 # The speed: faster with the learning rate, slower with weight decay.
 rate = 4.0 * 10 ** (0.55 * (x + 3.0)) * (1.0 - 2.5 * wd)
 offset = rng.gauss(0.0, 0.004)
-# PRUNE_SHAPE=plateau: as a small transformer on an H100 (BENCHMARKS.md), the loss first falls to
-# a plateau at 2.3 four times as fast, and leaves it for its floor at a time that comes sooner with the
-# learning rate and later with weight decay; a run that leaves it late has less time to get down.
+# PRUNE_SHAPE=plateau: as a small transformer's on an H100 (BENCHMARKS.md), the loss first falls
+# to a plateau at 2.3, at four times the smooth curve's speed, and leaves it for its floor at a
+# time that comes sooner with the learning rate and later with weight decay; a run that leaves it
+# late has less time to get down.
 plateau = os.environ.get("PRUNE_SHAPE") == "plateau"
 escape = 0.35 - 0.45 * (x + 2.6) + 0.5 * wd
 def level(t):

@@ -53,7 +53,8 @@ def fixture_curve(text, steps=20, shape="smooth"):
         if shape != "plateau":
             return floor + (start - floor) * math.exp(-rate * t)
         u = 0.03 * math.log1p(math.exp((t - escape) / 0.03))
-        return floor + (2.3 - floor) * math.exp(-8.0 * u) + (start - 2.3) * math.exp(-4.0 * rate * t)
+        return (floor + (2.3 - floor) * math.exp(-8.0 * u)
+                + (start - 2.3) * math.exp(-4.0 * rate * t))
 
     out = []
     for s in range(1, steps + 1):

@@ -911,6 +911,14 @@ mod tests {
         // `early` compares levels only, and stops it on the plateau.
         let early = Rule { early: true, ..r };
         assert!(first_pruned(later, &early).unwrap() <= 450);
+        // The same for a metric to maximize (the curves turned over).
+        let turn = |c: &[Point]| c.iter().map(|&(s, v)| (s, -v)).collect::<Vec<_>>();
+        let best = turn(GPU_ESCAPES);
+        let up = Rule {
+            noise,
+            ..rule(&best, 2, 0.0037, Some(Maximize), false)
+        };
+        assert_eq!(first_pruned(&turn(later), &up), Some(1275));
     }
 
     #[test]

@@ -443,6 +443,11 @@ def replay_log(path, rules, floor):
     would have stopped it. A pruned attempt's curve ends where it was stopped; a kept one that a
     rule stops is a wrong prune (its end is known)."""
     events = [json.loads(line) for line in open(path) if line.strip()]
+    researchers = {e["payload"].get("researcher") for e in events
+                   if e["event"] == "researcher.iteration"}
+    if len(researchers) > 1:
+        print(f"note: {len(researchers)} researchers; each attempt is judged against the last kept "
+              "curve of any of them, not its own researcher's best: approximate")
     curve = lambda p: [tuple(x) for n in p.get("notes") or [] if "curve" in n for x in n["curve"]]
     baseline = next(e["payload"] for e in events if e["event"] == "baseline.measured")
     for name in rules:

@@ -105,13 +105,17 @@ impl Rule<'_> {
     /// reading noise sds (the run's end against the best's known end), [`NOISE_WIDTH`] with
     /// `early` (two noisy readings at one step).
     pub fn effective_margin(&self) -> f64 {
-        let noise = if self.noise.is_finite() {
+        let width = if self.early { NOISE_WIDTH } else { END_WIDTH };
+        self.margin.max(0.0).max(width * self.noise_sd())
+    }
+
+    /// One reading's noise sd as the rule uses it: 0 when unknown (not finite) or negative.
+    fn noise_sd(&self) -> f64 {
+        if self.noise.is_finite() {
             self.noise.max(0.0)
         } else {
             0.0
-        };
-        let width = if self.early { NOISE_WIDTH } else { END_WIDTH };
-        self.margin.max(0.0).max(width * noise)
+        }
     }
 }
 
@@ -268,11 +272,7 @@ pub fn decide(curve: &[Point], rule: &Rule) -> Option<Pruned> {
         Direction::Minimize => v,
         Direction::Maximize => -v,
     };
-    let noise = if rule.noise.is_finite() {
-        rule.noise.max(0.0)
-    } else {
-        0.0
-    };
+    let noise = rule.noise_sd();
     let turned: Vec<Point> = reference.iter().map(|&(s, v)| (s, bad(v))).collect();
     if step <= speedup_end(&turned, noise) {
         return None;

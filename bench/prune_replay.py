@@ -292,8 +292,9 @@ SPEEDUP = 2.0
 
 def speedup_guard(ref, noise, until="last"):
     """Where the reference left a plateau: it gained more than SPEEDUP times as fast per reading
-    as over an earlier stretch, and by more than 2·√2 reading-noise sds. `last`: the last such step; `peak`: the step
-    of its largest gain from the first such step on. 0 when it never sped up."""
+    as over an earlier stretch, and by more than 2·√2 reading-noise sds. `last`: the last such
+    step; `peak`: the step of its largest gain from the first such step on. 0 when it never sped
+    up."""
     guard, low, first, peak = 0, math.inf, None, (0, -math.inf)
     for (_, v0), (s1, v1) in zip(ref, ref[1:]):
         g = v0 - v1
@@ -313,17 +314,16 @@ def decide(curve, reference, noise, knobs):
         return False
     step, value = curve[-1]
     ref = sorted(reference)
-    if interpolate(ref, step, True) is None:
+    at = interpolate(ref, step, True)
+    if at is None:
         return False
     end_step, end = ref[-1]
     if knobs.get("guard") and step <= speedup_guard(ref, noise, knobs["guard"]):
         return False
-    if "behind" in knobs:
-        # Only a run behind the reference at its own step, by more than `behind` sds (and the
-        # conference's floor), may be stopped.
-        at = interpolate(ref, step, True)
-        if value - at <= max(knobs["floor"], knobs["behind"] * noise):
-            return False
+    # Only a run behind the reference at its own step, by more than `behind` sds (and the
+    # conference's floor), may be stopped.
+    if "behind" in knobs and value - at <= max(knobs["floor"], knobs["behind"] * noise):
+        return False
     gain = 0.0 if step >= end_step else reachable_gain(sorted(curve), step, end_step, noise, knobs)
     return value - gain - end > margin
 
@@ -453,13 +453,13 @@ def replay_log(path, rules, floor):
     for name in rules:
         knobs = dict(RULES[name], floor=floor)
         reference, best = curve(baseline), baseline["metric_value"]
+        noise = reading_noise(reference) or 0.0
         print(f"{name}:")
         for e in events:
             if e["event"] != "researcher.iteration":
                 continue
             p = e["payload"]
             c = curve(p)
-            noise = reading_noise(reference) or 0.0
             stop = next((c[k - 1][0] for k in range(1, len(c) + 1)
                          if decide(c[:k], reference, noise, knobs)), None)
             end = p.get("metric_value")
@@ -468,6 +468,7 @@ def replay_log(path, rules, floor):
                   f"{len(c)} readings, stopped at {stop or '-'}{wrong}")
             if p["status"] == "kept":
                 reference, best = c, end
+                noise = reading_noise(reference) or 0.0
 
 
 def main():

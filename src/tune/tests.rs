@@ -1145,6 +1145,10 @@ fn report() {
             g.sort_by(f64::total_cmp);
             let q = |f: f64| g[((g.len() - 1) as f64 * f).round() as usize];
             let hits = g.iter().filter(|&&d| d < 0.01).count();
+            // A tail that one seed does not decide: the mean of the worst tenth.
+            let tenth = (g.len() / 10).max(1);
+            let worst_tenth = g.iter().rev().take(tenth).sum::<f64>() / tenth as f64;
+            let mean = g.iter().sum::<f64>() / g.len() as f64;
             eprint!(
                 "tail {:?} ",
                 g.iter()
@@ -1159,7 +1163,7 @@ fn report() {
                 ATTEMPTS.swap(0, std::sync::atomic::Ordering::Relaxed) as f64 / seeds as f64
             );
             eprintln!(
-                "{name} {} researchers x {} x {}: within 0.01 {hits}/{seeds}  median {:.4}  q25 {:.4}  q75 {:.4}  worst {:.4}",
+                "{name} {} researchers x {} x {}: within 0.01 {hits}/{seeds}  median {:.4}  q25 {:.4}  q75 {:.4}  worst {:.4}  worst tenth {worst_tenth:.4}  mean {mean:.4}",
                 shape.researchers,
                 shape.iters,
                 shape.rounds,

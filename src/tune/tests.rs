@@ -1112,6 +1112,54 @@ fn a_lone_researcher_turns_cautious_only_near_a_round_end_with_nothing_kept() {
     assert!(how(10, None).contains("likely gain"));
 }
 
+#[test]
+fn a_lone_researcher_steps_a_literal_its_latest_attempts_left_alone() {
+    // The latest four points (2n for two literals: the best and three attempts near it) all
+    // left y at the best's value: the next proposal steps y, and not again once y has moved.
+    // (No bounds, so no design comes first.)
+    let fs = files(&[("params.sh", "x = 1.0\ny = 0.5\n")]);
+    let mut hist = vec![Trial {
+        params: extract_params(&fs),
+        metric: Some(0.0),
+    }];
+    let ask = |hist: &[Trial]| propose(&req(&fs, hist, 3, 0)).unwrap();
+    for x in [1.1, 0.9] {
+        let mut params = extract_params(&fs);
+        params.insert("params.sh:x".into(), x);
+        hist.push(Trial {
+            params,
+            metric: Some(1.0),
+        });
+    }
+    // Three points so far: not yet.
+    let before = ask(&hist);
+    assert!(
+        !before.description.contains("neglected"),
+        "{}",
+        before.description
+    );
+    let mut params = extract_params(&fs);
+    params.insert("params.sh:x".into(), 1.05);
+    hist.push(Trial {
+        params,
+        metric: Some(1.0),
+    });
+    let p = ask(&hist);
+    assert!(p.description.contains("tune y:"), "{}", p.description);
+    assert!(p.description.contains("neglected"), "{}", p.description);
+    assert_eq!(p.params["params.sh:x"], 1.0);
+    hist.push(Trial {
+        params: p.params,
+        metric: Some(1.0),
+    });
+    let next = ask(&hist);
+    assert!(
+        !next.description.contains("neglected"),
+        "{}",
+        next.description
+    );
+}
+
 /// `cargo test --release --lib tune::tests::report -- --ignored --nocapture`: the simulated
 /// search quality over many seeds (SEEDS, ROUNDS, ITERS environment variables).
 #[test]

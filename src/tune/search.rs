@@ -162,6 +162,19 @@ impl Dim {
         self.zlo.is_finite() && self.zhi.is_finite() && self.zhi > self.zlo
     }
 
+    /// The direction back into the range (+1 or −1) when `z` sits on one of its bounds.
+    fn inward_at(&self, z: f64) -> Option<f64> {
+        if self.zhi <= self.zlo {
+            None
+        } else if (z - self.zhi).abs() < 1e-9 {
+            Some(-1.0)
+        } else if (z - self.zlo).abs() < 1e-9 {
+            Some(1.0)
+        } else {
+            None
+        }
+    }
+
     fn z_of(&self, v: f64) -> f64 {
         match self.scale {
             Scale::Lin { off, span } => (v - off) / span,
@@ -462,6 +475,11 @@ impl<'a> Search<'a> {
             .collect()
     }
 
+    /// Points measured, each counted once: what a lone researcher's alternations turn on.
+    fn distinct_points(&self) -> usize {
+        self.points.iter().filter(|p| !p.duplicate).count()
+    }
+
     /// Researchers that share this researcher's literals (1 under `assigned`).
     fn sharing(&self) -> usize {
         if self.req.assigned {
@@ -592,7 +610,7 @@ impl<'a> Search<'a> {
         }
         // A lone researcher that can afford only one local search (many literals for the
         // budget) alternates: a design point, then a step refining the best.
-        let t = self.points.iter().filter(|p| !p.duplicate).count();
+        let t = self.distinct_points();
         if self.sharing() == 1 && self.regions_affordable() < 2 && t % 2 == 1 {
             return None;
         }
@@ -897,7 +915,7 @@ impl<'a> Search<'a> {
             promising[self.req.researcher % researchers % promising.len()]
         } else if !promising.is_empty() {
             // One researcher visits the promising regions in turn.
-            let t = self.points.iter().filter(|p| !p.duplicate).count();
+            let t = self.distinct_points();
             promising[t % promising.len()]
         } else {
             restart = true;
@@ -1050,17 +1068,16 @@ impl<'a> Search<'a> {
                 latest.iter().all(|p| p.vals[i] == self.base[i])
             })
             .collect();
-        let t = self.points.iter().filter(|p| !p.duplicate).count();
+        let alternate = if self.distinct_points().is_multiple_of(2) {
+            1.0
+        } else {
+            -1.0
+        };
         let step = self.sigma.max(SIGMA_STALLED);
         for k in still {
-            let d = &self.dims[self.active[k]];
-            let first = if d.zhi > d.zlo && (self.zc[k] - d.zhi).abs() < 1e-9 {
-                -1.0
-            } else if (d.zhi > d.zlo && (self.zc[k] - d.zlo).abs() < 1e-9) || t % 2 == 0 {
-                1.0
-            } else {
-                -1.0
-            };
+            let first = self.dims[self.active[k]]
+                .inward_at(self.zc[k])
+                .unwrap_or(alternate);
             for dir in [first, -first] {
                 let mut z = self.zc.clone();
                 z[k] += dir * step;

@@ -1123,14 +1123,16 @@ fn a_lone_researcher_steps_a_literal_its_latest_attempts_left_alone() {
         metric: Some(0.0),
     }];
     let ask = |hist: &[Trial]| propose(&req(&fs, hist, 3, 0)).unwrap();
-    for x in [1.1, 0.9] {
+    // An attempt that moved x only, worse than the start.
+    let x_moved_to = |x: f64| {
         let mut params = extract_params(&fs);
         params.insert("params.sh:x".into(), x);
-        hist.push(Trial {
+        Trial {
             params,
             metric: Some(1.0),
-        });
-    }
+        }
+    };
+    hist.extend([x_moved_to(1.1), x_moved_to(0.9)]);
     // Three points so far: not yet.
     let before = ask(&hist);
     assert!(
@@ -1138,12 +1140,7 @@ fn a_lone_researcher_steps_a_literal_its_latest_attempts_left_alone() {
         "{}",
         before.description
     );
-    let mut params = extract_params(&fs);
-    params.insert("params.sh:x".into(), 1.05);
-    hist.push(Trial {
-        params,
-        metric: Some(1.0),
-    });
+    hist.push(x_moved_to(1.05));
     let p = ask(&hist);
     assert!(p.description.contains("tune y:"), "{}", p.description);
     assert!(p.description.contains("neglected"), "{}", p.description);

@@ -241,10 +241,13 @@ fn tree_with(c: &Cluster, dir: &Path, base: &str, path: &str, mode: &str, bytes:
     git_with(c, dir, &["write-tree"], &env, b"")
 }
 
-/// Participant `mallory` publishes a crafted event on the remote: its last event again, with the
-/// state and message `craft` makes of them (given mallory's own commit of researcher B's branch,
-/// whose eval.sh leaves `marker` when it runs), named as mallory's; tries again until the remote
-/// takes it (and while `craft` returns false). Mallory's commit goes to the remote's best branch.
+/// Participant `mallory` publishes a crafted event on the remote, on top of its last event: the
+/// latest of its recent events that `craft` makes something of (returns true for), named as
+/// mallory's, with the state and message `craft` makes of the last event's state and that event's
+/// message (given mallory's own commit of researcher B's branch, whose eval.sh leaves `marker`
+/// when it runs); tries again until the remote takes it. Mallory's commit goes to the remote's
+/// best branch. (Not only the last event: while three machines publish, the last one is seldom
+/// of the kind a craft needs, and the conference may end before it is.)
 fn publish_crafted(
     c: &Cluster,
     marker: &Path,
@@ -276,24 +279,29 @@ fn publish_crafted(
     );
     for _ in 0..100 {
         git_with(c, &dir, &fetch, &[], b"");
-        let state = git_with(c, &dir, &["show", "refs/x/events:state.json"], &[], b"");
-        let mut state: serde_json::Value = serde_json::from_str(&state).unwrap();
-        let mut message = git_with(
+        let last = git_with(c, &dir, &["show", "refs/x/events:state.json"], &[], b"");
+        let last: serde_json::Value = serde_json::from_str(&last).unwrap();
+        let recent = git_with(
             c,
             &dir,
-            &["log", "-1", "--format=%B", "refs/x/events"],
+            &["log", "-30", "--format=%B%x00", "refs/x/events"],
             &[],
             b"",
         );
-        for m in ["m1", "m2", "m3"] {
-            message = message
-                .replace(&format!("\"machine\":\"{m}\""), "\"machine\":\"mallory\"")
-                .replace(&format!(" [{m}]"), " [mallory]");
-        }
-        if !craft(&mut state, &mut message, &evil) {
+        let crafted = recent.split('\0').find_map(|message| {
+            let mut message = message.trim().to_string();
+            for m in ["m1", "m2", "m3"] {
+                message = message
+                    .replace(&format!("\"machine\":\"{m}\""), "\"machine\":\"mallory\"")
+                    .replace(&format!(" [{m}]"), " [mallory]");
+            }
+            let mut state = last.clone();
+            craft(&mut state, &mut message, &evil).then_some((state, message))
+        });
+        let Some((state, message)) = crafted else {
             std::thread::sleep(Duration::from_millis(200));
             continue;
-        }
+        };
         let bytes = serde_json::to_vec_pretty(&state).unwrap();
         let tree = tree_with(c, &dir, "refs/x/events", "state.json", "100644", &bytes);
         let args = ["commit-tree", &tree, "-p", "refs/x/events", "-F", "-"];

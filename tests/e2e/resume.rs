@@ -639,7 +639,9 @@ fn resume_of_a_completed_conference_says_so() {
 // SIGKILL at arbitrary instants
 
 /// Kills after pseudo-random delays while agents and evaluations sleep briefly, resuming each time:
-/// at least 30 kills over four delay sequences (issue #14), each resumed to the uninterrupted best.
+/// at least 30 kills (issue #14), each sequence resumed to the uninterrupted best. How many kills
+/// a sequence lands depends on the machine's speed (a leg that outlives its conference ends with
+/// exit 0), so sequences are added, up to eight, until 30 have landed.
 #[test]
 fn sigkill_at_arbitrary_instants() {
     let expected = reference();
@@ -648,11 +650,16 @@ fn sigkill_at_arbitrary_instants() {
         ("RESUME_EVAL_SLEEP", "0.02"),
     ];
     let mut total = 0;
-    // RESUME_E2E_SEEDS=1,2,3 runs other delay sequences (for stress runs).
-    let seeds: Vec<u64> = std::env::var("RESUME_E2E_SEEDS")
-        .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
-        .unwrap_or_else(|_| vec![7, 1234, 42, 99]);
+    // RESUME_E2E_SEEDS=1,2,3 runs these delay sequences, all of them (for stress runs).
+    let chosen: Option<Vec<u64>> = std::env::var("RESUME_E2E_SEEDS")
+        .ok()
+        .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect());
+    let run_all = chosen.is_some();
+    let seeds = chosen.unwrap_or_else(|| vec![7, 1234, 42, 99, 3, 17, 2026, 5]);
     for seed in seeds {
+        if total >= 30 && !run_all {
+            break;
+        }
         let repo = fixture();
         let before = user_side(&repo);
         let mut log = Log::default();

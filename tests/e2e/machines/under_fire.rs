@@ -241,13 +241,13 @@ fn tree_with(c: &Cluster, dir: &Path, base: &str, path: &str, mode: &str, bytes:
     git_with(c, dir, &["write-tree"], &env, b"")
 }
 
-/// Participant `mallory` publishes a crafted event on the remote, on top of its last event: the
-/// latest of its recent events that `craft` makes something of (returns true for), named as
-/// mallory's, with the state and message `craft` makes of the last event's state and that event's
-/// message (given mallory's own commit of researcher B's branch, whose eval.sh leaves `marker`
-/// when it runs); tries again until the remote takes it. Mallory's commit goes to the remote's
-/// best branch. (Not only the last event: while three machines publish, the last one is seldom
-/// of the kind a craft needs, and the conference may end before it is.)
+/// Participant `mallory` publishes a crafted event on the remote, as the child of its last event:
+/// `craft` gets the last event's state and the message of one of the 30 latest events (the newest
+/// first, each renamed as mallory's) and changes them, given mallory's own commit of researcher
+/// B's branch (whose eval.sh leaves `marker` when it runs); the first message it returns true for
+/// is published. Tries again until the remote takes it; mallory's commit goes to the remote's best
+/// branch. Not only the last event's message: while three machines publish, the last event is
+/// seldom of the kind a craft needs, and the conference may end before it is.
 fn publish_crafted(
     c: &Cluster,
     marker: &Path,

@@ -8,7 +8,7 @@ A file's references are every `crate::a::b` and `super::x` path in it (in `use` 
 inline, not in comments, and each item of a `crate::a::{b, c}` group), resolved to the file that
 defines that module; a reference to a module's item counts as one to the module's file.
 
-The floors, lowest first: the crate's layers in the order of the README's layout (a layer may
+The floors, lowest first: the crate's layers in the order of the layout in docs/development.md (a layer may
 import only the ones before it; top-level files such as error.rs or ui.rs have no floor and are
 not counted), and inside `engine/` three floors: the shared rooms (every engine file not named
 below: the ledger, measuring, briefing, prompt, reasons, the recorder, ...), the phases (named in
@@ -57,7 +57,7 @@ PATH = re.compile(r"\b(crate|super)((?:::[a-z_][a-z0-9_]*)+)")
 GROUP = re.compile(r"\b(crate|super)((?:::[a-z_][a-z0-9_]*)*)::\{([^{}]*)\}")
 ITEM = re.compile(r"^([a-z_][a-z0-9_]*(?:::[a-z_][a-z0-9_]*)*)")
 
-# The crate's layers, lowest first (the README's layout).
+# The crate's layers, lowest first (the layout in docs/development.md).
 LAYERS = ["clock", "os", "model", "protocol", "tune", "render", "exec", "agents", "config",
           "store", "git", "launch", "remote", "engine", "serve", "cli"]
 # Inside engine/: the phases, side by side, and the driver above them; every other engine file
@@ -185,7 +185,7 @@ def main():
         if broken:
             for f, t in up:
                 print(f"  up: {f} -> {t}")
-            sys.exit("the layout is broken: see the counts above (README, Development)")
+            sys.exit("the layout is broken: see the counts above (docs/development.md)")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-//! The layout the code keeps (README, Development): functions short enough to read at once,
+//! The layout the code keeps (docs/development.md): functions short enough to read at once,
 //! and layers that hold — no module below the engine imports it. These read the sources, so a
 //! change that breaks either fails here, with the places named.
 
@@ -169,7 +169,7 @@ fn no_module_below_the_engine_imports_it() {
     );
 }
 
-/// The floors of the README's layout, every one (not only the engine's): no import runs back up
+/// The floors of the layout in docs/development.md, every one (not only the engine's): no import runs back up
 /// to a higher layer, the engine's phases import none of each other, `cli/` reaches no store,
 /// git or os module, no circle of more than two engine files. The floor table and the import
 /// graph are `bench/import_graph.py`'s (one place, also what the closing notes count with).

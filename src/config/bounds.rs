@@ -14,14 +14,12 @@
 //! | noise runs, evaluation repeats | 100 |
 //! | every duration (timeouts, time budget) | 365d |
 
+use super::duration::MAX_DURATION;
 use super::keys::Key;
-use std::time::Duration;
 
-use super::parse::{Document, SectionKind as S};
+use super::parse::Document;
+use super::sections::SectionKind as S;
 use super::ConfigError;
-
-/// The longest duration any setting may name (a year; timeouts and budgets are hours).
-pub const MAX_DURATION: Duration = Duration::from_secs(365 * 86400);
 
 /// The most researchers a conference may have.
 pub const MAX_RESEARCHERS: u64 = 64;

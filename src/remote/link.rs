@@ -28,7 +28,7 @@ use anyhow::{bail, Context, Result};
 use git2::{Oid, Repository};
 
 use super::lease::{self, Expiry, Held, Leases};
-use super::publish;
+use super::publish::{self, Refused};
 use super::push::{push, Expect, Pushed, Update};
 use crate::model::event::CHAIR;
 use crate::model::state::{files, State};
@@ -46,12 +46,6 @@ const FIRST_RETRY: Duration = Duration::from_secs(2);
 /// stay here and go out with the next publication.
 const RETRY_CAP: Duration = Duration::from_secs(120);
 
-/// Why this machine stops taking part: what the remote holds is not a conference this machine
-/// can follow, and no retry changes that.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct Refused(pub String);
-
 /// Why a sync took nothing of the remote's: this machine's own events are not published yet
 /// (its publisher is at it; the next sync tries again).
 #[derive(Debug, thiserror::Error)]
@@ -68,7 +62,7 @@ pub struct Wanted {
 }
 
 /// Checks the events another machine published, after one commit up to another (see
-/// `engine::arriving`).
+/// `engine::machines::arriving`).
 pub type ArrivalCheck =
     Box<dyn Fn(&Repository, Oid, Oid) -> std::result::Result<(), NotFollowed> + Send + Sync>;
 
@@ -93,7 +87,7 @@ pub struct Link {
     /// Checks every event that arrives before anything follows it (none: everything is taken).
     arrivals: std::sync::OnceLock<ArrivalCheck>,
     inner: Mutex<Inner>,
-    /// Between the recorder and the publisher (see `engine::publisher`).
+    /// Between the recorder and the publisher (see `engine::machines::publisher`).
     requests: Requests,
 }
 
@@ -908,15 +902,6 @@ impl Link {
             heads,
         })
     }
-}
-
-/// Whether `name` may name a machine (in ref names, events and the state).
-pub fn valid_machine_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 /// Every ref under `prefix`: (the rest of its name, its target).

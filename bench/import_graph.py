@@ -9,9 +9,9 @@ A file's references are every `crate::a::b` and `super::x` path in it (in `use` 
 inline, not in comments, and each item of a `crate::a::{b, c}` group), resolved to the file that
 defines that module; a reference to a module's item counts as one to the module's file.
 
-The floors, lowest first: the crate's layers in the order of the README's layout (a layer may
-import only the ones before it; top-level files such as error.rs or ui.rs have no floor and are
-not counted), and inside `engine/` three floors, one per kind of sub-folder: the rooms the phases
+The floors, lowest first: the crate's layers in the order of the layout in docs/development.md
+(a layer may import only the ones before it; top-level files such as error.rs or ui.rs have no
+floor and are not counted), and inside `engine/` three floors, one per kind of sub-folder: the rooms the phases
 share (`agent/`, `measure/`, `record/`, `stop/`, `machines/`, and the engine's `mod.rs`), the
 phases and the other commands' work (`phases/`, `commands/`; the phases import none of each
 other) and the run (`run/`).
@@ -59,7 +59,7 @@ PATH = re.compile(r"\b(crate|super)((?:::[a-z_][a-z0-9_]*)+)")
 GROUP = re.compile(r"\b(crate|super)((?:::[a-z_][a-z0-9_]*)*)::\{([^{}]*)\}")
 ITEM = re.compile(r"^([a-z_][a-z0-9_]*(?:::[a-z_][a-z0-9_]*)*)")
 
-# The crate's layers, lowest first (the README's layout).
+# The crate's layers, lowest first (the layout in docs/development.md).
 LAYERS = ["clock", "os", "model", "protocol", "render", "exec", "agents", "config",
           "store", "git", "researchers", "launch", "remote", "engine", "serve", "cli"]
 # Inside engine/: the sub-folders on each floor (a file directly in engine/ is a room).

@@ -3,7 +3,7 @@
 //! A value can be well-formed and still unusable: `repeats: 1000000000` would evaluate forever,
 //! `timeout: 99999999999999999h` overflows every clock, and a NUL byte cannot be passed to a
 //! program. These are refused at validation, with the line and the maximum, before any conference
-//! state exists. The caps are far above any real conference (documented in README.md and the
+//! state exists. The caps are far above any real conference (documented in docs/rules.md and the
 //! `init` template's comments):
 //!
 //! | setting | maximum |

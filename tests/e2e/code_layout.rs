@@ -196,7 +196,7 @@ fn no_module_below_the_engine_imports_it() {
     );
 }
 
-/// The floors of the README's layout, every one (not only the engine's): no import runs back up
+/// The floors of the layout in docs/development.md, every one (not only the engine's): no import runs back up
 /// to a higher layer, the engine's phases import none of each other, `cli/` reaches no store,
 /// git or os module, no circle of more than two engine files. The floor table and the import
 /// graph are `bench/import_graph.py`'s (one place, also what the closing notes count with).

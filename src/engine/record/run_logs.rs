@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Per-iteration log files kept (the README's cap: about 1,000 iterations' logs).
+/// Per-iteration log files kept (the cap docs/storage.md states: about 1,000 iterations' logs).
 pub const KEPT_FILES: usize = 4000;
 
 /// How many log paths are handed out between two prunings (listing the folder costs a little).

@@ -1,5 +1,10 @@
+use super::values::{
+    devils_advocate, direction, optional_duration, pause_every, target, tolerance,
+};
 use super::*;
-use crate::config::load;
+use crate::config::{
+    load, Agent, DevilsAdvocate, Direction, Evaluation, MetricSpec, Mode, Tolerance,
+};
 
 const EXAMPLE: &str = include_str!("../../../tests/data/config/example.md");
 

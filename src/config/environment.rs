@@ -99,6 +99,24 @@ pub static KEYS: &[KeySpec] = &[
         list: false,
         example: "- ssh command: ssh -F ~/conf/ssh_config",
     },
+    KeySpec {
+        name: "ray address",
+        aliases: &[],
+        list: false,
+        example: "- ray address: http://head.example:8265",
+    },
+    KeySpec {
+        name: "ray resources",
+        aliases: &[],
+        list: false,
+        example: "- ray resources: gpus=1, cpus=4, memory=16G",
+    },
+    KeySpec {
+        name: "ray runtime env",
+        aliases: &[],
+        list: false,
+        example: "- ray runtime env: {\"pip\": [\"torch==2.5.1\"]}",
+    },
 ];
 
 /// The `## Environment` settings. All optional: without them worktrees are plain checkouts and

@@ -5,13 +5,15 @@
 //! evaluations always ran. The others ship exactly the attempt's commit (`git archive`, never the
 //! worktree) into a fresh folder under a staging root and run it there through one wrapper script
 //! (`wrapper.rs`): `command` fills a template with it (SkyPilot, Ray Jobs, kubectl…), `ssh` runs it
-//! on a host of `hosts`, `slurm` submits it with `sbatch`. Every early end of a run (its timeout,
+//! on a host of `hosts`, `slurm` submits it with `sbatch`; `ray` uploads it as a Ray job's working
+//! directory over Ray's Jobs API (`ray.rs`). Every early end of a run (its timeout,
 //! Ctrl-C, an early stop such as pruning's) goes through [`Job::cancel`]. What a remote run leaves (a job, a remote
 //! process group, a staged folder) is written down under `<run-dir>/launched/` before it is
 //! submitted, so that the next runner (`resume`, `clean`) cancels what a killed one left:
 //! [`cancel_left_behind`].
 
 mod command;
+mod ray;
 mod records;
 mod slurm;
 mod ssh;
@@ -28,6 +30,7 @@ use crate::config::launcher::{Launch, LauncherKind};
 use crate::exec::process::{self, OnLine, Outcome, Running, Spec};
 use crate::model::Placement;
 
+pub use ray::check as check_ray;
 pub use records::cancel_left_behind;
 pub use slurm::check_args as check_slurm_args;
 
@@ -76,6 +79,7 @@ pub enum Job {
     Command(command::Job),
     Ssh(ssh::Job),
     Slurm(slurm::Job),
+    Ray(ray::Job),
 }
 
 impl Launcher {
@@ -125,6 +129,7 @@ impl Launcher {
             },
             LauncherKind::Ssh => Job::Ssh(ssh::start(self, req).await?),
             LauncherKind::Slurm => Job::Slurm(slurm::start(self, req).await?),
+            LauncherKind::Ray => Job::Ray(ray::start(self, req).await?),
         }))
     }
 
@@ -177,6 +182,7 @@ impl Job {
             Job::Command(job) => job.wait(timeout, on_line).await,
             Job::Ssh(job) => job.wait(timeout, on_line).await,
             Job::Slurm(job) => job.wait(timeout, on_line).await,
+            Job::Ray(job) => job.wait(timeout, on_line).await,
         }
     }
 
@@ -194,6 +200,7 @@ impl Job {
             Job::Command(job) => Canceller::Group(job.canceller()),
             Job::Ssh(job) => job.canceller(),
             Job::Slurm(job) => job.canceller(),
+            Job::Ray(job) => job.canceller(),
         }
     }
 }
@@ -211,6 +218,8 @@ pub enum Canceller {
     },
     /// A Slurm job, by id and by its unique name.
     Slurm { id: String, name: String },
+    /// A Ray job, by its submission id.
+    Ray { api: ray::Api, id: String },
 }
 
 impl Canceller {
@@ -219,6 +228,7 @@ impl Canceller {
             Canceller::Group(group) => group.cancel(),
             Canceller::Ssh { ssh, host, dir } => ssh::kill_remote(ssh, host, dir, false).await,
             Canceller::Slurm { id, name } => slurm::cancel(id, name).await,
+            Canceller::Ray { api, id } => api.stop(id).await,
         }
     }
 }

@@ -20,6 +20,8 @@ pub enum Record {
     Slurm { name: String, dir: PathBuf },
     /// A local submitter (its process group is ended with the runner's own) and its staged tree.
     Command { dir: PathBuf },
+    /// A Ray job, by the submission id chosen before it was submitted, at its Jobs API.
+    Ray { address: String, id: String },
 }
 
 /// Writes `record` as `dir/<name>.json` (whole or not at all).
@@ -65,6 +67,9 @@ async fn cancel_records(run_dir: &Path) -> usize {
             }
             Some(Record::Command { dir }) => {
                 let _ = std::fs::remove_dir_all(dir);
+            }
+            Some(Record::Ray { address, id }) => {
+                super::ray::Api::new(&address).stop(&id).await;
             }
             None => {}
         }

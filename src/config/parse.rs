@@ -371,6 +371,11 @@ pub static SECTIONS: &[SectionSpec] = &[
                 &["pruning warmup", "prune after", "warmup"],
                 "- prune warmup: 2   (intermediate readings before any pruning decision)",
             ),
+            key(
+                "hardware",
+                &["hardware class"],
+                "- hardware: same   (or: any, the default)",
+            ),
         ],
     },
     SectionSpec {

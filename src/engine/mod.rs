@@ -237,7 +237,10 @@ impl Conference {
             Access::Run => schedule::Scheduler::publishing(&config.environment, run_dir.clone()),
             Access::Read => schedule::Scheduler::new(&config.environment),
         };
-        let launcher = crate::launch::Launcher::new(&config.environment, &repo_dir, &run_dir);
+        let mut launcher = crate::launch::Launcher::new(&config.environment, &repo_dir, &run_dir);
+        if config.evaluation.hardware_same {
+            launcher = launcher.keep_to_one_class(None);
+        }
         Ok(Conference {
             name: name.clone(),
             repo_dir,

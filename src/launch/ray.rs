@@ -264,7 +264,10 @@ pub struct Job {
 
 /// Uploads the commit (when Ray lacks it) and submits the job, its record written first.
 pub async fn start(launcher: &Launcher, req: Request<'_>) -> Result<Job> {
-    let id = super::unique_name(&req.stdout);
+    // The conference's name first, for whoever reads Ray's list of jobs.
+    let conference =
+        (launcher.run_dir.file_name()).map_or(String::new(), |n| n.to_string_lossy().into_owned());
+    let id = super::unique_name(&req.stdout).replacen("gc-", &format!("gc-{conference}-"), 1);
     let base = address(&launcher.settings);
     let api = Api::new(base.as_deref().unwrap_or_default());
     let record = records::write(

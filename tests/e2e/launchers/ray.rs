@@ -8,7 +8,7 @@ use std::path::Path;
 
 use super::servers::{self, RayHead};
 use super::{alive, iterations, log_lines, start_in_background, wait_for};
-use crate::common::{self, ConfigBuilder, TestRepo};
+use crate::common::{self, TestRepo};
 
 /// `eval.sh LOG [GATE]`: logs `start <value> <devices>`; an attempt's evaluation (a value under
 /// 10) waits until two attempts' evaluations have started (so that two are in flight at once);
@@ -53,16 +53,8 @@ pub(super) fn config(
     timeout: &str,
     environment: &str,
 ) -> String {
-    let mut b = ConfigBuilder::new("Launch", "./agents/improve.sh")
-        .count(researchers)
-        .iterations(iterations)
-        .frozen("eval.sh, agents/**");
-    b.eval = match gate {
-        Some(g) => format!("sh eval.sh {} {}", log.display(), g.display()),
-        None => format!("sh eval.sh {}", log.display()),
-    };
-    b.eval_timeout = timeout.into();
-    format!("{}\n## Environment\n{environment}", b.build())
+    super::config(iterations, log, gate, timeout, environment)
+        .replace("- **Count:** 1\n", &format!("- **Count:** {researchers}\n"))
 }
 
 /// The conference's jobs in Ray's list (their submission ids start with `gc-<name>-`).

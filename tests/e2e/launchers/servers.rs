@@ -13,18 +13,7 @@ pub struct Server(Option<(Child, Child)>);
 impl Server {
     pub fn spawn(cmd: &mut Command) -> Server {
         let child = cmd.spawn().expect("cannot start a test server");
-        let watchdog = format!(
-            "while kill -0 {} 2>/dev/null; do sleep 1; done; kill -9 {} 2>/dev/null",
-            std::process::id(),
-            child.id()
-        );
-        let watchdog = Command::new("setsid")
-            .args(["sh", "-c", &watchdog])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("cannot start a watchdog");
+        let watchdog = watchdog(&child.id().to_string());
         Server(Some((child, watchdog)))
     }
 
@@ -42,6 +31,22 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// A process in a session of its own that sends SIGKILL to `target` (a pid, or `-pgid` for a
+/// whole process group) once the test process is gone.
+fn watchdog(target: &str) -> Child {
+    let script = format!(
+        "while kill -0 {} 2>/dev/null; do sleep 1; done; kill -KILL {target} 2>/dev/null",
+        std::process::id()
+    );
+    Command::new("setsid")
+        .args(["sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("cannot start a watchdog")
 }
 
 pub fn free_port() -> u16 {
@@ -361,17 +366,7 @@ impl RayHead {
             ));
         let child = cmd.spawn().expect("cannot run ray start");
         let group = child.id();
-        let watchdog = format!(
-            "while kill -0 {} 2>/dev/null; do sleep 1; done; kill -KILL -{group} 2>/dev/null",
-            std::process::id()
-        );
-        let watchdog = Command::new("setsid")
-            .args(["sh", "-c", &watchdog])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("cannot start a watchdog");
+        let watchdog = watchdog(&format!("-{group}"));
         let head = RayHead {
             address: format!("http://127.0.0.1:{dashboard_port}"),
             dashboard_port,

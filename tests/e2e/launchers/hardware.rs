@@ -25,13 +25,25 @@ fn two_classes(tmp: &std::path::Path) -> SshHosts {
             .status()
             .unwrap();
     }
-    let tmp = tmp.to_path_buf();
-    SshHosts::start_with(&tmp.clone(), 2, &move |i| {
+    let keys = |i: usize| tmp.join(format!("keys-{i}"));
+    let hosts = SshHosts::start_with(tmp, 2, &|i| {
         format!(
-            "SetEnv PATH={}:/usr/local/bin:/usr/bin:/bin\n",
-            tmp.join(format!("bin-{i}")).display()
+            "PermitUserEnvironment PATH\nAuthorizedKeysFile {}\n",
+            keys(i).display()
         )
-    })
+    });
+    for i in 0..2 {
+        let path = format!(
+            "{}:/usr/local/bin:/usr/bin:/bin",
+            tmp.join(format!("bin-{i}")).display()
+        );
+        std::fs::write(
+            keys(i),
+            format!("environment=\"PATH={path}\" {}", hosts.public_key()),
+        )
+        .unwrap();
+    }
+    hosts
 }
 
 /// Two researchers, one attempt each, both in flight at once (one per host).

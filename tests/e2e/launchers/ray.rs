@@ -20,7 +20,7 @@ d=${CUDA_VISIBLE_DEVICES-none}
 echo "start $v $d" >>"$1"
 if [ "$v" -lt 10 ] && [ -e "$1.pair" ]; then
     n=0
-    while [ "$(grep -c '^start [0-8] ' "$1")" -lt 2 ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n + 1)); done
+    while [ "$(grep -c '^start [0-9] ' "$1")" -lt 2 ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n + 1)); done
 fi
 if [ -n "${2-}" ] && [ -e "$2" ]; then
     rm -f "$2"
@@ -37,7 +37,8 @@ pub(super) fn repo() -> TestRepo {
     repo.write_executable("eval.sh", EVAL);
     repo.write_executable(
         "agents/improve.sh",
-        "#!/bin/sh\nv=$(cat value.txt)\necho $((v - 1)) >value.txt\n",
+        // Each researcher's attempt a tree of its own (one tree is evaluated once).
+        "#!/bin/sh\nv=$(cat value.txt)\necho $((v - 1)) >value.txt\necho $CONFERENCE_RESEARCHER >who.txt\n",
     );
     repo.write("value.txt", "10\n");
     repo.commit_all("project");

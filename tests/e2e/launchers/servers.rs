@@ -77,8 +77,8 @@ impl SshHosts {
         SshHosts::start_with(parent, count, &|_| String::new())
     }
 
-    /// As [`SshHosts::start`], host `i`'s sshd_config ending with `extra(i)` (`SetEnv PATH=…`
-    /// to give it programs of its own).
+    /// As [`SshHosts::start`], host `i`'s sshd_config starting with `extra(i)` (sshd takes a
+    /// keyword's first value: `AuthorizedKeysFile` of its own, to give it an environment).
     pub fn start_with(parent: &Path, count: usize, extra: &dyn Fn(usize) -> String) -> SshHosts {
         let dir = parent.join("ssh");
         std::fs::create_dir_all(&dir).unwrap();
@@ -104,7 +104,7 @@ impl SshHosts {
             std::fs::write(
                 &config,
                 format!(
-                    "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nPidFile {d}/sshd-{i}.pid\nAuthorizedKeysFile {d}/authorized_keys\nStrictModes no\nPermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nMaxStartups 100\nMaxSessions 100\n{}",
+                    "{}Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nPidFile {d}/sshd-{i}.pid\nAuthorizedKeysFile {d}/authorized_keys\nStrictModes no\nPermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nMaxStartups 100\nMaxSessions 100\n",
                     extra(i),
                     d = dir.display()
                 ),
@@ -128,6 +128,11 @@ impl SshHosts {
         }
         std::fs::write(dir.join("ssh_config"), client).unwrap();
         SshHosts { dir, servers }
+    }
+
+    /// The client's public key (for authorized_keys files of a host's own).
+    pub fn public_key(&self) -> String {
+        std::fs::read_to_string(self.dir.join("id.pub")).unwrap()
     }
 
     /// The staging folder of host `i`.
@@ -305,6 +310,7 @@ pub struct RayHead {
     pub address: String,
     pub dashboard_port: u16,
     group: u32,
+    child: Child,
     _dir: tempfile::TempDir,
     watchdog: Child,
 }
@@ -371,6 +377,7 @@ impl RayHead {
             address: format!("http://127.0.0.1:{dashboard_port}"),
             dashboard_port,
             group,
+            child,
             _dir: dir,
             watchdog,
         };
@@ -442,6 +449,7 @@ impl RayHead {
                 &format!("sleep 0.5; kill -KILL -{} 2>/dev/null", self.group),
             ])
             .status();
+        let _ = self.child.wait();
     }
 }
 

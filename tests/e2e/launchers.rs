@@ -437,7 +437,7 @@ fn launcher_keys_misspelled_or_misplaced_are_refused_with_their_line() {
         (
             "- launcher: ssh\n- hosts: a\n- queue timeout: 1h\n",
             "queue timeout: 1h",
-            "read by launcher slurm only",
+            "read by launcher slurm or ray only",
         ),
         (
             "- launcher: ssh\n- hosts: a\n- staging: /x\n",

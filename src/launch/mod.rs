@@ -13,6 +13,7 @@
 //! [`cancel_left_behind`].
 
 mod command;
+mod leftovers;
 mod ray;
 mod records;
 mod slurm;
@@ -30,8 +31,8 @@ use crate::config::launcher::{Launch, LauncherKind};
 use crate::exec::process::{self, OnLine, Outcome, Running, Spec};
 use crate::model::Placement;
 
+pub use leftovers::cancel_left_behind;
 pub use ray::check as check_ray;
-pub use records::cancel_left_behind;
 pub use slurm::check_args as check_slurm_args;
 
 /// A launcher, made from `## Environment`.

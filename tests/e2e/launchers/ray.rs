@@ -58,6 +58,23 @@ pub(super) fn config(
         .replace("- **Count:** 1\n", &format!("- **Count:** {researchers}\n"))
 }
 
+/// A conference of one researcher and two attempts on `head` whose first attempt's evaluation
+/// hangs there: the repository, its runner in the background, the file holding the
+/// evaluation's pid (written once it hangs).
+fn hung_on(head: &RayHead, tmp: &Path) -> (TestRepo, std::process::Child, std::path::PathBuf) {
+    let (log, gate) = (tmp.join("evals.log"), tmp.join("gate"));
+    let repo = repo();
+    let text = config(1, 2, &log, Some(&gate), "60s", &head.environment(""));
+    repo.write("conference.md", &text);
+    repo.commit_all("config");
+    let opener = super::hang_the_first_attempt(&log, &gate);
+    let runner = start_in_background(&repo);
+    opener.join().unwrap();
+    let pid_file = tmp.join("gate.pid");
+    wait_for(&pid_file);
+    (repo, runner, pid_file)
+}
+
 /// The conference's jobs in Ray's list (their submission ids start with `gc-<name>-`).
 fn jobs_of(head: &RayHead, name: &str) -> Vec<(String, String)> {
     head.jobs(&format!("gc-{name}-"))
@@ -169,16 +186,8 @@ fn a_ray_timeout_stops_the_job() {
 fn resume_after_kill_9_stops_the_orphaned_ray_job() {
     let head = servers::shared_ray();
     let tmp = tempfile::tempdir().unwrap();
-    let (log, gate) = (tmp.path().join("evals.log"), tmp.path().join("gate"));
-    let repo = repo();
-    let text = config(1, 2, &log, Some(&gate), "60s", &head.environment(""));
-    repo.write("conference.md", &text);
-    repo.commit_all("config");
-    let opener = super::hang_the_first_attempt(&log, &gate);
-    let runner = start_in_background(&repo);
-    opener.join().unwrap();
-    let pid_file = tmp.path().join("gate.pid");
-    wait_for(&pid_file);
+    let log = tmp.path().join("evals.log");
+    let (repo, runner, pid_file) = hung_on(head, tmp.path());
     repo.kill_runner("launch", runner);
     let pid = std::fs::read_to_string(&pid_file).unwrap();
     assert!(alive(&pid), "the orphan should still run after kill -9");
@@ -258,18 +267,7 @@ fn resources_ray_can_never_give_are_refused_at_the_start() {
 fn a_head_that_dies_makes_the_evaluation_crash_and_the_conference_goes_on() {
     let mut head = RayHead::start();
     let tmp = tempfile::tempdir().unwrap();
-    let (log, gate) = (tmp.path().join("evals.log"), tmp.path().join("gate"));
-    let repo = repo();
-    repo.write(
-        "conference.md",
-        &config(1, 2, &log, Some(&gate), "60s", &head.environment("")),
-    );
-    repo.commit_all("config");
-    let opener = super::hang_the_first_attempt(&log, &gate);
-    let runner = start_in_background(&repo);
-    opener.join().unwrap();
-    let pid_file = tmp.path().join("gate.pid");
-    wait_for(&pid_file);
+    let (repo, runner, pid_file) = hung_on(&head, tmp.path());
     head.kill();
     let out = runner.wait_with_output().unwrap();
     // The job's own process group outlives a killed head (Ray gave it a session of its own).

@@ -104,6 +104,7 @@ fn the_example_round_trips_every_field() {
             prune: false,
             prune_early: false,
             prune_warmup: 2,
+            hardware_same: false,
             holdout: None,
             judge: None,
         },

@@ -551,6 +551,7 @@ fn initial_state(name: &str, config: &Config, base: Oid, now: &str) -> State {
         recorded_running_seconds: Some(0.0),
         knowledge_brief: None,
         machines: Default::default(),
+        voided: Vec::new(),
         guidance: vec![],
         questions: vec![],
         requests: vec![],

@@ -20,7 +20,7 @@ use crate::engine::record::stored;
 use crate::model::event::{Event, CHAIR};
 use crate::model::state::{files, State};
 use crate::model::CommitId;
-use crate::remote::link::NotFollowed;
+use crate::remote::link::{NotFollowed, Refusal};
 use crate::store::events::{parse_event_commit, read_path};
 
 /// What an arriving event is checked against: this conference's name and frozen paths.
@@ -38,33 +38,49 @@ impl Arrivals {
         }
     }
 
-    /// Checks every event after `from` up to `to`, oldest first; the first refused, as a
-    /// sentence naming its commit, the machine that published it and why (or the commit it
-    /// names that has not arrived yet).
+    /// Checks every event after `from` up to `to`, oldest first. An event the conference could
+    /// not have recorded is skipped when a later `event.voided` voids it (checked in turn: it
+    /// must void an event this check refuses, and keep the state before it); else the first
+    /// such event is returned to void ([`NotFollowed::Voidable`], naming its machine and why),
+    /// or the commit it names that has not arrived yet.
     pub fn check(&self, repo: &Repository, from: Oid, to: Oid) -> Result<(), NotFollowed> {
-        let mut chain = Vec::new();
-        let mut at = to;
-        while at != from {
-            let refuse = |why: String| NotFollowed::Refused(why);
-            let commit = repo
-                .find_commit(at)
-                .map_err(|e| refuse(format!("event {at}: {e}")))?;
-            if commit.parent_count() != 1 {
-                return Err(refuse(format!(
-                    "event commit {at} has {} parents (the event log is one chain)",
-                    commit.parent_count()
-                )));
+        let chain = chain(repo, from, to)?;
+        let mut i = 0;
+        while i < chain.len() {
+            let commit = chain[i];
+            let not_followed = match self.check_one(repo, commit, None) {
+                Ok(()) => {
+                    i += 1;
+                    continue;
+                }
+                Err(e) => e,
+            };
+            let after = parent(repo, commit)?;
+            let voiding = (i + 1..chain.len()).find(|&j| {
+                voided_after(repo, chain[j]) == Some(after)
+                    && self
+                        .check_one(repo, chain[j], Some((commit, after)))
+                        .is_ok()
+            });
+            match (voiding, not_followed) {
+                (Some(j), _) => i = j + 1,
+                (None, NotFollowed::Refused(why)) => {
+                    return Err(NotFollowed::Voidable(refusal(repo, commit, after, why)))
+                }
+                (None, other) => return Err(other),
             }
-            chain.push(at);
-            at = commit.parent_id(0).map_err(|e| refuse(e.to_string()))?;
-        }
-        for commit in chain.into_iter().rev() {
-            self.check_one(repo, commit)?;
         }
         Ok(())
     }
 
-    fn check_one(&self, repo: &Repository, commit: Oid) -> Result<(), NotFollowed> {
+    /// Checks one event against the state before it: its parent's, or, for an event that voids
+    /// `voids` = (the first voided event, the event before it), the latter's.
+    fn check_one(
+        &self,
+        repo: &Repository,
+        commit: Oid,
+        voids: Option<(Oid, Oid)>,
+    ) -> Result<(), NotFollowed> {
         let c = repo
             .find_commit(commit)
             .map_err(|e| NotFollowed::Refused(e.to_string()))?;
@@ -98,16 +114,30 @@ impl Arrivals {
                 logged.event.event
             ))
         })?;
-        if matches!(
-            event,
-            Event::Started(_) | Event::Rebased(_) | Event::ConfigChanged(_) | Event::Imported(_)
-        ) {
-            return Err(refused(format!(
-                "a {} event is recorded by `start`, `resume` or `import` on one machine, never while the conference runs on several",
-                event.name()
-            )));
+        match (&event, voids) {
+            (
+                Event::Started(_) | Event::Rebased(_) | Event::ConfigChanged(_) | Event::Imported(_),
+                _,
+            ) => {
+                return Err(refused(format!(
+                    "a {} event is recorded by `start`, `resume` or `import` on one machine, never while the conference runs on several",
+                    event.name()
+                )))
+            }
+            (Event::Voided(v), Some((first, after)))
+                if v.event.oid() == first && v.after.oid() == after => {}
+            (Event::Voided(_), _) => {
+                return Err(refused(
+                    "it voids events this machine follows (the conference could have recorded them)".into(),
+                ))
+            }
+            (_, Some(_)) => return Err(refused("it voids nothing".into())),
+            _ => {}
         }
-        let parent = c.parent_id(0).map_err(|e| refused(e.to_string()))?;
+        let parent = match voids {
+            Some((_, after)) => after,
+            None => c.parent_id(0).map_err(|e| refused(e.to_string()))?,
+        };
         let before =
             state_of(repo, parent).map_err(|e| refused(format!("the state before it: {e}")))?;
         let after = state_of(repo, commit).map_err(refused)?;
@@ -189,6 +219,73 @@ impl Arrivals {
     }
 }
 
+/// The events after `from` up to `to`, oldest first; refused when they are not one chain.
+fn chain(repo: &Repository, from: Oid, to: Oid) -> Result<Vec<Oid>, NotFollowed> {
+    let refuse = |why: String| NotFollowed::Refused(why);
+    let mut chain = Vec::new();
+    let mut at = to;
+    while at != from {
+        let commit = repo
+            .find_commit(at)
+            .map_err(|e| refuse(format!("event {at}: {e}")))?;
+        if commit.parent_count() != 1 {
+            return Err(refuse(format!(
+                "event commit {at} has {} parents (the event log is one chain)",
+                commit.parent_count()
+            )));
+        }
+        chain.push(at);
+        at = commit.parent_id(0).map_err(|e| refuse(e.to_string()))?;
+    }
+    chain.reverse();
+    Ok(chain)
+}
+
+/// The parent of an event of a chain [`chain`] read (it has one).
+fn parent(repo: &Repository, commit: Oid) -> Result<Oid, NotFollowed> {
+    repo.find_commit(commit)
+        .and_then(|c| c.parent_id(0))
+        .map_err(|e| NotFollowed::Refused(e.to_string()))
+}
+
+/// The event an `event.voided` commit continues (None: not one).
+fn voided_after(repo: &Repository, commit: Oid) -> Option<Oid> {
+    let c = repo.find_commit(commit).ok()?;
+    let logged = parse_event_commit(commit, c.message().unwrap_or("")).ok()?;
+    crate::store::events::voided_after(&logged.event)
+}
+
+/// What voiding the refused event `commit` (after `after`) records.
+fn refusal(repo: &Repository, commit: Oid, after: Oid, why: String) -> Refusal {
+    let message = repo
+        .find_commit(commit)
+        .ok()
+        .and_then(|c| c.message().map(str::to_string))
+        .unwrap_or_default();
+    let participant = parse_event_commit(commit, &message)
+        .ok()
+        .and_then(|l| l.event.machine().map(str::to_string))
+        .or_else(|| named_machine(&message).map(str::to_string))
+        .filter(|m| crate::remote::valid_machine_name(m))
+        .unwrap_or_else(|| "(unnamed)".to_string());
+    Refusal {
+        event: commit,
+        after,
+        summary: printable(message.lines().next().unwrap_or(""), 200),
+        participant,
+        why: printable(&why, 600),
+    }
+}
+
+/// `text` as status and the report may print it: no control characters (a crafted event's
+/// summary may hold terminal escapes), at most `max` characters.
+fn printable(text: &str, max: usize) -> String {
+    text.chars()
+        .take(max)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
+
 /// Why a head an event moves is not followed.
 enum Harness {
     /// Its commit has not arrived (yet).
@@ -218,16 +315,20 @@ fn with_unstored_fields(mut event: Event, before: &State, after: &State) -> Even
 /// The machine an event commit's summary names (the recorder ends it with ` [machine]`), for an
 /// event whose payload cannot be read.
 fn summary_machine(message: &str) -> String {
-    let first = message.lines().next().unwrap_or("");
-    let named = first
-        .strip_suffix(']')
-        .and_then(|s| s.rsplit_once(" ["))
-        .map(|(_, m)| m)
-        .filter(|m| crate::remote::valid_machine_name(m));
-    match named {
+    match named_machine(message) {
         Some(m) => format!("machine `{m}`"),
         None => "an unnamed machine".into(),
     }
+}
+
+/// The valid machine name an event commit's summary ends with (` [machine]`).
+fn named_machine(message: &str) -> Option<&str> {
+    let first = message.lines().next().unwrap_or("");
+    first
+        .strip_suffix(']')
+        .and_then(|s| s.rsplit_once(" ["))
+        .map(|(_, m)| m)
+        .filter(|m| crate::remote::valid_machine_name(m))
 }
 
 /// What the recorder stores after `event` on `before`: the reducer, then its bookkeeping. None

@@ -155,7 +155,7 @@ pub fn resume(
     recover_lost_refs(repo, &name, ui)?;
     let mut conf = Conference::open(repo.path(), &name, ui.clone()).context("cannot resume")?;
     let st = conf.state();
-    if !st.machines.is_empty() && st.phase != Phase::Done {
+    if st.runs_on_several_machines() {
         return Err(usage(format!(
             "conference `{name}` runs on several machines ({}): take part again with `git conference join <remote> {name}` (the remote it was started with), which continues from what every machine published",
             st.machines.keys().cloned().collect::<Vec<_>>().join(", ")
@@ -233,6 +233,11 @@ pub fn join(repo: &Repository, opts: JoinOptions, ui: &Ui) -> Result<Outcome> {
     let _lock = take_over(&run_dir, &name)?;
     recover_lost_refs(repo, &name, ui)?;
     let conf = Conference::open(repo.path(), &name, ui.clone()).context("cannot join")?;
+    if crate::engine::run::settings::local_commands_differ(repo, &conf) {
+        ui.warn(&format!(
+            "note: your conference.md names other commands; `{name}` runs on several machines, where `join` runs the stored ones (`git conference trust {name}` shows them)"
+        ));
+    }
     gate(repo, &name, &conf.config, None)?;
     crate::engine::record::recovery::reconcile(&conf, false)?;
     let link = link(repo, &conf, &remote, &machine)?;

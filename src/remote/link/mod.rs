@@ -25,6 +25,9 @@
 
 mod publication;
 mod sync;
+mod void;
+
+pub use void::Voiding;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -74,11 +77,29 @@ pub type ArrivalCheck =
 /// Why events that arrived are not followed.
 #[derive(Debug)]
 pub enum NotFollowed {
-    /// One of them is not one the conference could have recorded: why, naming its machine.
+    /// They cannot be followed at all (the log is not one chain): why. This machine stops.
     Refused(String),
+    /// One of them is not one the conference could have recorded, and no later event voids
+    /// it: this machine voids it (see [`Refusal`]) and goes on.
+    Voidable(Refusal),
     /// A commit they name has not arrived yet (a fetch reads refs one by one, so it may see an
     /// event before the branch pushed with it): the next fetch brings it.
     NotHereYet(String),
+}
+
+/// An arriving event refused by the check: what an `event.voided` over it records.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    /// The refused event.
+    pub event: Oid,
+    /// The event before it, whose state the conference keeps.
+    pub after: Oid,
+    /// Its first line as published.
+    pub summary: String,
+    /// The machine that published it, as it names itself.
+    pub participant: String,
+    /// Why, as a sentence naming the event and its machine.
+    pub why: String,
 }
 
 /// This machine's part in one conference on one shared remote.
@@ -211,8 +232,10 @@ impl Link {
         let _ = self.arrivals.set(check);
     }
 
-    /// The events after `from` up to `to`, which another machine published, checked; refused
-    /// with the reason (this machine stops: it cannot follow them, and no retry changes that).
+    /// The events after `from` up to `to`, which another machine published, checked: an event
+    /// the conference could not have recorded is voided ([`Voiding`]: try again, the next fetch
+    /// brings the voiding event); a log that cannot be followed at all is refused with the
+    /// reason (this machine stops: no retry changes that).
     fn check_arrivals(&self, repo: &Repository, from: Oid, to: Oid) -> Result<()> {
         let Some(check) = self.arrivals.get() else {
             return Ok(());
@@ -222,6 +245,7 @@ impl Link {
             Err(NotFollowed::NotHereYet(what)) => {
                 bail!("waiting for {what} to arrive from {}", self.remote)
             }
+            Err(NotFollowed::Voidable(refusal)) => self.void(repo, &refusal, to),
             Err(NotFollowed::Refused(why)) => Err(Refused(format!(
                 "{}: {why}. This machine follows nothing of it and stops; once that event is gone from {0} (its events ref put back at the event before it), `git conference join {0} {}` takes part again",
                 self.remote, self.refs.name

@@ -45,7 +45,11 @@ impl Link {
             ))
             .into());
         }
-        self.check_arrivals(repo, local, view.events)?;
+        match self.check_arrivals(repo, local, view.events) {
+            // Voided just now: the next sync follows the voiding event.
+            Err(e) if e.is::<super::Voiding>() => return Ok(None),
+            checked => checked?,
+        }
         crate::store::cas::update(
             repo,
             &self.refs.events(),

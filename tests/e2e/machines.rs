@@ -583,6 +583,7 @@ fn a_machine_whose_clock_is_hours_ahead_runs_its_researcher_within_the_time_budg
     );
 }
 
+mod remotes;
 mod under_fire;
 mod under_fire_again;
 

@@ -64,10 +64,12 @@ impl Arrivals {
             });
             match (voiding, not_followed) {
                 (Some(j), _) => i = j + 1,
-                (None, NotFollowed::Refused(why)) => {
+                (None, Fault::Refused(why)) => {
                     return Err(NotFollowed::Voidable(refusal(repo, commit, after, why)))
                 }
-                (None, other) => return Err(other),
+                (None, Fault::Missing(what)) => {
+                    return Err(NotFollowed::NotHereYet(refusal(repo, commit, after, what)))
+                }
             }
         }
         Ok(())
@@ -80,14 +82,14 @@ impl Arrivals {
         repo: &Repository,
         commit: Oid,
         voids: Option<(Oid, Oid)>,
-    ) -> Result<(), NotFollowed> {
+    ) -> Result<(), Fault> {
         let c = repo
             .find_commit(commit)
-            .map_err(|e| NotFollowed::Refused(e.to_string()))?;
+            .map_err(|e| Fault::Refused(e.to_string()))?;
         let short = &crate::model::short_oid(commit);
         let logged = parse_event_commit(commit, c.message().unwrap_or("")).map_err(|e| {
             let message = c.message().unwrap_or("");
-            NotFollowed::Refused(format!(
+            Fault::Refused(format!(
                 "event {short} ({}) published by {} cannot be read: {e:#}",
                 message.lines().next().unwrap_or(""),
                 summary_machine(message)
@@ -100,7 +102,7 @@ impl Arrivals {
             None => "an unnamed machine".to_string(),
         };
         let refused = |why: String| {
-            NotFollowed::Refused(format!(
+            Fault::Refused(format!(
                 "event {short} ({}) published by {who} is not one the conference could have recorded: {why}",
                 logged.summary
             ))
@@ -159,8 +161,9 @@ impl Arrivals {
             )));
         }
         stored::checked(after.clone(), &self.name).map_err(refused)?;
+        super::cache_entries::check(repo, parent, commit, &before, &event).map_err(refused)?;
         match self.heads_keep_the_harness(repo, &before, &after) {
-            Err(Harness::Missing(what)) => Err(NotFollowed::NotHereYet(format!(
+            Err(Harness::Missing(what)) => Err(Fault::Missing(format!(
                 "{what}, which event {short} from {who} names"
             ))),
             Err(Harness::Changed(why)) => Err(refused(why)),
@@ -195,8 +198,14 @@ impl Arrivals {
                 .map_err(|_| missing())
         };
         let baseline = tree_of("baseline_commit", &after.baseline_commit)?;
+        let published = self.published_commits(repo);
         for (field, id) in moved {
             let tree = tree_of(&field, &id)?;
+            if !Self::published(repo, &published, before, after, &id) {
+                return Err(Harness::Missing(format!(
+                    "commit {id} ({field}) in a machine's attempts"
+                )));
+            }
             let diff = repo
                 .diff_tree_to_tree(Some(&baseline), Some(&tree), None)
                 .map_err(|e| Harness::Changed(e.to_string()))?;
@@ -284,6 +293,58 @@ fn printable(text: &str, max: usize) -> String {
         .take(max)
         .map(|c| if c.is_control() { '?' } else { c })
         .collect()
+}
+
+impl Arrivals {
+    /// The tips of the attempts chains a head may come from: this clone's, and every machine's
+    /// as the last fetch of the shared remote brought them.
+    fn published_commits(&self, repo: &Repository) -> Vec<Oid> {
+        let refs = crate::store::ConferenceRefs::new(&self.name);
+        let mut tips: Vec<Oid> = repo
+            .refname_to_id(&refs.attempts())
+            .ok()
+            .into_iter()
+            .collect();
+        let views = format!(
+            "{}*/{}/machines/*/attempts",
+            crate::store::refs::SHARED_REMOTE_VIEWS,
+            self.name
+        );
+        if let Ok(found) = repo.references_glob(&views) {
+            tips.extend(found.flatten().filter_map(|r| r.target()));
+        }
+        tips
+    }
+
+    /// Whether a head may move to `id`: the baseline, a head or best it had before, or a commit
+    /// some machine published (reachable from an attempts chain): a commit that merely exists
+    /// here (the user's own, an object a participant slipped in) is not one the conference made.
+    fn published(
+        repo: &Repository,
+        tips: &[Oid],
+        before: &State,
+        after: &State,
+        id: &CommitId,
+    ) -> bool {
+        let known = *id == after.baseline_commit
+            || *id == before.best.commit
+            || before
+                .researchers
+                .values()
+                .any(|r| r.head == *id || r.round_start == *id);
+        known
+            || tips.iter().any(|&tip| {
+                tip == id.oid() || repo.graph_descendant_of(tip, id.oid()).unwrap_or(false)
+            })
+    }
+}
+
+/// Why one event is not followed.
+enum Fault {
+    /// It is not one the conference could have recorded: why, naming its machine.
+    Refused(String),
+    /// A commit it names is not here (yet): which.
+    Missing(String),
 }
 
 /// Why a head an event moves is not followed.
@@ -425,6 +486,17 @@ mod tests {
     /// An event log whose first event names `baseline` everywhere, then machine m9's iteration
     /// of researcher A kept at `candidate`, recorded as the recorder records it; (first, second).
     fn log_keeping(repo: &Repository, baseline: Oid, candidate: Oid) -> (Oid, Oid) {
+        log_keeping_with(repo, baseline, candidate, |_| vec![])
+    }
+
+    /// [`log_keeping`] whose second event also writes the state-tree files `extra` returns for
+    /// its state before.
+    fn log_keeping_with(
+        repo: &Repository,
+        baseline: Oid,
+        candidate: Oid,
+        extra: impl Fn(&State) -> Vec<StateChange>,
+    ) -> (Oid, Oid) {
         let mut state = crate::model::state::sample();
         let base = crate::model::CommitId::from(baseline);
         state.baseline_commit = base.clone();
@@ -469,7 +541,12 @@ mod tests {
         let next = reduced(&state, &event, "t2", Some("m9"), None).unwrap();
         let mut line = event.line("t2".into());
         line.payload["machine"] = "m9".into();
-        let second = write_commit(repo, Some(first), &line, "A r1 i1 [m9]", &put(&next)).unwrap();
+        // The machine published the candidate (it is in an attempts chain).
+        repo.reference("refs/conference/c/attempts", candidate, true, "kept")
+            .unwrap();
+        let mut changes = put(&next);
+        changes.extend(extra(&state));
+        let second = write_commit(repo, Some(first), &line, "A r1 i1 [m9]", &changes).unwrap();
         (first, second)
     }
 
@@ -498,11 +575,91 @@ mod tests {
         assert!(arrivals.check(&repo, first, second).is_ok());
         let (first, second) = log_keeping(&repo, baseline, crafted);
         match arrivals.check(&repo, first, second) {
-            Err(NotFollowed::Refused(why)) => {
+            Err(NotFollowed::Voidable(refusal)) => {
+                let why = refusal.why;
                 assert!(why.contains("published by machine `m9`"), "{why}");
                 assert!(why.contains("changes frozen path eval.sh"), "{why}");
             }
             other => panic!("{other:?}"),
+        }
+    }
+
+    /// A head moved to a commit that exists here but that no machine published (in no
+    /// attempts chain) is not followed: it waits for it, and the run voids the event when it
+    /// never comes.
+    #[test]
+    fn a_head_no_machine_published_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repository::init(dir.path()).unwrap();
+        let baseline = commit(&repo, None, &[("x.txt", "1")]);
+        let candidate = commit(&repo, Some(baseline), &[("x.txt", "0")]);
+        let arrivals = Arrivals {
+            name: "c".into(),
+            frozen: PathRules::new(&[]),
+        };
+        let (first, second) = log_keeping(&repo, baseline, candidate);
+        assert!(arrivals.check(&repo, first, second).is_ok());
+        repo.find_reference("refs/conference/c/attempts")
+            .unwrap()
+            .delete()
+            .unwrap();
+        match arrivals.check(&repo, first, second) {
+            Err(NotFollowed::NotHereYet(refusal)) => {
+                assert!(
+                    refusal.why.contains("in a machine's attempts"),
+                    "{}",
+                    refusal.why
+                );
+                assert_eq!(refusal.event, second);
+                assert_eq!(refusal.after, first);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// An iteration may write the evaluation cache entry of its own candidate's tree, holding
+    /// its own metric; an entry of another tree, or another metric, is a planted result.
+    #[test]
+    fn a_planted_evaluation_cache_entry_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repository::init(dir.path()).unwrap();
+        let baseline = commit(&repo, None, &[("x.txt", "1")]);
+        let candidate = commit(&repo, Some(baseline), &[("x.txt", "0")]);
+        let other = commit(&repo, Some(baseline), &[("x.txt", "7")]);
+        let arrivals = Arrivals {
+            name: "c".into(),
+            frozen: PathRules::new(&[]),
+        };
+        let entry = |tree: Oid, metric: f64| {
+            move |st: &State| {
+                let result = serde_json::json!({"metric": metric, "runs": [metric],
+                    "sub_metrics": {}, "status": "ok", "reason": null, "seconds": 1.0});
+                vec![StateChange::Put(
+                    files::eval_cache(&st.eval_settings, &tree.to_string()),
+                    serde_json::to_vec(&result).unwrap(),
+                )]
+            }
+        };
+        let tree_of = |c: Oid| repo.find_commit(c).unwrap().tree_id();
+        let (first, second) =
+            log_keeping_with(&repo, baseline, candidate, entry(tree_of(candidate), 9.0));
+        assert!(arrivals.check(&repo, first, second).is_ok());
+        let planted = [
+            (
+                entry(tree_of(other), 1.0),
+                "not the one of the tree it measured",
+            ),
+            (entry(tree_of(candidate), 1.0), "holds metric Some(1.0)"),
+        ];
+        for (extra, why) in planted {
+            let (first, second) = log_keeping_with(&repo, baseline, candidate, extra);
+            match arrivals.check(&repo, first, second) {
+                Err(NotFollowed::Voidable(refusal)) => {
+                    assert!(refusal.why.contains(why), "{}", refusal.why);
+                    assert_eq!(refusal.participant, "m9");
+                }
+                other => panic!("{other:?}"),
+            }
         }
     }
 

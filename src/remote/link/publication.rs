@@ -150,10 +150,16 @@ impl Link {
         if tip == view.events {
             updates.remove(0);
         }
-        crate::failpoint::hit("publish.before-push");
+        // The crash tests' points: a publication of events, before and after the remote took it.
+        let with_events = tip != view.events;
+        if with_events {
+            crate::failpoint::hit("publish.events-before-push");
+        }
         match push(&self.dir, &self.remote, &updates)? {
             Pushed::Accepted => {
-                crate::failpoint::hit("publish.pushed");
+                if with_events {
+                    crate::failpoint::hit("publish.events-pushed");
+                }
                 self.pushed(&mut inner, &updates);
                 for (slot, _, held) in renewed {
                     inner.held.insert(slot, held);

@@ -248,7 +248,7 @@ fn tree_with(c: &Cluster, dir: &Path, base: &str, path: &str, mode: &str, bytes:
 /// is published. Tries again until the remote takes it; mallory's commit goes to the remote's best
 /// branch. Not only the last event's message: while three machines publish, the last event is
 /// seldom of the kind a craft needs, and the conference may end before it is.
-fn publish_crafted(
+pub(super) fn publish_crafted(
     c: &Cluster,
     marker: &Path,
     craft: impl Fn(&mut serde_json::Value, &mut String, &str) -> bool,

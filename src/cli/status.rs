@@ -150,6 +150,10 @@ fn print_running(conf: &Conference, st: &State, running_here: bool) {
     for line in crate::render::status::attempt_time(st) {
         crate::outln!("{line}");
     }
+    let attempts = crate::engine::record::ledger::all_attempts(conf, st).unwrap_or_default();
+    if let Some(line) = crate::render::status::hardware(&attempts) {
+        crate::outln!("{line}");
+    }
 }
 
 /// On several machines: one row per machine — the researchers it ran, its iterations and

@@ -210,7 +210,10 @@ impl Conference {
             }
             Access::Read => measure::schedule::Scheduler::new(&config.environment),
         };
-        let launcher = crate::launch::Launcher::new(&config.environment, &repo_dir, &run_dir);
+        let mut launcher = crate::launch::Launcher::new(&config.environment, &repo_dir, &run_dir);
+        if config.evaluation.hardware_same {
+            launcher = launcher.keep_to_one_class(None);
+        }
         Ok(Conference {
             name: name.clone(),
             repo_dir,

@@ -41,6 +41,10 @@ pub struct AttemptRecord {
     /// Where the evaluation ran (absent for local runs without a GPU and in earlier records).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<super::Placement>,
+    /// On several machines: the machine that ran the attempt and read its metric (absent on
+    /// one machine and in earlier records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
 }
 
 impl AttemptRecord {

@@ -293,3 +293,36 @@ impl AsyncWrite for Watched {
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_is_due_to_close_when_idle_or_when_its_client_stops_reading() {
+        let activity = Arc::new(Activity::new());
+        let start = activity.start;
+        // Nothing in flight: idle from the start.
+        assert_eq!(activity.deadline(), Some(start + IDLE_TIMEOUT));
+        // A request in flight whose writes go through (an event stream): no deadline at all.
+        let request = InFlight::begin(&activity);
+        activity.wrote(false);
+        assert_eq!(activity.deadline(), None);
+        // Its client stops reading: the write bound, from the first write that waited.
+        activity.wrote(true);
+        let blocked = activity.deadline().expect("a deadline");
+        assert!(blocked >= start + WRITE_TIMEOUT && blocked <= Instant::now() + WRITE_TIMEOUT);
+        activity.wrote(true);
+        assert_eq!(
+            activity.deadline(),
+            Some(blocked),
+            "kept from the first wait"
+        );
+        activity.wrote(false);
+        assert_eq!(activity.deadline(), None);
+        // Sent: idle again, from then.
+        drop(request);
+        let idle = activity.deadline().expect("a deadline");
+        assert!(idle >= start + IDLE_TIMEOUT && idle <= Instant::now() + IDLE_TIMEOUT);
+    }
+}

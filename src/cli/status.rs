@@ -71,7 +71,7 @@ fn print_json(repo: &git2::Repository, name: &str, conf: &Conference) -> Result<
 
 /// Title, status, stop reason, warning, round, baseline, best, iterations, budgets, events.
 fn print_summary(name: &str, conf: &Conference, st: &State, shown: &str) {
-    let metric = crate::engine::evaluate::metric_name(conf.config());
+    let metric = crate::engine::measure::evaluate::metric_name(conf.config());
     crate::outln!("Conference: {} ({})", conf.config().title, name);
     crate::outln!(
         "Status:     {}{}",
@@ -117,7 +117,7 @@ fn print_summary(name: &str, conf: &Conference, st: &State, shown: &str) {
             .map(|m| format!(" of {m}"))
             .unwrap_or_default()
     );
-    for line in crate::engine::budget::status_lines(conf.config(), st) {
+    for line in crate::engine::stop::budget::status_lines(conf.config(), st) {
         crate::outln!("{line}");
     }
     crate::outln!(
@@ -141,7 +141,8 @@ fn print_running(conf: &Conference, st: &State, running_here: bool) {
     } else {
         0.0
     };
-    for line in crate::engine::budget::running_lines(conf.config(), st, st.running_seconds() + live)
+    for line in
+        crate::engine::stop::budget::running_lines(conf.config(), st, st.running_seconds() + live)
     {
         crate::outln!("{line}");
     }

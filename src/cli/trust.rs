@@ -27,7 +27,7 @@ pub fn run(args: TrustArgs) -> Result<i32> {
     let st = conf.state();
     let base = st.baseline_commit.oid();
     // What `resume` would run: the user's edited conference.md when it changes the stored one.
-    let plan = crate::engine::settings::plan(&repo, &conf, None, base)?;
+    let plan = crate::engine::run::settings::plan(&repo, &conf, None, base)?;
     let cfg = plan.as_ref().map_or(conf.config(), |p| &p.config);
     crate::outln!("Conference `{name}` runs these commands on this machine:");
     crate::outln!("{}", crate::trust::describe(cfg).trim_end());

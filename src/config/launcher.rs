@@ -10,7 +10,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::duration::parse_duration;
-use super::parse::{key_spec, Document, SectionKind, Setting};
+use super::parse::{Document, Setting};
+use super::sections::{key_spec, SectionKind};
 use super::ConfigError;
 
 /// Which launcher runs evaluations.

@@ -21,6 +21,7 @@ pub mod parse;
 pub mod paths;
 pub mod repeated;
 pub mod rules;
+pub mod sections;
 pub mod template;
 pub mod validate;
 
@@ -336,7 +337,12 @@ pub fn researcher_id(index: usize) -> String {
 /// The line of conference.md `text` that sets `key` (template spelling) in section `kind`, or,
 /// with `item`, the line of the list item holding it (falling back to the key's line); 0 when the
 /// key is not written. For problems found after loading (against the repository or the machine).
-pub fn setting_line(text: &str, kind: parse::SectionKind, key: &str, item: Option<&str>) -> usize {
+pub fn setting_line(
+    text: &str,
+    kind: sections::SectionKind,
+    key: &str,
+    item: Option<&str>,
+) -> usize {
     let (doc, _) = parse::read(text);
     let Some(setting) = doc.setting(kind, key) else {
         return 0;

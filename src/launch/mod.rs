@@ -12,6 +12,7 @@
 //! [`cancel_left_behind`].
 
 mod command;
+mod leftovers;
 mod records;
 mod slurm;
 mod ssh;
@@ -28,7 +29,7 @@ use crate::config::launcher::{Launch, LauncherKind};
 use crate::exec::process::{self, OnLine, Outcome, Running, Spec};
 use crate::model::Placement;
 
-pub use records::cancel_left_behind;
+pub use leftovers::cancel_left_behind;
 pub use slurm::check_args as check_slurm_args;
 
 /// A launcher, made from `## Environment`.

@@ -419,7 +419,7 @@ pub struct Guidance {
     pub round: u32,
     /// When the person asked (the command's clock).
     pub requested_at: String,
-    /// The request's id (`engine::talk`): a request is recorded once.
+    /// The request's id (`engine::phases::talk`): a request is recorded once.
     pub request: String,
 }
 

@@ -57,7 +57,7 @@ impl Event {
                     text: e.text.clone(),
                 });
             }
-            // Its commit stores the imported state whole (`engine::import`).
+            // Its commit stores the imported state whole (`engine::commands::import`).
             Event::Started(_)
             | Event::Imported(_)
             | Event::PhaseStarted(_)

@@ -16,7 +16,12 @@
 use anyhow::{anyhow, Context, Result};
 use git2::{Oid, Repository};
 
-use super::link::Refused;
+/// Why this machine stops taking part: what the remote holds is not a conference this machine
+/// can follow, and no retry changes that.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
+
 use crate::model::event::Event;
 use crate::model::state::{files, State};
 use crate::store::events::{parse_event_commit, read_path, write_commit};

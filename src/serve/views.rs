@@ -74,12 +74,12 @@ pub fn summary_json(repo: &Repository, conf: &Conference) -> Value {
         "name": conf.name(),
         "title": cfg.title,
         "goal": cfg.goal,
-        "metric": crate::engine::evaluate::metric_name(cfg),
+        "metric": crate::engine::measure::evaluate::metric_name(cfg),
         "minimize": metric.is_some_and(|m| m.direction == crate::config::Direction::Minimize),
         "target": metric.and_then(|m| m.target),
         "max_rounds": cfg.max_rounds,
-        "budget_lines": crate::engine::budget::status_lines(cfg, &st),
-        "running_lines": crate::engine::budget::running_lines(cfg, &st, st.running_seconds() + live),
+        "budget_lines": crate::engine::stop::budget::status_lines(cfg, &st),
+        "running_lines": crate::engine::stop::budget::running_lines(cfg, &st, st.running_seconds() + live),
         "running_seconds": st.running_seconds() + live,
         "devices": cfg.environment.devices,
         "max_parallel_evaluations": cfg.environment.max_parallel_evaluations,
@@ -95,7 +95,9 @@ pub fn summary_json(repo: &Repository, conf: &Conference) -> Value {
 /// last queue file is then stale.
 pub fn queue_json(conf: &Conference) -> Value {
     match crate::lock::runner(conf.run_dir()) {
-        Some(_) => crate::engine::schedule::published_queue(conf.run_dir()).unwrap_or(Value::Null),
+        Some(_) => {
+            crate::engine::measure::schedule::published_queue(conf.run_dir()).unwrap_or(Value::Null)
+        }
         None => Value::Null,
     }
 }
@@ -109,7 +111,7 @@ fn seconds_since(at: &str) -> f64 {
 
 /// Every attempt of the conference, in the order recorded.
 pub fn attempts(conf: &Conference, st: &State) -> Result<Vec<AttemptRecord>> {
-    crate::engine::ledger::all_attempts(conf, st)
+    crate::engine::record::ledger::all_attempts(conf, st)
 }
 
 /// The attempts from the `since`-th on (0 = all), each its record with its index `n` first, as
@@ -141,8 +143,8 @@ pub fn rounds_json(conf: &Conference, st: &State) -> Value {
         .map(|round| {
             json!({
                 "round": round,
-                "findings": crate::engine::ledger::read_findings(conf, round),
-                "picks": crate::engine::ledger::read_picks(conf, round),
+                "findings": crate::engine::record::ledger::read_findings(conf, round),
+                "picks": crate::engine::record::ledger::read_picks(conf, round),
                 "best": st.round_bests.get(round as usize - 1).copied().flatten(),
             })
         })

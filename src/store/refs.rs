@@ -116,7 +116,7 @@ impl ConferenceRefs {
     }
 
     /// The folder of requests (`steer`, `answer`, `stop`, `approve`) waiting for the runner
-    /// (`engine::talk`): outside `refs/conference/<name>/`, so `push` never publishes one.
+    /// (`engine::phases::talk`): outside `refs/conference/<name>/`, so `push` never publishes one.
     pub fn inbox(&self) -> String {
         format!("refs/conference-inbox/{}/", self.name)
     }

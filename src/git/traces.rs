@@ -270,7 +270,7 @@ impl Refs {
 /// how a ref change is told to be researcher `id`'s agent's, and not the user's (who may work in
 /// the repository while agents run). Snapshot commits carry the same name as their author.
 pub fn agent_name(id: &str) -> String {
-    format!("Researcher {id} (git-conference)")
+    crate::store::researcher_name(id)
 }
 
 /// What researcher `id`'s agent runs with: its git commands commit and log ref moves as

@@ -164,3 +164,82 @@ fn b_git_notes_a_forged_note_on_top_of_the_notes_is_taken_off() {
     let notes = all_notes(&repo);
     assert!(!notes.contains("forged"), "{notes}");
 }
+
+/// Whether process `pid` runs (a zombie does not).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
+}
+
+/// Waits (a minute at most) until none of `pids` runs; returns those still running.
+fn wait_until_dead(pids: &[i32]) -> Vec<i32> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let running: Vec<i32> = pids.iter().copied().filter(|p| alive(*p)).collect();
+        if running.is_empty() || std::time::Instant::now() > deadline {
+            return running;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// A4: a runner killed with `kill -9` takes its agent with it — the agent, a child that stayed
+/// in its process group and one that left it (`setsid`) — at once, not at the next `resume`
+/// (they went on writing into the worktree until then, past the agent's own timeout). `resume`
+/// then finishes the conference.
+#[test]
+fn a4_an_agent_dies_with_its_runner_killed_with_kill_9() {
+    let repo = TestRepo::from_fixture("loop");
+    let config = ConfigBuilder::new("Outlives", &agent("outlives.sh", ""))
+        .iterations(1)
+        .agent_timeout("5m")
+        .frozen("eval.sh, agents/**")
+        .build();
+    repo.write("conference.md", &config);
+    let runner = repo.start_until("outlives", "agent.pids");
+    let pids: Vec<i32> = repo
+        .git_dir_file("agent.pids")
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    assert_eq!(pids.len(), 3);
+    assert!(pids.iter().all(|p| alive(*p)), "{pids:?}");
+    let watchdog = || {
+        let out = std::process::Command::new("pgrep")
+            .args(["-f", &format!("__watchdog {}", repo.git_dir().display())])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let had_a_watchdog = !watchdog().is_empty();
+    repo.kill_runner("outlives", runner);
+    let running = wait_until_dead(&pids);
+    assert!(
+        running.is_empty(),
+        "still running a minute after the runner was killed: {running:?}"
+    );
+    assert!(had_a_watchdog, "the runner had a watchdog");
+    // Nothing writes any more.
+    let log = repo.git_dir().join("alive.log");
+    let before = std::fs::metadata(&log).unwrap().len();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(std::fs::metadata(&log).unwrap().len(), before);
+    // The runner's watchdog is gone too, and `resume` finishes the conference; the resume's own
+    // watchdog ends with it.
+    let no_watchdog_left = || {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !watchdog().is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert_eq!(watchdog(), "", "a watchdog outlived its runner");
+    };
+    no_watchdog_left();
+    repo.conference(&["resume", "outlives"]).ok();
+    assert_eq!(repo.status_json("outlives")["status"], "completed");
+    no_watchdog_left();
+}

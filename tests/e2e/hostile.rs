@@ -243,3 +243,41 @@ fn a4_an_agent_dies_with_its_runner_killed_with_kill_9() {
     assert_eq!(repo.status_json("outlives")["status"], "completed");
     no_watchdog_left();
 }
+
+/// B-write_user_abs / B-write_user_rel: an agent that writes into the user's own working tree
+/// (a new file by its absolute path; a file the user had already made, by a relative path) is
+/// named in a warning and in the attempt's reason, every run, and nothing is undone: the
+/// user's file keeps every line, the attempts are judged as usual.
+#[test]
+fn b_write_user_an_agent_writing_into_your_working_tree_is_reported() {
+    for (how, file) in [("abs", "agent-notes.txt"), ("rel", "users-draft.py")] {
+        let repo = TestRepo::from_fixture("loop");
+        repo.write("users-draft.py", "# the user's work in progress\n");
+        let config =
+            ConfigBuilder::new("Writes", &agent("write-user.sh", &format!("{how} {file}")))
+                .iterations(2)
+                .frozen("eval.sh, agents/**")
+                .build();
+        let run = repo.start("writes", &config).ok();
+        let warning =
+            format!("warning: researcher A's agent changed your working tree ({file}); not undone");
+        let named = run
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with(&warning))
+            .count();
+        assert_eq!(named, 2, "{how}, once per run:\n{}", run.stderr);
+        for e in repo.events_named("writes", "researcher.iteration") {
+            let reason = e["payload"]["reason"].as_str().unwrap_or_default();
+            let remark = format!("changed your working tree ({file}), not undone");
+            assert!(reason.contains(&remark), "{how}: {reason}");
+        }
+        assert_eq!(verdicts(&repo, "writes", "A"), ["kept", "kept"], "{how}");
+        let text = std::fs::read_to_string(repo.dir.join(file)).unwrap();
+        assert_eq!(
+            text.matches("written by the agent").count(),
+            2,
+            "{how}: {text}"
+        );
+    }
+}

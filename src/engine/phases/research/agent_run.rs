@@ -11,7 +11,7 @@ use super::parked::{open_worktree, start_watch};
 use super::record::{failed_eval, record_iteration};
 use super::*;
 use crate::agents::call::{AgentCall, AgentOutcome};
-use crate::engine::agent::dispatch;
+use crate::engine::agent::{dispatch, windows};
 use crate::engine::record::attempt::Attempt;
 use crate::engine::state::{ResearcherState, State};
 use crate::engine::Conference;
@@ -49,14 +49,19 @@ impl<'a> Session<'a> {
             head_tree,
             attempts: r.attempts,
         };
+        let user_before = crate::git::user_writes::read(&conf.repo_dir);
         let began = Instant::now();
-        let run = dispatch::run(conf, call).await?;
+        windows::began(id);
+        let run = dispatch::run(conf, call).await;
+        windows::ended(id);
+        let run = run?;
         let seconds = began.elapsed().as_secs_f64();
         let commondir = self.repo.commondir();
         for warning in crate::git::traces::undo_agents_changes(&refs_before, commondir) {
             conf.ui.warn(&warning);
         }
         Ok(AgentRan {
+            remark: self.user_writes(&user_before, began),
             usage: run.usage(),
             seconds,
             outcome: run.outcome,
@@ -64,6 +69,46 @@ impl<'a> Session<'a> {
             damage: crate::engine::agent::integrity::repair_after_agent(conf),
             shared_before,
         })
+    }
+
+    /// What reached the user's working tree while the agent ran, reported on the log (the
+    /// researchers whose agents ran at the same time named too) and returned as the attempt's
+    /// remark. Never undone (see `git::user_writes`).
+    fn user_writes(
+        &self,
+        before: &crate::git::user_writes::UserTree,
+        began: Instant,
+    ) -> Option<String> {
+        let paths = crate::git::user_writes::changed_since(before, &self.conf.repo_dir);
+        if paths.is_empty() {
+            return None;
+        }
+        let named = crate::git::user_writes::named(&paths);
+        let others = windows::others_since(self.id, began);
+        let (line, remark) = if others.is_empty() {
+            (
+                format!(
+                    "researcher {}'s agent changed your working tree ({named})",
+                    self.id
+                ),
+                format!("changed your working tree ({named}), not undone"),
+            )
+        } else {
+            let too = format!("{} ran too", windows::who(&others));
+            (
+                format!(
+                    "your working tree changed while researcher {}'s agent ran ({named}; {too})",
+                    self.id
+                ),
+                format!(
+                    "your working tree changed while this agent ran ({named}; {too}), not undone"
+                ),
+            )
+        };
+        self.conf.ui.warn(&format!(
+            "warning: {line}; not undone (if you were editing them, that was you)"
+        ));
+        Some(remark)
     }
 
     /// An agent that removed its worktree: it is made again and the attempt recorded as
@@ -91,6 +136,7 @@ impl<'a> Session<'a> {
                     usage: ran.usage,
                     agent_s: Some(ran.seconds),
                     questions: vec![],
+                    remark: ran.remark.as_deref(),
                 };
                 let wt_path = self.wt_path.clone();
                 match remake_worktree(self.conf, &attempt, st.round, &wt_path, why).await? {

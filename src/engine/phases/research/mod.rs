@@ -136,6 +136,8 @@ struct AgentRan {
     report: crate::agents::AgentReport,
     damage: Option<String>,
     shared_before: crate::engine::agent::workspace::SharedState,
+    /// What it changed in the user's working tree (reported, not undone), for the reason.
+    remark: Option<String>,
 }
 
 /// The attempt an iteration made, once captured from the worktree.

@@ -173,6 +173,7 @@ impl<'a> Session<'a> {
             usage: ran.usage,
             agent_s: Some(ran.seconds),
             questions,
+            remark: ran.remark.as_deref(),
         };
         let judged = Judged {
             attempt: &attempt,

@@ -281,3 +281,55 @@ fn b_write_user_an_agent_writing_into_your_working_tree_is_reported() {
         );
     }
 }
+
+/// B-write_other: researcher A's agent writes a file into researcher B's worktree (by a
+/// relative path) between B's runs. That leaked into B's next attempt without a word before;
+/// now that attempt is rejected with a reason naming A, a warning says so, the file is put back
+/// (gone from B's worktree), and nothing of it reaches the best branch.
+#[test]
+fn b_write_other_a_write_into_anothers_worktree_rejects_that_attempt() {
+    let repo = TestRepo::from_fixture("loop");
+    let pause = repo.tmp.path().join("pause");
+    std::fs::create_dir_all(&pause).unwrap();
+    let config = ConfigBuilder::new(
+        "Other",
+        &agent("write-other.sh", &pause.display().to_string()),
+    )
+    .count(2)
+    .iterations(2)
+    .frozen("eval.sh, agents/**")
+    .build();
+    repo.write("conference.md", &config);
+    let failpoint = format!("worktree.put-back:pause={}", pause.display());
+    let run = repo.conference_env(
+        &["start", "other"],
+        &[("GIT_CONFERENCE_FAILPOINT", failpoint.as_str())],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(!pause.join("armed").exists() && !pause.join("paused").exists());
+    assert_eq!(verdicts(&repo, "other", "B"), ["kept", "rejected"]);
+    let second = repo
+        .events_named("other", "researcher.iteration")
+        .into_iter()
+        .map(|e| e["payload"].clone())
+        .find(|p| p["researcher"] == "B" && p["iteration"] == 2)
+        .unwrap();
+    let reason = second["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with("researcher A's agent wrote into this worktree (from-a.txt)"),
+        "{reason}"
+    );
+    assert!(
+        run.stderr.contains(
+            "warning: researcher B's worktree was written into while its agent was not running (from-a.txt), by researcher A's agent"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(!repo
+        .worktree("other", "researcher-B")
+        .join("from-a.txt")
+        .exists());
+    let best = repo.git(&["ls-tree", "-r", "--name-only", "conference/other/best"]);
+    assert!(!best.contains("from-a.txt"), "{best}");
+}

@@ -15,7 +15,8 @@ use crate::engine::agent::{dispatch, windows};
 use crate::engine::record::attempt::Attempt;
 use crate::engine::state::{ResearcherState, State};
 use crate::engine::Conference;
-use crate::git::watch::Watch;
+use crate::git::snapshot;
+use crate::git::watch::{Changes, Watch};
 use crate::model::Verdict;
 
 impl<'a> Session<'a> {
@@ -30,6 +31,7 @@ impl<'a> Session<'a> {
         env: &[(String, String)],
     ) -> Result<AgentRan> {
         let (conf, id) = (self.conf, self.id);
+        let foreign = self.foreign_writes(head_tree)?;
         let prompt = self.prompt(st, r, iteration)?;
         let refs_before = crate::git::traces::read(self.repo.commondir());
         crate::engine::agent::integrity::ConfigGuard::take(&self.repo, &conf.run_dir);
@@ -62,6 +64,7 @@ impl<'a> Session<'a> {
         }
         Ok(AgentRan {
             remark: self.user_writes(&user_before, began),
+            foreign,
             usage: run.usage(),
             seconds,
             outcome: run.outcome,
@@ -69,6 +72,42 @@ impl<'a> Session<'a> {
             damage: crate::engine::agent::integrity::repair_after_agent(conf),
             shared_before,
         })
+    }
+
+    /// What reached this researcher's worktree since its last attempt was put back, while its
+    /// own agent was not running (another researcher's agent writing there by its path): the
+    /// paths the watch saw, for the attempt's capture, and the reason that rejects the attempt,
+    /// naming the researchers whose agents ran meanwhile. None when nothing differs from the
+    /// head (or there is no watch to ask: the worktree is then scanned only after the agent).
+    fn foreign_writes(&mut self, head_tree: Oid) -> Result<Option<(Changes, String)>> {
+        let Some(watch) = self.watch.as_mut() else {
+            return Ok(None);
+        };
+        let seen = watch.take();
+        let snap = match &seen {
+            Changes::Paths(paths) if paths.is_empty() => return Ok(None),
+            Changes::Paths(paths) => snapshot::capture_paths(&self.wt, paths)?,
+            Changes::Everything => snapshot::capture(&self.wt)?,
+        };
+        // The capture refreshed the index: that is no change of the agent's.
+        watch.settle();
+        let changed = snapshot::changed_paths(&self.repo, head_tree, snap.tree)?;
+        if changed.is_empty() {
+            return Ok(None);
+        }
+        let named = crate::git::user_writes::named(&changed);
+        let others = windows::others_since_own_last(self.id);
+        let who = windows::who(&others);
+        self.conf.ui.warn(&format!(
+            "warning: researcher {}'s worktree was written into while its agent was not running \
+             ({named}), by {who}; its next attempt is rejected",
+            self.id
+        ));
+        let why = format!(
+            "{who} wrote into this worktree ({named}) while researcher {}'s agent was not running: not its work",
+            self.id
+        );
+        Ok(Some((seen, why)))
     }
 
     /// What reached the user's working tree while the agent ran, reported on the log (the

@@ -99,11 +99,36 @@ pub struct Conference {
     launcher: crate::launch::Launcher,
     /// On several machines: the thread that publishes what is recorded (see `publisher`).
     publisher: Mutex<Option<machines::publisher::Publisher>>,
+    /// On several machines: the conference's recorded running time when this run began to take
+    /// part, and when, by this process's monotonic clock (see [`Conference::shared_since`]).
+    shared_since: std::sync::OnceLock<(f64, std::time::Instant)>,
 }
 
 pub use crate::clock::{now_iso, now_unix};
 
 /// What the layers above the engine (cli/, serve/) read of an open conference.
+/// Why `start NAME` refuses a conference that exists, with the way on that works in its
+/// situation: a conference whose baseline could not be measured goes on from the user's fixed
+/// harness only with `--base HEAD` (plain `resume` measures the failing baseline again).
+fn already_exists(repo: &Repository, log: &EventLog, name: &str) -> String {
+    let unmeasured = log
+        .read(repo, files::STATE)
+        .ok()
+        .flatten()
+        .and_then(|bytes| record::stored::read(&bytes).ok())
+        .is_some_and(|st| st.baseline_metric.is_none() && st.round == 0);
+    let way_on = if unmeasured {
+        format!(
+            "its baseline could not be measured: once the harness is fixed and committed, continue it from your fix with `git conference resume {name} --base HEAD`"
+        )
+    } else {
+        format!("continue it with `git conference resume {name}`")
+    };
+    format!(
+        "conference `{name}` already exists; {way_on}, or remove it with `git conference clean --all {name}`"
+    )
+}
+
 impl Conference {
     /// Whether a lower or a higher metric is better (None: judged without a metric).
     pub fn direction(&self) -> Option<crate::config::Direction> {
@@ -207,7 +232,10 @@ impl Conference {
             }
             Access::Read => measure::schedule::Scheduler::new(&config.environment),
         };
-        let launcher = crate::launch::Launcher::new(&config.environment, &repo_dir, &run_dir);
+        let mut launcher = crate::launch::Launcher::new(&config.environment, &repo_dir, &run_dir);
+        if config.evaluation.hardware_same {
+            launcher = launcher.keep_to_one_class(None);
+        }
         Ok(Conference {
             name: name.clone(),
             repo_dir,
@@ -223,6 +251,7 @@ impl Conference {
             scheduler,
             launcher,
             publisher: Mutex::new(None),
+            shared_since: std::sync::OnceLock::new(),
         })
     }
 
@@ -240,10 +269,7 @@ impl Conference {
         let refs = ConferenceRefs::new(name);
         let mut log = EventLog::open(&repo, refs.clone())?;
         if log.tip().is_some() {
-            return Err(crate::error::usage(format!(
-                "conference `{name}` already exists; continue it with `git conference resume {name}` \
-                 or remove it with `git conference clean --all {name}`"
-            )));
+            return Err(crate::error::usage(already_exists(&repo, &log, name)));
         }
         let now = now_iso();
         let state = initial_state(name, &config, base, &now);
@@ -297,7 +323,18 @@ impl Conference {
         );
         *self.publisher.lock().unwrap() = Some(publisher);
         self.recorder.lock().unwrap().link = Some(link);
+        let _ = self
+            .shared_since
+            .set((self.state().running_seconds(), std::time::Instant::now()));
         Ok(())
+    }
+
+    /// On several machines: the running time recorded when this run began to take part, and
+    /// when. No machine runs longer than the time since, so the running time counted against
+    /// the time budget is never more than their sum, whatever `running_s` another machine's
+    /// events claim (`stop::rules::running_seconds`).
+    pub fn shared_since(&self) -> Option<(f64, std::time::Instant)> {
+        self.shared_since.get().copied()
     }
 
     /// Publishes what was recorded and not published yet, and stops the publisher (before this
@@ -551,6 +588,7 @@ fn initial_state(name: &str, config: &Config, base: Oid, now: &str) -> State {
         recorded_running_seconds: Some(0.0),
         knowledge_brief: None,
         machines: Default::default(),
+        voided: Vec::new(),
         guidance: vec![],
         questions: vec![],
         requests: vec![],

@@ -104,6 +104,7 @@ pub(super) fn record_iteration(
         agent_s: a.agent_s.map(tenths),
         eval_s: eval_s.map(tenths),
         placement: result.placement.clone(),
+        machine: conf.link().map(|link| link.machine.clone()),
     };
     let note = commit.map(|c| attempt_note(conf, c, &record, result));
     let event = events::Iteration {

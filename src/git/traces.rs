@@ -410,16 +410,23 @@ mod tests {
         assert!(ok, "git {args:?}");
     }
 
-    /// Branches, tags, stash entries and other refs are noticed, loose or packed; the
-    /// conferences' own refs are not.
-    #[test]
-    fn changes_outside_the_conference_namespaces_are_noticed() {
+    /// A repository on `main` with one commit.
+    fn repo_with_a_commit() -> tempfile::TempDir {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
         git(dir, &["init", "-q", "-b", "main"]);
         std::fs::write(dir.join("a"), "a").unwrap();
         git(dir, &["add", "a"]);
         git(dir, &["commit", "-q", "-m", "a"]);
+        tmp
+    }
+
+    /// Branches, tags, stash entries and other refs are noticed, loose or packed; the
+    /// conferences' own refs are not.
+    #[test]
+    fn changes_outside_the_conference_namespaces_are_noticed() {
+        let tmp = repo_with_a_commit();
+        let dir = tmp.path();
         git(dir, &["tag", "v1"]);
         git(dir, &["pack-refs", "--all"]);
         let common = dir.join(".git");
@@ -463,12 +470,8 @@ mod tests {
     /// before the change or after it; the same ref created again afterwards is a new change.
     #[test]
     fn a_settled_change_is_seen_once_and_a_repeat_is_new() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = repo_with_a_commit();
         let dir = tmp.path();
-        git(dir, &["init", "-q", "-b", "main"]);
-        std::fs::write(dir.join("a"), "a").unwrap();
-        git(dir, &["add", "a"]);
-        git(dir, &["commit", "-q", "-m", "a"]);
         let common = dir.join(".git");
         let early = read_at(&common, 0);
         git(dir, &["branch", "x"]);

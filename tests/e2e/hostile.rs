@@ -96,7 +96,6 @@ fn first_attempt(repo: &TestRepo, name: &str, id: &str, round: u64) -> serde_jso
 fn forged_notes_run(flavour: &str) -> (TestRepo, common::Run) {
     let repo = TestRepo::from_fixture("loop");
     let pause = repo.tmp.path().join("pause");
-    std::fs::create_dir_all(&pause).unwrap();
     let config = ConfigBuilder::new(
         "Notes",
         &agent("git-notes.sh", &format!("{} {flavour}", pause.display())),
@@ -106,13 +105,21 @@ fn forged_notes_run(flavour: &str) -> (TestRepo, common::Run) {
     .rounds(2)
     .frozen("eval.sh, agents/**")
     .build();
-    repo.write("conference.md", &config);
-    let failpoint = format!("note.before-ref:pause={}", pause.display());
-    let run = repo.conference_env(
-        &["start", "notes"],
-        &[("GIT_CONFERENCE_FAILPOINT", failpoint.as_str())],
-    );
+    let run = start_pausing(&repo, "notes", &config, "note.before-ref");
     (repo, run)
+}
+
+/// Starts conference `name` of `config` with the pausing failpoint `point` (its folder is
+/// `pause` in the test's temporary folder, where the agent script arms it).
+fn start_pausing(repo: &TestRepo, name: &str, config: &str, point: &str) -> common::Run {
+    let pause = repo.tmp.path().join("pause");
+    std::fs::create_dir_all(&pause).unwrap();
+    repo.write("conference.md", config);
+    let failpoint = format!("{point}:pause={}", pause.display());
+    repo.conference_env(
+        &["start", name],
+        &[("GIT_CONFERENCE_FAILPOINT", failpoint.as_str())],
+    )
 }
 
 /// B-git_notes: an agent writes a forged note and deletes `refs/notes/conference` just as the
@@ -290,7 +297,6 @@ fn b_write_user_an_agent_writing_into_your_working_tree_is_reported() {
 fn b_write_other_a_write_into_anothers_worktree_rejects_that_attempt() {
     let repo = TestRepo::from_fixture("loop");
     let pause = repo.tmp.path().join("pause");
-    std::fs::create_dir_all(&pause).unwrap();
     let config = ConfigBuilder::new(
         "Other",
         &agent("write-other.sh", &pause.display().to_string()),
@@ -299,12 +305,7 @@ fn b_write_other_a_write_into_anothers_worktree_rejects_that_attempt() {
     .iterations(2)
     .frozen("eval.sh, agents/**")
     .build();
-    repo.write("conference.md", &config);
-    let failpoint = format!("worktree.put-back:pause={}", pause.display());
-    let run = repo.conference_env(
-        &["start", "other"],
-        &[("GIT_CONFERENCE_FAILPOINT", failpoint.as_str())],
-    );
+    let run = start_pausing(&repo, "other", &config, "worktree.put-back");
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(!pause.join("armed").exists() && !pause.join("paused").exists());
     assert_eq!(verdicts(&repo, "other", "B"), ["kept", "rejected"]);

@@ -38,7 +38,13 @@ pub fn start(run_dir: &Path) {
     let Ok(exe) = std::env::current_exe() else {
         return;
     };
-    let spawned = super::command(exe, super::GitEnv::Clear)
+    let mut cmd = super::command(exe, super::GitEnv::Clear);
+    // Out of the repository's folder: a process that waits there for as long as the runner
+    // lives would be taken for one of its runs' (and would keep the folder busy).
+    if run_dir.is_absolute() {
+        cmd.current_dir("/");
+    }
+    let spawned = cmd
         .arg(SUBCOMMAND)
         .arg(run_dir)
         .arg(std::process::id().to_string())

@@ -7,7 +7,7 @@ use std::time::Instant;
 use anyhow::Result;
 use git2::{Oid, Repository};
 
-use super::parked::{open_worktree, start_watch};
+use super::parked::{open_worktree, settle, start_watch, take_changes};
 use super::record::{failed_eval, record_iteration};
 use super::*;
 use crate::agents::call::{AgentCall, AgentOutcome};
@@ -78,19 +78,16 @@ impl<'a> Session<'a> {
     /// own agent was not running (another researcher's agent writing there by its path): the
     /// paths the watch saw, for the attempt's capture, and the reason that rejects the attempt,
     /// naming the researchers whose agents ran meanwhile. None when nothing differs from the
-    /// head (or there is no watch to ask: the worktree is then scanned only after the agent).
+    /// head. Without a watch (no inotify, or none left: a user has 128) the worktree is scanned.
     fn foreign_writes(&mut self, head_tree: Oid) -> Result<Option<(Changes, String)>> {
-        let Some(watch) = self.watch.as_mut() else {
-            return Ok(None);
-        };
-        let seen = watch.take();
+        let seen = take_changes(&mut self.watch);
         let snap = match &seen {
             Changes::Paths(paths) if paths.is_empty() => return Ok(None),
             Changes::Paths(paths) => snapshot::capture_paths(&self.wt, paths)?,
             Changes::Everything => snapshot::capture(&self.wt)?,
         };
         // The capture refreshed the index: that is no change of the agent's.
-        watch.settle();
+        settle(&mut self.watch);
         let changed = snapshot::changed_paths(&self.repo, head_tree, snap.tree)?;
         if changed.is_empty() {
             return Ok(None);

@@ -31,8 +31,21 @@ pub fn researcher_signature(repo: &Repository, id: &str) -> Signature<'static> {
         .email()
         .unwrap_or("git-conference@localhost")
         .to_string();
-    Signature::now(&format!("Researcher {id} (git-conference)"), &email)
-        .unwrap_or_else(|_| signature(repo))
+    Signature::now(&researcher_name(id), &email).unwrap_or_else(|_| signature(repo))
+}
+
+/// The name researcher `id` signs with: its snapshots' author, and the committer its agent's
+/// git commands write (so a ref an agent moves names it in the reflog).
+pub fn researcher_name(id: &str) -> String {
+    format!("Researcher {id} (git-conference)")
+}
+
+/// The researcher whose name (see [`researcher_name`]) `name` is.
+pub fn researcher_of(name: &str) -> Option<&str> {
+    let id = name
+        .strip_prefix("Researcher ")?
+        .strip_suffix(" (git-conference)")?;
+    (!id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric())).then_some(id)
 }
 
 /// Makes `commits` reachable from `refs/conference/<name>/attempts` so that gc, fsck and push

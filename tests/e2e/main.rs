@@ -12,6 +12,7 @@ mod demo;
 mod docs_links;
 mod format;
 mod harden;
+mod hostile;
 mod import;
 mod knowledge;
 mod launchers;

@@ -24,6 +24,9 @@ pub(in crate::engine) struct Attempt<'a> {
     pub(in crate::engine) agent_s: Option<f64>,
     /// The questions its note asked (`QUESTION: …`).
     pub(in crate::engine) questions: Vec<crate::model::talk::Asked>,
+    /// What the agent did outside its worktree that is reported, not undone (its writes into the
+    /// user's working tree): added to the attempt's reason, whatever the verdict.
+    pub(in crate::engine) remark: Option<&'a str>,
 }
 
 /// An agent that committed or switched branches in its worktree is put back: only the files count.

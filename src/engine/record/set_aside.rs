@@ -91,6 +91,7 @@ pub(in crate::engine) fn set_aside_partial(
         usage: None,
         agent_s: None,
         questions: vec![],
+        remark: None,
     };
     let commit = commit_attempt(conf, &repo, &attempt)?;
     eprintln!(

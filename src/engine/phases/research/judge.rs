@@ -21,15 +21,22 @@ use crate::protocol::keep;
 impl<'a> Session<'a> {
     /// Whatever the agent left is the attempt, even when it failed: it is captured (the
     /// worktree's head put back first, should the agent have committed), then judged, then
-    /// reverted.
+    /// reverted. `foreign`: what another's agent wrote there before this one ran (its reason
+    /// is in `damage`, which rejects the attempt).
     pub(super) fn capture(
         &mut self,
         r: &ResearcherState,
         head_tree: Oid,
         damage: Option<String>,
+        foreign: Option<Changes>,
         shared_before: &crate::engine::agent::workspace::SharedState,
     ) -> Result<Captured> {
         let agent_changes = take_changes(&mut self.watch);
+        // Another's writes found before the agent ran are part of what is captured and put back.
+        let agent_changes = match foreign {
+            Some(seen) => watch::union(&seen, &agent_changes),
+            None => agent_changes,
+        };
         worktree::repair_gitfile(&self.repo, &self.wt_path)?;
         restore_head(&self.wt, &self.conf.refs.researcher(self.id), &r.head)?;
         let snap = match &agent_changes {
@@ -198,6 +205,7 @@ impl<'a> Session<'a> {
         )?;
         crate::engine::agent::workspace::link_shared(conf, &self.wt_path)?;
         settle(&mut self.watch);
+        crate::failpoint::hit("worktree.put-back");
         Ok(())
     }
 }

@@ -149,6 +149,11 @@ struct AgentRan {
     report: crate::agents::AgentReport,
     damage: Option<String>,
     shared_before: crate::engine::agent::workspace::SharedState,
+    /// What it changed in the user's working tree (reported, not undone), for the reason.
+    remark: Option<String>,
+    /// What another researcher's agent wrote into this worktree before it ran (the paths, and
+    /// the reason that rejects the attempt).
+    foreign: Option<(Changes, String)>,
 }
 
 /// The attempt an iteration made, once captured from the worktree.

@@ -78,6 +78,10 @@ pub(super) fn record_iteration(
         (Some(m), Some(b)) => Some(m - b).filter(|d| d.is_finite()),
         _ => None,
     };
+    let reason = match (reason, a.remark) {
+        (Some(why), Some(remark)) => Some(format!("{why}; {remark}")),
+        (why, remark) => why.or(remark.map(str::to_string)),
+    };
     // Events and notes stay small whatever a run printed.
     let reason = reason.map(|r| crate::exec::caps::shorten(&r));
     // A result measured by an earlier attempt (the cache) took no time now.

@@ -151,7 +151,11 @@ impl<'a> Session<'a> {
         };
         crate::failpoint::hit("agent.finished");
         let (description, questions) = split_note(description);
-        let captured = self.capture(&r, head_tree, ran.damage, &ran.shared_before)?;
+        let damage = ran
+            .damage
+            .or(ran.foreign.as_ref().map(|(_, why)| why.clone()));
+        let foreign = ran.foreign.map(|(seen, _)| seen);
+        let captured = self.capture(&r, head_tree, damage, foreign, &ran.shared_before)?;
         let tree = captured.snap.tree;
         // Nothing changed: what the agent claimed is no description; why nothing changed is.
         let unchanged = (agent_failure.is_none()
@@ -173,6 +177,7 @@ impl<'a> Session<'a> {
             usage: ran.usage,
             agent_s: Some(ran.seconds),
             questions,
+            remark: ran.remark.as_deref(),
         };
         let judged = Judged {
             attempt: &attempt,

@@ -364,6 +364,7 @@ mod tests {
             eval_s: None,
             questions: vec![],
             placement: None,
+            branch: None,
         });
         let next = reduced(&state, &event, "t2", Some("m9"), None).unwrap();
         let mut line = event.line("t2".into());

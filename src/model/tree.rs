@@ -178,6 +178,9 @@ pub struct LineageNode {
     pub best: bool,
     /// On the path from the baseline to best.
     pub on_best_path: bool,
+    /// Its step on that path (0: the baseline).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub best_path_step: Option<u32>,
 }
 
 /// The id people write for an attempt: `A-r1-i3`.

@@ -193,7 +193,8 @@ fn node_line(n: &LineageNode) -> (String, String) {
 /// The final report's path from the baseline to best, one line per step: each kept step's id,
 /// its metric and what it changed.
 pub fn best_path(nodes: &[LineageNode]) -> String {
-    let path: Vec<&LineageNode> = nodes.iter().filter(|n| n.on_best_path).collect();
+    let mut path: Vec<&LineageNode> = nodes.iter().filter(|n| n.on_best_path).collect();
+    path.sort_by_key(|n| n.best_path_step);
     if path.is_empty() {
         return String::new();
     }
@@ -215,4 +216,59 @@ pub fn best_path(nodes: &[LineageNode]) -> String {
     }
     s.push('\n');
     s
+}
+
+/// What `status` shows of each researcher's tree (branching on; nothing off): its alive
+/// branches best first, `*` its best (where its branch points), `>` the node its next attempt
+/// starts from, with each one's metric, depth and attempts.
+pub fn status_lines(st: &crate::model::state::State, name: &str, minimize: bool) -> Vec<String> {
+    let mut lines = Vec::new();
+    if st.researchers.values().all(|r| r.branches.is_empty()) {
+        return lines;
+    }
+    lines.push(String::new());
+    lines.push(format!(
+        "Branches (* best head, > next attempt's start; `git conference log {name} --graph` draws the tree):"
+    ));
+    for (id, r) in &st.researchers {
+        let mut alive: Vec<_> = r.branches.iter().collect();
+        alive.sort_by(|a, b| {
+            let (x, y) = (a.metric.unwrap_or(f64::NAN), b.metric.unwrap_or(f64::NAN));
+            let order = x.total_cmp(&y);
+            if minimize {
+                order
+            } else {
+                order.reverse()
+            }
+        });
+        let next = r.next.as_ref().map(|n| &n.commit);
+        for b in alive {
+            let mark = match (b.head == r.head, Some(&b.head) == next) {
+                (true, true) => "*>",
+                (true, false) => "* ",
+                (false, true) => " >",
+                (false, false) => "  ",
+            };
+            lines.push(format!(
+                "  {id} {mark} {:<16} {:>12}  depth {:<3} {} attempt(s) from it",
+                b.label,
+                super::format::fmt(b.metric),
+                b.depth,
+                b.tries
+            ));
+        }
+        if let Some(n) = r
+            .next
+            .as_ref()
+            .filter(|n| !r.branches.iter().any(|b| b.head == n.commit))
+        {
+            lines.push(format!(
+                "  {id}  > {:<16} {:>12}  depth {:<3} (not an alive branch)",
+                n.label,
+                super::format::fmt(n.metric),
+                n.depth
+            ));
+        }
+    }
+    lines
 }

@@ -37,6 +37,7 @@ pub fn nodes(conf: &Conference) -> Result<Vec<LineageNode>> {
         alive: false,
         best: false,
         on_best_path: false,
+        best_path_step: None,
     });
     for a in ledger::all_attempts(conf, &st)? {
         let Some(commit) = a.commit.as_ref().map(|c| c.oid()) else {
@@ -59,6 +60,7 @@ pub fn nodes(conf: &Conference) -> Result<Vec<LineageNode>> {
             alive: false,
             best: false,
             on_best_path: false,
+            best_path_step: None,
         });
     }
     let picks = merged_picks(conf, &repo)?;
@@ -140,36 +142,39 @@ impl Tree {
             n.alive = alive.contains(&n.commit);
             n.best = n.commit == st.best.commit.as_str();
         }
+        let mut path = Vec::new();
         let mut at = Some(st.best.commit.to_string());
-        let mut guard = 0;
         while let Some(commit) = at.take() {
             let Some(&k) = self.at.get(&commit) else {
                 break;
             };
-            if self.nodes[k].on_best_path || guard > WALK_LIMIT {
+            if path.contains(&k) || path.len() > WALK_LIMIT {
                 break;
             }
-            guard += 1;
-            self.nodes[k].on_best_path = true;
+            path.push(k);
             if let Some(pick) = Oid::from_str(&commit).ok().and_then(|c| picks.get(&c)) {
-                self.mark_finding(&pick.finding.to_string());
+                self.finding_chain(&pick.finding.to_string(), &mut path);
             }
             at = self.nodes[k].parent.clone();
         }
+        for (step, &k) in path.iter().rev().enumerate() {
+            self.nodes[k].on_best_path = true;
+            self.nodes[k].best_path_step = Some(step as u32);
+        }
     }
 
-    /// The finding's attempts, down to the first node that is not an attempt.
-    fn mark_finding(&mut self, finding: &str) {
+    /// The finding's attempts, down to the first node that is not an attempt (newest first).
+    fn finding_chain(&self, finding: &str, path: &mut Vec<usize>) {
         let mut at = Some(finding.to_string());
         while let Some(commit) = at.take() {
             let Some(&k) = self.at.get(&commit) else {
                 break;
             };
-            let n = &mut self.nodes[k];
-            if n.iteration.is_none() || n.on_best_path {
+            let n = &self.nodes[k];
+            if n.iteration.is_none() || path.contains(&k) {
                 break;
             }
-            n.on_best_path = true;
+            path.push(k);
             at = n.parent.clone();
         }
     }
@@ -238,6 +243,7 @@ fn between(repo: &Repository, commit: Oid, picks: &BTreeMap<Oid, TransferPick>) 
         alive: false,
         best: false,
         on_best_path: false,
+        best_path_step: None,
     }
 }
 

@@ -11,6 +11,7 @@ use super::record::{failed_eval, record_iteration};
 use super::*;
 use crate::engine::measure::evaluate::{self, EvalRequest, EvalResult};
 use crate::engine::record::attempt::{commit_attempt, restore_base, Attempt};
+use crate::engine::record::tree;
 use crate::engine::state::{files, ResearcherState, State};
 use crate::engine::Conference;
 use crate::git::watch::{self, Changes};
@@ -191,8 +192,10 @@ impl<'a> Session<'a> {
         let now = conf.state();
         let now = now.researcher(id);
         let head_now = now.head.clone();
+        // The node the next attempt starts from, when the event recorded one (branching on).
+        let next = now.next.as_ref().filter(|_| tree::on(conf));
         crate::failpoint::hit("iteration.recorded");
-        let moved = match &now.next {
+        let moved = match next {
             Some(_) => head_now != r.head,
             None => verdict == Verdict::Kept,
         };
@@ -202,7 +205,7 @@ impl<'a> Session<'a> {
         }
         let eval_changes = take_changes(&mut self.watch);
         let branch_ref = conf.refs.researcher(id);
-        let (target, touched, write_index) = match &now.next {
+        let (target, touched, write_index) = match next {
             None => {
                 let touched = if verdict == Verdict::Kept {
                     eval_changes

@@ -7,8 +7,8 @@
 //! - branches are closed past N alive (the worst beyond N), and when one is behind the leader
 //!   by more than the noise after [`STALE_TRIES`] attempts from it without a gain; the leader
 //!   (the researcher's best alive head) is never closed;
-//! - `best-first` picks the head to extend by [`pick_best_first`]: the best, with a bonus for
-//!   heads with few children (UCB).
+//! - `best-first` picks the head to extend by [`pick_best_first`]: the best while it gives,
+//!   then the others by a score with a bonus for heads with few children (UCB).
 //!
 //! The engine plans an attempt's [`TreeStep`] with [`plan`] before recording it; the reducer
 //! applies the recorded step with [`apply`], so both run the same code and a resume replays the
@@ -23,8 +23,8 @@ use crate::model::{CommitId, Direction};
 pub const STALE_TRIES: u32 = 3;
 
 /// The weight of the exploration bonus in [`pick_best_first`], on metrics scaled so that the
-/// alive branches span 0 to 1 (see there for why it is this large).
-pub const EXPLORATION: f64 = 2.0;
+/// alive branches span 0 to 1 (UCB1's √2, rounded down: the metric counts as much as the bonus).
+pub const EXPLORATION: f64 = 1.0;
 
 /// What the rules read: N, the noise, the direction.
 #[derive(Debug, Clone, Copy)]
@@ -172,21 +172,36 @@ pub fn cap(branches: &[Branch], keep: &CommitId, rules: &Rules) -> Vec<Closed> {
     closed
 }
 
-/// `best-first`'s pick: the alive head with the highest score
+/// `best-first`'s pick of the head to extend:
 ///
-///   score = v + EXPLORATION · √( ln(1 + T) / (1 + n) )
+/// - the leader (the best alive head) while it gives: until [`STALE_TRIES`] attempts in a row
+///   from it failed to gain;
+/// - then, among the other alive heads, the one with the highest
 ///
-/// where v is its metric scaled so that the worst alive head is 0 and the leader 1 (the span
-/// is at least the noise), n the attempts made from it (its children) and T those made from
-/// every alive head. It is UCB1 with the head's own metric as its value: the best head is
-/// extended while it keeps giving, and a head whose children keep failing loses its bonus, so
-/// a head with few children (a fork point, a fresh branch) gets its turn. The weight is large
-/// because the values span the whole 0..1 range: with 1, a head at the bottom of the range is
-/// never tried again whatever the leader's failures (the first gain's dead end); with 2, a
-/// fresh head is tried once the leader failed about 3 times, and a fork point with one child
-/// after the leader failed about 7 times. Ties: the better metric, then the first opened.
+///     score = v + EXPLORATION · √( ln(1 + T) / (1 + n) )
+///
+///   where v is its metric scaled so that the worst alive head is 0 and the leader 1 (the span
+///   is at least the noise), n the attempts made from it (its children) and T those made from
+///   every alive head: UCB1 with the head's own metric as its value, so a head with few
+///   children (a fresh branch, a fork point) gets its turn before one that keeps failing.
+///
+/// Why: extending the best is what the loop without a tree does, and while the best keeps
+/// improving nothing beats it; a best that failed a few times in a row may be a dead end (the
+/// first big gain often is), and the way on may start from a smaller gain elsewhere. A pure
+/// UCB over all heads needs a large bonus to ever leave a leader whose metric is far ahead
+/// (the whole 0..1 range), and that bonus then spreads attempts over ancestors while the best
+/// still gives; here the bonus only orders the alternatives. An alternative that fails
+/// [`STALE_TRIES`] times while behind the leader is closed ([`closings`]), so a dead end costs
+/// a few attempts, not a share of the budget. Ties: the better metric, then the first opened.
 pub fn pick_best_first(branches: &[Branch], rules: &Rules) -> Option<(Node, String)> {
     let lead = leader(branches, rules)?;
+    if lead.stale < STALE_TRIES || branches.len() == 1 {
+        let why = format!(
+            "best-first: the leader {} ({} attempt(s) from it without a gain)",
+            lead.label, lead.stale
+        );
+        return Some((lead.node(), why));
+    }
     let worst = branches
         .iter()
         .map(|b| rules.gain(lead.metric, b.metric))
@@ -205,7 +220,7 @@ pub fn pick_best_first(branches: &[Branch], rules: &Rules) -> Option<(Node, Stri
         v + EXPLORATION * (log_total / (1.0 + b.tries as f64)).sqrt()
     };
     let mut best: Option<(&Branch, f64)> = None;
-    for b in branches {
+    for b in branches.iter().filter(|b| b.head != lead.head) {
         let s = score(b);
         let better = match best {
             None => true,
@@ -219,8 +234,8 @@ pub fn pick_best_first(branches: &[Branch], rules: &Rules) -> Option<(Node, Stri
     }
     let (b, s) = best?;
     let why = format!(
-        "best-first: {} (score {s:.2}: {} children of {total})",
-        b.label, b.tries
+        "best-first: {} (the leader {} failed {} times in a row; score {s:.2}, {} children)",
+        b.label, lead.label, lead.stale, b.tries
     );
     Some((b.node(), why))
 }

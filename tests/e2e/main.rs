@@ -35,6 +35,7 @@ mod running_time;
 mod serve;
 mod snapshots_of_texts;
 mod talk;
+mod tree;
 mod trust;
 mod truth;
 mod tune;

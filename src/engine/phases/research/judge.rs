@@ -234,6 +234,9 @@ impl<'a> Session<'a> {
             }
             Changes::Everything => snapshot::reset(&self.wt, target.oid(), head_ref)?,
         }
+        if next.is_some() {
+            crate::failpoint::hit("tree.next");
+        }
         self.at = target;
         leftovers::remove_untracked(
             &self.wt,

@@ -8,7 +8,8 @@
 //! The same holds for the real servers the tests start themselves (`SYSTEM_TOOLS`): headless
 //! Chromium with ChromeDriver for the live page, Slurm with munge for the slurm launcher, OpenSSH's
 //! server for the ssh launcher. Each sets `has_<tool>` when every one of its files exists, and always
-//! under CI, which installs them (`.ci/run`).
+//! under CI, which installs them (`.ci/run`). Ray, for the ray launcher, is installed by `.ci/run`
+//! from PyPI into `.ci/ray-venv` inside the clone: `has_ray` when its `ray` is there, or under CI.
 
 use std::path::Path;
 
@@ -60,6 +61,11 @@ fn main() {
         if named || (ci && in_ci) {
             println!("cargo:rustc-cfg={cfg}");
         }
+    }
+    println!("cargo:rustc-check-cfg=cfg(has_ray)");
+    println!("cargo:rerun-if-changed=.ci/ray-venv/bin/ray");
+    if ci || Path::new(".ci/ray-venv/bin/ray").is_file() {
+        println!("cargo:rustc-cfg=has_ray");
     }
     for (cfg, files) in SYSTEM_TOOLS {
         println!("cargo:rustc-check-cfg=cfg({cfg})");

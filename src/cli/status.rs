@@ -58,6 +58,7 @@ pub fn run(args: StatusArgs) -> Result<i32> {
         crate::outln!("{line}");
     }
     print_machines(&repo, &conf, &st);
+    print_voided(&st);
     for line in crate::render::status::last_reasons(&st) {
         crate::outln!("{line}");
     }
@@ -153,6 +154,10 @@ fn print_running(conf: &Conference, st: &State, running_here: bool) {
     for line in crate::render::status::attempt_time(st) {
         crate::outln!("{line}");
     }
+    let attempts = crate::engine::record::ledger::all_attempts(conf, st).unwrap_or_default();
+    if let Some(line) = crate::render::status::hardware(&attempts) {
+        crate::outln!("{line}");
+    }
 }
 
 /// On several machines: one row per machine — the researchers it ran, its iterations and
@@ -210,6 +215,19 @@ fn print_machines(repo: &git2::Repository, conf: &Conference, st: &State) {
                 held.join(", ")
             }
         );
+    }
+}
+
+/// On several machines: the events participants published that were refused and voided.
+fn print_voided(st: &State) {
+    let lines = crate::render::report::voided_lines(st);
+    if lines.is_empty() {
+        return;
+    }
+    crate::outln!();
+    crate::outln!("Refused participants' events:");
+    for line in lines {
+        crate::outln!("- {line}");
     }
 }
 

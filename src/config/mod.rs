@@ -223,6 +223,11 @@ pub struct Evaluation {
     /// `prune warmup`: intermediate readings a run prints before any pruning decision.
     #[serde(default = "default_prune_warmup")]
     pub prune_warmup: u32,
+    /// `hardware: same`: every reading is taken on the hardware class (GPU model and count) of
+    /// the first one; a reading another class gave is refused (crashed, never cached). `any`
+    /// (the default) takes readings of any class and says when they mix.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hardware_same: bool,
     /// Optional hold-out evaluation run only in peer review, never shown to researchers.
     pub holdout: Option<String>,
     /// Qualitative mode: prints a 0-10 score for a candidate.

@@ -377,6 +377,11 @@ pub static SECTIONS: &[SectionSpec] = &[
                 &["pruning warmup", "prune after", "warmup"],
                 "- prune warmup: 2   (intermediate readings before any pruning decision)",
             ),
+            key(
+                "hardware",
+                &["hardware class"],
+                "- hardware: same   (or: any, the default)",
+            ),
         ],
     },
     SectionSpec {
@@ -571,5 +576,23 @@ static ENVIRONMENT_KEYS: &[KeySpec] = &[
         aliases: &[],
         list: false,
         example: "- ssh command: ssh -F ~/conf/ssh_config",
+    },
+    KeySpec {
+        name: "ray address",
+        aliases: &[],
+        list: false,
+        example: "- ray address: http://head.example:8265",
+    },
+    KeySpec {
+        name: "ray resources",
+        aliases: &[],
+        list: false,
+        example: "- ray resources: gpus=1, cpus=4, memory=16G",
+    },
+    KeySpec {
+        name: "ray runtime env",
+        aliases: &[],
+        list: false,
+        example: "- ray runtime env: {\"pip\": [\"torch==2.5.1\"]}",
     },
 ];

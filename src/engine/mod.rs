@@ -99,6 +99,9 @@ pub struct Conference {
     launcher: crate::launch::Launcher,
     /// On several machines: the thread that publishes what is recorded (see `publisher`).
     publisher: Mutex<Option<machines::publisher::Publisher>>,
+    /// On several machines: the conference's recorded running time when this run began to take
+    /// part, and when, by this process's monotonic clock (see [`Conference::shared_since`]).
+    shared_since: std::sync::OnceLock<(f64, std::time::Instant)>,
 }
 
 pub use crate::clock::{now_iso, now_unix};
@@ -207,7 +210,10 @@ impl Conference {
             }
             Access::Read => measure::schedule::Scheduler::new(&config.environment),
         };
-        let launcher = crate::launch::Launcher::new(&config.environment, &repo_dir, &run_dir);
+        let mut launcher = crate::launch::Launcher::new(&config.environment, &repo_dir, &run_dir);
+        if config.evaluation.hardware_same {
+            launcher = launcher.keep_to_one_class(None);
+        }
         Ok(Conference {
             name: name.clone(),
             repo_dir,
@@ -223,6 +229,7 @@ impl Conference {
             scheduler,
             launcher,
             publisher: Mutex::new(None),
+            shared_since: std::sync::OnceLock::new(),
         })
     }
 
@@ -297,7 +304,18 @@ impl Conference {
         );
         *self.publisher.lock().unwrap() = Some(publisher);
         self.recorder.lock().unwrap().link = Some(link);
+        let _ = self
+            .shared_since
+            .set((self.state().running_seconds(), std::time::Instant::now()));
         Ok(())
+    }
+
+    /// On several machines: the running time recorded when this run began to take part, and
+    /// when. No machine runs longer than the time since, so the running time counted against
+    /// the time budget is never more than their sum, whatever `running_s` another machine's
+    /// events claim (`stop::rules::running_seconds`).
+    pub fn shared_since(&self) -> Option<(f64, std::time::Instant)> {
+        self.shared_since.get().copied()
     }
 
     /// Publishes what was recorded and not published yet, and stops the publisher (before this
@@ -554,6 +572,7 @@ fn initial_state(name: &str, config: &Config, base: Oid, now: &str) -> State {
         recorded_running_seconds: Some(0.0),
         knowledge_brief: None,
         machines: Default::default(),
+        voided: Vec::new(),
         guidance: vec![],
         questions: vec![],
         requests: vec![],

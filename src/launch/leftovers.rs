@@ -40,6 +40,9 @@ async fn cancel_records(run_dir: &Path) -> usize {
             Some(Record::Command { dir }) => {
                 let _ = std::fs::remove_dir_all(dir);
             }
+            Some(Record::Ray { address, id }) => {
+                super::ray::Api::new(&address).stop(&id).await;
+            }
             None => {}
         }
         cancelled += usize::from(path.extension().is_some_and(|e| e == "json"));

@@ -20,6 +20,8 @@ pub enum Record {
     Slurm { name: String, dir: PathBuf },
     /// A local submitter (its process group is ended with the runner's own) and its staged tree.
     Command { dir: PathBuf },
+    /// A Ray job, by the submission id chosen before it was submitted, at its Jobs API.
+    Ray { address: String, id: String },
 }
 
 /// Writes `record` as `dir/<name>.json` (whole or not at all).

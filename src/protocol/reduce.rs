@@ -57,6 +57,12 @@ impl Event {
                     text: e.text.clone(),
                 });
             }
+            Event::Voided(e) => st.voided.push(crate::model::state::VoidedEvent {
+                event: e.event.clone(),
+                summary: e.summary.clone(),
+                participant: e.participant.clone(),
+                reason: e.reason.clone(),
+            }),
             // Its commit stores the imported state whole (`engine::commands::import`).
             Event::Started(_)
             | Event::Imported(_)

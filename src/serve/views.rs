@@ -52,7 +52,8 @@ pub fn conferences_json(repo: &Repository, names: &[String]) -> Value {
 }
 
 /// What the page shows beside the state: the config's title, metric and direction, the status
-/// lines on budgets, running time and the end, the devices, and the leases seen.
+/// lines on budgets, running time and the end, the devices, the hardware classes of the
+/// readings, and the leases seen.
 pub fn summary_json(repo: &Repository, conf: &Conference) -> Value {
     let st = conf.state();
     let cfg = conf.config();
@@ -82,6 +83,9 @@ pub fn summary_json(repo: &Repository, conf: &Conference) -> Value {
         "running_lines": crate::engine::stop::budget::running_lines(cfg, &st, st.running_seconds() + live),
         "running_seconds": st.running_seconds() + live,
         "devices": cfg.environment.devices,
+        "hardware": crate::engine::record::ledger::all_attempts(conf, &st)
+            .ok()
+            .and_then(|a| crate::render::status::hardware(&a)),
         "max_parallel_evaluations": cfg.environment.max_parallel_evaluations,
         "queue": queue_json(conf),
         "leases": leases,

@@ -334,3 +334,28 @@ fn section_text<'a>(text: &'a str, heading: &str) -> &'a str {
     let end = body[3..].find("\n## ").map_or(body.len(), |e| e + 3);
     &body[..end]
 }
+
+/// The README's conference.md example is what a newcomer copies on the first evening: its
+/// sections, pasted under the walkthrough fixture's head as written (with the fixture's agent in
+/// place of `claude`, which a test machine may not have), must run.
+#[test]
+fn the_readmes_example_sections_run_as_written() {
+    let readme = read(Path::new("README.md"));
+    let start = readme
+        .find("```markdown\n## Search Space\n")
+        .expect("the README's example of the sections the walkthrough adds");
+    let block = &readme[start + "```markdown\n".len()..];
+    let example = &block[..block.find("```").unwrap()];
+    let agent_line = "- command: claude\n";
+    assert!(example.contains(agent_line), "{example}");
+    let example = example.replace(agent_line, "- command: ./agent.sh\n");
+    let fixture = std::fs::read_to_string(root().join("fixtures/autoresearch/conference.md")).unwrap();
+    let head = &fixture[..fixture.find("## Search Space\n").unwrap()];
+    let config = format!(
+        "{head}## Search Space Partitioning\n**Strategy:** free\n\n## Constraints\n\
+         - **Max total iterations:** 2\n\n{example}"
+    );
+    let repo = TestRepo::from_fixture("autoresearch");
+    let run = repo.start("readme", &config);
+    assert_eq!(run.code, 0, "{config}\n{}", run.stderr);
+}

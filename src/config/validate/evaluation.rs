@@ -66,6 +66,18 @@ impl<'a> Validator<'a> {
                 |v| v.trim().parse::<u32>().ok(),
             )
             .map_or(crate::config::DEFAULT_PRUNE_WARMUP, |(v, _, _)| v);
+        let hardware_same = self
+            .value(
+                S::Evaluation,
+                "hardware",
+                "must be same (every reading on the first one's GPU model and count) or any",
+                |v| match v.trim().to_ascii_lowercase().as_str() {
+                    "same" => Some(true),
+                    "any" => Some(false),
+                    _ => None,
+                },
+            )
+            .is_some_and(|(v, _, _)| v);
         let holdout = self.optional(S::Evaluation, "holdout");
         let judge = self.optional(S::Evaluation, "judge");
         if mode == Some(Mode::Qualitative) && judge.is_none() {
@@ -85,6 +97,7 @@ impl<'a> Validator<'a> {
             prune,
             prune_early,
             prune_warmup,
+            hardware_same,
             holdout,
             judge,
         })

@@ -97,8 +97,14 @@ impl<'a> Validator<'a> {
     /// Report a bad value of `setting` in `kind`, with the key's example as the hint.
     pub(super) fn invalid(&mut self, kind: SectionKind, setting: &Setting, what: &str) {
         let example = key_spec(kind, setting.key).example;
-        let message =
+        let mut message =
             format!("`{}: {}` — {what}", setting.written, setting.value).replace(": ` —", ":` —");
+        if setting.value.contains(" #") {
+            message.push_str(
+                " (a value is the whole rest of its line: a note after `#` goes in a \
+                 `<!-- … -->` comment of its own)",
+            );
+        }
         self.error(setting.line, message, example);
     }
 

@@ -104,6 +104,7 @@ fn the_example_round_trips_every_field() {
             prune: false,
             prune_early: false,
             prune_warmup: 2,
+            hardware_same: false,
             holdout: None,
             judge: None,
         },
@@ -521,4 +522,15 @@ fn http_agent_keys_are_checked_with_their_line() {
         line_of(&text, "base url"),
         "only by `- command: builtin:openai`",
     );
+}
+
+#[test]
+fn a_note_after_a_hash_is_shown_where_it_goes() {
+    let noted = EXAMPLE.replacen("- timeout: 5m", "- timeout: 5m   # per experiment", 1);
+    let e = errors(&noted);
+    let said = e.iter().find(|e| e.line == 67).unwrap_or_else(|| panic!("{e:#?}"));
+    assert!(said.message.contains("# per experiment"), "{said:#?}");
+    assert!(said.message.contains("`<!-- … -->`"), "{said:#?}");
+    let plain = errors(&EXAMPLE.replacen("- timeout: 5m", "- timeout: soon", 1));
+    assert!(!plain.iter().any(|e| e.message.contains("<!--")), "{plain:#?}");
 }

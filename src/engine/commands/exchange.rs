@@ -17,8 +17,7 @@ use git2::{Oid, Repository};
 use crate::git::{git, git_remote, worktree};
 use crate::lock::RunLock;
 use crate::remote::ONLY_THE_REFSPECS;
-use crate::store::knowledge::Merged;
-use crate::store::refs::{KNOWLEDGE_REF, MACHINE_NOTES_PREFIX};
+use crate::store::refs::MACHINE_NOTES_PREFIX;
 use crate::store::{ConferenceRefs, NOTES_REF};
 
 pub fn push(repo: &Repository, name: &str, remote: &str, force: bool) -> Result<()> {
@@ -31,7 +30,7 @@ pub fn push(repo: &Repository, name: &str, remote: &str, force: bool) -> Result<
         remote.to_string(),
     ];
     cmd.extend(refs.push_refspecs(force));
-    if let Some(line) = knowledge_to_push(repo, remote, force)? {
+    if let Some(line) = super::knowledge_exchange::to_push(repo, remote, force)? {
         cmd.push(line);
     }
     if repo.find_reference(NOTES_REF).is_ok() {
@@ -58,40 +57,7 @@ pub fn push(repo: &Repository, name: &str, remote: &str, force: bool) -> Result<
     Ok(())
 }
 
-/// Where `fetch` puts what it receives before it decides what to take, per remote: the
-/// remote's conference refs under `<ns>/conference/…` and `<ns>/heads/conference/…`. They stay
-/// after the fetch, so that a log that was not taken can be looked at.
-fn tracking_namespace(remote: &str) -> String {
-    format!("refs/conference-remotes/{}", remote_key(remote))
-}
-
-/// A ref name component for `remote`: a remote's name as it is; a path or URL (which may hold
-/// `/`, `:` or `..`) as `url-<slug>-<hash>`, the same for the same text.
-fn remote_key(remote: &str) -> String {
-    let plain = !remote.is_empty()
-        && !remote.starts_with(['.', '-'])
-        && !remote.ends_with(".lock")
-        && remote
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        && !remote.contains("..");
-    if plain {
-        return remote.to_string();
-    }
-    let hash = Oid::hash_object(git2::ObjectType::Blob, remote.as_bytes())
-        .map(|o| o.to_string()[..12].to_string())
-        .unwrap_or_default();
-    let slug = crate::store::refs::slug(remote);
-    let slug: String = slug
-        .chars()
-        .rev()
-        .take(24)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect();
-    format!("url-{}-{hash}", slug.trim_start_matches('-'))
-}
+use crate::store::refs::{remote_key, remote_tracking_namespace as tracking_namespace};
 
 pub fn fetch(repo: &Repository, remote: &str, name: Option<&str>) -> Result<()> {
     let dir = repo.commondir().to_path_buf();
@@ -386,7 +352,7 @@ fn merge_repository_wide(
     remote_notes: &str,
     machines_notes: &str,
 ) -> Result<()> {
-    if let Some(line) = fetch_knowledge(repo, remote)? {
+    if let Some(line) = super::knowledge_exchange::take(repo, remote)? {
         println!("{line}");
     }
     let dir = repo.commondir().to_path_buf();
@@ -395,56 +361,6 @@ fn merge_repository_wide(
         merge_notes(repo, &dir, &machine_notes)?;
     }
     Ok(())
-}
-
-/// Where `fetch` and `push` put the remote's knowledge store before merging it.
-fn knowledge_scratch(remote: &str) -> String {
-    format!("{}/knowledge", tracking_namespace(remote))
-}
-
-/// Fetches the remote's knowledge store and merges it into the local one (entries of both
-/// survive; see `store::knowledge::merge`). None: the remote has none.
-fn fetch_knowledge(repo: &Repository, remote: &str) -> Result<Option<String>> {
-    let scratch = knowledge_scratch(remote);
-    let spec = format!("+{KNOWLEDGE_REF}:{scratch}");
-    let argv = ["fetch", "--quiet", ONLY_THE_REFSPECS, remote, spec.as_str()];
-    if let Err(e) = git_remote(Path::new("."), &argv) {
-        if format!("{e:#}").contains("couldn't find remote ref") {
-            return Ok(None);
-        }
-        return Err(e);
-    }
-    let Some(theirs) = target(repo, &scratch) else {
-        return Ok(None);
-    };
-    let said = match crate::store::knowledge::merge(repo, theirs, remote)? {
-        Merged::UpToDate => return Ok(None),
-        Merged::FastForward => format!("Knowledge: took {remote}'s entries ({KNOWLEDGE_REF})."),
-        Merged::Merged { both_changed } => format!(
-            "Knowledge: merged {remote}'s entries with this clone's ({KNOWLEDGE_REF}){}.",
-            if both_changed > 0 {
-                format!("; {both_changed} entry(ies) changed on both sides, both copies kept")
-            } else {
-                String::new()
-            }
-        ),
-    };
-    Ok(Some(said))
-}
-
-/// The refspec that pushes the knowledge store, once the remote's is merged into it (so the
-/// push only adds); None when this clone has no store.
-fn knowledge_to_push(repo: &Repository, remote: &str, force: bool) -> Result<Option<String>> {
-    if target(repo, KNOWLEDGE_REF).is_none() {
-        return Ok(None);
-    }
-    if !force {
-        if let Some(line) = fetch_knowledge(repo, remote)? {
-            eprintln!("{line}");
-        }
-    }
-    let plus = if force { "+" } else { "" };
-    Ok(Some(format!("{plus}{KNOWLEDGE_REF}:{KNOWLEDGE_REF}")))
 }
 
 /// Points `name` at `new` if it is still at `old` (None: it must not exist yet).

@@ -421,6 +421,7 @@ fn record(row: &Row, round: u32, researcher: &str, verdict: Verdict) -> AttemptR
         agent_s: None,
         eval_s: None,
         placement: None,
+        machine: None,
     }
 }
 

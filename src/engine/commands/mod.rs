@@ -8,5 +8,6 @@ pub mod clean;
 pub mod clean_refs;
 pub mod exchange;
 pub mod import;
+pub mod knowledge_exchange;
 pub mod knowledge_store;
 pub mod log;

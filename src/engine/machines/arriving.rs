@@ -21,7 +21,7 @@ use crate::engine::record::stored;
 use crate::model::event::{Event, CHAIR};
 use crate::model::state::{files, State};
 use crate::model::CommitId;
-use crate::remote::link::NotFollowed;
+use crate::remote::link::{NotFollowed, Refusal};
 use crate::store::events::{parse_event_commit, read_path};
 
 /// What an arriving event is checked against: this conference's name and frozen paths.
@@ -39,40 +39,58 @@ impl Arrivals {
         }
     }
 
-    /// Checks every event after `from` up to `to`, oldest first; the first refused, as a
-    /// sentence naming its commit, the machine that published it and why (or the commit it
-    /// names that has not arrived yet).
+    /// Checks every event after `from` up to `to`, oldest first. An event the conference could
+    /// not have recorded is skipped when a later `event.voided` voids it (checked in turn: it
+    /// must void an event this check refuses, and keep the state before it); else the first
+    /// such event is returned to void ([`NotFollowed::Voidable`], naming its machine and why),
+    /// or the commit it names that has not arrived yet.
     pub fn check(&self, repo: &Repository, from: Oid, to: Oid) -> Result<(), NotFollowed> {
-        let mut chain = Vec::new();
-        let mut at = to;
-        while at != from {
-            let refuse = |why: String| NotFollowed::Refused(why);
-            let commit = repo
-                .find_commit(at)
-                .map_err(|e| refuse(format!("event {at}: {e}")))?;
-            if commit.parent_count() != 1 {
-                return Err(refuse(format!(
-                    "event commit {at} has {} parents (the event log is one chain)",
-                    commit.parent_count()
-                )));
+        let chain = chain(repo, from, to)?;
+        let mut i = 0;
+        while i < chain.len() {
+            let commit = chain[i];
+            let not_followed = match self.check_one(repo, commit, None) {
+                Ok(()) => {
+                    i += 1;
+                    continue;
+                }
+                Err(e) => e,
+            };
+            let after = parent(repo, commit)?;
+            let voiding = (i + 1..chain.len()).find(|&j| {
+                voided_after(repo, chain[j]) == Some(after)
+                    && self
+                        .check_one(repo, chain[j], Some((commit, after)))
+                        .is_ok()
+            });
+            match (voiding, not_followed) {
+                (Some(j), _) => i = j + 1,
+                (None, Fault::Refused(why)) => {
+                    return Err(NotFollowed::Voidable(refusal(repo, commit, after, why)))
+                }
+                (None, Fault::Missing(what)) => {
+                    return Err(NotFollowed::NotHereYet(refusal(repo, commit, after, what)))
+                }
             }
-            chain.push(at);
-            at = commit.parent_id(0).map_err(|e| refuse(e.to_string()))?;
-        }
-        for commit in chain.into_iter().rev() {
-            self.check_one(repo, commit)?;
         }
         Ok(())
     }
 
-    fn check_one(&self, repo: &Repository, commit: Oid) -> Result<(), NotFollowed> {
+    /// Checks one event against the state before it: its parent's, or, for an event that voids
+    /// `voids` = (the first voided event, the event before it), the latter's.
+    fn check_one(
+        &self,
+        repo: &Repository,
+        commit: Oid,
+        voids: Option<(Oid, Oid)>,
+    ) -> Result<(), Fault> {
         let c = repo
             .find_commit(commit)
-            .map_err(|e| NotFollowed::Refused(e.to_string()))?;
+            .map_err(|e| Fault::Refused(e.to_string()))?;
         let short = &crate::model::short_oid(commit);
         let logged = parse_event_commit(commit, c.message().unwrap_or("")).map_err(|e| {
             let message = c.message().unwrap_or("");
-            NotFollowed::Refused(format!(
+            Fault::Refused(format!(
                 "event {short} ({}) published by {} cannot be read: {e:#}",
                 message.lines().next().unwrap_or(""),
                 summary_machine(message)
@@ -85,7 +103,7 @@ impl Arrivals {
             None => "an unnamed machine".to_string(),
         };
         let refused = |why: String| {
-            NotFollowed::Refused(format!(
+            Fault::Refused(format!(
                 "event {short} ({}) published by {who} is not one the conference could have recorded: {why}",
                 logged.summary
             ))
@@ -99,16 +117,30 @@ impl Arrivals {
                 logged.event.event
             ))
         })?;
-        if matches!(
-            event,
-            Event::Started(_) | Event::Rebased(_) | Event::ConfigChanged(_) | Event::Imported(_)
-        ) {
-            return Err(refused(format!(
-                "a {} event is recorded by `start`, `resume` or `import` on one machine, never while the conference runs on several",
-                event.name()
-            )));
+        match (&event, voids) {
+            (
+                Event::Started(_) | Event::Rebased(_) | Event::ConfigChanged(_) | Event::Imported(_),
+                _,
+            ) => {
+                return Err(refused(format!(
+                    "a {} event is recorded by `start`, `resume` or `import` on one machine, never while the conference runs on several",
+                    event.name()
+                )))
+            }
+            (Event::Voided(v), Some((first, after)))
+                if v.event.oid() == first && v.after.oid() == after => {}
+            (Event::Voided(_), _) => {
+                return Err(refused(
+                    "it voids events this machine follows (the conference could have recorded them)".into(),
+                ))
+            }
+            (_, Some(_)) => return Err(refused("it voids nothing".into())),
+            _ => {}
         }
-        let parent = c.parent_id(0).map_err(|e| refused(e.to_string()))?;
+        let parent = match voids {
+            Some((_, after)) => after,
+            None => c.parent_id(0).map_err(|e| refused(e.to_string()))?,
+        };
         let before =
             state_of(repo, parent).map_err(|e| refused(format!("the state before it: {e}")))?;
         let after = state_of(repo, commit).map_err(refused)?;
@@ -130,8 +162,9 @@ impl Arrivals {
             )));
         }
         stored::checked(after.clone(), &self.name).map_err(refused)?;
+        super::cache_entries::check(repo, parent, commit, &before, &event).map_err(refused)?;
         match self.heads_keep_the_harness(repo, &before, &after) {
-            Err(Harness::Missing(what)) => Err(NotFollowed::NotHereYet(format!(
+            Err(Harness::Missing(what)) => Err(Fault::Missing(format!(
                 "{what}, which event {short} from {who} names"
             ))),
             Err(Harness::Changed(why)) => Err(refused(why)),
@@ -178,8 +211,14 @@ impl Arrivals {
                 .map_err(|_| missing())
         };
         let baseline = tree_of("baseline_commit", &after.baseline_commit)?;
+        let published = self.published_commits(repo);
         for (field, id) in moved {
             let tree = tree_of(&field, &id)?;
+            if !Self::published(repo, &published, before, after, &id) {
+                return Err(Harness::Missing(format!(
+                    "commit {id} ({field}) in a machine's attempts"
+                )));
+            }
             let diff = repo
                 .diff_tree_to_tree(Some(&baseline), Some(&tree), None)
                 .map_err(|e| Harness::Changed(e.to_string()))?;
@@ -200,6 +239,125 @@ impl Arrivals {
         }
         Ok(())
     }
+}
+
+/// The events after `from` up to `to`, oldest first; refused when they are not one chain.
+fn chain(repo: &Repository, from: Oid, to: Oid) -> Result<Vec<Oid>, NotFollowed> {
+    let refuse = |why: String| NotFollowed::Refused(why);
+    let mut chain = Vec::new();
+    let mut at = to;
+    while at != from {
+        let commit = repo
+            .find_commit(at)
+            .map_err(|e| refuse(format!("event {at}: {e}")))?;
+        if commit.parent_count() != 1 {
+            return Err(refuse(format!(
+                "event commit {at} has {} parents (the event log is one chain)",
+                commit.parent_count()
+            )));
+        }
+        chain.push(at);
+        at = commit.parent_id(0).map_err(|e| refuse(e.to_string()))?;
+    }
+    chain.reverse();
+    Ok(chain)
+}
+
+/// The parent of an event of a chain [`chain`] read (it has one).
+fn parent(repo: &Repository, commit: Oid) -> Result<Oid, NotFollowed> {
+    repo.find_commit(commit)
+        .and_then(|c| c.parent_id(0))
+        .map_err(|e| NotFollowed::Refused(e.to_string()))
+}
+
+/// The event an `event.voided` commit continues (None: not one).
+fn voided_after(repo: &Repository, commit: Oid) -> Option<Oid> {
+    let c = repo.find_commit(commit).ok()?;
+    let logged = parse_event_commit(commit, c.message().unwrap_or("")).ok()?;
+    crate::store::events::voided_after(&logged.event)
+}
+
+/// What voiding the refused event `commit` (after `after`) records.
+fn refusal(repo: &Repository, commit: Oid, after: Oid, why: String) -> Refusal {
+    let message = repo
+        .find_commit(commit)
+        .ok()
+        .and_then(|c| c.message().map(str::to_string))
+        .unwrap_or_default();
+    let participant = parse_event_commit(commit, &message)
+        .ok()
+        .and_then(|l| l.event.machine().map(str::to_string))
+        .or_else(|| named_machine(&message).map(str::to_string))
+        .filter(|m| crate::remote::valid_machine_name(m))
+        .unwrap_or_else(|| "(unnamed)".to_string());
+    Refusal {
+        event: commit,
+        after,
+        summary: printable(message.lines().next().unwrap_or(""), 200),
+        participant,
+        why: printable(&why, 600),
+    }
+}
+
+/// `text` as status and the report may print it: no control characters (a crafted event's
+/// summary may hold terminal escapes), at most `max` characters.
+fn printable(text: &str, max: usize) -> String {
+    text.chars()
+        .take(max)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
+
+impl Arrivals {
+    /// The tips of the attempts chains a head may come from: this clone's, and every machine's
+    /// as the last fetch of the shared remote brought them.
+    fn published_commits(&self, repo: &Repository) -> Vec<Oid> {
+        let refs = crate::store::ConferenceRefs::new(&self.name);
+        let mut tips: Vec<Oid> = repo
+            .refname_to_id(&refs.attempts())
+            .ok()
+            .into_iter()
+            .collect();
+        let views = format!(
+            "{}*/{}/machines/*/attempts",
+            crate::store::refs::SHARED_REMOTE_VIEWS,
+            self.name
+        );
+        if let Ok(found) = repo.references_glob(&views) {
+            tips.extend(found.flatten().filter_map(|r| r.target()));
+        }
+        tips
+    }
+
+    /// Whether a head may move to `id`: the baseline, a head or best it had before, or a commit
+    /// some machine published (reachable from an attempts chain): a commit that merely exists
+    /// here (the user's own, an object a participant slipped in) is not one the conference made.
+    fn published(
+        repo: &Repository,
+        tips: &[Oid],
+        before: &State,
+        after: &State,
+        id: &CommitId,
+    ) -> bool {
+        let known = *id == after.baseline_commit
+            || *id == before.best.commit
+            || before
+                .researchers
+                .values()
+                .any(|r| r.head == *id || r.round_start == *id);
+        known
+            || tips.iter().any(|&tip| {
+                tip == id.oid() || repo.graph_descendant_of(tip, id.oid()).unwrap_or(false)
+            })
+    }
+}
+
+/// Why one event is not followed.
+enum Fault {
+    /// It is not one the conference could have recorded: why, naming its machine.
+    Refused(String),
+    /// A commit it names is not here (yet): which.
+    Missing(String),
 }
 
 /// Why a head an event moves is not followed.
@@ -231,16 +389,20 @@ fn with_unstored_fields(mut event: Event, before: &State, after: &State) -> Even
 /// The machine an event commit's summary names (the recorder ends it with ` [machine]`), for an
 /// event whose payload cannot be read.
 fn summary_machine(message: &str) -> String {
-    let first = message.lines().next().unwrap_or("");
-    let named = first
-        .strip_suffix(']')
-        .and_then(|s| s.rsplit_once(" ["))
-        .map(|(_, m)| m)
-        .filter(|m| crate::remote::valid_machine_name(m));
-    match named {
+    match named_machine(message) {
         Some(m) => format!("machine `{m}`"),
         None => "an unnamed machine".into(),
     }
+}
+
+/// The valid machine name an event commit's summary ends with (` [machine]`).
+fn named_machine(message: &str) -> Option<&str> {
+    let first = message.lines().next().unwrap_or("");
+    first
+        .strip_suffix(']')
+        .and_then(|s| s.rsplit_once(" ["))
+        .map(|(_, m)| m)
+        .filter(|m| crate::remote::valid_machine_name(m))
 }
 
 /// What the recorder stores after `event` on `before`: the reducer, then its bookkeeping. None
@@ -337,6 +499,17 @@ mod tests {
     /// An event log whose first event names `baseline` everywhere, then machine m9's iteration
     /// of researcher A kept at `candidate`, recorded as the recorder records it; (first, second).
     fn log_keeping(repo: &Repository, baseline: Oid, candidate: Oid) -> (Oid, Oid) {
+        log_keeping_with(repo, baseline, candidate, |_| vec![])
+    }
+
+    /// [`log_keeping`] whose second event also writes the state-tree files `extra` returns for
+    /// its state before.
+    fn log_keeping_with(
+        repo: &Repository,
+        baseline: Oid,
+        candidate: Oid,
+        extra: impl Fn(&State) -> Vec<StateChange>,
+    ) -> (Oid, Oid) {
         let mut state = crate::model::state::sample();
         let base = crate::model::CommitId::from(baseline);
         state.baseline_commit = base.clone();
@@ -382,7 +555,12 @@ mod tests {
         let next = reduced(&state, &event, "t2", Some("m9"), None).unwrap();
         let mut line = event.line("t2".into());
         line.payload["machine"] = "m9".into();
-        let second = write_commit(repo, Some(first), &line, "A r1 i1 [m9]", &put(&next)).unwrap();
+        // The machine published the candidate (it is in an attempts chain).
+        repo.reference("refs/conference/c/attempts", candidate, true, "kept")
+            .unwrap();
+        let mut changes = put(&next);
+        changes.extend(extra(&state));
+        let second = write_commit(repo, Some(first), &line, "A r1 i1 [m9]", &changes).unwrap();
         (first, second)
     }
 
@@ -411,11 +589,91 @@ mod tests {
         assert!(arrivals.check(&repo, first, second).is_ok());
         let (first, second) = log_keeping(&repo, baseline, crafted);
         match arrivals.check(&repo, first, second) {
-            Err(NotFollowed::Refused(why)) => {
+            Err(NotFollowed::Voidable(refusal)) => {
+                let why = refusal.why;
                 assert!(why.contains("published by machine `m9`"), "{why}");
                 assert!(why.contains("changes frozen path eval.sh"), "{why}");
             }
             other => panic!("{other:?}"),
+        }
+    }
+
+    /// A head moved to a commit that exists here but that no machine published (in no
+    /// attempts chain) is not followed: it waits for it, and the run voids the event when it
+    /// never comes.
+    #[test]
+    fn a_head_no_machine_published_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repository::init(dir.path()).unwrap();
+        let baseline = commit(&repo, None, &[("x.txt", "1")]);
+        let candidate = commit(&repo, Some(baseline), &[("x.txt", "0")]);
+        let arrivals = Arrivals {
+            name: "c".into(),
+            frozen: PathRules::new(&[]),
+        };
+        let (first, second) = log_keeping(&repo, baseline, candidate);
+        assert!(arrivals.check(&repo, first, second).is_ok());
+        repo.find_reference("refs/conference/c/attempts")
+            .unwrap()
+            .delete()
+            .unwrap();
+        match arrivals.check(&repo, first, second) {
+            Err(NotFollowed::NotHereYet(refusal)) => {
+                assert!(
+                    refusal.why.contains("in a machine's attempts"),
+                    "{}",
+                    refusal.why
+                );
+                assert_eq!(refusal.event, second);
+                assert_eq!(refusal.after, first);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// An iteration may write the evaluation cache entry of its own candidate's tree, holding
+    /// its own metric; an entry of another tree, or another metric, is a planted result.
+    #[test]
+    fn a_planted_evaluation_cache_entry_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repository::init(dir.path()).unwrap();
+        let baseline = commit(&repo, None, &[("x.txt", "1")]);
+        let candidate = commit(&repo, Some(baseline), &[("x.txt", "0")]);
+        let other = commit(&repo, Some(baseline), &[("x.txt", "7")]);
+        let arrivals = Arrivals {
+            name: "c".into(),
+            frozen: PathRules::new(&[]),
+        };
+        let entry = |tree: Oid, metric: f64| {
+            move |st: &State| {
+                let result = serde_json::json!({"metric": metric, "runs": [metric],
+                    "sub_metrics": {}, "status": "ok", "reason": null, "seconds": 1.0});
+                vec![StateChange::Put(
+                    files::eval_cache(&st.eval_settings, &tree.to_string()),
+                    serde_json::to_vec(&result).unwrap(),
+                )]
+            }
+        };
+        let tree_of = |c: Oid| repo.find_commit(c).unwrap().tree_id();
+        let (first, second) =
+            log_keeping_with(&repo, baseline, candidate, entry(tree_of(candidate), 9.0));
+        assert!(arrivals.check(&repo, first, second).is_ok());
+        let planted = [
+            (
+                entry(tree_of(other), 1.0),
+                "not the one of the tree it measured",
+            ),
+            (entry(tree_of(candidate), 1.0), "holds metric Some(1.0)"),
+        ];
+        for (extra, why) in planted {
+            let (first, second) = log_keeping_with(&repo, baseline, candidate, extra);
+            match arrivals.check(&repo, first, second) {
+                Err(NotFollowed::Voidable(refusal)) => {
+                    assert!(refusal.why.contains(why), "{}", refusal.why);
+                    assert_eq!(refusal.participant, "m9");
+                }
+                other => panic!("{other:?}"),
+            }
         }
     }
 

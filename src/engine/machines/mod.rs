@@ -4,4 +4,5 @@
 //! does the pushes); never a phase, a command or the run.
 
 pub mod arriving;
+pub mod cache_entries;
 pub mod publisher;

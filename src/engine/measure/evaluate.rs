@@ -297,7 +297,16 @@ async fn run_once(
         })
         .await?;
     match job {
-        Some(job) => job.wait(req.timeout, Some(on_line)).await,
+        Some(job) => {
+            let mut ended = job.wait(req.timeout, Some(on_line)).await?;
+            if let Ok(out) = std::fs::read(stdout) {
+                ended
+                    .placement
+                    .read_versions(&crate::exec::metric::text_of(&out));
+            }
+            req.launcher.admit(&mut ended);
+            Ok(ended)
+        }
         None => Ok(crate::launch::Ended {
             outcome: Outcome::Cancelled,
             elapsed: Duration::ZERO,

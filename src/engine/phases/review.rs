@@ -348,6 +348,7 @@ async fn record_review(
     let order = transfer_order(&findings);
     let conflicts = conflicts(&conf.open_repo()?, &order)?;
     let attempts = round_attempts(conf, st.round).unwrap_or_default();
+    let reviewer = conf.link().map(|link| link.machine.clone());
     let md = render::review::render(&render::review::ReviewPage {
         round: st.round,
         findings: &findings,
@@ -358,6 +359,7 @@ async fn record_review(
         direction: conf.direction().unwrap_or(Direction::Maximize),
         noise_runs: conf.config.noise_runs,
         qualitative: conf.config.mode == crate::config::Mode::Qualitative,
+        reviewer: reviewer.as_deref(),
     });
     let md = crate::engine::agent::prose::with_prose(
         conf,

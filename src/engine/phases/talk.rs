@@ -144,7 +144,7 @@ pub fn answer(repo_dir: &Path, name: &str, question: &str, text: &str) -> Result
 /// records it; `resume` goes on.
 pub fn stop(repo_dir: &Path, name: &str) -> Result<Delivery> {
     let st = read_state(repo_dir, name)?;
-    if !st.machines.is_empty() && st.phase != Phase::Done {
+    if st.runs_on_several_machines() {
         return Err(usage(format!(
             "`{name}` runs on several machines: stop each machine's run with Ctrl-C (it gives its \
              researchers back) and continue with `git conference join <remote> {name}`"
@@ -255,7 +255,7 @@ fn record_here(repo: &Repository, name: &str) -> Result<Delivery> {
     crate::engine::record::recovery::clear_stale_ref_locks(repo.commondir(), name);
     let conf = Conference::open(repo.path(), name, crate::ui::Ui::new(true))?;
     let st = conf.state();
-    if !st.machines.is_empty() && st.phase != Phase::Done {
+    if st.runs_on_several_machines() {
         return Ok(Delivery::Queued {
             why: format!(
                 "`{name}` runs on several machines: recorded when this clone takes part again (`git conference join <remote> {name}`)"

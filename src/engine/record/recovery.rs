@@ -325,8 +325,10 @@ pub fn clear_shared_locks(common_dir: &Path) {
 /// writer holds it for an instant, so a fresh one is waited for until it goes or turns a second
 /// old (its age is read from the file, so one left long ago by a killed run costs nothing). One
 /// that a live process has open is never removed, however old: it is named and left alone.
-fn clear_shared_lock(path: &Path) {
+/// Returns how many times it waited (20 ms each).
+fn clear_shared_lock(path: &Path) -> u32 {
     let deadline = std::time::Instant::now() + STALE_LOCK_AGE;
+    let mut waits = 0;
     while let Ok(meta) = std::fs::metadata(path) {
         let age = meta
             .modified()
@@ -344,10 +346,12 @@ fn clear_shared_lock(path: &Path) {
                     path.display()
                 ),
             }
-            return;
+            return waits;
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
+        waits += 1;
     }
+    waits
 }
 
 /// Removes `*.lock` files under `dir` (recursively); a missing folder is fine.
@@ -492,6 +496,23 @@ mod tests {
 
     use super::*;
     use crate::ui::Ui;
+
+    #[test]
+    fn a_shared_lock_left_long_ago_is_removed_without_waiting_a_fresh_one_is_waited_for() {
+        let tmp = tempfile::tempdir().unwrap();
+        let lock = tmp.path().join("packed-refs.lock");
+        std::fs::write(&lock, "").unwrap();
+        let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        let file = std::fs::File::options().write(true).open(&lock).unwrap();
+        file.set_modified(hour_ago).unwrap();
+        drop(file);
+        assert_eq!(clear_shared_lock(&lock), 0, "an hour-old lock was waited for");
+        assert!(!lock.exists());
+
+        std::fs::write(&lock, "").unwrap();
+        assert!(clear_shared_lock(&lock) > 0, "a fresh lock was not waited for");
+        assert!(!lock.exists(), "a lock nobody holds stays after its second");
+    }
 
     const CONFIG: &str = "# Conference: Recovery\n\n## Goal\nLower the score.\n\n## Mode\nmetric\n\n\
         ## Success Metric\n- **Metric:** score\n- **Target:** none\n- **Direction:** minimize\n\n\

@@ -130,6 +130,7 @@ pub(in crate::engine) fn set_aside_partial(
         agent_s: None,
         eval_s: None,
         placement: None,
+        machine: conf.link().map(|link| link.machine.clone()),
     };
     conf.record(
         Event::AttemptInterrupted(events::AttemptInterrupted {

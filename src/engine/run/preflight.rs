@@ -38,25 +38,51 @@ struct Site<'a> {
     cwd: Cwd,
 }
 
-/// Slurm's own refusal of `- slurm args:` (`sbatch --test-only`), before anything is submitted.
+/// Slurm's own refusal of `- slurm args:` (`sbatch --test-only`), and Ray's of the address, the
+/// resources or the runtime env (a check job), before anything is submitted.
 fn launcher_refusal(cfg: &Config, text: &str) -> Option<ConfigError> {
+    use crate::config::launcher::LauncherKind;
     let launch = &cfg.environment.launch;
-    if launch.kind != crate::config::launcher::LauncherKind::Slurm {
-        return None;
-    }
-    let said = crate::launch::check_slurm_args(&launch.slurm_args).err()?;
-    let line = config::setting_line(text, SectionKind::Environment, "slurm args", None);
-    let line = if line == 0 {
-        config::setting_line(text, SectionKind::Environment, "launcher", None)
-    } else {
-        line
+    let (said, keys, hint) = match launch.kind {
+        LauncherKind::Slurm => (
+            format!(
+                "Slurm refuses these slurm args: {}",
+                crate::launch::check_slurm_args(&launch.slurm_args).err()?
+            ),
+            &["slurm args"][..],
+            "- slurm args: --partition=gpu --gres=gpu:1 --time=00:20:00 (as `sbatch` takes them)",
+        ),
+        LauncherKind::Ray => {
+            let said = ray_refusal(launch)?;
+            let keys: &[&str] = if said.contains("cannot reach") || said.contains("RAY_ADDRESS") {
+                &["ray address"]
+            } else if said.contains("resources") {
+                &["ray resources", "ray runtime env"]
+            } else {
+                &["ray runtime env", "ray resources"]
+            };
+            (said, keys, "- ray address: http://head.example:8265 (the dashboard's address; see docs/launchers-ray.md)")
+        }
+        _ => return None,
     };
+    let line = (keys.iter())
+        .map(|k| config::setting_line(text, SectionKind::Environment, k, None))
+        .find(|l| *l != 0)
+        .unwrap_or_else(|| config::setting_line(text, SectionKind::Environment, "launcher", None));
     Some(ConfigError {
         line,
-        message: format!("Slurm refuses these slurm args: {said}"),
-        hint: "- slurm args: --partition=gpu --gres=gpu:1 --time=00:20:00 (as `sbatch` takes them)"
-            .into(),
+        message: said,
+        hint: hint.into(),
     })
+}
+
+/// Ray's refusal, asked on a runtime of its own (the checks run before the conference's).
+fn ray_refusal(launch: &crate::config::launcher::Launch) -> Option<String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    rt.block_on(crate::launch::check_ray(launch)).err()
 }
 
 /// Every problem with the harness and the commands of `cfg` at baseline `base`, each tied to its

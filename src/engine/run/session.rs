@@ -155,7 +155,7 @@ pub fn resume(
     recover_lost_refs(repo, &name, ui)?;
     let mut conf = Conference::open(repo.path(), &name, ui.clone()).context("cannot resume")?;
     let st = conf.state();
-    if !st.machines.is_empty() && st.phase != Phase::Done {
+    if st.runs_on_several_machines() {
         return Err(usage(format!(
             "conference `{name}` runs on several machines ({}): take part again with `git conference join <remote> {name}` (the remote it was started with), which continues from what every machine published",
             st.machines.keys().cloned().collect::<Vec<_>>().join(", ")
@@ -233,9 +233,20 @@ pub fn join(repo: &Repository, opts: JoinOptions, ui: &Ui) -> Result<Outcome> {
     let _lock = take_over(&run_dir, &name)?;
     recover_lost_refs(repo, &name, ui)?;
     let conf = Conference::open(repo.path(), &name, ui.clone()).context("cannot join")?;
+    if crate::engine::run::settings::local_commands_differ(repo, &conf) {
+        ui.warn(&format!(
+            "note: your conference.md names other commands; `{name}` runs on several machines, where `join` runs the stored ones (`git conference trust {name}` shows them)"
+        ));
+    }
     gate(repo, &name, &conf.config, None)?;
     crate::engine::record::recovery::reconcile(&conf, false)?;
     let link = link(repo, &conf, &remote, &machine)?;
+    link.check_push_access(repo).map_err(|e| {
+        usage(format!(
+            "{e:#}\nA machine takes part by publishing its events there: give this clone push access to {remote} (or join through a remote it can push to). `git conference fetch {remote} --name {name}` and `status` still read the conference."
+        ))
+    })?;
+    take_knowledge(repo, &conf, &remote);
     conf.share(link.clone())?;
     match conf.sync_shared() {
         // A killed run's events still to publish: the run's loop syncs once they are out.
@@ -322,6 +333,9 @@ pub fn run(conf: Conference) -> Result<Ended> {
             // The retrospective's commit point is the knowledge store: stored once, here at
             // the end, or by the next `resume` when this run is killed first.
             crate::engine::phases::knowledge::store_retrospective_or_warn(&conf, true).await;
+        }
+        if let Some(link) = conf.link() {
+            shared::give_knowledge(&conf, &link.remote);
         }
         outcome
     });
@@ -559,6 +573,7 @@ fn share(
     machine: &MachineOptions,
 ) -> Result<()> {
     let link = link(repo, conf, remote, machine)?;
+    take_knowledge(repo, conf, remote);
     conf.flush_notes()?;
     link.publish_new(repo)
         .map_err(|e| usage(format!("{e:#}; nothing of `{}` was kept", conf.name)))?;
@@ -568,6 +583,18 @@ fn share(
     ));
     conf.share(link)?;
     Ok(())
+}
+
+/// Takes the shared remote's knowledge store into this clone's before a run on several
+/// machines (the lab's earlier conferences, from any box); a failure is a warning only.
+fn take_knowledge(repo: &git2::Repository, conf: &Conference, remote: &str) {
+    match crate::engine::commands::knowledge_exchange::take(repo, remote) {
+        Ok(Some(line)) => conf.ui.info(&line),
+        Ok(None) => {}
+        Err(e) => conf.ui.warn(&format!(
+            "warning: the knowledge store of {remote} was not taken: {e:#}"
+        )),
+    }
 }
 
 /// This machine's link to `remote` for `conf`, with what `machine` asks it to run.

@@ -141,6 +141,25 @@ pub fn print(plan: &Plan) {
     }
 }
 
+/// Whether the working tree's conference.md, of this conference's title, names other commands
+/// than the stored config (what `trust` and `join` say of a conference on several machines,
+/// which runs the stored ones). False when there is no such file or it does not load.
+pub fn local_commands_differ(repo: &Repository, conf: &Conference) -> bool {
+    let Ok(top) = workdir(repo) else {
+        return false;
+    };
+    let Ok(text) = std::fs::read_to_string(top.join("conference.md")) else {
+        return false;
+    };
+    match config::load(&text) {
+        Ok(local) => {
+            local.title == conf.config.title
+                && crate::trust::describe(&local) != crate::trust::describe(&conf.config)
+        }
+        Err(_) => false,
+    }
+}
+
 /// The folder that holds the repository's main working tree (for conference.md and apply).
 pub fn workdir(repo: &Repository) -> Result<PathBuf> {
     repo.workdir()

@@ -47,6 +47,21 @@ pub async fn drive(conf: Arc<Conference>) -> Result<RunOutcome> {
     outcome
 }
 
+/// Gives this clone's knowledge store (with what the retrospective of a conference that ended
+/// here added) to the shared remote as the machine leaves; a failure is a warning only.
+pub fn give_knowledge(conf: &Conference, remote: &str) {
+    let given = conf
+        .open_repo()
+        .and_then(|repo| crate::engine::commands::knowledge_exchange::give(&repo, remote));
+    match given {
+        Ok(Some(line)) => conf.ui.info(&line),
+        Ok(None) => {}
+        Err(e) => conf.ui.warn(&format!(
+            "warning: the knowledge store was not given to {remote}: {e:#}; `git conference push {remote}` gives it"
+        )),
+    }
+}
+
 async fn run(conf: &Arc<Conference>, link: &Link) -> Result<RunOutcome> {
     let mut unreachable_said: Option<Instant> = None;
     let mut waiting_said = String::new();

@@ -58,11 +58,18 @@ pub fn round_allotment(conf: &Conference, st: &State, id: &str) -> u32 {
 
 /// Seconds the conference has run: its recorded running time and this run's time since its
 /// last event, by this process's monotonic clock. Never a wall clock: a pause, a reboot or a
-/// machine whose clock is set ahead adds nothing.
+/// machine whose clock is set ahead adds nothing. On several machines, never more than the
+/// running time when this run began to take part plus the time since (machines run side by
+/// side): a participant whose events claim a large `running_s` does not end the conference on
+/// its time budget.
 pub fn running_seconds(conf: &Conference, st: &State) -> f64 {
     let link = conf.link();
     let machine = link.as_ref().map(|l| l.machine.as_str());
-    st.running_seconds_with(machine, crate::clock::running_segment().0)
+    let claimed = st.running_seconds_with(machine, crate::clock::running_segment().0);
+    match conf.shared_since() {
+        Some((at, since)) => claimed.min(at + since.elapsed().as_secs_f64()),
+        None => claimed,
+    }
 }
 
 /// The time budget, when it is used up.

@@ -25,6 +25,9 @@
 
 mod publication;
 mod sync;
+mod void;
+
+pub use void::Voiding;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -51,6 +54,10 @@ const FIRST_RETRY: Duration = Duration::from_secs(2);
 /// stay here and go out with the next publication.
 const RETRY_CAP: Duration = Duration::from_secs(120);
 
+/// How long an arriving event may name a commit that does not arrive before it is voided (at
+/// least four leases).
+const MISSING_FOR: Duration = Duration::from_secs(60);
+
 /// Why a sync took nothing of the remote's: this machine's own events are not published yet
 /// (its publisher is at it; the next sync tries again).
 #[derive(Debug, thiserror::Error)]
@@ -74,11 +81,31 @@ pub type ArrivalCheck =
 /// Why events that arrived are not followed.
 #[derive(Debug)]
 pub enum NotFollowed {
-    /// One of them is not one the conference could have recorded: why, naming its machine.
+    /// They cannot be followed at all (the log is not one chain): why. This machine stops.
     Refused(String),
-    /// A commit they name has not arrived yet (a fetch reads refs one by one, so it may see an
-    /// event before the branch pushed with it): the next fetch brings it.
-    NotHereYet(String),
+    /// One of them is not one the conference could have recorded, and no later event voids
+    /// it: this machine voids it (see [`Refusal`]) and goes on.
+    Voidable(Refusal),
+    /// A commit one of them names has not arrived yet (a fetch reads refs one by one, so it
+    /// may see an event before the branch pushed with it): the next fetch brings it. The
+    /// refusal's `why` says which commit; an event whose commit never arrives is voided after
+    /// [`MISSING_FOR`].
+    NotHereYet(Refusal),
+}
+
+/// An arriving event refused by the check: what an `event.voided` over it records.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    /// The refused event.
+    pub event: Oid,
+    /// The event before it, whose state the conference keeps.
+    pub after: Oid,
+    /// Its first line as published.
+    pub summary: String,
+    /// The machine that published it, as it names itself.
+    pub participant: String,
+    /// Why, as a sentence naming the event and its machine.
+    pub why: String,
 }
 
 /// This machine's part in one conference on one shared remote.
@@ -92,6 +119,8 @@ pub struct Link {
     /// Checks every event that arrives before anything follows it (none: everything is taken).
     arrivals: std::sync::OnceLock<ArrivalCheck>,
     inner: Mutex<Inner>,
+    /// The arriving event found naming a commit not here yet, and since when.
+    missing: Mutex<Option<(Oid, Instant)>>,
     /// Between the recorder and the publisher (see `engine::machines::publisher`).
     requests: Requests,
 }
@@ -182,6 +211,7 @@ impl Link {
             wanted,
             arrivals: Default::default(),
             inner: Mutex::new(Inner::default()),
+            missing: Mutex::new(None),
             requests: Requests::default(),
         };
         link.refresh_own(&mut link.inner.lock().unwrap())?;
@@ -211,22 +241,48 @@ impl Link {
         let _ = self.arrivals.set(check);
     }
 
-    /// The events after `from` up to `to`, which another machine published, checked; refused
-    /// with the reason (this machine stops: it cannot follow them, and no retry changes that).
+    /// The events after `from` up to `to`, which another machine published, checked: an event
+    /// the conference could not have recorded is voided ([`Voiding`]: try again, the next fetch
+    /// brings the voiding event); a log that cannot be followed at all is refused with the
+    /// reason (this machine stops: no retry changes that).
     fn check_arrivals(&self, repo: &Repository, from: Oid, to: Oid) -> Result<()> {
         let Some(check) = self.arrivals.get() else {
             return Ok(());
         };
         match check(repo, from, to) {
             Ok(()) => Ok(()),
-            Err(NotFollowed::NotHereYet(what)) => {
-                bail!("waiting for {what} to arrive from {}", self.remote)
+            Err(NotFollowed::NotHereYet(refusal)) => {
+                let waited = self.missing_for(&refusal);
+                if waited > MISSING_FOR.max(self.lease * 4) {
+                    let why = format!(
+                        "{}, which has not arrived from {} in {}s",
+                        refusal.why,
+                        self.remote,
+                        waited.as_secs()
+                    );
+                    return self.void(repo, &Refusal { why, ..refusal }, to);
+                }
+                bail!("waiting for {} to arrive from {}", refusal.why, self.remote)
             }
+            Err(NotFollowed::Voidable(refusal)) => self.void(repo, &refusal, to),
             Err(NotFollowed::Refused(why)) => Err(Refused(format!(
                 "{}: {why}. This machine follows nothing of it and stops; once that event is gone from {0} (its events ref put back at the event before it), `git conference join {0} {}` takes part again",
                 self.remote, self.refs.name
             ))
             .into()),
+        }
+    }
+
+    /// How long the event `refusal` names has been waited for, by this machine's clock (since
+    /// the first time it was seen missing in a row).
+    fn missing_for(&self, refusal: &Refusal) -> Duration {
+        let mut missing = self.missing.lock().unwrap();
+        match *missing {
+            Some((event, since)) if event == refusal.event => since.elapsed(),
+            _ => {
+                *missing = Some((refusal.event, Instant::now()));
+                Duration::ZERO
+            }
         }
     }
 

@@ -132,7 +132,11 @@ impl Link {
         let mut inner = self.inner.lock().unwrap();
         let view = self.fetch(repo)?;
         self.drop_lost(&mut inner, &view);
-        let tip = self.rebased(repo, &inner, local, view.events)?;
+        let tip = match self.rebased(repo, &inner, local, view.events) {
+            // Voided just now: the next try replays this machine's events over the voiding one.
+            Err(e) if e.is::<super::Voiding>() => return Ok(None),
+            rebased => rebased?,
+        };
         let state = state_at(repo, tip)?;
         let mut updates = vec![Update {
             name: self.refs.events(),
@@ -146,8 +150,16 @@ impl Link {
         if tip == view.events {
             updates.remove(0);
         }
+        // The crash tests' points: a publication of events, before and after the remote took it.
+        let with_events = tip != view.events;
+        if with_events {
+            crate::failpoint::hit("publish.events-before-push");
+        }
         match push(&self.dir, &self.remote, &updates)? {
             Pushed::Accepted => {
+                if with_events {
+                    crate::failpoint::hit("publish.events-pushed");
+                }
                 self.pushed(&mut inner, &updates);
                 for (slot, _, held) in renewed {
                     inner.held.insert(slot, held);
@@ -175,14 +187,15 @@ impl Link {
     /// log's writer out meanwhile ([`LocalLog::settle`]).
     pub fn settle(&self, repo: &Repository, from: Oid, tip: Oid) -> Result<Oid> {
         let now = repo.refname_to_id(&self.refs.events())?;
-        if now == tip || repo.graph_descendant_of(now, tip)? {
-            return Ok(now);
-        }
+        // `from` first: when the remote took none of this machine's events (all of slots it
+        // lost), `tip` is an ancestor of `from`, and a log still at `from` is not settled.
         let new = if now == from {
             tip
         } else if repo.graph_descendant_of(now, from)? {
             let held: BTreeSet<String> = self.inner.lock().unwrap().held.keys().cloned().collect();
             publish::replay_since(repo, from, now, tip, |event| held.contains(event.slot()))?
+        } else if now == tip || repo.graph_descendant_of(now, tip)? {
+            return Ok(now);
         } else {
             bail!(
                 "{} moved to {now} while this machine published it from {from}",

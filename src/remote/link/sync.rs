@@ -45,7 +45,11 @@ impl Link {
             ))
             .into());
         }
-        self.check_arrivals(repo, local, view.events)?;
+        match self.check_arrivals(repo, local, view.events) {
+            // Voided just now: the next sync follows the voiding event.
+            Err(e) if e.is::<super::Voiding>() => return Ok(None),
+            checked => checked?,
+        }
         crate::store::cas::update(
             repo,
             &self.refs.events(),
@@ -174,6 +178,31 @@ impl Link {
             .map(|(slot, _)| slot))
     }
 
+    /// Whether the remote takes pushes from this clone, asked without changing anything (`git
+    /// push --dry-run`, which still goes through the remote's access check): a machine that
+    /// cannot publish takes part in nothing, so `join` says why at once instead of retrying.
+    pub fn check_push_access(&self, repo: &Repository) -> Result<()> {
+        let tip = repo.refname_to_id(&self.refs.events())?;
+        let probe = format!("{tip}:refs/conference/{}/access-check", self.refs.name);
+        let argv = [
+            "push",
+            "--dry-run",
+            "--porcelain",
+            "--no-verify",
+            &self.remote,
+            &probe,
+        ];
+        let out = crate::git::git_remote_output(&self.dir, &argv)?;
+        if out.status.success() {
+            return Ok(());
+        }
+        anyhow::bail!(
+            "{} does not take pushes from this clone: {}",
+            self.remote,
+            crate::git::failure_reason(&out)
+        )
+    }
+
     /// The machine holding each slot, as the last fetch saw the leases.
     pub fn holders(&self, repo: &Repository) -> BTreeMap<String, String> {
         let Ok(view) = self.view(repo) else {
@@ -261,6 +290,8 @@ impl Link {
             format!("+{}:{seen}", self.refs.events()),
             format!("+refs/conference/{name}/leases/*:refs/conference/{name}/leases/*"),
             format!("+refs/heads/conference/{name}/*:{base}/heads/*"),
+            // Every machine's attempts: a head an arriving event moves must be one of them.
+            format!("+refs/conference/{name}/machines/*:{base}/machines/*"),
         ];
         let mut argv = vec![
             "fetch",

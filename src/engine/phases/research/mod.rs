@@ -84,13 +84,26 @@ async fn researcher_loop(conf: &Conference, id: &str) -> Result<()> {
         {
             return Ok(());
         }
-        if !conf.runs_here(id) {
+        let lost = || {
             conf.ui.info(&format!(
                 "researcher {id}: another machine took it over (this one was silent for longer than its lease); stopped here"
             ));
+        };
+        if !conf.runs_here(id) {
+            lost();
             return Ok(());
         }
-        match session.iterate().await? {
+        let next = match session.iterate().await {
+            Ok(next) => next,
+            // Lost meanwhile: the publisher dropped its unpublished events and moved its branch
+            // back to what the remote holds, under this iteration.
+            Err(_) if !conf.runs_here(id) => {
+                lost();
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        match next {
             Next::Continue => session.reopen_now_and_then(conf)?,
             Next::Finish(why) => return session.finish(&why),
             Next::Stop => return Ok(()),

@@ -117,6 +117,7 @@ pub(super) fn record_iteration(
         agent_s: a.agent_s.map(tenths),
         eval_s: eval_s.map(tenths),
         placement: result.placement.clone(),
+        machine: conf.link().map(|link| link.machine.clone()),
     };
     let step = super::branching::plan_step(conf, &st, a, commit, verdict, result.metric);
     let note = commit.map(|c| with_step(attempt_note(conf, c, &record, result), step.as_ref()));

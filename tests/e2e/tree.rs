@@ -403,13 +403,23 @@ fn tree_of(repo: &TestRepo) -> Vec<(String, String, String, String)> {
         .collect()
 }
 
-#[test]
-fn a_kill_at_the_trees_steps_resumes_to_the_same_tree() {
-    let plan = "x:fork y z:A-r1-i2 y y:baseline z y";
-    let reference = fixture("agent-decided", 7, 3);
-    run(&reference, plan);
-    let expected = tree_of(&reference);
-    // Commits differ between runs (their dates); the rest of each alive branch must not.
+/// How the conference is killed: at each failpoint in turn (the first during `start`, each next
+/// one during the `resume` after it), or SIGKILL this long after the engine started.
+enum Kill<'a> {
+    At(&'a [&'a str]),
+    After(u64),
+}
+
+/// Runs `make()`'s conference with `env`, kills it as `kill` says, resumes it to its end, and
+/// checks that it reached the same tree as `reference`: every attempt from the same node with the
+/// same verdict and metric, the same alive branches (all but their commits, whose dates differ),
+/// the same best, every attempt's parent its node, and a clean `git fsck`.
+fn kill_and_resume(
+    reference: &TestRepo,
+    make: &dyn Fn() -> TestRepo,
+    env: &[(&str, &str)],
+    kill: Kill<'_>,
+) {
     let alive = |r: &TestRepo| {
         let mut branches = r.status_json(NAME)["researchers"]["A"]["branches"].clone();
         for b in branches.as_array_mut().unwrap() {
@@ -417,35 +427,124 @@ fn a_kill_at_the_trees_steps_resumes_to_the_same_tree() {
         }
         branches
     };
+    let head = |r: &TestRepo| {
+        r.git(&[
+            "rev-parse",
+            &format!("conference/{NAME}/researcher-A^{{tree}}"),
+        ])
+    };
+    let repo = make();
+    let start = ["start", NAME, "--yes"];
+    let label = match kill {
+        Kill::At(failpoints) => {
+            for (i, failpoint) in failpoints.iter().enumerate() {
+                let args: &[&str] = if i == 0 { &start } else { &["resume", NAME] };
+                let mut with = env.to_vec();
+                with.push(("GIT_CONFERENCE_FAILPOINT", failpoint));
+                let leg = crash::run(&repo, NAME, args, &with, Stop::Never);
+                assert_eq!(
+                    leg.ending,
+                    Ending::Signal(9),
+                    "{failpoint} was reached\n{leg}"
+                );
+                crash::kill_strays(&repo);
+            }
+            failpoints.join(" then ")
+        }
+        Kill::After(ms) => {
+            // Where this lands depends on the machine's speed; whatever the instant, or none
+            // (the run completed first), the resumed conference must be the same.
+            let stop = Stop::AfterEngine(std::time::Duration::from_millis(ms), libc::SIGKILL);
+            crash::run(&repo, NAME, &start, env, stop);
+            format!("SIGKILL after {ms} ms")
+        }
+    };
+    crash::kill_strays(&repo);
+    let leg = crash::run(&repo, NAME, &["resume", NAME], env, Stop::Never);
+    assert_eq!(leg.ending, Ending::Code(0), "{label}\n{leg}");
+    assert_eq!(tree_of(&repo), tree_of(reference), "{label}");
+    assert_eq!(alive(&repo), alive(reference), "{label}");
+    check_parents(&repo);
+    assert_eq!(head(&repo), head(reference), "{label}");
+    repo.git(&["fsck", "--no-progress"]);
+}
+
+#[test]
+fn a_kill_at_the_trees_steps_resumes_to_the_same_tree() {
+    let plan = "x:fork y z:A-r1-i2 y y:baseline z y";
+    let reference = fixture("agent-decided", 7, 3);
+    run(&reference, plan);
+    let env = [("TREE_PLAN", plan)];
     for failpoint in [
         "tree.next:1",
         "iteration.recorded:2",
         "branch.moved:1",
         "event.researcher.iteration:3",
         "tree.next:5",
+        "note.written:2",
     ] {
-        let repo = fixture("agent-decided", 7, 3);
-        let env = [("TREE_PLAN", plan), ("GIT_CONFERENCE_FAILPOINT", failpoint)];
-        let leg = crash::run(&repo, NAME, &["start", NAME, "--yes"], &env, Stop::Never);
-        assert_eq!(
-            leg.ending,
-            Ending::Signal(9),
-            "{failpoint} was reached\n{leg}"
-        );
-        crash::kill_strays(&repo);
-        let env = [("TREE_PLAN", plan)];
-        let leg = crash::run(&repo, NAME, &["resume", NAME], &env, Stop::Never);
-        assert_eq!(leg.ending, Ending::Code(0), "{failpoint}\n{leg}");
-        assert_eq!(tree_of(&repo), expected, "{failpoint}");
-        assert_eq!(alive(&repo), alive(&reference), "{failpoint}");
-        check_parents(&repo);
-        let head = |r: &TestRepo| {
-            r.git(&[
-                "rev-parse",
-                &format!("conference/{NAME}/researcher-A^{{tree}}"),
-            ])
-        };
-        assert_eq!(head(&repo), head(&reference), "{failpoint}");
-        repo.git(&["fsck", "--no-progress"]);
+        let make = || fixture("agent-decided", 7, 3);
+        kill_and_resume(&reference, &make, &env, Kill::At(&[failpoint]));
+    }
+    // Killed once the next node is recorded but before the worktree went there: the resume
+    // moves it (`tree.moved`), and is killed there too.
+    for legs in [
+        &["tree.next:3", "tree.moved:1"],
+        &["tree.next:5", "tree.moved:1"],
+    ] {
+        let make = || fixture("agent-decided", 7, 3);
+        kill_and_resume(&reference, &make, &env, Kill::At(legs));
+    }
+}
+
+/// Best-first over two rounds: the second round's start opens a branch from the conference's
+/// best, and the conference, not the agent, picks each node. Killed at every kind of step of an
+/// attempt and of a round's end, and after a few delays, it resumes to the same tree.
+#[test]
+fn a_kill_anywhere_in_a_best_first_conference_resumes_to_the_same_tree() {
+    let make = || {
+        let repo = fixture("best-first", 5, 2);
+        let config = repo
+            .read("conference.md")
+            .replace("**Max rounds:** 1", "**Max rounds:** 2");
+        repo.write("conference.md", &config);
+        repo.commit_all("two rounds");
+        repo
+    };
+    let env = [
+        ("TREE_PLAN", "x y z y z y y x y z"),
+        ("TREE_PER_ROUND", "5"),
+    ];
+    let reference = make();
+    reference
+        .conference_env(&["start", NAME, "--yes"], &env)
+        .ok();
+    for failpoint in [
+        "agent.finished:2",
+        "snapshot.committed:3",
+        "snapshot.reachable:3",
+        "eval.finished:4",
+        "note.before-ref:2",
+        "note.written:3",
+        "event.round.poster_session:1",
+        "event.round.completed:1",
+        "event.round.started:2",
+        "iteration.recorded:7",
+        "tree.next:8",
+        "event.researcher.iteration:9",
+        "report.built:1",
+    ] {
+        kill_and_resume(&reference, &make, &env, Kill::At(&[failpoint]));
+    }
+    // A-r1-i4 and A-r2-i3 are the leader's third failure in a row: the next attempt starts
+    // from another node, which the resume moves the worktree to.
+    for legs in [
+        &["tree.next:4", "tree.moved:1"],
+        &["tree.next:8", "tree.moved:1"],
+    ] {
+        kill_and_resume(&reference, &make, &env, Kill::At(legs));
+    }
+    for ms in [300, 900, 2000] {
+        kill_and_resume(&reference, &make, &env, Kill::After(ms));
     }
 }

@@ -225,6 +225,7 @@ impl<'a> Session<'a> {
                 (next.commit.clone(), touched, from_tree != to_tree)
             }
         };
+        let touched = without_agent_dir(touched);
         let head_ref = (target == head_now).then_some(branch_ref.as_str());
         // Files a `.gitignore` hid until the revert put it back go too.
         let leftovers = watch::union(agent_changes, &touched);
@@ -246,6 +247,20 @@ impl<'a> Session<'a> {
         crate::engine::agent::workspace::link_shared(conf, &self.wt_path)?;
         settle(&mut self.watch);
         Ok(())
+    }
+}
+
+/// The agent's folder (`.conference/`) holds only files its own `.gitignore` ignores, but git does
+/// not call the folder itself ignored: among the paths put back it would be removed, made again by
+/// the next attempt and removed again, and each removal makes the watch answer `Everything` (a
+/// scan of the whole worktree) for the next attempt. Leftovers keep it too.
+fn without_agent_dir(changes: Changes) -> Changes {
+    match changes {
+        Changes::Paths(mut paths) => {
+            paths.retain(|p| p.as_path() != std::path::Path::new(crate::agents::AGENT_DIR));
+            Changes::Paths(paths)
+        }
+        everything => everything,
     }
 }
 

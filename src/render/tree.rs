@@ -191,13 +191,22 @@ fn node_line(n: &LineageNode) -> (String, String) {
 }
 
 /// The final report's path from the baseline to best, one line per step: each kept step's id,
-/// its metric and what it changed.
+/// its metric and what it changed. A step that does not start from the line before it says where
+/// it started (a finding that went back to an earlier node), and a pick on best what it merged
+/// onto what: with branching, the finding a round merged may have started from an older node
+/// than the best it was merged onto.
 pub fn best_path(nodes: &[LineageNode]) -> String {
     let mut path: Vec<&LineageNode> = nodes.iter().filter(|n| n.on_best_path).collect();
     path.sort_by_key(|n| n.best_path_step);
     if path.is_empty() {
         return String::new();
     }
+    let label_of = |commit: &str| {
+        nodes.iter().find(|n| n.commit == commit).map_or_else(
+            || crate::model::short_id(commit).to_string(),
+            |n| n.label.clone(),
+        )
+    };
     let mut s = String::from("## Path from the baseline to best\n\n");
     for (k, n) in path.iter().enumerate() {
         let what = if n.description.is_empty() {
@@ -205,9 +214,17 @@ pub fn best_path(nodes: &[LineageNode]) -> String {
         } else {
             format!(" — {}", super::format::one_line(&n.description, 120))
         };
+        let before = k.checked_sub(1).map(|j| path[j]);
+        let whence = match (&n.parent, before) {
+            (Some(parent), Some(b)) if *parent != b.commit => match n.verdict.as_str() {
+                "merged" => format!(", {} merged onto {}", b.label, label_of(parent)),
+                _ => format!(", from {}", label_of(parent)),
+            },
+            _ => String::new(),
+        };
         let _ = writeln!(
             s,
-            "{}. {} ({}): {}{what}",
+            "{}. {} ({}{whence}): {}{what}",
             k + 1,
             n.label,
             crate::model::short_id(&n.commit),
@@ -271,4 +288,60 @@ pub fn status_lines(st: &crate::model::state::State, name: &str, minimize: bool)
         }
     }
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(
+        commit: &str,
+        parent: Option<&str>,
+        label: &str,
+        verdict: &str,
+        step: u32,
+    ) -> LineageNode {
+        LineageNode {
+            commit: commit.repeat(40),
+            parent: parent.map(|p| p.repeat(40)),
+            label: label.into(),
+            researcher: None,
+            round: None,
+            iteration: None,
+            verdict: verdict.into(),
+            metric: Some(1.0),
+            description: String::new(),
+            alive: false,
+            best: false,
+            on_best_path: true,
+            best_path_step: Some(step),
+        }
+    }
+
+    /// Round 2's finding went back to the baseline; the path says so, and what the pick on best
+    /// merged onto what, instead of reading as a step from best r1 to the finding.
+    #[test]
+    fn the_path_says_where_a_step_that_went_back_started() {
+        let nodes = [
+            node("a", None, "baseline", "baseline", 0),
+            node("b", Some("a"), "A-r1-i1", "kept", 1),
+            node("c", Some("b"), "best r1 (A)", "merged", 2),
+            node("d", Some("a"), "A-r2-i4", "kept", 3),
+            node("e", Some("d"), "A-r2-i5", "kept", 4),
+            node("f", Some("c"), "best r2 (A)", "merged", 5),
+        ];
+        let text = best_path(&nodes);
+        let lines: Vec<&str> = text.lines().skip(2).collect();
+        assert_eq!(lines[1], "2. A-r1-i1 (bbbbbbbbbb): 1", "{text}");
+        assert_eq!(lines[2], "3. best r1 (A) (cccccccccc): 1", "{text}");
+        assert_eq!(
+            lines[3], "4. A-r2-i4 (dddddddddd, from baseline): 1",
+            "{text}"
+        );
+        assert_eq!(lines[4], "5. A-r2-i5 (eeeeeeeeee): 1", "{text}");
+        assert_eq!(
+            lines[5], "6. best r2 (A) (ffffffffff, A-r2-i5 merged onto best r1 (A)): 1",
+            "{text}"
+        );
+    }
 }

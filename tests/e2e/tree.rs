@@ -548,3 +548,49 @@ fn a_kill_anywhere_in_a_best_first_conference_resumes_to_the_same_tree() {
         kill_and_resume(&reference, &make, &env, Kill::After(ms));
     }
 }
+
+/// The agent's own folder (`$CONFERENCE_AGENT_DIR`, where an agent such as aider keeps its chat
+/// history) survives every attempt with branching on, kept or not, as it does off.
+#[test]
+fn the_agents_folder_survives_kept_attempts_with_branching_on() {
+    for mode in ["best-first", "off"] {
+        let repo = if mode == "off" {
+            let repo = TestRepo::from_fixture("tree");
+            let config = repo
+                .read("conference.md")
+                .replace("- **Branching:** agent-decided\n", "")
+                .replace("- **Max alive branches:** 3\n", "");
+            repo.write("conference.md", &config);
+            repo
+        } else {
+            fixture(mode, 5, 3)
+        };
+        repo.write(
+            "remember.sh",
+            "echo \"$CONFERENCE_ITERATION\" >> \"$CONFERENCE_AGENT_DIR/history\"\nexec sh ./agent.sh\n",
+        );
+        let config = repo
+            .read("conference.md")
+            .replace("- command: sh ./agent.sh", "- command: sh ./remember.sh")
+            .replace(
+                "- frozen: eval.sh, agent.sh",
+                "- frozen: eval.sh, agent.sh, remember.sh",
+            );
+        repo.write("conference.md", &config);
+        repo.commit_all("an agent that remembers");
+        // x is kept (0.6), then y, z, y, x from it are not.
+        run(&repo, "x y z y x");
+        let history = repo
+            .worktree(NAME, "researcher-A")
+            .join(".conference/history");
+        let history = std::fs::read_to_string(&history)
+            .unwrap_or_else(|e| panic!("{mode}: {}: {e}", history.display()));
+        let seen: Vec<&str> = history.lines().collect();
+        let kept = attempts(&repo)
+            .iter()
+            .filter(|(_, p)| p["status"] == "kept")
+            .count();
+        assert!(kept >= 1, "{mode}: an attempt was kept");
+        assert_eq!(seen.len(), attempts(&repo).len(), "{mode}: {history}");
+    }
+}

@@ -349,7 +349,8 @@ fn the_readmes_example_sections_run_as_written() {
     let agent_line = "- command: claude\n";
     assert!(example.contains(agent_line), "{example}");
     let example = example.replace(agent_line, "- command: ./agent.sh\n");
-    let fixture = std::fs::read_to_string(root().join("fixtures/autoresearch/conference.md")).unwrap();
+    let fixture =
+        std::fs::read_to_string(root().join("fixtures/autoresearch/conference.md")).unwrap();
     let head = &fixture[..fixture.find("## Search Space\n").unwrap()];
     let config = format!(
         "{head}## Search Space Partitioning\n**Strategy:** free\n\n## Constraints\n\

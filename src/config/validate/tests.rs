@@ -528,9 +528,15 @@ fn http_agent_keys_are_checked_with_their_line() {
 fn a_note_after_a_hash_is_shown_where_it_goes() {
     let noted = EXAMPLE.replacen("- timeout: 5m", "- timeout: 5m   # per experiment", 1);
     let e = errors(&noted);
-    let said = e.iter().find(|e| e.line == 67).unwrap_or_else(|| panic!("{e:#?}"));
+    let said = e
+        .iter()
+        .find(|e| e.line == 67)
+        .unwrap_or_else(|| panic!("{e:#?}"));
     assert!(said.message.contains("# per experiment"), "{said:#?}");
     assert!(said.message.contains("`<!-- … -->`"), "{said:#?}");
     let plain = errors(&EXAMPLE.replacen("- timeout: 5m", "- timeout: soon", 1));
-    assert!(!plain.iter().any(|e| e.message.contains("<!--")), "{plain:#?}");
+    assert!(
+        !plain.iter().any(|e| e.message.contains("<!--")),
+        "{plain:#?}"
+    );
 }

@@ -506,11 +506,18 @@ mod tests {
         let file = std::fs::File::options().write(true).open(&lock).unwrap();
         file.set_modified(hour_ago).unwrap();
         drop(file);
-        assert_eq!(clear_shared_lock(&lock), 0, "an hour-old lock was waited for");
+        assert_eq!(
+            clear_shared_lock(&lock),
+            0,
+            "an hour-old lock was waited for"
+        );
         assert!(!lock.exists());
 
         std::fs::write(&lock, "").unwrap();
-        assert!(clear_shared_lock(&lock) > 0, "a fresh lock was not waited for");
+        assert!(
+            clear_shared_lock(&lock) > 0,
+            "a fresh lock was not waited for"
+        );
         assert!(!lock.exists(), "a lock nobody holds stays after its second");
     }
 

@@ -441,7 +441,7 @@ impl RayHead {
     /// Kills the head and everything it started (as a crash would).
     pub fn kill(&mut self) {
         let _ = Command::new("kill")
-            .args(["-KILL", &format!("-{}", self.group)])
+            .args(["-KILL", "--", &format!("-{}", self.group)])
             .status();
         let _ = Command::new("sh")
             .args([
@@ -455,8 +455,9 @@ impl RayHead {
 
 impl Drop for RayHead {
     fn drop(&mut self) {
+        // `--` first: procps-ng 4.0's kill reads `-TERM -1234` as signalling every process.
         let _ = Command::new("kill")
-            .args(["-TERM", &format!("-{}", self.group)])
+            .args(["-TERM", "--", &format!("-{}", self.group)])
             .status();
         std::thread::sleep(Duration::from_secs(2));
         self.kill();

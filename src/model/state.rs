@@ -116,6 +116,14 @@ pub struct ResearcherState {
     pub agent_seconds: f64,
     #[serde(default)]
     pub eval_seconds: f64,
+    /// With branching on: its alive branches (heads it may extend), `head` the best of them
+    /// (`model::tree`). Empty with branching off, and in states of earlier releases.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub branches: Vec<super::tree::Branch>,
+    /// With branching on: the node its next attempt starts from, as its last attempt recorded
+    /// it (None: `head`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<super::tree::Node>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -12,6 +12,7 @@
 //! - `review`: a round's peer review page;
 //! - `status`: the tables of `git conference status`;
 //! - `transfer`: a round's knowledge transfer page;
+//! - `tree`: the tree of ideas: the prompt's branches, `log --graph`, the path to best;
 //! - `tsv`: the results tables.
 
 pub mod format;
@@ -24,4 +25,5 @@ pub mod review;
 pub mod status;
 pub mod talk;
 pub mod transfer;
+pub mod tree;
 pub mod tsv;

@@ -36,6 +36,7 @@ mod running_time;
 mod serve;
 mod snapshots_of_texts;
 mod talk;
+mod tree;
 mod trust;
 mod truth;
 mod tune;

@@ -198,6 +198,7 @@ impl<'a> Validator<'a> {
         let shared_knowledge = self.items(S::SharedKnowledge);
         let environment = super::environment::read(self.doc, &mut self.errors);
         let brief = self.brief();
+        let (branching, max_alive_branches) = self.branching();
         Some(Config {
             title: title?,
             goal: goal?,
@@ -233,6 +234,8 @@ impl<'a> Validator<'a> {
             context: self.text(S::Context),
             environment,
             loop_mode: self.loop_mode(),
+            branching,
+            max_alive_branches,
         })
     }
 }

@@ -163,22 +163,30 @@ impl<'a> Session<'a> {
             Some(WorktreeDamage::Lost(why)) => {
                 let why = with_damage(why, ran.damage.as_deref());
                 self.watch = None;
+                let from = self.start_node(st, r);
+                let base = from.as_ref().map_or(&r.head, |n| &n.commit).clone();
                 let attempt = Attempt {
                     id: self.id,
                     iteration,
                     tree: head_tree,
-                    head: &r.head,
+                    head: &base,
                     description: "worktree removed",
                     usage: ran.usage,
                     agent_s: Some(ran.seconds),
                     questions: vec![],
                     remark: ran.remark.as_deref(),
+                    branch: from.map(|from| crate::engine::record::attempt::AttemptBranch {
+                        from,
+                        request: None,
+                    }),
                 };
                 let wt_path = self.wt_path.clone();
-                match remake_worktree(self.conf, &attempt, st.round, &wt_path, why).await? {
+                let made = remake_worktree(self.conf, &attempt, &r.head, st.round, &wt_path, why);
+                match made.await? {
                     Err(setup_failed) => return Ok(Some(Next::Finish(setup_failed))),
                     Ok((wt, watch)) => (self.wt, self.watch) = (wt, watch),
                 }
+                self.at = r.head.clone();
                 Ok(Some(Next::Continue))
             }
             Some(WorktreeDamage::Relinked(why)) => {
@@ -227,6 +235,19 @@ pub(super) fn split_note(note: Option<String>) -> (Option<String>, Vec<crate::mo
     }
 }
 
+/// The note less its last `BRANCH:` line, and what that line asked (branching on).
+pub(super) fn split_branch(
+    note: Option<String>,
+) -> (Option<String>, Option<crate::model::tree::BranchRequest>) {
+    match note {
+        Some(note) => {
+            let (text, request) = crate::model::tree::split_branch(&note);
+            ((!text.is_empty()).then_some(text), request)
+        }
+        None => (None, None),
+    }
+}
+
 /// `why`, followed by what the agent broke in git when it did.
 pub(super) fn with_damage(why: String, damage: Option<&str>) -> String {
     match damage {
@@ -241,13 +262,14 @@ pub(super) fn with_damage(why: String, damage: Option<&str>) -> String {
 pub(super) async fn remake_worktree(
     conf: &Conference,
     attempt: &Attempt<'_>,
+    head: &crate::model::CommitId,
     round: u32,
     wt_path: &std::path::Path,
     why: String,
 ) -> Result<std::result::Result<(Repository, Option<Watch>), String>> {
     let id = attempt.id;
     let branch = conf.refs.researcher_branch(id);
-    conf.prepare_worktree(&researcher_label(id), Some(&branch), attempt.head)?;
+    conf.prepare_worktree(&researcher_label(id), Some(&branch), head)?;
     if let Some(failed) =
         crate::engine::agent::workspace::ready_researcher(conf, id, wt_path).await?
     {

@@ -10,6 +10,7 @@
 //! and `parked` (a worktree between rounds).
 
 mod agent_run;
+mod branching;
 mod judge;
 pub mod parked;
 mod record;
@@ -127,6 +128,9 @@ struct Session<'a> {
     agent_crashes: u32,
     /// Iterations since `repo` and `wt` were opened (see [`SESSION_REOPEN_EVERY`]).
     iterations_since_open: u32,
+    /// The commit the worktree holds between iterations: the researcher's head, or with
+    /// branching on the node the next attempt starts from (`branching`).
+    at: crate::model::CommitId,
 }
 
 /// What an iteration leaves the loop to do.

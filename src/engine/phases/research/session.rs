@@ -170,8 +170,7 @@ impl<'a> Session<'a> {
             .damage
             .or(ran.foreign.as_ref().map(|(_, why)| why.clone()));
         let foreign = ran.foreign.map(|(seen, _)| seen);
-        let captured =
-            self.capture(&r, &base, head_tree, damage, foreign, &ran.shared_before)?;
+        let captured = self.capture(&r, &base, head_tree, damage, foreign, &ran.shared_before)?;
         let tree = captured.snap.tree;
         // Nothing changed: what the agent claimed is no description; why nothing changed is.
         let unchanged = (agent_failure.is_none()

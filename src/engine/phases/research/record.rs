@@ -74,6 +74,29 @@ fn with_step(mut note: Note, step: Option<&crate::model::tree::TreeStep>) -> Not
     note
 }
 
+/// The change of `metric` against what the attempt is judged by: the researcher's best, or with
+/// branching on the node it started from.
+fn delta_of(a: &Attempt, best: Option<f64>, metric: Option<f64>) -> Option<f64> {
+    let against = match &a.branch {
+        Some(b) => b.from.metric,
+        None => best,
+    };
+    match (metric, against) {
+        (Some(m), Some(b)) => Some(m - b).filter(|d| d.is_finite()),
+        _ => None,
+    }
+}
+
+/// The attempt's reason with what its agent did outside its worktree (`remark`) after it, kept
+/// small whatever a run printed.
+fn with_remark(reason: Option<String>, remark: Option<&str>) -> Option<String> {
+    let reason = match (reason, remark) {
+        (Some(why), Some(remark)) => Some(format!("{why}; {remark}")),
+        (why, remark) => why.or(remark.map(str::to_string)),
+    };
+    reason.map(|r| crate::exec::caps::shorten(&r))
+}
+
 /// Records `researcher.iteration`: the commit point of an attempt.
 pub(super) fn record_iteration(
     conf: &Conference,
@@ -85,22 +108,8 @@ pub(super) fn record_iteration(
 ) -> Result<()> {
     let result = measured.result;
     let st = conf.state();
-    let r = st.researcher(a.id);
-    // With branching on, an attempt is judged against the node it started from.
-    let against = match &a.branch {
-        Some(b) => b.from.metric,
-        None => r.best_metric,
-    };
-    let delta = match (result.metric, against) {
-        (Some(m), Some(b)) => Some(m - b).filter(|d| d.is_finite()),
-        _ => None,
-    };
-    let reason = match (reason, a.remark) {
-        (Some(why), Some(remark)) => Some(format!("{why}; {remark}")),
-        (why, remark) => why.or(remark.map(str::to_string)),
-    };
-    // Events and notes stay small whatever a run printed.
-    let reason = reason.map(|r| crate::exec::caps::shorten(&r));
+    let delta = delta_of(a, st.researcher(a.id).best_metric, result.metric);
+    let reason = with_remark(reason, a.remark);
     // A result measured by an earlier attempt (the cache) took no time now.
     let eval_s = (result.seconds > 0.0).then_some(result.seconds);
     let record = AttemptRecord {

@@ -33,6 +33,11 @@ pub const MAX_HEAD: usize = 16 * 1024;
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a response may wait for a client that does not read it.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a connection is still read after the stop before it shuts down gracefully: a
+/// request whose head sat in the socket's buffer when Ctrl-C came is not in flight for hyper
+/// until it is read, and a graceful shutdown closes such a connection as idle (the client saw
+/// its request reset).
+const STOP_GRACE: Duration = Duration::from_millis(250);
 /// Requests one HTTP/2 connection may have in flight at once.
 const MAX_STREAMS: u32 = 16;
 
@@ -75,12 +80,18 @@ pub async fn serve(
     let connection = builder.serve_connection(io, service);
     let mut connection = std::pin::pin!(connection);
     let mut stopping = false;
+    // When the stop came: the connection is shut down gracefully STOP_GRACE later.
+    let mut shut_at: Option<Instant> = None;
     loop {
         let deadline = activity.deadline();
         tokio::select! {
             _ = connection.as_mut() => return,
             _ = stop.wait_for(|stop| *stop), if !stopping => {
                 stopping = true;
+                shut_at = Some(Instant::now() + STOP_GRACE);
+            }
+            _ = sleep_until(shut_at), if shut_at.is_some() => {
+                shut_at = None;
                 connection.as_mut().graceful_shutdown();
             }
             _ = activity.changed.notified() => {}

@@ -184,12 +184,14 @@ fn transient(e: &git2::Error) -> bool {
         || e.class() == git2::ErrorClass::Os && e.message().contains("No such file or directory")
 }
 
-/// A ref locked by another git command is tried again, waiting 5 ms and longer up to 20 ms
-/// (with [`Backoff`]'s jitter), for 2 s before the swap counts as lost (was: 200 tries 10 ms
-/// apart, the same 2 s).
+/// A ref locked by another git command is tried again, waiting 5 ms and longer up to 50 ms
+/// (with [`Backoff`]'s jitter), for 15 s before the swap counts as lost. A `git gc` holds a ref's
+/// lock for an instant, but a user's `git fetch` holds the locks of the refs it updates for
+/// seconds on a slow remote (2 s was not enough: the researcher's loop stopped with "changed by
+/// someone else").
 const LOCKED_FIRST_WAIT: Duration = Duration::from_millis(5);
-const LOCKED_MAX_WAIT: Duration = Duration::from_millis(20);
-const LOCKED_CAP: Duration = Duration::from_secs(2);
+const LOCKED_MAX_WAIT: Duration = Duration::from_millis(50);
+const LOCKED_CAP: Duration = Duration::from_secs(15);
 
 /// [`try_update`] for a ref with one writer: a lost race is an error naming the likely cause.
 pub fn update(
@@ -201,6 +203,14 @@ pub fn update(
 ) -> Result<()> {
     if try_update(repo, name, new, expected, log_message)? {
         return Ok(());
+    }
+    let lock = repo.commondir().join(format!("{name}.lock"));
+    if lock.exists() {
+        bail!(
+            "{name} is locked by another git command ({} exists for more than {}s): remove that file if no git command is running, then `git conference resume`",
+            lock.display(),
+            LOCKED_CAP.as_secs()
+        );
     }
     bail!(
         "{name} was changed by someone else (expected {}); is another git-conference running?",

@@ -30,6 +30,7 @@ pub mod remote;
 pub mod render;
 pub mod serve;
 pub mod store;
+pub mod tracker;
 pub mod trust;
 pub mod tune;
 pub mod ui;

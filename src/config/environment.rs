@@ -99,6 +99,19 @@ pub static KEYS: &[KeySpec] = &[
         list: false,
         example: "- ssh command: ssh -F ~/conf/ssh_config",
     },
+    // Where attempts are also sent: read by `config::tracker`.
+    KeySpec {
+        name: "mlflow",
+        aliases: &["mlflow tracking uri"],
+        list: false,
+        example: "- mlflow: http://127.0.0.1:5000",
+    },
+    KeySpec {
+        name: "mlflow experiment",
+        aliases: &[],
+        list: false,
+        example: "- mlflow experiment: nanogpt-search",
+    },
 ];
 
 /// The `## Environment` settings. All optional: without them worktrees are plain checkouts and
@@ -121,6 +134,9 @@ pub struct Environment {
     /// Where evaluations run (`launcher` and its keys).
     #[serde(default)]
     pub launch: super::launcher::Launch,
+    /// The MLflow tracking server attempts are sent to (`mlflow`, `mlflow experiment`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mlflow: Option<super::tracker::Mlflow>,
 }
 
 /// A shared path and the line that names it (for errors found against the repository).
@@ -197,11 +213,12 @@ pub fn read(doc: &Document, errors: &mut Vec<ConfigError>) -> Environment {
         }
     }
     env.launch = super::launcher::read(doc, errors);
+    env.mlflow = super::tracker::read(doc, errors);
     env
 }
 
 /// A value of `s` that cannot be used, with the key's example as the fix.
-fn bad(errors: &mut Vec<ConfigError>, s: &Setting, what: String) {
+pub(super) fn bad(errors: &mut Vec<ConfigError>, s: &Setting, what: String) {
     errors.push(ConfigError {
         line: s.line,
         message: format!("`{}: {}` — {what}", s.written, s.value),
@@ -211,7 +228,7 @@ fn bad(errors: &mut Vec<ConfigError>, s: &Setting, what: String) {
     })
 }
 
-fn is_none(value: &str) -> bool {
+pub(super) fn is_none(value: &str) -> bool {
     matches!(
         value.trim().to_ascii_lowercase().as_str(),
         "" | "none" | "no" | "-" | "n/a" | "unlimited"

@@ -56,7 +56,7 @@ struct Budgets {
     max_total_iterations: Option<u32>,
     time_budget: Option<Duration>,
     token_budget: Option<u64>,
-    cost_budget: Option<f64>,
+    cost_budget: Option<(f64, bool)>,
     researcher_timeout: Option<Duration>,
     pause_every: Option<u32>,
     stall_rounds: Option<u32>,
@@ -203,7 +203,8 @@ impl<'a> Validator<'a> {
             max_total_iterations: budgets.max_total_iterations,
             time_budget: budgets.time_budget,
             token_budget: budgets.token_budget,
-            cost_budget: budgets.cost_budget,
+            cost_budget: budgets.cost_budget.map(|(usd, _)| usd),
+            cost_budget_per_researcher: budgets.cost_budget.is_some_and(|(_, each)| each),
             researcher_timeout: budgets.researcher_timeout,
             pause_every: budgets.pause_every,
             stall_rounds: budgets.stall_rounds,
@@ -331,8 +332,8 @@ impl<'a> Validator<'a> {
             .value(
                 S::Constraints,
                 Key::CostBudget.name(),
-                "must be an amount in US dollars ($20, 20 USD, 12.50) or none",
-                usd_amount,
+                "must be an amount in US dollars ($20, 20 USD, 12.50, $20 per researcher) or none",
+                cost_amount,
             )
             .and_then(|(v, _, _)| v);
         let researcher_timeout = self
@@ -942,6 +943,20 @@ fn usd_amount(value: &str) -> Option<Option<f64>> {
     (n.is_finite() && n > 0.0).then_some(Some(n))
 }
 
+/// `Cost budget`: an amount for the whole conference, or with `per researcher` (`each`) for
+/// each researcher's share.
+fn cost_amount(value: &str) -> Option<Option<(f64, bool)>> {
+    let v = value.trim();
+    let lower = v.to_ascii_lowercase();
+    let each = ["per researcher", "/researcher", "each"]
+        .iter()
+        .find_map(|tail| lower.strip_suffix(tail).map(|rest| rest.len()));
+    match each {
+        Some(len) => usd_amount(&v[..len]).map(|a| a.map(|usd| (usd, true))),
+        None => usd_amount(v).map(|a| a.map(|usd| (usd, false))),
+    }
+}
+
 fn is_env_name(value: &str) -> bool {
     let v = value.trim();
     !v.is_empty()
@@ -1163,6 +1178,7 @@ Make it fast.
             time_budget: Some(Duration::from_secs(6 * 3600)),
             token_budget: None,
             cost_budget: None,
+            cost_budget_per_researcher: false,
             researcher_timeout: Some(Duration::from_secs(45 * 60)),
             pause_every: None,
             stall_rounds: Some(2),

@@ -22,6 +22,7 @@ pub mod evaluate;
 pub mod exchange;
 pub mod guards;
 pub mod import;
+pub mod importance;
 pub mod integrity;
 pub mod knowledge;
 pub mod knowledge_store;
@@ -58,6 +59,7 @@ pub mod stored;
 pub mod synthesis;
 pub mod tables;
 pub mod talk;
+pub mod tracking;
 pub mod transfer;
 pub mod tune_history;
 pub mod workspace;
@@ -532,6 +534,8 @@ fn initial_state(name: &str, config: &Config, base: Oid, now: &str) -> State {
         spend: Default::default(),
         agent_seconds: 0.0,
         eval_seconds: 0.0,
+        gpu_seconds: 0.0,
+        validated: 0,
     };
     State {
         name: name.to_string(),

@@ -222,6 +222,11 @@ impl Recorder {
         changes
     }
 
+    /// Adds an observer (the tracker's sink) told of every event from now on.
+    pub(super) fn observe(&mut self, observer: Box<dyn Observer>) {
+        self.observers.push(observer);
+    }
+
     /// Tells every observer of an event just recorded.
     pub(super) fn notify(&mut self, line: &EventLine) {
         for observer in &mut self.observers {

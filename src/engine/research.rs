@@ -237,16 +237,19 @@ impl<'a> Session<'a> {
     }
 
     /// Why the researcher's round is over before another iteration, if it is.
-    fn round_over(&self, st: &State, r: &ResearcherState) -> Option<&'static str> {
+    fn round_over(&self, st: &State, r: &ResearcherState) -> Option<String> {
         let conf = self.conf;
         if r.round_iterations >= conf.config.iterations_per_round {
-            return Some("completed");
+            return Some("completed".into());
+        }
+        if let Some(why) = super::budget::share_used_up(&conf.config, st, self.id) {
+            return Some(why);
         }
         if r.round_iterations >= super::stop::round_allotment(conf, st, self.id)
             || super::stop::time_budget_used(conf, st).is_some()
             || super::budget::used_up(&conf.config, st).is_some()
         {
-            return Some("budget");
+            return Some("budget".into());
         }
         // The target is met (by this researcher or another): the round has its result.
         if st
@@ -254,9 +257,9 @@ impl<'a> Session<'a> {
             .values()
             .any(|o| o.round_iterations > 0 && super::stop::target_reached(conf, o.best_metric))
         {
-            return Some("target reached");
+            return Some("target reached".into());
         }
-        (self.remaining() == Some(Duration::ZERO)).then_some("timeout")
+        (self.remaining() == Some(Duration::ZERO)).then(|| "timeout".into())
     }
 
     /// One iteration: the agent runs, its change is captured and judged (the event is the
@@ -265,7 +268,7 @@ impl<'a> Session<'a> {
         let st = self.conf.state();
         let r = st.researcher(self.id).clone();
         if let Some(why) = self.round_over(&st, &r) {
-            return Ok(Next::Finish(why.into()));
+            return Ok(Next::Finish(why));
         }
         let iteration = r.round_iterations + 1;
         self.announce(&st, &r, iteration);

@@ -41,7 +41,15 @@ pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
         picks: &picks,
         best_vs_baseline: &best_vs_baseline(&repo, st)?,
         chart: &plot_data(conf, st, &attempts),
-        spend: &super::budget::report_section(config, st),
+        spend: &[
+            super::budget::report_section(config, st),
+            crate::render::cost::report_section(st),
+            crate::render::importance::report_section(
+                &super::importance::of_conference(conf, st, &attempts)?,
+                &super::evaluate::metric_name(config),
+            ),
+        ]
+        .concat(),
     };
     let report = report::final_report(&ended);
     let synthesis = report::synthesis(&ended);

@@ -3,6 +3,7 @@
 //! (`merge`); noticing refs an agent left in the user's repository (`traces`). Ref names and the
 //! event log live in `store`; this module only moves files, indexes and commits.
 
+pub mod changes;
 pub mod leftovers;
 pub mod merge;
 pub mod snapshot;

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 mod gp;
+pub mod importance;
 mod literals;
 mod search;
 #[cfg(test)]

@@ -8,7 +8,8 @@
 //! The same holds for the real servers the tests start themselves (`SYSTEM_TOOLS`): headless
 //! Chromium with ChromeDriver for the live page, Slurm with munge for the slurm launcher, OpenSSH's
 //! server for the ssh launcher. Each sets `has_<tool>` when every one of its files exists, and always
-//! under CI, which installs them (`.ci/run`).
+//! under CI, which installs them (`.ci/run`). MLflow's tracking server (`has_mlflow`) lives in
+//! the clone's git-ignored `.ci/mlflow-venv` (or `GIT_CONFERENCE_TEST_MLFLOW_VENV`).
 
 use std::path::Path;
 
@@ -69,5 +70,16 @@ fn main() {
         if ci || files.iter().all(|f| Path::new(f).is_file()) {
             println!("cargo:rustc-cfg={cfg}");
         }
+    }
+    // MLflow's tracking server, which `.ci/run` installs from PyPI into a venv of the clone.
+    println!("cargo:rustc-check-cfg=cfg(has_mlflow)");
+    println!("cargo:rerun-if-env-changed=GIT_CONFERENCE_TEST_MLFLOW_VENV");
+    let venv = std::env::var_os("GIT_CONFERENCE_TEST_MLFLOW_VENV")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/mlflow-venv"));
+    let mlflow = venv.join("bin/mlflow");
+    println!("cargo:rerun-if-changed={}", mlflow.display());
+    if ci || mlflow.is_file() {
+        println!("cargo:rustc-cfg=has_mlflow");
     }
 }

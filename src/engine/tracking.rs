@@ -25,10 +25,21 @@ impl Observer for Tracker {
         self.sink.send(line);
     }
     fn finish(&mut self) {
-        if let Some(line) = self.sink.finish(FLUSH) {
+        if let Some(line) = self.sink.finish(flush_time()) {
             (self.say)(&format!("git-conference: {line}"));
         }
     }
+}
+
+/// How long the end waits for what is still to send: [`FLUSH`], or the seconds
+/// `GIT_CONFERENCE_MLFLOW_FLUSH` names (a slow tracker on a loaded machine).
+fn flush_time() -> std::time::Duration {
+    std::env::var("GIT_CONFERENCE_MLFLOW_FLUSH")
+        .ok()
+        .and_then(|s| s.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(std::time::Duration::from_secs_f64)
+        .unwrap_or(FLUSH)
 }
 
 fn settings(conf: &Conference, experiment: String, everything: bool) -> Settings {

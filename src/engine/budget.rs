@@ -90,7 +90,10 @@ pub fn used_up(config: &Config, st: &State) -> Option<(&'static str, String)> {
 pub fn run_allowance_usd(conf: &Conference, st: &State, researcher: &str) -> Option<f64> {
     let max = conf.config.cost_budget?;
     if conf.config.cost_budget_per_researcher {
-        let spent = st.researchers.get(researcher).map_or(0.0, |r| r.spend.cost_usd);
+        let spent = st
+            .researchers
+            .get(researcher)
+            .map_or(0.0, |r| r.spend.cost_usd);
         return Some((max - spent).max(0.0));
     }
     let left = (max - st.spend.cost_usd).max(0.0);
@@ -100,7 +103,9 @@ pub fn run_allowance_usd(conf: &Conference, st: &State, researcher: &str) -> Opt
 /// Why `researcher` takes no more iterations when it has spent its share of a `Cost budget`
 /// given per researcher (the others go on).
 pub fn share_used_up(config: &Config, st: &State, researcher: &str) -> Option<String> {
-    let share = config.cost_budget.filter(|_| config.cost_budget_per_researcher)?;
+    let share = config
+        .cost_budget
+        .filter(|_| config.cost_budget_per_researcher)?;
     let spent = st.researchers.get(researcher)?.spend.cost_usd;
     (spent >= share).then(|| {
         format!(

@@ -165,6 +165,7 @@ mod tests {
             lines[0],
             "Per result: 4 kept, 1 validated · per kept 2.5k tokens $0.50 · per validated 10.0k tokens $2.00 · GPU-s per kept 30"
         );
-        assert!(report_section(&st).contains("| Researcher A | 4 | 1 | 2.5k | $0.50 | 10.0k | $2.00 | 30 |"));
+        assert!(report_section(&st)
+            .contains("| Researcher A | 4 | 1 | 2.5k | $0.50 | 10.0k | $2.00 | 30 |"));
     }
 }

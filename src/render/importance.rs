@@ -11,7 +11,8 @@ fn table(title: &str, what: &str, factors: &[Factor]) -> String {
     if factors.is_empty() {
         return String::new();
     }
-    let mut s = format!("\n{title}\n\n| {what} | Importance | Attempts | Values |\n|---|---|---|---|\n");
+    let mut s =
+        format!("\n{title}\n\n| {what} | Importance | Attempts | Values |\n|---|---|---|---|\n");
     for f in factors.iter().take(SHOWN) {
         s.push_str(&format!(
             "| `{}` | {:.2} | {} | {} |\n",
@@ -22,7 +23,10 @@ fn table(title: &str, what: &str, factors: &[Factor]) -> String {
         ));
     }
     if factors.len() > SHOWN {
-        s.push_str(&format!("\n{} more, each less important.\n", factors.len() - SHOWN));
+        s.push_str(&format!(
+            "\n{} more, each less important.\n",
+            factors.len() - SHOWN
+        ));
     }
     s
 }

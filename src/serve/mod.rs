@@ -245,7 +245,10 @@ fn api(
         "summary" => views::summary_json(repo, &conf),
         "queue" => views::queue_json(&conf),
         "rounds" => views::rounds_json(&conf, &conf.state()),
-        "importance" => views::importance_json(&conf, &cache.get(&conf, || views::attempts(&conf, &conf.state()))?)?,
+        "importance" => views::importance_json(
+            &conf,
+            &cache.get(&conf, || views::attempts(&conf, &conf.state()))?,
+        )?,
         "attempts" => {
             let since = match request.query.get("since").map(|s| s.parse::<usize>()) {
                 None => 0,

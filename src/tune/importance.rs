@@ -145,7 +145,11 @@ pub fn rank(points: &[Point]) -> Vec<Factor> {
             })
         })
         .collect();
-    out.sort_by(|a, b| b.importance.total_cmp(&a.importance).then(a.name.cmp(&b.name)));
+    out.sort_by(|a, b| {
+        b.importance
+            .total_cmp(&a.importance)
+            .then(a.name.cmp(&b.name))
+    });
     out
 }
 
@@ -155,7 +159,9 @@ mod tests {
 
     /// A deterministic stream in [0, 1).
     fn uniform(seed: &mut u64) -> f64 {
-        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        *seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (*seed >> 11) as f64 / (1u64 << 53) as f64
     }
 
@@ -183,7 +189,13 @@ mod tests {
     #[test]
     fn too_few_points_or_one_value_say_nothing() {
         assert_eq!(omega_squared(&[1.0, 2.0], &[1.0, 2.0]), None);
-        assert_eq!(omega_squared(&[1.0; 10], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0]), None);
+        assert_eq!(
+            omega_squared(
+                &[1.0; 10],
+                &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0]
+            ),
+            None
+        );
         let xs = [0.0, 0.0, 0.0, 1.0, 1.0, 1.0];
         let ys = [1.0, 1.1, 0.9, 5.0, 5.1, 4.9];
         assert!(omega_squared(&xs, &ys).unwrap() > 0.9);

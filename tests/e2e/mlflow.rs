@@ -59,7 +59,11 @@ impl Mlflow {
         // The first start creates the database: slow on a loaded machine.
         let deadline = Instant::now() + Duration::from_secs(300);
         while !self.healthy() {
-            assert!(Instant::now() < deadline, "mlflow server never answered: {}", self.log());
+            assert!(
+                Instant::now() < deadline,
+                "mlflow server never answered: {}",
+                self.log()
+            );
             std::thread::sleep(Duration::from_millis(250));
         }
     }
@@ -84,7 +88,8 @@ impl Mlflow {
             .unwrap();
         (
             out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
         )
     }
 
@@ -110,7 +115,10 @@ print(json.dumps([{{"run_id": r.info.run_id, "status": r.info.status, "tags": r.
 /// `eval_sleep` seconds.
 fn repo(uri: &str, eval_sleep: &str, rounds: u32) -> TestRepo {
     let repo = TestRepo::from_fixture("tune-2d");
-    repo.write_executable("eval.sh", &format!("#!/bin/sh\nsleep {eval_sleep}\n{}", repo.read("eval.sh")));
+    repo.write_executable(
+        "eval.sh",
+        &format!("#!/bin/sh\nsleep {eval_sleep}\n{}", repo.read("eval.sh")),
+    );
     repo.write(
         "conference.md",
         &format!(
@@ -126,7 +134,9 @@ fn repo(uri: &str, eval_sleep: &str, rounds: u32) -> TestRepo {
 
 /// The commits of the attempts the event log recorded (iterations with a commit).
 fn attempt_commits(repo: &TestRepo) -> Vec<String> {
-    let log = repo.conference(&["log", "tracked", "--format", "jsonl"]).ok();
+    let log = repo
+        .conference(&["log", "tracked", "--format", "jsonl"])
+        .ok();
     let mut out: Vec<String> = log
         .stdout
         .lines()
@@ -142,11 +152,20 @@ fn attempt_commits(repo: &TestRepo) -> Vec<String> {
 /// parent attempt's run as git's commit graph and the attempts ref have them.
 fn assert_runs_form_the_attempt_tree(repo: &TestRepo, runs: &[Value]) {
     let tag = |r: &Value, k: &str| r["tags"][k].as_str().map(str::to_string);
-    let conference: Vec<&Value> = runs.iter().filter(|r| r["tags"]["kind"] == "conference").collect();
+    let conference: Vec<&Value> = runs
+        .iter()
+        .filter(|r| r["tags"]["kind"] == "conference")
+        .collect();
     assert_eq!(conference.len(), 1, "{runs:#?}");
     let parent_id = conference[0]["run_id"].as_str().unwrap();
-    let attempts: Vec<&Value> = runs.iter().filter(|r| r["tags"]["kind"] == "attempt").collect();
-    let mut commits: Vec<String> = attempts.iter().filter_map(|r| tag(r, "mlflow.source.git.commit")).collect();
+    let attempts: Vec<&Value> = runs
+        .iter()
+        .filter(|r| r["tags"]["kind"] == "attempt")
+        .collect();
+    let mut commits: Vec<String> = attempts
+        .iter()
+        .filter_map(|r| tag(r, "mlflow.source.git.commit"))
+        .collect();
     commits.sort();
     let expected = attempt_commits(repo);
     assert!(!expected.is_empty());
@@ -161,15 +180,29 @@ fn assert_runs_form_the_attempt_tree(repo: &TestRepo, runs: &[Value]) {
         let commit = tag(r, "commit").unwrap();
         assert_eq!(tag(r, "mlflow.parentRunId").as_deref(), Some(parent_id));
         assert_ne!(r["status"], "RUNNING", "{r:#}");
-        let git_parent = repo.git(&["rev-parse", &format!("{commit}^")]).trim().to_string();
-        assert_eq!(tag(r, "parent_commit").as_deref(), Some(git_parent.as_str()));
+        let git_parent = repo
+            .git(&["rev-parse", &format!("{commit}^")])
+            .trim()
+            .to_string();
+        assert_eq!(
+            tag(r, "parent_commit").as_deref(),
+            Some(git_parent.as_str())
+        );
         let expected_parent_run = run_of(&git_parent).unwrap_or_else(|| parent_id.to_string());
         assert_eq!(tag(r, "parent_run_id"), Some(expected_parent_run));
         // Reachable from the attempts ref, as every attempt is.
-        let reachable = repo.git_run(&["merge-base", "--is-ancestor", &commit, "refs/conference/tracked/attempts"]);
+        let reachable = repo.git_run(&[
+            "merge-base",
+            "--is-ancestor",
+            &commit,
+            "refs/conference/tracked/attempts",
+        ]);
         assert_eq!(reachable.code, 0, "{commit} is not on the attempts ref");
         assert!(r["metrics"]["f"].is_number(), "{r:#}");
-        assert!(r["params"]["files"].as_str().unwrap().contains("params.sh"), "{r:#}");
+        assert!(
+            r["params"]["files"].as_str().unwrap().contains("params.sh"),
+            "{r:#}"
+        );
     }
     // Review verdicts are tags of the findings' runs.
     let reviews: Vec<Value> = repo
@@ -191,7 +224,10 @@ fn assert_runs_form_the_attempt_tree(repo: &TestRepo, runs: &[Value]) {
 /// The server stopped for 20 s while the conference runs costs no attempt and loses nothing; a
 /// second `export mlflow` adds nothing.
 #[test]
-#[cfg_attr(not(has_mlflow), ignore = "needs MLflow in .ci/mlflow-venv: .ci/run installs it")]
+#[cfg_attr(
+    not(has_mlflow),
+    ignore = "needs MLflow in .ci/mlflow-venv: .ci/run installs it"
+)]
 fn every_attempt_is_a_run_across_a_tracker_outage_and_a_second_export() {
     let tmp = tempfile::tempdir().unwrap();
     let mut mlflow = Mlflow::start(&tmp.path().join("mlflow"));
@@ -208,7 +244,11 @@ fn every_attempt_is_a_run_across_a_tracker_outage_and_a_second_export() {
     // Down once the conference's run is there, for 20 s, then back on the same port and data.
     let deadline = Instant::now() + Duration::from_secs(120);
     while mlflow.runs("tracked-exp").is_empty() {
-        assert!(Instant::now() < deadline, "nothing arrived: {}", mlflow.log());
+        assert!(
+            Instant::now() < deadline,
+            "nothing arrived: {}",
+            mlflow.log()
+        );
         std::thread::sleep(Duration::from_millis(500));
     }
     mlflow.server.stop();
@@ -217,21 +257,35 @@ fn every_attempt_is_a_run_across_a_tracker_outage_and_a_second_export() {
     let out = runner.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("MLflow at") && stderr.contains("cannot be reached"), "{stderr}");
+    assert!(
+        stderr.contains("MLflow at") && stderr.contains("cannot be reached"),
+        "{stderr}"
+    );
     assert!(!stderr.contains("not sent yet"), "{stderr}");
     // No attempt failed for it: every iteration was measured.
     let st = repo.status_json("tracked");
     assert_eq!(st["total_iterations"], 16, "{st:#}");
     let runs = mlflow.runs("tracked-exp");
     assert_runs_form_the_attempt_tree(&repo, &runs);
-    assert!(runs.iter().any(|r| r["tags"]["best"] == "true"), "the best's run is tagged");
     assert!(
-        runs.iter().any(|r| r["artifacts"].as_array().unwrap().iter().any(|a| a == "diff.patch")),
+        runs.iter().any(|r| r["tags"]["best"] == "true"),
+        "the best's run is tagged"
+    );
+    assert!(
+        runs.iter().any(|r| r["artifacts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "diff.patch")),
         "small diffs are artifacts"
     );
     for _ in 0..2 {
         let export = repo.conference(&["export", "mlflow", "tracked"]).ok();
-        assert!(export.stdout.contains("0 attempt runs made"), "{}", export.stdout);
+        assert!(
+            export.stdout.contains("0 attempt runs made"),
+            "{}",
+            export.stdout
+        );
     }
     assert_eq!(mlflow.runs("tracked-exp").len(), runs.len());
 }
@@ -239,7 +293,10 @@ fn every_attempt_is_a_run_across_a_tracker_outage_and_a_second_export() {
 /// A runner killed with SIGKILL mid-run and resumed sends every attempt once; a conference that
 /// ran without a tracker exported twice (from a fresh clone the second time) is one set of runs.
 #[test]
-#[cfg_attr(not(has_mlflow), ignore = "needs MLflow in .ci/mlflow-venv: .ci/run installs it")]
+#[cfg_attr(
+    not(has_mlflow),
+    ignore = "needs MLflow in .ci/mlflow-venv: .ci/run installs it"
+)]
 fn kill_resume_and_export_from_a_fresh_clone_duplicate_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let mlflow = Mlflow::start(&tmp.path().join("mlflow"));
@@ -259,24 +316,54 @@ fn kill_resume_and_export_from_a_fresh_clone_duplicate_nothing() {
     }
     repo.kill_runner("tracked", runner);
     let resumed = repo
-        .conference_env(&["resume", "tracked"], &[("GIT_CONFERENCE_MLFLOW_FLUSH", "240")])
+        .conference_env(
+            &["resume", "tracked"],
+            &[("GIT_CONFERENCE_MLFLOW_FLUSH", "240")],
+        )
         .ok();
-    assert!(!resumed.stderr.contains("not sent yet"), "{}", resumed.stderr);
+    assert!(
+        !resumed.stderr.contains("not sent yet"),
+        "{}",
+        resumed.stderr
+    );
     assert_runs_form_the_attempt_tree(&repo, &mlflow.runs("tracked-exp"));
 
     // Exported into another experiment: once from here, once from a fresh clone of its refs.
     let first = repo
         .conference(&["export", "mlflow", "tracked", "--experiment", "again"])
         .ok();
-    assert!(!first.stdout.contains(" 0 attempt runs made"), "{}", first.stdout);
+    assert!(
+        !first.stdout.contains(" 0 attempt runs made"),
+        "{}",
+        first.stdout
+    );
     let runs = mlflow.runs("again");
     assert_runs_form_the_attempt_tree(&repo, &runs);
     let clone = TestRepo::new();
     let origin = repo.dir.display().to_string();
-    clone.git(&["fetch", "-q", &origin, "+refs/conference/*:refs/conference/*", "+refs/heads/*:refs/heads/*", "+refs/notes/*:refs/notes/*"]);
+    clone.git(&[
+        "fetch",
+        "-q",
+        &origin,
+        "+refs/conference/*:refs/conference/*",
+        "+refs/heads/*:refs/heads/*",
+        "+refs/notes/*:refs/notes/*",
+    ]);
     let again = clone
-        .conference(&["export", "mlflow", "tracked", "--experiment", "again", "--uri", &mlflow.uri()])
+        .conference(&[
+            "export",
+            "mlflow",
+            "tracked",
+            "--experiment",
+            "again",
+            "--uri",
+            &mlflow.uri(),
+        ])
         .ok();
-    assert!(again.stdout.contains(" 0 attempt runs made"), "{}", again.stdout);
+    assert!(
+        again.stdout.contains(" 0 attempt runs made"),
+        "{}",
+        again.stdout
+    );
     assert_eq!(mlflow.runs("again").len(), runs.len());
 }

@@ -59,7 +59,7 @@ ITEM = re.compile(r"^([a-z_][a-z0-9_]*(?:::[a-z_][a-z0-9_]*)*)")
 
 # The crate's layers, lowest first (the README's layout).
 LAYERS = ["clock", "os", "model", "protocol", "tune", "render", "exec", "agents", "config",
-          "store", "git", "launch", "remote", "engine", "serve", "cli"]
+          "store", "git", "launch", "remote", "tracker", "engine", "serve", "cli"]
 # Inside engine/: the phases, side by side, and the driver above them; every other engine file
 # is a shared room below the phases.
 PHASES = {"research", "review", "synthesis", "transfer", "talk", "knowledge", "import"}

@@ -21,6 +21,7 @@ const BELOW_THE_ENGINE: &[&str] = &[
     "agents",
     "tune",
     "remote",
+    "tracker",
     "hooks.rs",
     "lock.rs",
     "failpoint.rs",

@@ -232,7 +232,7 @@ fn every_attempt_is_a_run_across_a_tracker_outage_and_a_second_export() {
     let tmp = tempfile::tempdir().unwrap();
     let mut mlflow = Mlflow::start(&tmp.path().join("mlflow"));
     let repo = repo(&mlflow.uri(), "1", 2);
-    let mut runner = repo
+    let runner = repo
         .command(env!("CARGO_BIN_EXE_git-conference"))
         .args(["start", "tracked"])
         .env("GIT_CONFERENCE_MLFLOW_FLUSH", "240")

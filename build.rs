@@ -8,8 +8,11 @@
 //! The same holds for the real servers the tests start themselves (`SYSTEM_TOOLS`): headless
 //! Chromium with ChromeDriver for the live page, Slurm with munge for the slurm launcher, OpenSSH's
 //! server for the ssh launcher. Each sets `has_<tool>` when every one of its files exists, and always
-//! under CI, which installs them (`.ci/run`). MLflow's tracking server (`has_mlflow`) lives in
-//! the clone's git-ignored `.ci/mlflow-venv` (or `GIT_CONFERENCE_TEST_MLFLOW_VENV`).
+//! under CI, which installs them (`.ci/run`). Two come from PyPI, each into a git-ignored venv of
+//! the clone that `.ci/run` makes: Ray for the ray launcher (`has_ray` when `.ci/ray-venv/bin/ray`
+//! exists) and MLflow's tracking server for the MLflow sink (`has_mlflow` when
+//! `.ci/mlflow-venv/bin/mlflow` exists, or the venv `GIT_CONFERENCE_TEST_MLFLOW_VENV` names); both
+//! always under CI.
 
 use std::path::Path;
 
@@ -61,6 +64,11 @@ fn main() {
         if named || (ci && in_ci) {
             println!("cargo:rustc-cfg={cfg}");
         }
+    }
+    println!("cargo:rustc-check-cfg=cfg(has_ray)");
+    println!("cargo:rerun-if-changed=.ci/ray-venv/bin/ray");
+    if ci || Path::new(".ci/ray-venv/bin/ray").is_file() {
+        println!("cargo:rustc-cfg=has_ray");
     }
     for (cfg, files) in SYSTEM_TOOLS {
         println!("cargo:rustc-check-cfg=cfg({cfg})");

@@ -1,25 +1,27 @@
 #!/usr/bin/env python3
 """The crate's import graph, from its own source: which file names which module.
 
-Issue #23 measures the engine's layout by it: circles of files that import one another (strongly
-connected components), imports running back up (from a lower floor to a higher one, in the floor
-table below), imports between two phases of the engine, and what `cli/` reaches below the engine.
+Issues #23 and #44 measure the layout by it: circles of files that import one another (strongly
+connected components, in every folder of the crate), imports running back up (from a lower floor
+to a higher one, in the floor table below), imports between two phases of the engine, and what
+`cli/` reaches below the engine.
 A file's references are every `crate::a::b` and `super::x` path in it (in `use` lines and
 inline, not in comments, and each item of a `crate::a::{b, c}` group), resolved to the file that
 defines that module; a reference to a module's item counts as one to the module's file.
 
-The floors, lowest first: the crate's layers in the order of the README's layout (a layer may
-import only the ones before it; top-level files such as error.rs or ui.rs have no floor and are
-not counted), and inside `engine/` three floors: the shared rooms (every engine file not named
-below: the ledger, measuring, briefing, prompt, reasons, the recorder, ...), the phases (named in
-PHASES; they import none of each other) and the driver (DRIVER).
+The floors, lowest first: the crate's layers in the order of the layout in docs/development.md
+(a layer may import only the ones before it; top-level files such as error.rs or ui.rs have no
+floor and are not counted), and inside `engine/` three floors, one per kind of sub-folder: the rooms the phases
+share (`agent/`, `measure/`, `record/`, `stop/`, `machines/`, and the engine's `mod.rs`), the
+phases and the other commands' work (`phases/`, `commands/`; the phases import none of each
+other) and the run (`run/`).
 
     python3 bench/import_graph.py            # summary
     python3 bench/import_graph.py --edges    # also every edge inside each circle, every edge up
     python3 bench/import_graph.py --check    # exit 1 when the layout breaks (tests/e2e/code_layout.rs)
 
-`--check` holds the layout the issue asked for: no circle of more than two files in the engine,
-no import running back up, none between two phases, none from `cli/` to store, git or os.
+`--check` holds the layout the issues asked for: no circle anywhere, no import running back up,
+none between two phases, none from `cli/` to store, git or os.
 """
 import os
 import re
@@ -57,13 +59,12 @@ PATH = re.compile(r"\b(crate|super)((?:::[a-z_][a-z0-9_]*)+)")
 GROUP = re.compile(r"\b(crate|super)((?:::[a-z_][a-z0-9_]*)*)::\{([^{}]*)\}")
 ITEM = re.compile(r"^([a-z_][a-z0-9_]*(?:::[a-z_][a-z0-9_]*)*)")
 
-# The crate's layers, lowest first (the README's layout).
-LAYERS = ["clock", "os", "model", "protocol", "tune", "render", "exec", "agents", "config",
-          "store", "git", "launch", "remote", "tracker", "engine", "serve", "cli"]
-# Inside engine/: the phases, side by side, and the driver above them; every other engine file
-# is a shared room below the phases.
-PHASES = {"research", "review", "synthesis", "transfer", "talk", "knowledge", "import"}
-DRIVER = {"driver", "shared", "run"}
+# The crate's layers, lowest first (the layout in docs/development.md).
+LAYERS = ["clock", "os", "model", "protocol", "render", "exec", "agents", "config",
+          "store", "git", "researchers", "launch", "remote", "tracker", "engine", "serve", "cli"]
+# Inside engine/: the sub-folders on each floor (a file directly in engine/ is a room).
+ENGINE_FLOORS = {"agent": 0, "measure": 0, "record": 0, "stop": 0, "machines": 0,
+                 "phases": 1, "commands": 1, "run": 2}
 
 
 def floor(rel):
@@ -73,9 +74,8 @@ def floor(rel):
     if layer not in LAYERS:
         return None
     inner = 0
-    if layer == "engine" and len(parts) > 1:
-        name = parts[1]
-        inner = 2 if name in DRIVER else 1 if name in PHASES else 0
+    if layer == "engine" and len(parts) > 2:
+        inner = ENGINE_FLOORS[parts[1]]
     return (LAYERS.index(layer), inner)
 
 
@@ -146,14 +146,23 @@ def sccs(nodes, graph):
     return comps
 
 
+def phase_of(rel):
+    """The phase a file of `engine/phases/` belongs to (a phase may be a folder), else None."""
+    parts = rel.split(os.sep)
+    if len(parts) > 2 and parts[:2] == ["engine", "phases"]:
+        return parts[2][:-3] if parts[2].endswith(".rs") else parts[2]
+    return None
+
+
 def main():
     mods = module_files()
     graph = edges(mods)
-    engine = {f for f in mods.values() if f.startswith("engine" + os.sep)}
-    circles = [c for c in sccs(engine, graph) if len(c) > 1]
+    every = set(mods.values())
+    engine = {f for f in every if f.startswith("engine" + os.sep)}
+    circles = [c for c in sccs(every, graph) if len(c) > 1]
     circles.sort(key=len, reverse=True)
-    print(f"src/engine: {len(engine)} files, "
-          f"{sum(len(graph[f] & engine) for f in engine)} imports between them")
+    print(f"src: {len(every)} files, {sum(len(graph[f] & every) for f in every)} imports between them; "
+          f"src/engine: {len(engine)} files, {sum(len(graph[f] & engine) for f in engine)}")
     print(f"circles (files importing one another, size > 1): {[len(c) for c in circles] or 'none'}")
     for c in circles:
         print("  " + ", ".join(c))
@@ -167,12 +176,12 @@ def main():
     for f, t in up:
         if "--edges" in sys.argv:
             print(f"  {f} -> {t}")
-    phase = lambda f: floor(f) == (LAYERS.index("engine"), 1)
-    sideways = sorted((f, t) for f in engine for t in graph[f] if phase(f) and phase(t))
+    sideways = sorted((f, t) for f in engine for t in graph[f]
+                      if phase_of(f) and phase_of(t) and phase_of(f) != phase_of(t))
     print(f"imports between two phases: {len(sideways)}")
     for f, t in sideways:
         print(f"  {f} -> {t}")
-    cli = {f for f in mods.values() if f.startswith("cli" + os.sep)}
+    cli = {f for f in every if f.startswith("cli" + os.sep)}
     below = ("store", "git", "os")
     low = sorted(
         (f, t) for f in cli for t in graph[f] if t.split(os.sep)[0] in below
@@ -181,11 +190,10 @@ def main():
     for f, t in low:
         print(f"  {f} -> {t}")
     if "--check" in sys.argv:
-        broken = [c for c in circles if len(c) > 2] or up or sideways or low
-        if broken:
+        if circles or up or sideways or low:
             for f, t in up:
                 print(f"  up: {f} -> {t}")
-            sys.exit("the layout is broken: see the counts above (README, Development)")
+            sys.exit("the layout is broken: see the counts above (docs/development.md)")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ runner's memory (VmRSS) and the size of `.git` are sampled ten times a second. P
   (packs, the index): what grows is nearly always the first; and the medians over the narrower
   windows used before 2026-11-28 (900 to 1,100 and N - 250 to N - 50);
 - `.git` growth per 1,000 iterations between iteration 1,000 and N, before any gc (goal: <= 15 MB);
-- the run logs at the end: files and bytes (capped: see the README's "Run logs");
+- the run logs at the end: files and bytes (capped: see docs/storage.md, "Where things are");
 - `resume --continue` of the finished conference: wall time from launch until its agent starts;
 - the bookkeeping ratio of bench/run.py's overhead measurement (conference against the cheapest
   git command-line loop recording the same: add, commit, notes add, one event commit,

@@ -31,7 +31,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use git2::Repository;
-use git_conference::engine::arriving::Arrivals;
+use git_conference::engine::machines::arriving::Arrivals;
 use git_conference::engine::{Conference, Recorder};
 use git_conference::hooks::Hooks;
 use git_conference::model::event::{self as events, Event};
@@ -184,7 +184,7 @@ fn machine(
     if link.sync(&recorder.repo).expect("sync").is_some() {
         recorder.reload().expect("reload");
     }
-    // As `engine::shared::claim`.
+    // As `engine::run::shared::claim`.
     let state = &recorder.state;
     let all: Vec<String> = state.researchers.keys().cloned().collect();
     let released: BTreeSet<String> = state

@@ -1,12 +1,14 @@
 //! git-conference: automated research conferences inside a git repository.
 //!
-//! Layout: `config` reads conference.md; `store` owns every ref, the event log and the notes;
-//! `git` moves worktrees and snapshots; `exec` runs commands and reads metrics; `engine` runs the
-//! protocol (research, poster session, peer review, knowledge transfer, stop rules, synthesis);
-//! `tune` is the built-in researcher; `cli` has one file per subcommand. Below them all, with no
-//! I/O: `clock` (the time), `model` (the stored verdict and status words) and `protocol` (the
-//! rules as pure functions: keep/revert, review, pick, stop). Below everything, `os` holds every
-//! system call std does not wrap: the only `unsafe` code of the crate.
+//! Layout (docs/development.md has the whole map): `config` reads conference.md; `store` owns
+//! every ref, the event log and the notes; `git` moves worktrees and snapshots; `exec` runs
+//! commands and reads metrics; `researchers` holds the built-in researchers (`builtin:tune`,
+//! `builtin:openai`); `launch` says where an evaluation runs and `remote` coordinates several
+//! machines; `engine` runs the protocol (its phases, the run, and the rooms they share); `cli` has
+//! one file per subcommand. Below them all, with no I/O: `clock` (the time), `model` (the stored
+//! data and words) and `protocol` (the rules as pure functions: keep/revert, review, pick, stop).
+//! Below everything, `os` holds every system call std does not wrap: the only `unsafe` code of
+//! the crate.
 
 #![deny(unsafe_code)]
 
@@ -28,9 +30,9 @@ pub mod os;
 pub mod protocol;
 pub mod remote;
 pub mod render;
+pub mod researchers;
 pub mod serve;
 pub mod store;
 pub mod tracker;
 pub mod trust;
-pub mod tune;
 pub mod ui;

@@ -1,22 +1,39 @@
-//! One runner per conference: an OS advisory lock (`flock`) on the file `lock` in the
-//! conference's run folder, held for the runner's whole life.
+//! One runner per conference: an OS advisory lock on the file `lock` in the conference's run
+//! folder, held for the runner's whole life.
 //!
-//! The kernel releases the lock when its process dies, however it dies, so there is no stale lock
-//! to detect and no pid that a later process could reuse: a lock that cannot be taken belongs to
-//! a live process. The file also names that process (pid, host, start time), for the message a
-//! second runner prints. Its descriptor is close-on-exec, so agents and evaluations never inherit
-//! the lock (an orphaned agent must not keep the next `resume` out).
+//! The lock is a POSIX record lock, which belongs to the process (`os::try_lock_process`): the
+//! kernel releases it when the process dies, however it dies, so there is no stale lock to detect
+//! and no pid that a later process could reuse, and a child never holds it. (It was a `flock`,
+//! which belongs to the open file: a child the runner had forked and not yet exec'd kept it
+//! after a `kill -9` of the runner, and the next `resume` was told a dead runner was running,
+//! issue #45.) The file also names the holder (pid, host, start time), for the message a second
+//! runner prints; its descriptor is close-on-exec.
+//!
+//! A process lock ends when its process closes any descriptor of the file, and a second lock the
+//! same process takes always succeeds: this process's own locks are kept in [`HELD`], so it never
+//! opens a file it holds again and never takes one twice.
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Seek, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
+/// The lock files this process holds, (device, inode), each with the line it wrote in it.
+static HELD: Mutex<BTreeMap<(u64, u64), String>> = Mutex::new(BTreeMap::new());
+
+/// How long a lock held by a process that is being killed is waited for (its kernel teardown
+/// takes moments; on a loaded machine, longer).
+const DYING_WAIT: Duration = Duration::from_secs(10);
+
 pub struct RunLock {
     path: PathBuf,
-    /// Holds the flock; closing it (drop, or the process's death) releases the lock.
+    key: (u64, u64),
+    /// Holds the lock; closing it (drop, or the process's death) releases it.
     _file: File,
 }
 
@@ -27,51 +44,71 @@ fn hostname() -> String {
         .unwrap_or_else(|_| "localhost".into())
 }
 
-/// The pid that holds the flock on the file with inode `ino`, as the kernel lists it in
-/// /proc/locks ("1: FLOCK  ADVISORY  WRITE <pid> <maj>:<min>:<inode> 0 EOF"); None where the
-/// kernel offers no such list.
-fn flock_holder(ino: u64) -> Option<String> {
-    let locks = std::fs::read_to_string("/proc/locks").ok()?;
-    locks.lines().find_map(|line| {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let (kind, pid, file) = (fields.get(1)?, fields.get(4)?, fields.get(5)?);
-        let inode = file.rsplit(':').next()?.parse::<u64>().ok()?;
-        (*kind == "FLOCK" && inode == ino).then(|| pid.to_string())
+fn key(meta: &std::fs::Metadata) -> (u64, u64) {
+    (meta.dev(), meta.ino())
+}
+
+/// The line this process wrote in the lock file at `path`, when it holds it.
+fn held_here(path: &Path) -> Option<String> {
+    let meta = std::fs::metadata(path).ok()?;
+    HELD.lock().unwrap().get(&key(&meta)).cloned()
+}
+
+/// Whether process `pid` is on its way out: gone, a zombie, or with a SIGKILL pending (Linux;
+/// elsewhere only "gone" is seen). Its locks are released in a moment.
+fn dying(pid: i32) -> bool {
+    if !crate::os::is_alive(pid) {
+        return true;
+    }
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next());
+    if matches!(state, Some("Z" | "X" | "x")) {
+        return true;
+    }
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status.lines().any(|line| {
+        let pending = line
+            .strip_prefix("SigPnd:")
+            .or_else(|| line.strip_prefix("ShdPnd:"));
+        pending
+            .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+            .is_some_and(|mask| mask & (1 << (libc::SIGKILL - 1)) != 0)
     })
 }
 
-/// Who holds the lock: "<pid> <host> <since>" as its file says. The holder rewrites the file
-/// right after taking the lock, so for a moment it may be empty or still name an earlier holder;
-/// where the kernel names the holder (Linux), the file is read again until it agrees.
-fn holder(path: &Path, ino: u64) -> (String, String, String) {
-    let mut kernel = None;
+/// Who holds the lock, whose pid is `pid` (as the kernel says): "<pid> <host> <since>" as its
+/// file says. The holder rewrites the file right after taking the lock, so for a moment it may
+/// be empty or still name an earlier holder: it is read again until it agrees. (This process's
+/// own lock is never read from the file: closing it would release the lock.)
+fn holder(path: &Path, pid: i32) -> (String, String) {
     for _ in 0..50 {
-        kernel = flock_holder(ino);
-        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let text = match held_here(path) {
+            Some(line) => line,
+            None => std::fs::read_to_string(path).unwrap_or_default(),
+        };
         let mut parts = text.split_whitespace();
-        if let (Some(pid), Some(host), Some(since)) = (parts.next(), parts.next(), parts.next()) {
-            if kernel.as_deref().is_none_or(|k| k == pid) {
-                return (pid.to_string(), host.to_string(), since.to_string());
+        if let (Some(named), Some(host), Some(since)) = (parts.next(), parts.next(), parts.next()) {
+            if named == pid.to_string() {
+                return (host.to_string(), since.to_string());
             }
         }
-        std::thread::sleep(std::time::Duration::from_millis(10));
+        std::thread::sleep(Duration::from_millis(10));
     }
-    (kernel.unwrap_or_else(|| "?".into()), "?".into(), "?".into())
+    ("?".into(), "?".into())
 }
 
 /// The process running the conference whose run folder is `dir`, if one is alive: `status` and
 /// `list` tell a running conference from one a Ctrl-C or a crash stopped. It only looks, never
-/// locks: the kernel's lock list names the holder (Linux), else the pid the file names is checked
-/// for life. A runner that exits deletes the file; a killed one leaves it unlocked.
+/// locks. A runner that exits deletes the file; a killed one leaves it unlocked.
 pub fn runner(dir: &Path) -> Option<String> {
     let path = dir.join("lock");
-    let ino = std::fs::metadata(&path).ok()?.ino();
-    if std::path::Path::new("/proc/locks").exists() {
-        return flock_holder(ino);
+    if held_here(&path).is_some() {
+        return Some(std::process::id().to_string());
     }
-    let text = std::fs::read_to_string(&path).ok()?;
-    let pid: i32 = text.split_whitespace().next()?.parse().ok()?;
-    crate::os::is_alive(pid).then(|| pid.to_string())
+    let file = File::open(&path).ok()?;
+    crate::os::lock_owner(&file).map(|pid| pid.to_string())
 }
 
 /// A conference's status as people should read it: a state that says `running` with no live
@@ -84,6 +121,16 @@ pub fn shown_status(recorded: &str, runner: Option<&str>) -> String {
     }
 }
 
+/// What one try to lock the file found.
+enum Try {
+    /// The file, its (device, inode) and the line written in it.
+    Taken(File, (u64, u64), String),
+    /// The file was replaced meanwhile (its holder let go): try again.
+    Again,
+    /// Held by this live process.
+    Held(i32),
+}
+
 impl RunLock {
     /// Takes the lock of the conference whose run folder is `dir`, or fails naming the live
     /// process that holds it.
@@ -92,57 +139,96 @@ impl RunLock {
     }
 
     /// Takes the lock in folder `dir` held by whoever runs `what` (for the message naming the
-    /// live holder when it cannot be taken).
+    /// live holder when it cannot be taken). A holder that is being killed is waited for, up to
+    /// [`DYING_WAIT`]: `resume` right after a `kill -9` is not refused.
     pub fn acquire_for(dir: &Path, what: &str) -> Result<RunLock> {
         std::fs::create_dir_all(dir)?;
         let path = dir.join("lock");
-        for _ in 0..50 {
-            // std opens with O_CLOEXEC: children never inherit the descriptor, hence the lock.
-            let mut file = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&path)
-                .with_context(|| format!("cannot open the run lock {}", path.display()))?;
-            match crate::os::try_lock_exclusive(&file) {
-                Ok(true) => {}
-                Ok(false) => {
-                    let (pid, host, since) = holder(&path, file.metadata()?.ino());
-                    bail!(
-                        "{what} is already running (process {pid} on {host}, since {since}); \
-                         wait for it, or stop it with `kill -INT {pid}`"
-                    );
+        let refused = |pid: i32| {
+            let (host, since) = holder(&path, pid);
+            anyhow::anyhow!(
+                "{what} is already running (process {pid} on {host}, since {since}); \
+                 wait for it, or stop it with `kill -INT {pid}`"
+            )
+        };
+        if held_here(&path).is_some() {
+            return Err(refused(std::process::id() as i32));
+        }
+        let mut dying_since: Option<Instant> = None;
+        for _ in 0..1000 {
+            match try_once(&path)? {
+                Try::Taken(file, key, line) => {
+                    HELD.lock().unwrap().insert(key, line);
+                    return Ok(RunLock {
+                        path,
+                        key,
+                        _file: file,
+                    });
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e).with_context(|| format!("cannot lock {}", path.display())),
+                Try::Again => continue,
+                Try::Held(pid) if dying(pid) => {
+                    let since = *dying_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() > DYING_WAIT {
+                        bail!(
+                            "{what} is still locked by process {pid}, which is ending (killed); \
+                             run the command again in a moment"
+                        );
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Try::Held(pid) => return Err(refused(pid)),
             }
-            // A runner that releases the lock deletes the file first: the file locked here must
-            // still be the one at `path`, else another process may lock the new one.
-            let ours = file.metadata()?;
-            match std::fs::metadata(&path) {
-                Ok(now) if now.ino() == ours.ino() && now.dev() == ours.dev() => {}
-                _ => continue,
-            }
-            file.set_len(0)?;
-            file.rewind()?;
-            writeln!(
-                file,
-                "{} {} {}",
-                std::process::id(),
-                hostname(),
-                crate::clock::now_iso()
-            )?;
-            return Ok(RunLock { path, _file: file });
         }
         bail!("could not take the run lock {}", path.display())
     }
 }
 
+/// One try to take the lock at `path`.
+fn try_once(path: &Path) -> Result<Try> {
+    // std opens with O_CLOEXEC: no program this process starts has the descriptor.
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .with_context(|| format!("cannot open the run lock {}", path.display()))?;
+    match crate::os::try_lock_process(&file) {
+        Ok(true) => {}
+        Ok(false) => {
+            return Ok(match crate::os::lock_owner(&file) {
+                Some(pid) => Try::Held(pid),
+                // Released between the two calls.
+                None => Try::Again,
+            });
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => return Ok(Try::Again),
+        Err(e) => return Err(e).with_context(|| format!("cannot lock {}", path.display())),
+    }
+    // A runner that releases the lock deletes the file first: the file locked here must still
+    // be the one at `path`, else another process may lock the new one.
+    let ours = file.metadata()?;
+    match std::fs::metadata(path) {
+        Ok(now) if key(&now) == key(&ours) => {}
+        _ => return Ok(Try::Again),
+    }
+    let line = format!(
+        "{} {} {}",
+        std::process::id(),
+        hostname(),
+        crate::clock::now_iso()
+    );
+    file.set_len(0)?;
+    file.rewind()?;
+    writeln!(file, "{line}")?;
+    Ok(Try::Taken(file, key(&ours), line))
+}
+
 impl Drop for RunLock {
     fn drop(&mut self) {
-        // Deleted while still locked (the descriptor closes after this), see `acquire`.
+        // Deleted while still locked (the descriptor closes after this), see `try_once`.
         let _ = std::fs::remove_file(&self.path);
+        HELD.lock().unwrap().remove(&self.key);
     }
 }
 
@@ -210,6 +296,11 @@ mod tests {
             "the lock would leak into children"
         );
         assert_eq!(runner(tmp.path()), Some(std::process::id().to_string()));
+        // Neither the refused second try nor `runner` let go of the lock (closing any
+        // descriptor of the file in this process would).
+        assert!(!crate::os::lockable_by_another_process(
+            &tmp.path().join("lock")
+        ));
         drop(lock);
         assert!(!tmp.path().join("lock").exists());
         assert_eq!(runner(tmp.path()), None);
@@ -218,5 +309,25 @@ mod tests {
         assert_eq!(runner(tmp.path()), None);
         std::fs::remove_file(tmp.path().join("lock")).unwrap();
         RunLock::acquire(tmp.path(), "x").unwrap();
+    }
+
+    /// A holder on its way out (killed, not yet gone: a zombie here) is told from a live one.
+    #[test]
+    fn a_killed_process_is_dying_and_a_running_one_is_not() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        assert!(!dying(pid));
+        assert!(crate::os::kill_process(pid));
+        // Not reaped yet: a zombie until `wait`.
+        let start = Instant::now();
+        while !dying(pid) && start.elapsed() < Duration::from_secs(30) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(dying(pid));
+        child.wait().unwrap();
+        assert!(dying(pid), "a process that is gone counts as ending");
     }
 }

@@ -7,6 +7,7 @@
 //! directory. The folder holds a `.gitignore` of `*`, so git (and the snapshots, which leave
 //! ignored files out) never takes it for part of an attempt.
 
+pub mod call;
 pub mod kind;
 pub mod preset;
 pub mod stderr;

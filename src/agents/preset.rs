@@ -4,10 +4,11 @@
 //! and machine-readable output that [`super::usage`] reads.
 //!
 //! The expansion is a shell command line like any written by hand: `start` prints it, the
-//! README lists each one. The prompt comes from `$CONFERENCE_PROMPT_FILE`, always on stdin
-//! (or, for aider, by its file name), never as an argument: Linux caps one argument at 128 KiB
-//! and a prompt with a long history exceeds it. The remaining cost budget (Claude Code's
-//! native cap) comes from `$CONFERENCE_MAX_BUDGET_USD`, set per run.
+//! preset table of docs/agents.md lists each one. The prompt comes from
+//! `$CONFERENCE_PROMPT_FILE`, always on stdin (or, for aider, by its file name), never as an
+//! argument: Linux caps one argument at 128 KiB and a prompt with a long history exceeds it.
+//! The remaining cost budget (Claude Code's native cap) comes from
+//! `$CONFERENCE_MAX_BUDGET_USD`, set per run.
 //!
 //! Each flag was checked against the `--help` of the real CLI and a real run (Claude Code
 //! 2.1.197 and 1.0.128, Codex 0.169.0, aider 0.86.2, Gemini CLI 0.61.0, opencode 1.18.33):
@@ -398,17 +399,17 @@ mod tests {
             .ends_with("--model openai/gpt-4o < /dev/null"));
     }
 
-    /// The README's preset table shows the exact line each preset runs.
+    /// The preset table of docs/agents.md shows the exact line each preset runs.
     #[test]
-    fn the_readme_shows_each_preset_line() {
-        let readme = include_str!("../../README.md");
+    fn the_docs_show_each_preset_line() {
+        let agents = include_str!("../../docs/agents.md");
         for preset in ALL {
             let row = format!(
                 "| `{}` | `{}` |",
                 preset.name(),
                 preset.command_line(preset.name(), &Options::default())
             );
-            assert!(readme.contains(&row), "README.md lacks the row {row}");
+            assert!(agents.contains(&row), "docs/agents.md lacks the row {row}");
         }
     }
 

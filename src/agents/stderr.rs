@@ -81,7 +81,7 @@ fn unknown_flag(preset: Preset, line: &str) -> Option<String> {
     Some(format!(
         "{} refused its command line: {}",
         preset.product(),
-        super::usage::clip(line, 200)
+        clip(line, 200)
     ))
 }
 
@@ -97,10 +97,7 @@ fn codex(line: &str) -> Option<String> {
     } else {
         "tool call was"
     };
-    Some(format!(
-        "the agent's {what} refused: {}",
-        super::usage::clip(why, 200)
-    ))
+    Some(format!("the agent's {what} refused: {}", clip(why, 200)))
 }
 
 /// `Error executing tool write_file: Path not in workspace: …`, `Error executing tool
@@ -116,7 +113,7 @@ fn gemini(line: &str) -> Option<String> {
     }
     let rest = line.strip_prefix("Error executing tool ")?;
     let (tool, why) = rest.split_once(": ").unwrap_or((rest, ""));
-    let why = super::usage::clip(why, 200);
+    let why = clip(why, 200);
     if why.contains("not found") {
         return Some(format!("the agent called a tool it may not use: {tool}"));
     }
@@ -128,4 +125,13 @@ fn gemini(line: &str) -> Option<String> {
     } else {
         format!("the agent's {tool} call failed: {why}")
     })
+}
+
+/// `s` on one line, cut to `max` characters with an ellipsis.
+pub(super) fn clip(s: &str, max: usize) -> String {
+    let line = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() <= max {
+        return line;
+    }
+    format!("{}…", line.chars().take(max).collect::<String>())
 }

@@ -3,7 +3,7 @@
 //! 1.0.128 answers `error: unknown option '--max-budget-usd'` and exits 1, so every run of the
 //! conference would crash the same way. `start` asks the CLI its version first (`claude
 //! --version` prints `1.0.128 (Claude Code)`) and refuses such a pair on the Cost budget's line
-//! (the check against conference.md lives in `engine::preflight`, above both `config` and
+//! (the check against conference.md lives in `engine::run::preflight`, above both `config` and
 //! `agents`, so that neither imports the other).
 
 use std::process::Stdio;

@@ -10,7 +10,7 @@
 use anyhow::Result;
 use clap::Args;
 
-use crate::engine::apply;
+use crate::engine::commands::apply;
 use crate::engine::Conference;
 use crate::error::usage;
 
@@ -26,7 +26,7 @@ pub struct ApplyArgs {
 
 pub fn run(args: ApplyArgs) -> Result<i32> {
     let repo = super::discover()?;
-    let top = crate::engine::settings::workdir(&repo)?;
+    let top = crate::engine::run::settings::workdir(&repo)?;
     let name = super::resolve_name(&repo, args.name)?;
     let conf = Conference::view(repo.path(), &name)?;
     // Shown by its branch name, but always handed to git fully qualified: a tag or a fetched

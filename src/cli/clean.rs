@@ -4,7 +4,7 @@
 use anyhow::Result;
 use clap::Args;
 
-use crate::engine::clean::{lock_and_cancel, remove_the_rest, remove_worktrees};
+use crate::engine::commands::clean::{lock_and_cancel, remove_the_rest, remove_worktrees};
 
 /// Remove a conference's worktrees (its refs stay); --all also deletes its refs.
 #[derive(Args, Debug)]
@@ -26,7 +26,7 @@ pub fn run(args: CleanArgs) -> Result<i32> {
             "Cancelled {cancelled} submitted evaluation(s) and removed what they staged."
         );
     }
-    if let Some(said) = crate::engine::clean::make_worktrees_own(&repo, &name)? {
+    if let Some(said) = crate::engine::commands::clean::make_worktrees_own(&repo, &name)? {
         crate::errln!("warning: {said}");
     }
     let (removed, left) = remove_worktrees(&repo, &name)?;

@@ -29,7 +29,7 @@ pub fn print_rules(conf: &Conference, ui: &Ui) {
             "note: the guard `{item}` is prose: agents are told, but it cannot be checked (write `- run: <command>` to have it enforced)"
         ));
     }
-    if let Some(line) = crate::engine::workspace::describe(&conf.config().environment) {
+    if let Some(line) = crate::engine::agent::workspace::describe(&conf.config().environment) {
         ui.info(&format!("rules: {line}"));
     }
     if let Some(warning) = open_search_space(conf) {

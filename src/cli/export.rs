@@ -1,5 +1,5 @@
 //! `export mlflow`: a conference sent to an MLflow tracking server after the fact (one that ran
-//! without `- mlflow:`, or whose sends a down server left behind). `engine::tracking` does the
+//! without `- mlflow:`, or whose sends a down server left behind). `engine::commands::tracking` does the
 //! work; this reads the arguments and says what was made.
 
 use anyhow::Result;
@@ -40,7 +40,12 @@ pub fn run(args: ExportArgs) -> Result<i32> {
     let To::Mlflow(args) = args.to;
     let repo = super::discover()?;
     let name = super::resolve_name_for(&repo, args.name, "export mlflow")?;
-    let e = crate::engine::tracking::export(repo.commondir(), &name, args.uri, args.experiment)?;
+    let e = crate::engine::commands::tracking::export(
+        repo.commondir(),
+        &name,
+        args.uri,
+        args.experiment,
+    )?;
     let s = e.sent;
     crate::outln!(
         "Exported `{name}` to MLflow at {}, experiment `{}` (id {}): {} attempt run{} made, {} completed, {} already there",

@@ -1,5 +1,5 @@
 //! `import`: a folder of the original prompt-based autoconference made into a git-native
-//! conference (`engine::import` does the work; this reads the arguments and says what it made
+//! conference (`engine::commands::import` does the work; this reads the arguments and says what it made
 //! and what it could not map).
 
 use std::path::PathBuf;
@@ -43,8 +43,8 @@ pub fn run(args: ImportArgs) -> Result<i32> {
         .clone()
         .unwrap_or_else(|| args.dir.join("conference.md"));
     let (text, cfg) = super::run::read_config(&config_path, true)?;
-    let source = crate::engine::import::read_source(&args.dir)?;
-    let name = crate::engine::run::conference_name(&repo, args.name.clone(), &cfg)?;
+    let source = crate::engine::commands::import::read_source(&args.dir)?;
+    let name = crate::engine::run::session::conference_name(&repo, args.name.clone(), &cfg)?;
     if super::conference_names(&repo)?.contains(&name) {
         return Err(usage(format!("conference `{name}` already exists: import under another name with `--name`, or remove it with `git conference clean --all {name}`")));
     }
@@ -59,18 +59,19 @@ pub fn run(args: ImportArgs) -> Result<i32> {
         .ok()
         .and_then(|r| r.peel_to_commit().ok())
         .map(|c| c.id());
-    let out = crate::engine::import::import(&repo, &name, &cfg, &text, base, best, &source)?;
+    let out =
+        crate::engine::commands::import::import(&repo, &name, &cfg, &text, base, best, &source)?;
     // Imported from the user's own folder: this clone trusts its commands (as `start` does).
     crate::trust::approve(&repo, &name, &cfg)?;
     if best.is_some() {
-        crate::engine::import::point_best_branch(&repo, &name, &out.state.best.commit)?;
+        crate::engine::commands::import::point_best_branch(&repo, &name, &out.state.best.commit)?;
     }
     say(&name, &args.dir, &out);
     Ok(0)
 }
 
 /// What was made, what was not mapped, and what to do next.
-fn say(name: &str, dir: &std::path::Path, out: &crate::engine::import::Outcome) {
+fn say(name: &str, dir: &std::path::Path, out: &crate::engine::commands::import::Outcome) {
     let st = &out.state;
     crate::outln!(
         "Imported `{name}` from {}: {} events, {} attempts in {} completed round(s), {}; best {} at {} (branch conference/{name}/best).",

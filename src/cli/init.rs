@@ -307,7 +307,7 @@ fn ask_search_space(
 
 pub fn run(args: InitArgs) -> Result<i32> {
     let repo = super::discover()?;
-    let top = crate::engine::settings::workdir(&repo)?;
+    let top = crate::engine::run::settings::workdir(&repo)?;
     let path = if args.config.is_absolute() {
         args.config.clone()
     } else {

@@ -1,12 +1,12 @@
 //! `join`, and what `start --remote` shares with it: the arguments of running a conference on
-//! several machines through one shared git remote (`engine::run::join`, `engine::shared`,
+//! several machines through one shared git remote (`engine::run::session::join`, `engine::run::shared`,
 //! `remote::link`).
 
 use anyhow::Result;
 use clap::Args;
 
 use super::running::MachineArgs;
-use crate::engine::run::{self as engine_run, JoinOptions, Outcome};
+use crate::engine::run::session::{self as engine_run, JoinOptions, Outcome};
 use crate::ui::Ui;
 
 /// Take part in a conference that runs on several machines: fetch it from REMOTE, run the

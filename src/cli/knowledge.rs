@@ -5,7 +5,7 @@
 use anyhow::Result;
 use clap::{Args, Subcommand};
 
-use crate::engine::knowledge_store::{self as store, REF as KNOWLEDGE_REF};
+use crate::engine::commands::knowledge_store::{self as store, REF as KNOWLEDGE_REF};
 use crate::model::knowledge::{short_number, Entry, Kind};
 
 /// What earlier conferences learned: list, show or forget entries of the knowledge store.

@@ -7,7 +7,7 @@ use anyhow::Result;
 use clap::{Args, ValueEnum};
 use git2::Repository;
 
-use crate::engine::tables::conference_results_tsv;
+use crate::engine::record::tables::conference_results_tsv;
 use crate::engine::Conference;
 use crate::model::event::names;
 use crate::model::EventLine;
@@ -66,7 +66,7 @@ pub fn run(args: LogArgs) -> Result<i32> {
     if args.format == Format::Tsv {
         return tsv(&repo, &name);
     }
-    let (events, mut seen) = crate::engine::log::read_all(&repo, &name)?;
+    let (events, mut seen) = crate::engine::commands::log::read_all(&repo, &name)?;
     for e in &events {
         print_event(&e.event, &e.summary, args.format);
     }
@@ -76,7 +76,7 @@ pub fn run(args: LogArgs) -> Result<i32> {
     let mut done = events.iter().any(|e| e.event.event == names::COMPLETED);
     while !done {
         std::thread::sleep(Duration::from_millis(500));
-        let (fresh, tip) = crate::engine::log::recorded_since(&repo, &name, seen)?;
+        let (fresh, tip) = crate::engine::commands::log::recorded_since(&repo, &name, seen)?;
         if tip == seen {
             continue;
         }

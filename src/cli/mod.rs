@@ -97,7 +97,7 @@ pub fn main() -> i32 {
         cli.command,
         Command::Start(_) | Command::Resume(_) | Command::Join(_) | Command::Demo(_)
     ) {
-        crate::engine::run::prepare_allocator();
+        crate::engine::run::session::prepare_allocator();
     }
     let result = match cli.command {
         Command::Init(a) => init::run(a),
@@ -170,7 +170,7 @@ fn not_a_repository(e: &git2::Error) -> String {
 
 /// Names of the conferences in the repository.
 pub fn conference_names(repo: &Repository) -> Result<Vec<String>> {
-    crate::engine::log::conference_names(repo)
+    crate::engine::commands::log::conference_names(repo)
 }
 
 /// Resolves the NAME argument: given, or the only conference of the repository.

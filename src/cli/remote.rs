@@ -1,6 +1,6 @@
 //! `push` and `fetch`: their arguments; the exchange itself (what is pushed, how a fetched
 //! conference is taken without rewinding it, how notes and the knowledge store are merged) is
-//! `engine::exchange`'s.
+//! `engine::commands::exchange`'s.
 
 use anyhow::Result;
 use clap::Args;
@@ -35,12 +35,12 @@ pub struct FetchArgs {
 pub fn push(args: PushArgs) -> Result<i32> {
     let repo = super::discover()?;
     let name = super::resolve_name_for(&repo, args.name, "push")?;
-    crate::engine::exchange::push(&repo, &name, &args.remote, args.force)?;
+    crate::engine::commands::exchange::push(&repo, &name, &args.remote, args.force)?;
     Ok(0)
 }
 
 pub fn fetch(args: FetchArgs) -> Result<i32> {
     let repo = super::discover()?;
-    crate::engine::exchange::fetch(&repo, &args.remote, args.name.as_deref())?;
+    crate::engine::commands::exchange::fetch(&repo, &args.remote, args.name.as_deref())?;
     Ok(0)
 }

@@ -7,8 +7,9 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 
+use crate::engine::phases::synthesis;
 use crate::engine::state::{files, Phase};
-use crate::engine::{synthesis, Conference};
+use crate::engine::Conference;
 
 /// Write the synthesis, final report, progress plot, posters, reviews and results to a folder.
 #[derive(Args, Debug)]
@@ -74,10 +75,10 @@ pub fn write(repo: &git2::Repository, name: &str, out: &std::path::Path) -> Resu
     }
     std::fs::write(
         out.join("conference_results.tsv"),
-        crate::engine::tables::conference_results_tsv(&conf, &st)?,
+        crate::engine::record::tables::conference_results_tsv(&conf, &st)?,
     )?;
     written.push("conference_results.tsv".into());
-    let (events, _) = crate::engine::log::read_all(repo, conf.name())?;
+    let (events, _) = crate::engine::commands::log::read_all(repo, conf.name())?;
     let mut jsonl = String::new();
     for e in events {
         jsonl.push_str(&serde_json::to_string(&e.event)?);

@@ -1,5 +1,5 @@
 //! `start` and `resume`: read the arguments and conference.md, run the pre-flight checks, then
-//! hand the conference to the engine (`engine::run`: the lock, the trust gate, reconciliation,
+//! hand the conference to the engine (`engine::run::session`: the lock, the trust gate, reconciliation,
 //! the remote link, the runtime) and print what it says along the way and how it ended.
 
 use std::path::PathBuf;
@@ -8,9 +8,12 @@ use anyhow::Result;
 use clap::Args;
 
 use crate::config::{self, Config, DevilsAdvocate};
-use crate::engine::run::{self as engine_run, Narrator, Outcome, ResumeOptions, StartOptions};
+use crate::engine::run::preflight;
+use crate::engine::run::session::{
+    self as engine_run, Narrator, Outcome, ResumeOptions, StartOptions,
+};
 use crate::engine::state::State;
-use crate::engine::{now_unix, preflight, Conference};
+use crate::engine::{now_unix, Conference};
 use crate::error::usage;
 use crate::ui::Ui;
 
@@ -76,7 +79,7 @@ pub fn start(args: StartArgs, quiet: bool) -> Result<i32> {
 
 fn start_conference(args: StartArgs, quiet: bool) -> Result<i32> {
     let repo = super::discover()?;
-    let top = crate::engine::settings::workdir(&repo)?;
+    let top = crate::engine::run::settings::workdir(&repo)?;
     let config_path = if args.config.is_absolute() {
         args.config.clone()
     } else {
@@ -103,7 +106,7 @@ fn start_conference(args: StartArgs, quiet: bool) -> Result<i32> {
 /// `driver::BaselineFailed`); other results as they are.
 fn with_advice(result: Result<i32>, config: &std::path::Path) -> Result<i32> {
     match result {
-        Err(e) => match e.downcast_ref::<crate::engine::driver::BaselineFailed>() {
+        Err(e) => match e.downcast_ref::<crate::engine::run::driver::BaselineFailed>() {
             Some(failed) => Err(anyhow::anyhow!(failed.advice(config))),
             None => Err(e),
         },
@@ -120,7 +123,7 @@ pub(super) fn read_config(config_path: &std::path::Path, yes: bool) -> Result<(S
             config_path.display()
         )));
     }
-    let text = crate::engine::settings::read_text(config_path)?;
+    let text = crate::engine::run::settings::read_text(config_path)?;
     let mut cfg =
         config::load(&text).map_err(|errs| usage(config::describe_errors(config_path, &errs)))?;
     let pending = cfg
@@ -166,7 +169,7 @@ fn checked_baseline(
     if !problems.is_empty() {
         return Err(usage(config::describe_errors(config_path, &problems)));
     }
-    crate::engine::agent::check_tunable(cfg, repo, base)?;
+    crate::engine::agent::dispatch::check_tunable(cfg, repo, base)?;
     let short = &crate::model::short_oid(base);
     for path in preflight::uncommitted_frozen(repo, cfg) {
         crate::errln!("warning: your uncommitted changes to {path} (frozen) are not used: the conference evaluates the baseline {short} as committed");
@@ -205,7 +208,7 @@ fn announce_start(conf: &Conference, ui: &Ui, base: git2::Oid) {
         ui.info(line);
     }
     let warnings = reading.into_iter().flat_map(|(_, w)| w);
-    for warning in warnings.chain(crate::engine::budget::warnings(conf.config())) {
+    for warning in warnings.chain(crate::engine::stop::budget::warnings(conf.config())) {
         crate::errln!("warning: {warning}");
     }
 }
@@ -239,7 +242,7 @@ fn resume_conference(args: ResumeArgs, quiet: bool) -> Result<i32> {
     }
 }
 
-/// What `start` and `resume` say along the way (see `engine::run::Narrator`).
+/// What `start` and `resume` say along the way (see `engine::run::session::Narrator`).
 struct Said {
     ui: Ui,
 }

@@ -5,7 +5,7 @@
 use anyhow::Result;
 use clap::Args;
 
-use crate::engine::run::{self as engine_run, Ended, MachineOptions};
+use crate::engine::run::session::{self as engine_run, Ended, MachineOptions};
 use crate::engine::RunOutcome;
 use crate::error::{EXIT_INTERRUPTED, EXIT_PAUSED};
 

@@ -54,6 +54,7 @@ pub fn run(args: StatusArgs) -> Result<i32> {
         crate::outln!("{line}");
     }
     print_machines(&repo, &conf, &st);
+    print_voided(&st);
     for line in crate::render::status::last_reasons(&st) {
         crate::outln!("{line}");
     }
@@ -71,7 +72,7 @@ fn print_json(repo: &git2::Repository, name: &str, conf: &Conference) -> Result<
 
 /// Title, status, stop reason, warning, round, baseline, best, iterations, budgets, events.
 fn print_summary(name: &str, conf: &Conference, st: &State, shown: &str) {
-    let metric = crate::engine::evaluate::metric_name(conf.config());
+    let metric = crate::engine::measure::evaluate::metric_name(conf.config());
     crate::outln!("Conference: {} ({})", conf.config().title, name);
     crate::outln!(
         "Status:     {}{}",
@@ -117,7 +118,7 @@ fn print_summary(name: &str, conf: &Conference, st: &State, shown: &str) {
             .map(|m| format!(" of {m}"))
             .unwrap_or_default()
     );
-    for line in crate::engine::budget::status_lines(conf.config(), st) {
+    for line in crate::engine::stop::budget::status_lines(conf.config(), st) {
         crate::outln!("{line}");
     }
     for line in crate::render::cost::status_lines(st) {
@@ -144,11 +145,16 @@ fn print_running(conf: &Conference, st: &State, running_here: bool) {
     } else {
         0.0
     };
-    for line in crate::engine::budget::running_lines(conf.config(), st, st.running_seconds() + live)
+    for line in
+        crate::engine::stop::budget::running_lines(conf.config(), st, st.running_seconds() + live)
     {
         crate::outln!("{line}");
     }
     for line in crate::render::status::attempt_time(st) {
+        crate::outln!("{line}");
+    }
+    let attempts = crate::engine::record::ledger::all_attempts(conf, st).unwrap_or_default();
+    if let Some(line) = crate::render::status::hardware(&attempts) {
         crate::outln!("{line}");
     }
 }
@@ -208,6 +214,19 @@ fn print_machines(repo: &git2::Repository, conf: &Conference, st: &State) {
                 held.join(", ")
             }
         );
+    }
+}
+
+/// On several machines: the events participants published that were refused and voided.
+fn print_voided(st: &State) {
+    let lines = crate::render::report::voided_lines(st);
+    if lines.is_empty() {
+        return;
+    }
+    crate::outln!();
+    crate::outln!("Refused participants' events:");
+    for line in lines {
+        crate::outln!("- {line}");
     }
 }
 

@@ -1,10 +1,10 @@
 //! `steer`, `answer`, `stop` and `approve`: what a person says to a conference, running or not.
-//! Each calls its one engine function (`engine::talk`), which the page calls too.
+//! Each calls its one engine function (`engine::phases::talk`), which the page calls too.
 
 use anyhow::Result;
 use clap::Args;
 
-use crate::engine::talk::{self, Delivery};
+use crate::engine::phases::talk::{self, Delivery};
 
 /// Give every researcher guidance: recorded as a `conference.guidance` event, it is in each
 /// researcher's next prompt (the newest 5 pieces, newest first), in `status` and in the final

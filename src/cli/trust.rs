@@ -26,9 +26,21 @@ pub fn run(args: TrustArgs) -> Result<i32> {
     let conf = Conference::view(repo.path(), &name)?;
     let st = conf.state();
     let base = st.baseline_commit.oid();
-    // What `resume` would run: the user's edited conference.md when it changes the stored one.
-    let plan = crate::engine::settings::plan(&repo, &conf, None, base)?;
+    // What the next run runs: on several machines, `join` runs the stored settings; else what
+    // `resume` would run, the user's edited conference.md when it changes the stored one.
+    let shared = st.runs_on_several_machines()
+        || (st.phase != crate::model::state::Phase::Done
+            && !crate::remote::lease::seen(&repo, conf.refs()).is_empty());
+    let plan = match shared {
+        true => None,
+        false => crate::engine::run::settings::plan(&repo, &conf, None, base)?,
+    };
     let cfg = plan.as_ref().map_or(conf.config(), |p| &p.config);
+    if shared && crate::engine::run::settings::local_commands_differ(&repo, &conf) {
+        crate::outln!(
+            "note: your conference.md names other commands; `{name}` runs on several machines, where `join` runs the stored ones (below). Change them with `git conference resume {name}` on one machine once it has stopped."
+        );
+    }
     crate::outln!("Conference `{name}` runs these commands on this machine:");
     crate::outln!("{}", crate::trust::describe(cfg).trim_end());
     if crate::trust::is_trusted(&repo, &name, cfg) {
@@ -47,6 +59,9 @@ pub fn run(args: TrustArgs) -> Result<i32> {
         }
     }
     crate::trust::approve(&repo, &name, cfg)?;
-    crate::outln!("Approved: `git conference resume {name}` runs them.");
+    match shared {
+        true => crate::outln!("Approved: `git conference join REMOTE {name}` runs them."),
+        false => crate::outln!("Approved: `git conference resume {name}` runs them."),
+    }
     Ok(0)
 }

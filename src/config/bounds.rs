@@ -3,7 +3,7 @@
 //! A value can be well-formed and still unusable: `repeats: 1000000000` would evaluate forever,
 //! `timeout: 99999999999999999h` overflows every clock, and a NUL byte cannot be passed to a
 //! program. These are refused at validation, with the line and the maximum, before any conference
-//! state exists. The caps are far above any real conference (documented in README.md and the
+//! state exists. The caps are far above any real conference (documented in docs/rules.md and the
 //! `init` template's comments):
 //!
 //! | setting | maximum |
@@ -14,14 +14,12 @@
 //! | noise runs, evaluation repeats | 100 |
 //! | every duration (timeouts, time budget) | 365d |
 
+use super::duration::MAX_DURATION;
 use super::keys::Key;
-use std::time::Duration;
 
-use super::parse::{Document, SectionKind as S};
+use super::parse::Document;
+use super::sections::SectionKind as S;
 use super::ConfigError;
-
-/// The longest duration any setting may name (a year; timeouts and budgets are hours).
-pub const MAX_DURATION: Duration = Duration::from_secs(365 * 86400);
 
 /// The most researchers a conference may have.
 pub const MAX_RESEARCHERS: u64 = 64;

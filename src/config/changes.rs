@@ -7,7 +7,8 @@
 //! change between rounds, so a new key is changeable without touching this file.
 
 use super::keys::Key;
-use super::parse::{read, Document, SectionKind, SECTIONS};
+use super::parse::{read, Document};
+use super::sections::{SectionKind, SECTIONS};
 
 /// When a setting may change after `start`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

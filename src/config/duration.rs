@@ -5,6 +5,9 @@
 
 use std::time::Duration;
 
+/// The longest duration any setting may name (a year; timeouts and budgets are hours).
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 86400);
+
 /// Parse a duration: one or more `<number><unit>` parts (`1h30m`, `1 hour 30 minutes`), or a bare
 /// number meaning seconds (`90`). Units: ms, s/sec/second(s), m/min/minute(s), h/hr/hour(s),
 /// d/day(s). Fractions are allowed (`1.5h`). Returns `None` for anything else.
@@ -15,10 +18,10 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
     seconds(seconds_written(s)?)
 }
 
-/// None past [`super::bounds::MAX_DURATION`] too: `99999999999999999h` overflows a `Duration`
+/// None past [`MAX_DURATION`] too: `99999999999999999h` overflows a `Duration`
 /// (and every clock); `bounds` reports such a value with the maximum.
 fn seconds(secs: f64) -> Option<Duration> {
-    (secs.is_finite() && secs >= 0.0 && secs <= super::bounds::MAX_DURATION.as_secs_f64())
+    (secs.is_finite() && secs >= 0.0 && secs <= MAX_DURATION.as_secs_f64())
         .then(|| Duration::from_secs_f64(secs))
 }
 

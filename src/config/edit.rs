@@ -4,7 +4,8 @@
 //! Conference Log. These functions make exactly that insertion and keep every other byte (comments,
 //! spacing, line endings) as the user wrote it, so a diff of the stored file shows only the new lines.
 
-use super::parse::{is_placeholder, scan, section_kind, RawLine, SectionKind};
+use super::parse::{is_placeholder, scan, RawLine};
+use super::sections::{section_kind, SectionKind};
 
 /// The Conference Log table's header and separator rows.
 pub const LOG_HEADER: &str = "| Round | Researcher | Best Metric | Key Finding | Status |";

@@ -5,114 +5,19 @@
 //! new worktree once (`uv sync`); `shared` links git-ignored paths of the user's working tree into
 //! every worktree, read-only to candidates; `devices` gives each evaluation its own device (a GPU)
 //! and `max parallel evaluations` bounds how many run at once (CPU-bound work). The values are
-//! read here; the engine enforces them (`engine::workspace`, `engine::schedule`).
+//! read here; the engine enforces them (`engine::agent::workspace`, `engine::measure::schedule`).
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use super::duration::parse_duration;
-use super::parse::{key_spec, Document, KeySpec, SectionKind, Setting};
+use super::parse::{Document, Setting};
+use super::sections::SectionKind;
 use super::ConfigError;
 
 /// Default time a setup command may take (installing a virtual environment can be slow).
 pub const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_secs(30 * 60);
-
-/// The keys of `## Environment`.
-pub static KEYS: &[KeySpec] = &[
-    KeySpec {
-        name: "setup",
-        aliases: &["setup command"],
-        list: false,
-        example: "- setup: uv sync --frozen",
-    },
-    KeySpec {
-        name: "setup timeout",
-        aliases: &[],
-        list: false,
-        example: "- setup timeout: 30m",
-    },
-    KeySpec {
-        name: "shared",
-        aliases: &["shared paths"],
-        list: true,
-        example: "- shared: data/, .venv",
-    },
-    KeySpec {
-        name: "devices",
-        aliases: &["device", "gpus"],
-        list: false,
-        example: "- devices: 0,1,2,3",
-    },
-    KeySpec {
-        name: "max parallel evaluations",
-        aliases: &["parallel evaluations", "max concurrent evaluations"],
-        list: false,
-        example: "- max parallel evaluations: 1",
-    },
-    // Where evaluations run: read by `config::launcher`.
-    KeySpec {
-        name: "launcher",
-        aliases: &[],
-        list: false,
-        example: "- launcher: slurm",
-    },
-    KeySpec {
-        name: "slurm args",
-        aliases: &["sbatch args"],
-        list: false,
-        example: "- slurm args: --partition=gpu --gres=gpu:1 --time=00:20:00",
-    },
-    KeySpec {
-        name: "hosts",
-        aliases: &[],
-        list: true,
-        example: "- hosts: gpu1, gpu2:/scratch/conf, user@10.0.0.7",
-    },
-    KeySpec {
-        name: "launch",
-        aliases: &["launch command"],
-        list: false,
-        example: "- launch: sky exec mycluster --workdir {dir} -- {command}",
-    },
-    KeySpec {
-        name: "staging",
-        aliases: &[],
-        list: false,
-        example: "- staging: /shared/scratch/conference",
-    },
-    KeySpec {
-        name: "remote shared",
-        aliases: &[],
-        list: true,
-        example: "- remote shared: data=/datasets/x",
-    },
-    KeySpec {
-        name: "queue timeout",
-        aliases: &[],
-        list: false,
-        example: "- queue timeout: 2h",
-    },
-    KeySpec {
-        name: "ssh command",
-        aliases: &[],
-        list: false,
-        example: "- ssh command: ssh -F ~/conf/ssh_config",
-    },
-    // Where attempts are also sent: read by `config::tracker`.
-    KeySpec {
-        name: "mlflow",
-        aliases: &["mlflow tracking uri"],
-        list: false,
-        example: "- mlflow: http://127.0.0.1:5000",
-    },
-    KeySpec {
-        name: "mlflow experiment",
-        aliases: &[],
-        list: false,
-        example: "- mlflow experiment: nanogpt-search",
-    },
-];
 
 /// The `## Environment` settings. All optional: without them worktrees are plain checkouts and
 /// evaluations run as soon as researchers ask for them.
@@ -213,22 +118,15 @@ pub fn read(doc: &Document, errors: &mut Vec<ConfigError>) -> Environment {
         }
     }
     env.launch = super::launcher::read(doc, errors);
-    env.mlflow = super::tracker::read(doc, errors);
     env
 }
 
 /// A value of `s` that cannot be used, with the key's example as the fix.
-pub(super) fn bad(errors: &mut Vec<ConfigError>, s: &Setting, what: String) {
-    errors.push(ConfigError {
-        line: s.line,
-        message: format!("`{}: {}` — {what}", s.written, s.value),
-        hint: key_spec(SectionKind::Environment, s.key)
-            .example
-            .to_string(),
-    })
+fn bad(errors: &mut Vec<ConfigError>, s: &Setting, what: String) {
+    errors.push(s.unusable(SectionKind::Environment, what));
 }
 
-pub(super) fn is_none(value: &str) -> bool {
+fn is_none(value: &str) -> bool {
     matches!(
         value.trim().to_ascii_lowercase().as_str(),
         "" | "none" | "no" | "-" | "n/a" | "unlimited"

@@ -7,7 +7,8 @@
 //! is kept; a failing one rejects the candidate. Prose bullets go to the agents, and `start`
 //! says they cannot be checked.
 
-use super::parse::{read, SectionKind};
+use super::parse::read;
+use super::sections::SectionKind;
 use super::ConfigError;
 
 #[derive(Debug, Clone, PartialEq, Eq)]

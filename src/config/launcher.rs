@@ -1,5 +1,6 @@
 //! Where evaluations run: the launcher keys of `## Environment` (`launcher`, `hosts`, `slurm
-//! args`, `launch`, `staging`, `remote shared`, `queue timeout`, `ssh command`).
+//! args`, `launch`, `staging`, `remote shared`, `queue timeout`, `ssh command`, `ray address`,
+//! `ray resources`, `ray runtime env`).
 //!
 //! The values are read and checked here, each against its launcher, so that a key a launcher
 //! does not read (hosts for Slurm, a template for ssh) is refused with its line instead of being
@@ -10,7 +11,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::duration::parse_duration;
-use super::parse::{key_spec, Document, SectionKind, Setting};
+use super::parse::{Document, Setting};
+use super::sections::{key_spec, SectionKind};
 use super::ConfigError;
 
 /// Which launcher runs evaluations.
@@ -26,6 +28,8 @@ pub enum LauncherKind {
     Ssh,
     /// `sbatch` on a shared filesystem.
     Slurm,
+    /// A job over Ray's Jobs REST API, the commit uploaded as its working directory.
+    Ray,
 }
 
 impl LauncherKind {
@@ -35,6 +39,7 @@ impl LauncherKind {
             LauncherKind::Command => "command",
             LauncherKind::Ssh => "ssh",
             LauncherKind::Slurm => "slurm",
+            LauncherKind::Ray => "ray",
         }
     }
 }
@@ -76,6 +81,35 @@ pub struct Launch {
     pub queue_timeout: Option<Duration>,
     #[serde(default)]
     pub ssh_command: Option<String>,
+    /// The Ray dashboard (Jobs API) address; None: `RAY_ADDRESS` when the conference runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ray_address: Option<String>,
+    /// What each evaluation's entrypoint reserves (`- ray resources:`).
+    #[serde(default, skip_serializing_if = "RayResources::is_empty")]
+    pub ray_resources: RayResources,
+    /// `- ray runtime env:`, a JSON object passed through (the working directory is the commit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ray_runtime_env: Option<String>,
+}
+
+/// A Ray entrypoint's resources: `gpus=1, cpus=4, memory=16G`, any other `name=N` custom.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RayResources {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
+    /// Bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub custom: Vec<(String, f64)>,
+}
+
+impl RayResources {
+    pub fn is_empty(&self) -> bool {
+        *self == RayResources::default()
+    }
 }
 
 /// Which launchers read each key besides `launcher` itself.
@@ -90,10 +124,14 @@ const READ_BY: &[(&str, &[LauncherKind])] = &[
             LauncherKind::Ssh,
             LauncherKind::Slurm,
             LauncherKind::Command,
+            LauncherKind::Ray,
         ],
     ),
-    ("queue timeout", &[LauncherKind::Slurm]),
+    ("queue timeout", &[LauncherKind::Slurm, LauncherKind::Ray]),
     ("ssh command", &[LauncherKind::Ssh]),
+    ("ray address", &[LauncherKind::Ray]),
+    ("ray resources", &[LauncherKind::Ray]),
+    ("ray runtime env", &[LauncherKind::Ray]),
 ];
 
 /// Reads the launcher keys of `doc`; problems go to `errors`, each with its line.
@@ -106,7 +144,12 @@ pub fn read(doc: &Document, errors: &mut Vec<ConfigError>) -> Launch {
             "command" => launch.kind = LauncherKind::Command,
             "ssh" => launch.kind = LauncherKind::Ssh,
             "slurm" => launch.kind = LauncherKind::Slurm,
-            _ => bad(errors, s, "must be local, ssh, slurm or command".into()),
+            "ray" => launch.kind = LauncherKind::Ray,
+            _ => bad(
+                errors,
+                s,
+                "must be local, ssh, slurm, ray or command".into(),
+            ),
         }
     }
     for (key, kinds) in READ_BY {
@@ -125,8 +168,116 @@ pub fn read(doc: &Document, errors: &mut Vec<ConfigError>) -> Launch {
         }
     }
     read_values(&get, &mut launch, errors);
+    read_ray(&get, &mut launch, errors);
     required(doc, &launch, errors);
+    if let Some(s) = get("devices").filter(|_| launch.kind == LauncherKind::Ray) {
+        errors.push(ConfigError {
+            line: s.line,
+            message: format!(
+                "`{}` names this machine's devices, and Ray places each evaluation on its own (it sets CUDA_VISIBLE_DEVICES)",
+                s.written
+            ),
+            hint: "- ray resources: gpus=1  (and remove the devices line)".into(),
+        });
+    }
     launch
+}
+
+/// The values of the `ray …` keys.
+fn read_ray<'a>(
+    get: &dyn Fn(&str) -> Option<&'a Setting>,
+    launch: &mut Launch,
+    errors: &mut Vec<ConfigError>,
+) {
+    if let Some(s) = get("ray address") {
+        match ray_address(&s.value) {
+            Ok(a) => launch.ray_address = Some(a),
+            Err(why) => bad(errors, s, why),
+        }
+    }
+    if let Some(s) = get("ray resources") {
+        for (value, line) in values_of(s) {
+            if let Err(why) = ray_resource(value, &mut launch.ray_resources) {
+                bad_at(errors, s, line, format!("`{value}` {why}"));
+            }
+        }
+    }
+    if let Some(s) = get("ray runtime env") {
+        match serde_json::from_str::<serde_json::Value>(&s.value) {
+            Ok(serde_json::Value::Object(map)) if map.contains_key("working_dir") => bad(
+                errors,
+                s,
+                "must not set working_dir: each evaluation's working directory is its commit"
+                    .into(),
+            ),
+            Ok(serde_json::Value::Object(_)) => launch.ray_runtime_env = Some(s.value.clone()),
+            _ => bad(
+                errors,
+                s,
+                "must be a JSON object on one line ({\"pip\": [\"torch==2.5.1\"]})".into(),
+            ),
+        }
+    }
+}
+
+/// An `http(s)://host:port` address of Ray's dashboard (its Jobs API), without a trailing slash.
+pub fn ray_address(value: &str) -> Result<String, String> {
+    let value = value.trim().trim_end_matches('/');
+    let url = reqwest::Url::parse(value).ok();
+    match url {
+        Some(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => {
+            Ok(value.to_string())
+        }
+        _ => Err(
+            "must be the address of Ray's dashboard, which serves the Jobs API (http://head:8265)"
+                .into(),
+        ),
+    }
+}
+
+/// One `name=amount` of `ray resources`, added to `r`.
+fn ray_resource(value: &str, r: &mut RayResources) -> Result<(), String> {
+    let Some((name, amount)) = value.split_once('=') else {
+        return Err("must be name=amount (gpus=1, cpus=4, memory=16G)".into());
+    };
+    let (name, amount) = (name.trim(), amount.trim());
+    if name.eq_ignore_ascii_case("memory") {
+        r.memory = Some(bytes(amount).ok_or("must be an amount of memory (16G, 512M)")?);
+        return Ok(());
+    }
+    let n = amount
+        .parse::<f64>()
+        .ok()
+        .filter(|n| n.is_finite() && *n >= 0.0)
+        .ok_or("must be a number ≥ 0")?;
+    match name.to_ascii_lowercase().as_str() {
+        "gpus" | "gpu" => r.gpus = Some(n),
+        "cpus" | "cpu" => r.cpus = Some(n),
+        _ if name.is_empty() || name.contains(char::is_whitespace) => {
+            return Err("must name a resource (gpus, cpus, memory or a custom one)".into())
+        }
+        _ => r.custom.push((name.to_string(), n)),
+    }
+    Ok(())
+}
+
+/// `16G`, `512M`, `1.5T`, `1000` (bytes; K, M, G, T are powers of 1024).
+fn bytes(text: &str) -> Option<u64> {
+    let text = text.trim().trim_end_matches(['B', 'b', 'i']);
+    let (number, unit) = match text.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&text[..i], c.to_ascii_uppercase()),
+        _ => (text, ' '),
+    };
+    let scale = match unit {
+        ' ' => 1u64,
+        'K' => 1 << 10,
+        'M' => 1 << 20,
+        'G' => 1 << 30,
+        'T' => 1 << 40,
+        _ => return None,
+    };
+    let n = number.trim().parse::<f64>().ok().filter(|n| *n > 0.0)?;
+    Some((n * scale as f64) as u64)
 }
 
 /// The values of the keys other than `launcher`.
@@ -318,5 +469,34 @@ mod tests {
         assert_eq!(errors[0].line, 2);
         let (_, errors) = read_text("- launcher: command\n- launch: sky exec c\n");
         assert_eq!(errors[0].line, 3);
+        let (_, errors) = read_text("- launcher: ray\n- devices: 0,1\n");
+        assert_eq!(errors[0].line, 3);
+    }
+
+    #[test]
+    fn the_ray_keys_are_read() {
+        let (l, errors) = read_text(
+            "- launcher: ray\n- ray address: http://head:8265/\n- ray resources: gpus=1, cpus=4, memory=16G, accel_A100=1\n- ray runtime env: {\"pip\": [\"torch\"]}\n- queue timeout: 1h\n",
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(l.kind, LauncherKind::Ray);
+        assert_eq!(l.ray_address.as_deref(), Some("http://head:8265"));
+        let r = &l.ray_resources;
+        assert_eq!(
+            (r.gpus, r.cpus, r.memory),
+            (Some(1.0), Some(4.0), Some(16 << 30))
+        );
+        assert_eq!(r.custom, [("accel_A100".to_string(), 1.0)]);
+        for bad in [
+            "- ray address: head:8265\n",
+            "- ray resources: gpus=one\n",
+            "- ray resources: memory=lots\n",
+            "- ray runtime env: [1]\n",
+            "- ray runtime env: {\"working_dir\": \".\"}\n",
+        ] {
+            let (_, errors) = read_text(&format!("- launcher: ray\n{bad}"));
+            assert_eq!(errors.len(), 1, "{bad}: {errors:?}");
+            assert_eq!(errors[0].line, 3, "{bad}");
+        }
     }
 }

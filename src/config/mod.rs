@@ -21,6 +21,7 @@ pub mod parse;
 pub mod paths;
 pub mod repeated;
 pub mod rules;
+pub mod sections;
 pub mod template;
 pub mod tracker;
 pub mod validate;
@@ -215,6 +216,11 @@ pub struct Evaluation {
     /// `prune warmup`: intermediate readings a run prints before any pruning decision.
     #[serde(default = "default_prune_warmup")]
     pub prune_warmup: u32,
+    /// `hardware: same`: every reading is taken on the hardware class (GPU model and count) of
+    /// the first one; a reading another class gave is refused (crashed, never cached). `any`
+    /// (the default) takes readings of any class and says when they mix.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hardware_same: bool,
     /// Optional hold-out evaluation run only in peer review, never shown to researchers.
     pub holdout: Option<String>,
     /// Qualitative mode: prints a 0-10 score for a candidate.
@@ -341,7 +347,12 @@ pub fn researcher_id(index: usize) -> String {
 /// The line of conference.md `text` that sets `key` (template spelling) in section `kind`, or,
 /// with `item`, the line of the list item holding it (falling back to the key's line); 0 when the
 /// key is not written. For problems found after loading (against the repository or the machine).
-pub fn setting_line(text: &str, kind: parse::SectionKind, key: &str, item: Option<&str>) -> usize {
+pub fn setting_line(
+    text: &str,
+    kind: sections::SectionKind,
+    key: &str,
+    item: Option<&str>,
+) -> usize {
     let (doc, _) = parse::read(text);
     let Some(setting) = doc.setting(kind, key) else {
         return 0;

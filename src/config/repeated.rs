@@ -5,7 +5,8 @@
 //! and the file is rewritten so both hold the new value.
 
 use super::keys::Key;
-use super::parse::{read, SectionKind};
+use super::parse::read;
+use super::sections::SectionKind;
 
 /// Each repeated setting: its own section and key, and its key in the Pre-Flight Gate (the
 /// pairs `validate` checks with `agreed`; `tests::every_pair_is_checked_by_validate` keeps the
@@ -114,9 +115,9 @@ pub fn settle(stored: &str, edited: &str) -> (String, Vec<Settled>) {
             new: edited.0.value.clone(),
             old: stale.0.value.clone(),
             edited_line: edited.0.line,
-            edited_section: super::parse::spec(edited.1).name,
+            edited_section: super::sections::spec(edited.1).name,
             rewritten_line: stale.0.line,
-            rewritten_section: super::parse::spec(stale.1).name,
+            rewritten_section: super::sections::spec(stale.1).name,
         });
     }
     (lines.join("\n"), settled)

@@ -2,7 +2,8 @@
 //! (`## Evaluation` → `frozen`) and allowed (`**Allowed changes:**`) is a contradiction the
 //! conference cannot resolve for them, so it is an error naming both lines.
 
-use super::parse::{unquote, Document, SectionKind, Setting};
+use super::parse::{unquote, Document, Setting};
+use super::sections::SectionKind;
 use super::ConfigError;
 use crate::config::paths::{path_tokens, PathRules};
 

@@ -4,8 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::environment::{bad, is_none};
-use super::parse::{Document, SectionKind};
+use super::parse::Document;
+use super::sections::SectionKind;
 use super::ConfigError;
 
 /// The variable `- mlflow: on` reads, as MLflow's own clients do.
@@ -63,29 +63,28 @@ pub fn read(doc: &Document, errors: &mut Vec<ConfigError>) -> Option<Mlflow> {
     let experiment = get("mlflow experiment").and_then(|s| {
         let v = s.value.trim();
         if v.is_empty() || v.len() > 500 {
-            bad(
-                errors,
-                s,
+            errors.push(s.unusable(
+                SectionKind::Environment,
                 "must be an experiment's name (1 to 500 characters)".into(),
-            );
+            ));
             return None;
         }
         Some(v.to_string())
     });
     let Some(s) = get("mlflow") else {
         if let Some(e) = get("mlflow experiment") {
-            bad(
-                errors,
-                e,
+            errors.push(e.unusable(
+                SectionKind::Environment,
                 "names an experiment, but no `- mlflow:` says where the tracking server is \
                  (add `- mlflow: http://127.0.0.1:5000`, or `- mlflow: on` for $MLFLOW_TRACKING_URI)"
                     .into(),
-            );
+            ));
         }
         return None;
     };
     let value = s.value.trim();
-    if is_none(value) || value.eq_ignore_ascii_case("off") {
+    let off = ["", "none", "no", "off", "-", "n/a"];
+    if off.contains(&value.to_ascii_lowercase().as_str()) {
         return None;
     }
     let uri = if value.eq_ignore_ascii_case("on") {
@@ -94,7 +93,7 @@ pub fn read(doc: &Document, errors: &mut Vec<ConfigError>) -> Option<Mlflow> {
         match http_url(value) {
             Ok(u) => Some(u),
             Err(why) => {
-                bad(errors, s, why);
+                errors.push(s.unusable(SectionKind::Environment, why));
                 return None;
             }
         }

@@ -2,67 +2,28 @@
 //!
 //! `Conference` holds the stored config and the current [`state::State`]. Every step ends by
 //! recording one event (the commit point); effects that follow from an event (moving a branch,
-//! writing a note, resetting a worktree) are re-derived from the state by [`recovery::reconcile`]
+//! writing a note, resetting a worktree) are re-derived from the state by [`record::recovery::reconcile`]
 //! whenever a run starts, so a kill at any instant loses nothing and repeats nothing.
 //!
 //! Phases live in their own files: `research` (phase 1), `review` (poster session and peer
 //! review), `transfer` (knowledge transfer), `stop` (stop rules), `synthesis` (report).
 
 pub mod agent;
-mod agent_call;
-pub mod apply;
-pub mod arriving;
-mod attempt;
-pub mod briefing;
-pub mod budget;
-pub mod clean;
-pub mod clean_refs;
-pub mod driver;
-pub mod evaluate;
-pub mod exchange;
-pub mod guards;
-pub mod import;
-pub mod importance;
-pub mod integrity;
-pub mod knowledge;
-pub mod knowledge_store;
-pub mod ledger;
-pub mod log;
+pub mod commands;
+pub mod machines;
 pub mod measure;
-/// The noise rules are pure (`protocol::noise`); engine code keeps its old path.
-pub use crate::protocol::noise;
-pub mod openai;
-pub mod preflight;
+pub mod phases;
+pub mod record;
+pub mod run;
+pub mod stop;
 /// The path rules live beside the config (`config::paths`); engine code keeps its old path.
 pub use crate::config::paths;
-pub mod prompt;
-pub mod prose;
-pub mod pruning;
-mod publisher;
-/// How a failure's reason is worded for people is a page's concern (`render::reasons`).
-pub use crate::render::reasons;
-pub mod reconfigure;
-pub mod recorder;
-pub mod recovery;
-pub mod research;
-pub mod review;
-pub mod run;
-pub mod run_logs;
-pub mod schedule;
-pub mod set_aside;
-pub mod settings;
-pub mod shared;
 /// The state is model data (`model::state`); engine code keeps its old path.
 pub use crate::model::state;
-pub mod stop;
-pub mod stored;
-pub mod synthesis;
-pub mod tables;
-pub mod talk;
-pub mod tracking;
-pub mod transfer;
-pub mod tune_history;
-pub mod workspace;
+/// The noise rules are pure (`protocol::noise`); engine code keeps its old path.
+pub use crate::protocol::noise;
+/// How a failure's reason is worded for people is a page's concern (`render::reasons`).
+pub use crate::render::reasons;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -78,7 +39,7 @@ use crate::model::CommitId;
 use crate::remote::link::Link;
 use crate::store::{self, ConferenceRefs, EventLog, StateChange};
 use crate::ui::Ui;
-pub use recorder::Recorder;
+pub use record::recorder::Recorder;
 use state::{files, Phase, State};
 
 /// How a run of the engine ended.
@@ -122,17 +83,25 @@ pub struct Conference {
     recorder: Arc<Mutex<Recorder>>,
     ui: Ui,
     /// Evaluations of this run by cache key, shared so a tree is measured once at a time.
-    evaluations:
-        Mutex<std::collections::HashMap<String, Arc<tokio::sync::OnceCell<evaluate::EvalResult>>>>,
+    evaluations: Mutex<
+        std::collections::HashMap<
+            String,
+            Arc<tokio::sync::OnceCell<measure::evaluate::EvalResult>>,
+        >,
+    >,
     /// Researcher worktrees between two research phases of this run, with the watch that has
-    /// seen every change since they were left clean (see `research::researcher_loop`).
-    idle_worktrees: Mutex<std::collections::HashMap<String, research::IdleWorktree>>,
+    /// seen every change since they were left clean (see `phases::research::researcher_loop`).
+    idle_worktrees:
+        Mutex<std::collections::HashMap<String, phases::research::parked::IdleWorktree>>,
     /// Evaluation slots and devices (`## Environment`), shared by every evaluation of the run.
-    scheduler: schedule::Scheduler,
+    scheduler: measure::schedule::Scheduler,
     /// Where evaluations run (`## Environment`'s launcher).
     launcher: crate::launch::Launcher,
     /// On several machines: the thread that publishes what is recorded (see `publisher`).
-    publisher: Mutex<Option<publisher::Publisher>>,
+    publisher: Mutex<Option<machines::publisher::Publisher>>,
+    /// On several machines: the conference's recorded running time when this run began to take
+    /// part, and when, by this process's monotonic clock (see [`Conference::shared_since`]).
+    shared_since: std::sync::OnceLock<(f64, std::time::Instant)>,
 }
 
 pub use crate::clock::{now_iso, now_unix};
@@ -192,7 +161,7 @@ impl Conference {
         let state_bytes = log
             .read(&repo, files::STATE)?
             .with_context(|| format!("conference `{name}` has no state.json in its event log"))?;
-        let state = stored::parse(&state_bytes, name).map_err(|why| {
+        let state = record::stored::parse(&state_bytes, name).map_err(|why| {
             crate::error::usage(format!(
                 "conference `{name}`: its stored state ({}:state.json) is not valid: {why}; it may have been edited or fetched from a broken copy (`git conference fetch` from a good one, or `git conference clean --all {name}`)",
                 refs.events()
@@ -236,10 +205,15 @@ impl Conference {
         drop(baseline);
         let hooks = Hooks::new(&repo);
         let scheduler = match access {
-            Access::Run => schedule::Scheduler::publishing(&config.environment, run_dir.clone()),
-            Access::Read => schedule::Scheduler::new(&config.environment),
+            Access::Run => {
+                measure::schedule::Scheduler::publishing(&config.environment, run_dir.clone())
+            }
+            Access::Read => measure::schedule::Scheduler::new(&config.environment),
         };
-        let launcher = crate::launch::Launcher::new(&config.environment, &repo_dir, &run_dir);
+        let mut launcher = crate::launch::Launcher::new(&config.environment, &repo_dir, &run_dir);
+        if config.evaluation.hardware_same {
+            launcher = launcher.keep_to_one_class(None);
+        }
         Ok(Conference {
             name: name.clone(),
             repo_dir,
@@ -255,6 +229,7 @@ impl Conference {
             scheduler,
             launcher,
             publisher: Mutex::new(None),
+            shared_since: std::sync::OnceLock::new(),
         })
     }
 
@@ -279,7 +254,7 @@ impl Conference {
         }
         let now = now_iso();
         let state = initial_state(name, &config, base, &now);
-        let metric = evaluate::metric_name(&config);
+        let metric = measure::evaluate::metric_name(&config);
         let event = Event::Started(events::Started {
             researchers: config.count,
             mode: serde_json::to_value(config.mode)?,
@@ -315,18 +290,32 @@ impl Conference {
             .record(&event, summary, produced)
     }
 
-    /// Runs this conference with other machines through `link` (see `engine::shared`): what it
+    /// Runs this conference with other machines through `link` (see `engine::run::shared`): what it
     /// records from now on is published by a publisher of its own.
     pub fn share(&self, link: Arc<Link>) -> Result<()> {
-        let arrivals = arriving::Arrivals::new(self);
+        let arrivals = machines::arriving::Arrivals::new(self);
         link.check_arrivals_with(Box::new(move |repo, from, to| {
             arrivals.check(repo, from, to)
         }));
-        let publisher =
-            publisher::Publisher::start(self.open_repo()?, self.recorder.clone(), link.clone());
+        let publisher = machines::publisher::Publisher::start(
+            self.open_repo()?,
+            self.recorder.clone(),
+            link.clone(),
+        );
         *self.publisher.lock().unwrap() = Some(publisher);
         self.recorder.lock().unwrap().link = Some(link);
+        let _ = self
+            .shared_since
+            .set((self.state().running_seconds(), std::time::Instant::now()));
         Ok(())
+    }
+
+    /// On several machines: the running time recorded when this run began to take part, and
+    /// when. No machine runs longer than the time since, so the running time counted against
+    /// the time budget is never more than their sum, whatever `running_s` another machine's
+    /// events claim (`stop::rules::running_seconds`).
+    pub fn shared_since(&self) -> Option<(f64, std::time::Instant)> {
+        self.shared_since.get().copied()
     }
 
     /// Publishes what was recorded and not published yet, and stops the publisher (before this
@@ -459,10 +448,10 @@ impl Conference {
         };
         let path = worktree::ensure(&repo, &self.name, label, checkout)?;
         worktree::repair_gitfile(&repo, &path)?;
-        let wt = workspace::open_worktree(self, &path)?;
+        let wt = agent::workspace::open_worktree(self, &path)?;
         let head_ref = branch.map(|b| format!("refs/heads/{b}"));
         snapshot::reset(&wt, oid, head_ref.as_deref())?;
-        workspace::link_shared(self, &path)?;
+        agent::workspace::link_shared(self, &path)?;
         Ok(path)
     }
 
@@ -485,7 +474,7 @@ impl Conference {
             ),
             (
                 "CONFERENCE_METRIC".into(),
-                evaluate::metric_name(&self.config),
+                measure::evaluate::metric_name(&self.config),
             ),
             (
                 "CONFERENCE_DIRECTION".into(),
@@ -505,7 +494,7 @@ impl Conference {
     /// pruned now and then (`run_logs`).
     pub fn log_path(&self, what: &str) -> PathBuf {
         let dir = self.run_dir.join("logs");
-        run_logs::maybe_prune(&dir);
+        record::run_logs::maybe_prune(&dir);
         dir.join(what)
     }
 }
@@ -567,11 +556,11 @@ fn initial_state(name: &str, config: &Config, base: Oid, now: &str) -> State {
         final_status: None,
         stop_reason: None,
         shared_knowledge: config.shared_knowledge.clone(),
-        eval_settings: evaluate::settings_hash(
+        eval_settings: measure::evaluate::settings_hash(
             config.eval_command(),
             config.evaluation.repeats,
             config.evaluation.timeout,
-            &evaluate::metric_name(config),
+            &measure::evaluate::metric_name(config),
         ),
         transfer_done: vec![],
         noisy_evaluation: None,
@@ -582,6 +571,7 @@ fn initial_state(name: &str, config: &Config, base: Oid, now: &str) -> State {
         recorded_running_seconds: Some(0.0),
         knowledge_brief: None,
         machines: Default::default(),
+        voided: Vec::new(),
         guidance: vec![],
         questions: vec![],
         requests: vec![],

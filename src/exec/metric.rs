@@ -746,4 +746,12 @@ mod tests {
             Reading::Value(9.0)
         );
     }
+
+    /// The versions line is not a metric nor a sub-metric.
+    #[test]
+    fn the_versions_line_is_no_sub_metric() {
+        let m = parse("versions: torch 2.5.1, cuda 12.4\nscore: 3\n", "score");
+        assert_eq!(m.reading, Reading::Value(3.0));
+        assert!(m.sub_metrics.is_empty(), "{:?}", m.sub_metrics);
+    }
 }

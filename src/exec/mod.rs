@@ -2,7 +2,7 @@
 //! they print. `spawn` builds every process the program starts; `process` owns timeouts,
 //! process groups and Ctrl-C; `contain` ends what a run
 //! started outside its group; `metric` turns an evaluation's
-//! output into numbers. (`engine::preflight` checks before a start that the commands can run at all.)
+//! output into numbers. (`engine::run::preflight` checks before a start that the commands can run at all.)
 
 pub mod caps;
 pub mod contain;

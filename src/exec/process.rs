@@ -552,6 +552,27 @@ pub fn read_output(path: &Path) -> String {
         .unwrap_or_default()
 }
 
+/// For a command a shell interprets: the shell's "not found" (exit 127) on a first run is a
+/// configuration error (exit 2) naming the command, not one crashed attempt of many.
+pub fn not_found_at_run(
+    what: &str,
+    command: &str,
+    code: i32,
+    stderr: &str,
+) -> Option<anyhow::Error> {
+    if code != 127 {
+        return None;
+    }
+    let line = stderr
+        .lines()
+        .find(|l| l.to_lowercase().contains("not found"))?
+        .trim();
+    Some(crate::error::usage(format!(
+        "{what} `{command}` cannot run: {line}. Install the missing program (or fix `- command:` \
+         in conference.md: `resume` applies the edited file), then `git conference resume`"
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -706,5 +727,20 @@ mod tests {
             assert_eq!(finished.outcome, Outcome::Exited(7), "{command}");
             assert_eq!(read_output(&out), "2 a b\n", "{command}");
         }
+    }
+
+    #[test]
+    fn not_found_only_for_127_and_the_shells_message() {
+        let err = not_found_at_run(
+            "the agent command",
+            "x && claude",
+            127,
+            "sh: 1: claude: not found\n",
+        )
+        .unwrap();
+        assert!(err.to_string().contains("claude: not found"));
+        assert!(crate::error::exit_code(&err) == crate::error::EXIT_USAGE);
+        assert!(not_found_at_run("a", "b", 1, "not found").is_none());
+        assert!(not_found_at_run("a", "b", 127, "something else").is_none());
     }
 }

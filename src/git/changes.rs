@@ -1,7 +1,9 @@
 //! What an attempt changed, read from its commit against its parent: the files it touched, the
-//! numeric literals it changed (the `builtin:tune` vocabulary, `tune::literals`: `train.py:lr`
-//! 0.001 → 0.003), and its patch when small. The tracker sends these as an attempt's params and
-//! artifact; the report's importance table reads the literals' values at each attempt.
+//! numeric literals it changed (`train.py:lr` 0.001 → 0.003), and its patch when small. The tracker
+//! sends these as an attempt's params and artifact; the report's importance table reads the
+//! literals' values at each attempt. Which literals a file has is the `builtin:tune` vocabulary
+//! (`researchers::tune::literal_values`, a layer above this one), so the caller hands that reader
+//! to the [`LiteralCache`].
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -32,15 +34,26 @@ pub struct Change {
     pub patch: Option<String>,
 }
 
+/// A file's literals (key → value) from its path and text.
+pub type LiteralReader = fn(path: &str, text: &str) -> BTreeMap<String, f64>;
+
 /// Reads files' literals once per blob: attempts share most of their files.
-#[derive(Default)]
 pub struct LiteralCache {
+    read: LiteralReader,
     by_blob: HashMap<Oid, BTreeMap<String, f64>>,
 }
 
 impl LiteralCache {
+    pub fn new(read: LiteralReader) -> Self {
+        LiteralCache {
+            read,
+            by_blob: HashMap::new(),
+        }
+    }
+
     /// The literals (key → value) of blob `id` at `path`; none for a binary or large file.
     pub fn of_blob(&mut self, repo: &Repository, path: &str, id: Oid) -> &BTreeMap<String, f64> {
+        let read = self.read;
         self.by_blob.entry(id).or_insert_with(|| {
             let Ok(blob) = repo.find_blob(id) else {
                 return BTreeMap::new();
@@ -49,10 +62,7 @@ impl LiteralCache {
                 return BTreeMap::new();
             }
             let text = String::from_utf8_lossy(blob.content());
-            crate::tune::find_literals(path, &text)
-                .into_iter()
-                .map(|l| (l.key, l.value))
-                .collect()
+            read(path, &text)
         })
     }
 
@@ -194,7 +204,13 @@ mod tests {
             &[("train.py", "lr = 0.003\nsteps = 100\n"), ("a.txt", "y")],
             Some(base),
         );
-        let c = change_of(&repo, next, 10_000, &mut LiteralCache::default()).unwrap();
+        let c = change_of(
+            &repo,
+            next,
+            10_000,
+            &mut LiteralCache::new(crate::researchers::tune::literal_values),
+        )
+        .unwrap();
         assert_eq!(c.parent, Some(base));
         assert_eq!(c.files, ["a.txt", "train.py"]);
         assert_eq!(
@@ -208,7 +224,13 @@ mod tests {
         );
         let patch = c.patch.unwrap();
         assert!(patch.contains("-lr = 0.001\n+lr = 0.003\n"), "{patch}");
-        let c = change_of(&repo, next, 10, &mut LiteralCache::default()).unwrap();
+        let c = change_of(
+            &repo,
+            next,
+            10,
+            &mut LiteralCache::new(crate::researchers::tune::literal_values),
+        )
+        .unwrap();
         assert_eq!(c.patch, None);
     }
 }

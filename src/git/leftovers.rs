@@ -6,7 +6,7 @@
 //! evaluation (the revert that puts `.gitignore` back has already passed the file, and leaves
 //! it behind, now merely untracked). An ignored build artefact does the same more innocently.
 //! So after a revert every untracked path goes, ignored or not, except the ones kept on purpose:
-//! the shared paths and what setup made (the environment, see `engine::workspace`) and the agent's `.conference/` folder.
+//! the shared paths and what setup made (the environment, see `engine::agent::workspace`) and the agent's `.conference/` folder.
 //!
 //! Since each revert removes them all, the worktree never holds an ignored folder between
 //! attempts, so a new ignored file always appears in a folder the watch sees: the changed paths

@@ -5,13 +5,16 @@
 //! evaluations always ran. The others ship exactly the attempt's commit (`git archive`, never the
 //! worktree) into a fresh folder under a staging root and run it there through one wrapper script
 //! (`wrapper.rs`): `command` fills a template with it (SkyPilot, Ray Jobs, kubectl…), `ssh` runs it
-//! on a host of `hosts`, `slurm` submits it with `sbatch`. Every early end of a run (its timeout,
+//! on a host of `hosts`, `slurm` submits it with `sbatch`; `ray` uploads it as a Ray job's working
+//! directory over Ray's Jobs API (`ray.rs`). Every early end of a run (its timeout,
 //! Ctrl-C, an early stop such as pruning's) goes through [`Job::cancel`]. What a remote run leaves (a job, a remote
 //! process group, a staged folder) is written down under `<run-dir>/launched/` before it is
 //! submitted, so that the next runner (`resume`, `clean`) cancels what a killed one left:
 //! [`cancel_left_behind`].
 
 mod command;
+mod leftovers;
+mod ray;
 mod records;
 mod slurm;
 mod ssh;
@@ -28,7 +31,8 @@ use crate::config::launcher::{Launch, LauncherKind};
 use crate::exec::process::{self, OnLine, Outcome, Running, Spec};
 use crate::model::Placement;
 
-pub use records::cancel_left_behind;
+pub use leftovers::cancel_left_behind;
+pub use ray::check as check_ray;
 pub use slurm::check_args as check_slurm_args;
 
 /// A launcher, made from `## Environment`.
@@ -40,6 +44,8 @@ pub struct Launcher {
     git_dir: PathBuf,
     /// The conference's run folder: the records of what was submitted, the default staging root.
     run_dir: PathBuf,
+    /// `hardware: same`: the class every reading must be taken on, once the first one named it.
+    pinned_class: Option<std::sync::Mutex<Option<String>>>,
 }
 
 /// One run of the evaluation command.
@@ -76,16 +82,43 @@ pub enum Job {
     Command(command::Job),
     Ssh(ssh::Job),
     Slurm(slurm::Job),
+    Ray(ray::Job),
 }
 
 impl Launcher {
     pub fn new(env: &Environment, git_dir: &Path, run_dir: &Path) -> Launcher {
         Launcher {
+            pinned_class: None,
             settings: env.launch.clone(),
             setup: env.setup.clone(),
             setup_timeout: env.setup_timeout(),
             git_dir: git_dir.to_path_buf(),
             run_dir: run_dir.to_path_buf(),
+        }
+    }
+
+    /// Keeps every reading on one hardware class (`- hardware: same`): the first reading that
+    /// names a class pins it (`class`, when the conference already knows it).
+    pub fn keep_to_one_class(mut self, class: Option<String>) -> Launcher {
+        self.pinned_class = Some(std::sync::Mutex::new(class));
+        self
+    }
+
+    /// With `hardware: same`, a run on another class than the pinned one becomes a launcher
+    /// failure: its reading is not comparable, and says nothing about the tree.
+    pub fn admit(&self, ended: &mut Ended) {
+        let (Some(pin), Some(class)) = (&self.pinned_class, ended.placement.class()) else {
+            return;
+        };
+        let mut pin = pin.lock().unwrap_or_else(|e| e.into_inner());
+        match pin.as_deref() {
+            None => *pin = Some(class),
+            Some(pinned) if pinned != class && ended.launcher_failure.is_none() => {
+                ended.launcher_failure = Some(format!(
+                    "ran on {class}, and this conference measures on {pinned} (`- hardware: same` under ## Evaluation): the reading is not comparable"
+                ));
+            }
+            Some(_) => {}
         }
     }
 
@@ -125,6 +158,7 @@ impl Launcher {
             },
             LauncherKind::Ssh => Job::Ssh(ssh::start(self, req).await?),
             LauncherKind::Slurm => Job::Slurm(slurm::start(self, req).await?),
+            LauncherKind::Ray => Job::Ray(ray::start(self, req).await?),
         }))
     }
 
@@ -177,6 +211,7 @@ impl Job {
             Job::Command(job) => job.wait(timeout, on_line).await,
             Job::Ssh(job) => job.wait(timeout, on_line).await,
             Job::Slurm(job) => job.wait(timeout, on_line).await,
+            Job::Ray(job) => job.wait(timeout, on_line).await,
         }
     }
 
@@ -194,6 +229,7 @@ impl Job {
             Job::Command(job) => Canceller::Group(job.canceller()),
             Job::Ssh(job) => job.canceller(),
             Job::Slurm(job) => job.canceller(),
+            Job::Ray(job) => job.canceller(),
         }
     }
 }
@@ -211,6 +247,8 @@ pub enum Canceller {
     },
     /// A Slurm job, by id and by its unique name.
     Slurm { id: String, name: String },
+    /// A Ray job, by its submission id.
+    Ray { api: ray::Api, id: String },
 }
 
 impl Canceller {
@@ -219,6 +257,7 @@ impl Canceller {
             Canceller::Group(group) => group.cancel(),
             Canceller::Ssh { ssh, host, dir } => ssh::kill_remote(ssh, host, dir, false).await,
             Canceller::Slurm { id, name } => slurm::cancel(id, name).await,
+            Canceller::Ray { api, id } => api.stop(id).await,
         }
     }
 }
@@ -255,28 +294,33 @@ impl Stop {
     }
 }
 
-/// This machine, for a local run: its host name and GPU model (asked once).
+/// This machine, for a local run: its host name, and the model and driver of its first GPU as
+/// `nvidia-smi` names them (asked once; no count: `devices` decides what a run sees).
 fn local_placement() -> Placement {
     static HERE: std::sync::OnceLock<Placement> = std::sync::OnceLock::new();
     HERE.get_or_init(|| {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .ok()
             .map(|h| h.trim().to_string());
-        let gpu = crate::exec::command("nvidia-smi", crate::exec::GitEnv::Clear)
-            .args(["--query-gpu=name", "--format=csv,noheader"])
+        let gpus = crate::exec::command("nvidia-smi", crate::exec::GitEnv::Clear)
+            .args(["--query-gpu=name,driver_version", "--format=csv,noheader"])
             .stderr(std::process::Stdio::null())
             .output()
             .ok()
             .filter(|o| o.status.success())
-            .and_then(|o| {
-                let text = String::from_utf8_lossy(&o.stdout).into_owned();
-                text.lines().next().map(|l| l.trim().to_string())
-            })
-            .filter(|g| !g.is_empty());
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        let gpus: Vec<&str> = gpus.lines().filter(|l| !l.trim().is_empty()).collect();
+        let mut first = gpus
+            .first()
+            .map(|l| l.split(',').map(str::trim))
+            .into_iter()
+            .flatten();
         Placement {
             launcher: "local".into(),
             host,
-            gpu,
+            gpu: first.next().filter(|g| !g.is_empty()).map(str::to_string),
+            driver: first.next().filter(|d| !d.is_empty()).map(str::to_string),
             ..Placement::default()
         }
     })

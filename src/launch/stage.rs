@@ -7,10 +7,17 @@ use anyhow::{bail, Context, Result};
 
 /// The commit's tree as a tar stream.
 pub async fn archive(git_dir: &Path, commit: &str) -> Result<Vec<u8>> {
+    archive_as(git_dir, commit, "tar").await
+}
+
+/// The commit's tree in one of `git archive`'s formats (`tar`, `zip`).
+pub async fn archive_as(git_dir: &Path, commit: &str, format: &str) -> Result<Vec<u8>> {
     let out = crate::exec::async_command("git", crate::exec::GitEnv::Clear)
         .arg("--git-dir")
         .arg(git_dir)
-        .args(["archive", "--format=tar", commit])
+        .arg("archive")
+        .arg(format!("--format={format}"))
+        .arg(commit)
         .stdin(std::process::Stdio::null())
         .output()
         .await

@@ -18,7 +18,16 @@ pub enum Report {
     /// Through its own stdout, stderr and exit code, where lines on stderr (the `command`
     /// launcher: the submitter streams them back, files on the far side do not come back).
     Streams,
+    /// Everything in one stream, its stdout (a Ray job's log, which holds stdout and stderr
+    /// together): the command's stdout as it is, and the wrapper's own lines, each behind
+    /// [`LOG_MARK`]: `begin`, where it ran (`host=…`), `started`, the command's stderr
+    /// (`stderr …`, at its end) and last `exit=N`.
+    Log,
 }
+
+/// What starts each of the wrapper's own lines in [`Report::Log`]. Printable: Ray's job log
+/// splits lines at control characters such as ASCII's record separator, and drops them.
+pub const LOG_MARK: &str = "::git-conference:: ";
 
 /// What the wrapper runs.
 pub struct Wrapped<'a> {
@@ -53,24 +62,28 @@ fn is_name(key: &str) -> bool {
 /// The wrapper script.
 pub fn script(w: &Wrapped) -> String {
     let mut s = String::from("#!/bin/sh\n# git-conference: one evaluation of a staged tree\n");
-    let (where_to, started, out) = match w.report {
+    let (where_to, started, out, prefix) = match w.report {
         Report::Files => {
             s.push_str("d=$1\necho $$ >\"$d/pid\"\ncd \"$d/tree\" || exit 97\n");
             (
                 "\"$d/where\"",
                 "date +%s >\"$d/started\"; echo started\n",
                 " >\"$d/out\" 2>\"$d/err\"",
+                "",
             )
         }
-        Report::Streams => ("/dev/stderr", "", ""),
+        Report::Streams => ("&2", "", "", crate::model::placement::WHERE_PREFIX),
+        Report::Log => {
+            s.push_str("M='::git-conference:: '\necho \"${M}begin\"\ne=$(mktemp) || exit 97\n");
+            ("&1", "echo \"${M}started\"\n", " 2>\"$e\"", "${M}")
+        }
     };
-    let prefix = match w.report {
-        Report::Files => "",
-        Report::Streams => crate::model::placement::WHERE_PREFIX,
-    };
-    s.push_str(&format!(
-        "{{ echo \"{prefix}host=$(hostname)\"\n  [ -n \"${{SLURM_JOB_ID-}}\" ] && echo \"{prefix}job=$SLURM_JOB_ID\"\n  [ -n \"${{SLURMD_NODENAME-}}\" ] && echo \"{prefix}node=$SLURMD_NODENAME\"\n  command -v nvidia-smi >/dev/null 2>&1 && echo \"{prefix}gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)\"\n}} >{where_to}\n"
-    ));
+    let env = assignments(w.env);
+    if !env.is_empty() {
+        // Before the lines of where it ran: they name the devices the run was given.
+        s.push_str(&format!("export {env}\n"));
+    }
+    s.push_str(&where_lines(prefix, where_to));
     for link in w.shared {
         let name = quote(&link.name);
         s.push_str(&format!(
@@ -79,36 +92,59 @@ pub fn script(w: &Wrapped) -> String {
         ));
     }
     if let Some(setup) = w.setup {
-        let log = match w.report {
-            Report::Files => ">\"$d/setup.log\" 2>&1",
-            Report::Streams => ">&2",
-        };
-        let on_failure = match w.report {
-            Report::Files => "; { tail -n 5 \"$d/setup.log\"; echo \"setup failed (exit status $code)\"; } >\"$d/err\"; echo $code >\"$d/exit\"",
-            Report::Streams => "",
-        };
-        s.push_str(&format!(
-            "sh -c {} </dev/null {log} || {{ code=$?; echo \"setup failed (exit status $code)\" >&2{on_failure}; exit $code; }}\n",
-            quote(setup),
-        ));
+        s.push_str(&setup_lines(setup, w.report));
     }
     s.push_str(started);
-    let env = assignments(w.env);
-    let env = if env.is_empty() {
-        String::new()
-    } else {
-        format!("export {env}\n")
-    };
-    s.push_str(&env);
     s.push_str(&format!(
         "sh -c {} </dev/null{out}\ncode=$?\n",
         quote(w.command)
     ));
-    if w.report == Report::Files {
-        s.push_str("echo $code >\"$d/exit.tmp\" && mv \"$d/exit.tmp\" \"$d/exit\"\n");
+    match w.report {
+        Report::Files => {
+            s.push_str("echo $code >\"$d/exit.tmp\" && mv \"$d/exit.tmp\" \"$d/exit\"\n")
+        }
+        Report::Log => s.push_str(LOG_END),
+        Report::Streams => {}
     }
     s.push_str("exit $code\n");
     s
+}
+
+/// [`Report::Log`]'s end: the command's stderr, each line marked, then the exit code.
+const LOG_END: &str =
+    "awk -v p=\"${M}stderr \" '{print p $0}' \"$e\"; rm -f \"$e\"\necho \"${M}exit=$code\"\n";
+
+/// The lines saying where the run is (`key=value`, each after `prefix`, into `to`): the host,
+/// Slurm's job and node, the devices it was given, and what `nvidia-smi` says of the GPUs it
+/// sees (the first one's model and driver, and how many).
+fn where_lines(prefix: &str, to: &str) -> String {
+    format!(
+        "{{ echo \"{prefix}host=$(hostname)\"\n  [ -n \"${{SLURM_JOB_ID-}}\" ] && echo \"{prefix}job=$SLURM_JOB_ID\"\n  [ -n \"${{SLURMD_NODENAME-}}\" ] && echo \"{prefix}node=$SLURMD_NODENAME\"\n  [ -n \"${{CUDA_VISIBLE_DEVICES-}}\" ] && echo \"{prefix}devices=$CUDA_VISIBLE_DEVICES\"\n  command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi --query-gpu=name,driver_version --format=csv,noheader ${{CUDA_VISIBLE_DEVICES:+-i \"$CUDA_VISIBLE_DEVICES\"}} 2>/dev/null | awk -F ', *' -v p=\"{prefix}\" 'NF {{ n++; if (n == 1) {{ print p \"gpu=\" $1; if (NF > 1) print p \"driver=\" $2 }} }} END {{ if (n) print p \"gpus=\" n }}'\n}} >{to}\n"
+    )
+}
+
+/// Runs `setup` once, its output where the report mode keeps it; its failure ends the run with
+/// its exit status and the last lines it printed.
+fn setup_lines(setup: &str, report: Report) -> String {
+    let log = match report {
+        Report::Files => ">\"$d/setup.log\" 2>&1",
+        Report::Streams => ">&2",
+        Report::Log => ">\"$e\" 2>&1",
+    };
+    let on_failure = match report {
+        Report::Files => "; { tail -n 5 \"$d/setup.log\"; echo \"setup failed (exit status $code)\"; } >\"$d/err\"; echo $code >\"$d/exit\"",
+        Report::Streams => "",
+        Report::Log => "; awk -v p=\"${M}stderr \" '{print p $0}' \"$e\"; echo \"${M}exit=$code\"",
+    };
+    let redirect = if report == Report::Log {
+        " >>\"$e\""
+    } else {
+        " >&2"
+    };
+    format!(
+        "sh -c {} </dev/null {log} || {{ code=$?; echo \"setup failed (exit status $code)\"{redirect}{on_failure}; exit $code; }}\n",
+        quote(setup),
+    )
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! What a researcher's prompt is made of (DESIGN.md §5), as plain data: what conference.md asks
 //! of the researcher (`Assignment`), where it stands, the guidance and answers people gave, and
 //! the past (`Briefing`: its own attempts, the others' failures, peer review). The engine gathers
-//! these (`engine::briefing`, `engine::prompt`) and `render::prompt` writes the text from them
+//! these (`engine::agent::briefing`, `engine::agent::prompt`) and `render::prompt` writes the text from them
 //! alone, so the prompt an agent reads is a pure function of this data.
 
 use crate::model::talk::{GuidanceNote, OpenQuestion};
@@ -38,7 +38,7 @@ pub struct PromptContext<'a> {
     pub knowledge_brief: Option<&'a str>,
 }
 
-/// What conference.md asks of a researcher, as its prompt shows it (`engine::prompt` takes it
+/// What conference.md asks of a researcher, as its prompt shows it (`engine::agent::prompt` takes it
 /// from the configuration).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Assignment {

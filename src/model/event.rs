@@ -101,6 +101,7 @@ pub enum Event {
     Approved(Approved),
     KnowledgeBriefed(KnowledgeBriefed),
     Imported(Imported),
+    Voided(Voided),
 }
 
 /// Every event name, as stored.
@@ -134,6 +135,7 @@ pub mod names {
     pub const APPROVED: &str = "transfer.approved";
     pub const KNOWLEDGE_BRIEFED: &str = "knowledge.briefed";
     pub const IMPORTED: &str = "conference.imported";
+    pub const VOIDED: &str = "event.voided";
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -419,7 +421,7 @@ pub struct Guidance {
     pub round: u32,
     /// When the person asked (the command's clock).
     pub requested_at: String,
-    /// The request's id (`engine::talk`): a request is recorded once.
+    /// The request's id (`engine::phases::talk`): a request is recorded once.
     pub request: String,
 }
 
@@ -461,6 +463,27 @@ pub struct KnowledgeBriefed {
     pub text: String,
     /// Its size as `model::knowledge::tokens` counts it.
     pub tokens: usize,
+}
+
+/// `event.voided`: on several machines, events a participant published that the conference
+/// could not have recorded (refused by every honest machine's check of arriving events) are
+/// voided, not fatal. The first honest machine that refused them records this event over them:
+/// its state is the state of `after`, the last event before them, with the refusal added, so
+/// every machine's state skips them the same way. Every machine checks the refusal itself
+/// before it follows a voiding event; readers of the log skip the voided events.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Voided {
+    /// The last event before the voided ones: the state this event continues.
+    pub after: CommitId,
+    /// The first voided event (the one refused); the events after it, up to this one, are
+    /// voided with it.
+    pub event: CommitId,
+    /// Its first line as published.
+    pub summary: String,
+    /// The machine that published it, as it names itself.
+    pub participant: String,
+    /// Why it was refused.
+    pub reason: String,
 }
 
 /// `conference.imported`: the last event of a conference `git conference import` made from a
@@ -518,6 +541,7 @@ impl Event {
             Event::Approved(_) => APPROVED,
             Event::KnowledgeBriefed(_) => KNOWLEDGE_BRIEFED,
             Event::Imported(_) => IMPORTED,
+            Event::Voided(_) => VOIDED,
         }
     }
 
@@ -551,6 +575,7 @@ impl Event {
             Event::Approved(p) => serde_json::to_value(p),
             Event::KnowledgeBriefed(p) => serde_json::to_value(p),
             Event::Imported(p) => serde_json::to_value(p),
+            Event::Voided(p) => serde_json::to_value(p),
         };
         // Plain data with string keys always serialises.
         value.expect("an event payload serialises")
@@ -644,6 +669,7 @@ impl Event {
             APPROVED => Event::Approved(typed(line)?),
             KNOWLEDGE_BRIEFED => Event::KnowledgeBriefed(typed(line)?),
             IMPORTED => Event::Imported(typed(line)?),
+            VOIDED => Event::Voided(typed(line)?),
             _ => return None,
         })
     }

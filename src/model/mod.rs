@@ -29,7 +29,8 @@ pub use commit_id::{printed_id, short_id, short_oid, CommitId, NotACommitId};
 pub use event::{Event, EventLine, Note};
 pub use placement::Placement;
 pub use records::{
-    mixed_gpu_models, mixed_gpu_warning, AttemptRecord, Conflict, Finding, PickRecord, Pruned,
+    mixed_gpu_models, mixed_gpu_warning, readings_by_class, AttemptRecord, Conflict, Finding,
+    PickRecord, Pruned,
 };
 pub use settings::{Direction, LoopMode, Tolerance};
 pub use usage::{Spend, Tokens, Usage};

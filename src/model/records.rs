@@ -41,6 +41,10 @@ pub struct AttemptRecord {
     /// Where the evaluation ran (absent for local runs without a GPU and in earlier records).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<super::Placement>,
+    /// On several machines: the machine that ran the attempt and read its metric (absent on
+    /// one machine and in earlier records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
 }
 
 impl AttemptRecord {
@@ -62,20 +66,29 @@ impl AttemptRecord {
     }
 }
 
-/// The GPU models `attempts` were evaluated on, when there is more than one: their numbers
-/// are then not measured alike, and the review and the report say so.
+/// The hardware classes (GPU model and count) `attempts` were evaluated on, when there is more
+/// than one: their numbers are then not measured alike, and the review, the report and `status`
+/// say so.
 pub fn mixed_gpu_models(attempts: &[AttemptRecord]) -> Option<Vec<String>> {
-    let models: std::collections::BTreeSet<&str> = attempts
+    super::placement::mixed_classes(attempts.iter().filter_map(|a| a.placement.as_ref()))
+}
+
+/// How many of `attempts`' readings each hardware class gave, by class.
+pub fn readings_by_class(attempts: &[AttemptRecord]) -> std::collections::BTreeMap<String, usize> {
+    let mut by = std::collections::BTreeMap::new();
+    for class in attempts
         .iter()
-        .filter_map(|a| a.placement.as_ref()?.gpu.as_deref())
-        .collect();
-    (models.len() > 1).then(|| models.into_iter().map(str::to_string).collect())
+        .filter_map(|a| a.placement.as_ref()?.class())
+    {
+        *by.entry(class).or_insert(0) += 1;
+    }
+    by
 }
 
 /// What the review and the report say when evaluations ran on different GPU models.
 pub fn mixed_gpu_warning(models: &[String]) -> String {
     format!(
-        "evaluations ran on different GPU models ({}): a difference between attempts measured on different models may come from the hardware; compare them on one model before trusting it (e.g. pin the node class with `- slurm args:` or list hosts of one model)",
+        "evaluations ran on different GPU models ({}): a difference between attempts measured on different models may come from the hardware; compare them on one model before trusting it (e.g. `- hardware: same` under ## Evaluation, pin the node class with `- slurm args:` or `- ray resources:`, or list hosts of one model)",
         models.join(", ")
     )
 }

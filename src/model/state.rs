@@ -204,6 +204,10 @@ pub struct State {
     /// On several machines: what each machine recorded (empty on one machine).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub machines: BTreeMap<String, MachineRecord>,
+    /// On several machines: events other machines published that were refused and voided
+    /// (`event.voided`), oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub voided: Vec<VoidedEvent>,
     /// Guidance given with `git conference steer`, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub guidance: Vec<talk::GuidanceNote>,
@@ -236,6 +240,19 @@ pub struct State {
 pub struct KnowledgeBrief {
     pub entries: Vec<String>,
     pub text: String,
+}
+
+/// An event a participant published that the conference voided (`event.voided`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct VoidedEvent {
+    /// Its commit.
+    pub event: CommitId,
+    /// Its first line as published.
+    pub summary: String,
+    /// The machine that published it, as it names itself.
+    pub participant: String,
+    /// Why it was refused.
+    pub reason: String,
 }
 
 /// What one machine of a conference on several machines recorded.
@@ -336,9 +353,18 @@ impl State {
                     record.spend.add(&usage);
                 }
             }
+            // Any machine voids what it refused: not a step of the chair's.
+            crate::model::Event::Voided(_) => {}
             e if e.slot() == crate::model::event::CHAIR => record.chair_events += 1,
             _ => {}
         }
+    }
+
+    /// Whether the conference runs on several machines and is not done: machines take part
+    /// with `join`, which runs the stored settings (a local conference.md is applied only by
+    /// `resume`, on one machine, once it has stopped).
+    pub fn runs_on_several_machines(&self) -> bool {
+        !self.machines.is_empty() && self.phase != Phase::Done
     }
 
     pub fn researcher(&self, id: &str) -> &ResearcherState {

@@ -203,21 +203,49 @@ pub fn try_reap(pid: i32) -> bool {
     unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) != 0 }
 }
 
-/// Takes an exclusive advisory lock (`flock`) on `file` without waiting: true when taken,
-/// false when another open file holds it. An error of kind `Interrupted` (EINTR) means "try
-/// again"; the lock lasts until every descriptor of this open file is closed.
+/// The whole-file write lock `fcntl` takes or queries.
+fn whole_file(kind: libc::c_int) -> libc::flock {
+    // SAFETY: `flock` is a plain C struct of integers, for which all zeroes is a valid value.
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = kind as libc::c_short;
+    lock.l_whence = libc::SEEK_SET as libc::c_short;
+    lock
+}
+
+/// Takes an exclusive POSIX record lock (`fcntl(F_SETLK)`) on the whole of `file` without
+/// waiting: true when taken, false when another process holds it. An error of kind
+/// `Interrupted` (EINTR) means "try again".
 ///
-/// Safety: `flock` on a descriptor borrowed from a live `File` touches no memory.
-pub fn try_lock_exclusive(file: &File) -> std::io::Result<bool> {
+/// The lock belongs to this process, not to the open file (unlike `flock`): a child never
+/// holds it, not even between its fork and its exec, so it ends with this process however it
+/// ends. It also ends when this process closes *any* descriptor of the file: callers open the
+/// file once while they hold it.
+///
+/// Safety: `fcntl` on a descriptor borrowed from a live `File` reads the `flock` struct on
+/// this stack frame and writes nothing.
+pub fn try_lock_process(file: &File) -> std::io::Result<bool> {
+    let lock = whole_file(libc::F_WRLCK);
     // SAFETY: see the doc comment.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLK, &lock) } == 0 {
         return Ok(true);
     }
     let err = std::io::Error::last_os_error();
     match err.raw_os_error() {
-        Some(libc::EWOULDBLOCK) => Ok(false),
+        Some(libc::EACCES) | Some(libc::EAGAIN) => Ok(false),
         _ => Err(err),
     }
+}
+
+/// The process that holds a lock of [`try_lock_process`] on `file` (another process: this
+/// one's own locks never conflict with it), None when the file is free.
+///
+/// Safety: `fcntl(F_GETLK)` on a borrowed, open descriptor writes only into the `flock`
+/// struct on this stack frame.
+pub fn lock_owner(file: &File) -> Option<i32> {
+    let mut lock = whole_file(libc::F_WRLCK);
+    // SAFETY: see the doc comment.
+    let answered = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETLK, &mut lock) } == 0;
+    (answered && lock.l_type != libc::F_UNLCK as libc::c_short).then_some(lock.l_pid)
 }
 
 /// Whether the descriptor is closed when this process starts another program (FD_CLOEXEC).
@@ -227,6 +255,29 @@ pub fn is_close_on_exec(fd: &impl AsFd) -> bool {
     // SAFETY: see the doc comment.
     let flags = unsafe { libc::fcntl(fd.as_fd().as_raw_fd(), libc::F_GETFD) };
     flags >= 0 && flags & libc::FD_CLOEXEC != 0
+}
+
+#[cfg(test)]
+/// Whether a process other than this one could take the lock on `path` now: a forked
+/// child tries, and says so by its exit status (it only opens, locks and exits). For tests.
+pub fn lockable_by_another_process(path: &std::path::Path) -> bool {
+    let path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: the child calls only async-signal-safe functions (open, fcntl, _exit).
+    unsafe {
+        match libc::fork() {
+            0 => {
+                let fd = libc::open(path.as_ptr(), libc::O_RDWR);
+                let lock = whole_file(libc::F_WRLCK);
+                let taken = fd >= 0 && libc::fcntl(fd, libc::F_SETLK, &lock) == 0;
+                libc::_exit(if taken { 0 } else { 1 })
+            }
+            pid => {
+                let mut status = 0;
+                libc::waitpid(pid, &mut status, 0);
+                libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -244,7 +295,7 @@ mod tests {
     }
 
     #[test]
-    fn a_second_lock_on_the_same_file_is_refused_until_the_first_closes() {
+    fn the_lock_keeps_other_processes_out_until_it_is_closed() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("lock");
         let open = || {
@@ -255,12 +306,48 @@ mod tests {
                 .unwrap()
         };
         let first = open();
-        assert!(try_lock_exclusive(&first).unwrap());
-        let second = open();
-        assert!(!try_lock_exclusive(&second).unwrap());
+        assert_eq!(lock_owner(&first), None);
+        assert!(try_lock_process(&first).unwrap());
+        assert!(!lockable_by_another_process(&path));
+        assert!(is_close_on_exec(&first));
         drop(first);
-        assert!(try_lock_exclusive(&second).unwrap());
-        assert!(is_close_on_exec(&second));
+        assert!(lockable_by_another_process(&path));
+    }
+
+    /// The cause of a `resume` refused right after a kill (issue #45): with `flock`, a child that
+    /// the runner forked and that had not exec'd yet held the lock after the runner died. A
+    /// process lock is never the child's.
+    #[test]
+    fn a_child_between_fork_and_exec_does_not_keep_the_lock() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("lock");
+        let file = File::options()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .unwrap();
+        assert!(try_lock_process(&file).unwrap());
+        // SAFETY: the child only sleeps (nanosleep) and exits, both async-signal-safe.
+        let child = unsafe {
+            match libc::fork() {
+                0 => {
+                    let ts = libc::timespec {
+                        tv_sec: 30,
+                        tv_nsec: 0,
+                    };
+                    libc::nanosleep(&ts, std::ptr::null_mut());
+                    libc::_exit(0)
+                }
+                pid => pid,
+            }
+        };
+        // The holder lets go (as its death does) while the child still has the descriptor.
+        drop(file);
+        let free = lockable_by_another_process(&path);
+        assert!(kill_process(child));
+        // SAFETY: waits for our own child, into no memory.
+        unsafe { libc::waitpid(child, std::ptr::null_mut(), 0) };
+        assert!(free, "the forked child kept the lock");
     }
 
     #[test]

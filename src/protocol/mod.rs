@@ -3,6 +3,8 @@
 //! test. The engine gathers the data, calls the rule, and records what it decided.
 //!
 //! - `reduce`: how the state changes on each event (the reducer the recorder applies).
+//! - `importance`: which change mattered: the share of the metric's spread each literal or file
+//!   explains (a main-effect variance decomposition; the report, the page, `status`).
 //! - `keep`: keep or revert an attempt; stuck levels from a streak of non-improving attempts.
 //! - `review_verdict`: the hold-out check that can challenge a validated finding (the verdict
 //!   from the interleaved readings is `noise::judge`).
@@ -15,6 +17,7 @@
 //! - `stop_rules`: whether the conference stops after a round, each rule in its order.
 //! - `talk`: what people's requests mean for the run: researchers held, findings dropped.
 
+pub mod importance;
 pub mod keep;
 pub mod noise;
 pub mod pick;

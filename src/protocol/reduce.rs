@@ -57,7 +57,13 @@ impl Event {
                     text: e.text.clone(),
                 });
             }
-            // Its commit stores the imported state whole (`engine::import`).
+            Event::Voided(e) => st.voided.push(crate::model::state::VoidedEvent {
+                event: e.event.clone(),
+                summary: e.summary.clone(),
+                participant: e.participant.clone(),
+                reason: e.reason.clone(),
+            }),
+            // Its commit stores the imported state whole (`engine::commands::import`).
             Event::Started(_)
             | Event::Imported(_)
             | Event::PhaseStarted(_)

@@ -163,7 +163,7 @@ pub fn seen(repo: &Repository, refs: &ConferenceRefs) -> Vec<Seen> {
             let value = r.target()?;
             let written = repo.find_commit(value).ok()?.committer().when().seconds();
             let holder = holder(repo, value)?;
-            if !super::link::valid_machine_name(&holder) {
+            if !super::valid_machine_name(&holder) {
                 return None;
             }
             Some(Seen {

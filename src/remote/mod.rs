@@ -22,6 +22,15 @@ pub mod link;
 pub mod publish;
 pub mod push;
 
+/// Whether `name` may name a machine (in ref names, events and the state).
+pub fn valid_machine_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
 /// What the tests of several machines share.
 #[cfg(test)]
 pub(crate) mod testing {

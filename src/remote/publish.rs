@@ -16,7 +16,12 @@
 use anyhow::{anyhow, Context, Result};
 use git2::{Oid, Repository};
 
-use super::link::Refused;
+/// Why this machine stops taking part: what the remote holds is not a conference this machine
+/// can follow, and no retry changes that.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
+
 use crate::model::event::Event;
 use crate::model::state::{files, State};
 use crate::store::events::{parse_event_commit, read_path, write_commit};
@@ -66,20 +71,41 @@ pub fn replay_since(
         mine.push(at);
         at = repo.find_commit(at)?.parent_id(0)?;
     }
+    let over_voids_only = only_voids(repo, base, onto)?;
     let mut tip = onto;
     for commit in mine.into_iter().rev() {
-        tip = replay_one(repo, commit, tip, &keep)?;
+        tip = replay_one(repo, commit, tip, over_voids_only, &keep)?;
     }
     Ok(tip)
 }
 
+/// Whether the events after `base` up to `onto` are only events another machine voided and the
+/// `event.voided` that voids them: the state they leave differs from `base`'s by the refusals
+/// recorded, which no event of the chair's phases depends on, so those may be replayed over them.
+fn only_voids(repo: &Repository, base: Oid, onto: Oid) -> Result<bool> {
+    let mut at = onto;
+    while at != base {
+        let commit = repo.find_commit(at)?;
+        let voiding = parse_event_commit(at, commit.message().unwrap_or(""))
+            .ok()
+            .and_then(|l| crate::store::events::voided_after(&l.event));
+        match voiding {
+            Some(after) if after == base || repo.graph_descendant_of(after, base)? => at = after,
+            _ => return Ok(false),
+        }
+    }
+    Ok(true)
+}
+
 /// The event of `commit` recorded again on top of `parent`: its state applied by the reducer to
 /// the parent's state, the files it changed changed again there.
-/// (Or `parent` itself when `keep` drops the event.)
+/// (Or `parent` itself when `keep` drops the event.) An event of the chair's phases is refused
+/// unless `over_voids_only` (see [`only_voids`]).
 fn replay_one(
     repo: &Repository,
     commit: Oid,
     parent: Oid,
+    over_voids_only: bool,
     keep: &impl Fn(&Event) -> bool,
 ) -> Result<Oid> {
     let c = repo.find_commit(commit)?;
@@ -89,7 +115,7 @@ fn replay_one(
     if !keep(&event) {
         return Ok(parent);
     }
-    if !event.may_interleave() {
+    if !event.may_interleave() && !over_voids_only {
         // No retry changes it: the remote's events stay under it.
         return Err(Refused(format!(
             "a {} event cannot be published over another machine's events: the chair's phases run on one machine at a time",

@@ -1,8 +1,8 @@
 //! The report's `## Which change mattered` section: the importance of each literal the attempts
 //! changed (against the metric) and of each file they touched (against the gain over the
-//! attempt's parent), as `tune::importance` scores them, with what the score can and cannot say.
+//! attempt's parent), as `protocol::importance` scores them, with what the score can and cannot say.
 
-use crate::tune::importance::{Factor, Importance};
+use crate::protocol::importance::{Factor, Importance};
 
 /// Rows shown per table.
 const SHOWN: usize = 12;

@@ -5,7 +5,7 @@
 //! reasons, the others' failures this round, each newest first within a byte budget, the oldest
 //! dropped with a line saying how many, so a long conference never grows the prompt without
 //! bound), the knowledge brief from earlier conferences, the stuck-level advice, and the endgame
-//! signal in the last round. `engine::prompt` and `engine::briefing` gather the data.
+//! signal in the last round. `engine::agent::prompt` and `engine::agent::briefing` gather the data.
 
 use std::fmt::Write;
 

@@ -97,6 +97,7 @@ mod tests {
             agent_s: None,
             eval_s: None,
             placement: None,
+            machine: None,
         }
     }
 

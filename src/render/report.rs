@@ -62,6 +62,17 @@ pub fn final_report(e: &Ended) -> String {
     write_summary(&mut report, e);
     report.push_str(&crate::render::talk::report_section(st));
     write_knowledge_briefed(&mut report, st);
+    if !st.voided.is_empty() {
+        let _ = writeln!(
+            report,
+            "## Refused participants' events
+"
+        );
+        for line in voided_lines(st) {
+            let _ = writeln!(report, "- {line}");
+        }
+        report.push('\n');
+    }
     if let Some(models) = crate::model::mixed_gpu_models(e.attempts) {
         let _ = writeln!(
             report,
@@ -128,6 +139,20 @@ fn write_summary(report: &mut String, e: &Ended) {
         st.round, st.total_iterations
     );
     let _ = writeln!(report, "- **Noise:** {}\n", noise_sentence(e));
+}
+
+/// On several machines, one line per event a participant published that the conference
+/// refused and voided: the participant, and why (the reason names the event).
+pub fn voided_lines(st: &State) -> Vec<String> {
+    st.voided
+        .iter()
+        .map(|v| {
+            format!(
+                "machine `{}`: {} (voided: no machine follows it)",
+                v.participant, v.reason
+            )
+        })
+        .collect()
 }
 
 /// The entries of the knowledge store its researchers were briefed with, when there were any.

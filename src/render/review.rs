@@ -49,6 +49,8 @@ pub struct ReviewPage<'a> {
     pub noise_runs: u32,
     /// Qualitative mode: the page ends with each researcher's score.
     pub qualitative: bool,
+    /// On several machines: the machine that re-measured the findings (None on one machine).
+    pub reviewer: Option<&'a str>,
 }
 
 /// The round's peer review page: header, each finding's review, conflicts, the verdicts, and
@@ -97,6 +99,9 @@ fn write_review_header(md: &mut String, p: &ReviewPage) {
             crate::model::mixed_gpu_warning(&models)
         );
     }
+    if let Some(note) = machines_off(p) {
+        let _ = writeln!(md, "**Machines:** {note}\n");
+    }
     if let Some(warning) = noisy_evaluation(round, findings, p.noise_runs) {
         let mut chars = warning.chars();
         let first: String = chars
@@ -105,6 +110,75 @@ fn write_review_header(md: &mut String, p: &ReviewPage) {
             .unwrap_or_default();
         let _ = writeln!(md, "**Warning:** {first}{}\n", chars.as_str());
     }
+}
+
+/// On several machines, the machines whose readings did not reproduce: a finding's claim was
+/// read on the machine that ran its attempt, and the review re-measures every finding on one
+/// machine. When every finding read on some machines disagreed with the review (beyond the
+/// tolerance) while those read on others agreed, the disagreement is those machines' (another
+/// GPU, driver or library), not the evaluation's noise: the page names them. None when no
+/// machine is known, or when the findings of every machine disagreed alike.
+fn machines_off(p: &ReviewPage) -> Option<String> {
+    let reviewer = p.reviewer?;
+    let machine_of = |f: &Finding| {
+        p.attempts
+            .iter()
+            .find(|a| a.commit.as_ref() == Some(&f.commit))
+            .and_then(|a| a.machine.clone())
+    };
+    let disagrees = |f: &Finding| match (f.claimed, f.reproduced) {
+        (Some(c), Some(r)) => f.noisy.is_some() || (c - r).abs() > f.tolerance,
+        _ => false,
+    };
+    // Machine → (findings that agreed, those that disagreed: researcher, claimed, reproduced).
+    let mut by_machine: std::collections::BTreeMap<String, (u32, Vec<&Finding>)> =
+        Default::default();
+    for f in p.findings.iter().filter(|f| f.reproduced.is_some()) {
+        let Some(machine) = machine_of(f) else {
+            continue;
+        };
+        let entry = by_machine.entry(machine).or_default();
+        match disagrees(f) {
+            true => entry.1.push(f),
+            false => entry.0 += 1,
+        }
+    }
+    let agreed: Vec<&String> = by_machine
+        .iter()
+        .filter(|(_, (ok, _))| *ok > 0)
+        .map(|(m, _)| m)
+        .collect();
+    let off: Vec<(&String, &Vec<&Finding>)> = by_machine
+        .iter()
+        .filter(|(_, (ok, bad))| *ok == 0 && !bad.is_empty())
+        .map(|(m, (_, bad))| (m, bad))
+        .collect();
+    if off.is_empty() || agreed.is_empty() {
+        return None;
+    }
+    let said: Vec<String> = off
+        .iter()
+        .map(|(machine, bad)| {
+            let readings: Vec<String> = bad
+                .iter()
+                .map(|f| {
+                    format!(
+                        "researcher {} read {}, the review {}",
+                        f.researcher,
+                        fmt(f.claimed),
+                        fmt(f.reproduced)
+                    )
+                })
+                .collect();
+            format!("`{machine}` ({})", readings.join("; "))
+        })
+        .collect();
+    let agreed: Vec<String> = agreed.iter().map(|m| format!("`{m}`")).collect();
+    Some(format!(
+        "the readings of machine {} did not reproduce when the review re-measured them on `{reviewer}`, while those of {} did: that machine's evaluations differ from the others' (another GPU, driver or library?); compare them on one machine before trusting its numbers.",
+        said.join(" and "),
+        agreed.join(", ")
+    ))
 }
 
 /// One finding's review: claim, evidence, verdict, reasoning and the action it leads to.
@@ -353,6 +427,7 @@ mod tests {
             direction: Minimize,
             noise_runs: 1,
             qualitative: false,
+            reviewer: None,
         });
         insta::assert_snapshot!(page);
         let empty = render(&ReviewPage {
@@ -365,7 +440,67 @@ mod tests {
             direction: Maximize,
             noise_runs: 1,
             qualitative: true,
+            reviewer: None,
         });
         insta::assert_snapshot!(empty);
+    }
+
+    /// Machine 2's readings are all lower than the review's, machines 1 and 3 agree: the page
+    /// names machine 2 with its readings; with every machine off alike (noise), or on one
+    /// machine, it names none.
+    #[test]
+    fn the_machine_whose_readings_did_not_reproduce_is_named() {
+        let findings = [
+            finding("A", "validated", 9.0, 9.0),
+            finding("B", "validated", 8.0, 9.5),
+            finding("C", "validated", 9.2, 9.2),
+        ];
+        let attempt = |f: &Finding, machine: &str| -> AttemptRecord {
+            let mut a: AttemptRecord = serde_json::from_value(serde_json::json!({
+                "round": 1, "researcher": f.researcher, "iteration": 1,
+                "commit": f.commit, "tree": "e".repeat(40), "metric": f.claimed,
+                "delta": null, "verdict": "kept", "description": "d",
+                "timestamp": "2026-11-27T00:00:00Z"
+            }))
+            .unwrap();
+            a.machine = Some(machine.into());
+            a
+        };
+        let attempts: Vec<AttemptRecord> = findings
+            .iter()
+            .zip(["m1", "m2", "m3"])
+            .map(|(f, m)| attempt(f, m))
+            .collect();
+        let page = |findings: &[Finding], reviewer: Option<&str>| {
+            machines_off(&ReviewPage {
+                round: 1,
+                findings,
+                order: &[],
+                conflicts: &[],
+                start_runs: &[],
+                attempts: &attempts,
+                direction: Minimize,
+                noise_runs: 1,
+                qualitative: false,
+                reviewer,
+            })
+        };
+        let note = page(&findings, Some("m1")).expect("machine 2 is named");
+        assert!(
+            note.starts_with(
+                "the readings of machine `m2` (researcher B read 8.000000, the review 9.500000)"
+            ),
+            "{note}"
+        );
+        assert!(
+            note.contains("on `m1`, while those of `m1`, `m3` did"),
+            "{note}"
+        );
+        assert_eq!(page(&findings, None), None, "one machine");
+        let all_off = [
+            finding("A", "validated", 8.0, 9.0),
+            finding("B", "validated", 8.0, 9.5),
+        ];
+        assert_eq!(page(&all_off, Some("m1")), None, "noise, not a machine");
     }
 }

@@ -28,6 +28,23 @@ pub fn attempt_time(st: &State) -> Vec<String> {
     lines
 }
 
+/// The hardware classes the attempts' readings were taken on, with how many each; said to be
+/// no one comparison when there are several. Nothing when no reading named a GPU.
+pub fn hardware(attempts: &[crate::model::AttemptRecord]) -> Option<String> {
+    let by = crate::model::readings_by_class(attempts);
+    let classes: Vec<String> = (by.iter())
+        .map(|(class, n)| format!("{class} ({n} reading{})", if *n == 1 { "" } else { "s" }))
+        .collect();
+    match classes.len() {
+        0 => None,
+        1 => Some(format!("Hardware:   {}", classes[0])),
+        _ => Some(format!(
+            "Hardware:   {} — readings of different classes are not one comparison",
+            classes.join(", ")
+        )),
+    }
+}
+
 /// One row per researcher: attempts by verdict, stuck level, best and where its round is. The
 /// `pruned` column shows once an attempt was pruned (`prune: on`).
 pub fn researchers(st: &State) -> Vec<String> {

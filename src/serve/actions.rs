@@ -1,6 +1,6 @@
 //! The page's actions: steer, answer and stop, each a POST (already checked for the token and
 //! the Origin by [`super::auth`]) that calls the engine's own function — the same one `git
-//! conference steer|answer|stop` calls (`engine::talk`), so a request from the page is recorded
+//! conference steer|answer|stop` calls (`engine::phases::talk`), so a request from the page is recorded
 //! exactly as one from the command line: in the event log, once.
 
 use std::path::Path;
@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::http::Response;
-use crate::engine::talk;
+use crate::engine::phases::talk;
 
 /// The body of a steer.
 #[derive(Deserialize)]

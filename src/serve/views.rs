@@ -52,7 +52,8 @@ pub fn conferences_json(repo: &Repository, names: &[String]) -> Value {
 }
 
 /// What the page shows beside the state: the config's title, metric and direction, the status
-/// lines on budgets, running time and the end, the devices, and the leases seen.
+/// lines on budgets, running time and the end, the devices, the hardware classes of the
+/// readings, and the leases seen.
 pub fn summary_json(repo: &Repository, conf: &Conference) -> Value {
     let st = conf.state();
     let cfg = conf.config();
@@ -74,15 +75,18 @@ pub fn summary_json(repo: &Repository, conf: &Conference) -> Value {
         "name": conf.name(),
         "title": cfg.title,
         "goal": cfg.goal,
-        "metric": crate::engine::evaluate::metric_name(cfg),
+        "metric": crate::engine::measure::evaluate::metric_name(cfg),
         "minimize": metric.is_some_and(|m| m.direction == crate::config::Direction::Minimize),
         "target": metric.and_then(|m| m.target),
         "max_rounds": cfg.max_rounds,
-        "budget_lines": crate::engine::budget::status_lines(cfg, &st),
+        "budget_lines": crate::engine::stop::budget::status_lines(cfg, &st),
         "cost": crate::render::cost::rows(&st),
-        "running_lines": crate::engine::budget::running_lines(cfg, &st, st.running_seconds() + live),
+        "running_lines": crate::engine::stop::budget::running_lines(cfg, &st, st.running_seconds() + live),
         "running_seconds": st.running_seconds() + live,
         "devices": cfg.environment.devices,
+        "hardware": crate::engine::record::ledger::all_attempts(conf, &st)
+            .ok()
+            .and_then(|a| crate::render::status::hardware(&a)),
         "max_parallel_evaluations": cfg.environment.max_parallel_evaluations,
         "queue": queue_json(conf),
         "leases": leases,
@@ -96,7 +100,9 @@ pub fn summary_json(repo: &Repository, conf: &Conference) -> Value {
 /// last queue file is then stale.
 pub fn queue_json(conf: &Conference) -> Value {
     match crate::lock::runner(conf.run_dir()) {
-        Some(_) => crate::engine::schedule::published_queue(conf.run_dir()).unwrap_or(Value::Null),
+        Some(_) => {
+            crate::engine::measure::schedule::published_queue(conf.run_dir()).unwrap_or(Value::Null)
+        }
         None => Value::Null,
     }
 }
@@ -111,13 +117,13 @@ fn seconds_since(at: &str) -> f64 {
 /// Which change mattered (`/api/<name>/importance`): the importance tables and the points of
 /// the parallel-coordinates view, from the attempts `all`.
 pub fn importance_json(conf: &Conference, all: &[AttemptRecord]) -> Result<Value> {
-    let imp = crate::engine::importance::of_conference(conf, &conf.state(), all)?;
+    let imp = crate::engine::measure::importance::of_conference(conf, &conf.state(), all)?;
     Ok(serde_json::to_value(imp)?)
 }
 
 /// Every attempt of the conference, in the order recorded.
 pub fn attempts(conf: &Conference, st: &State) -> Result<Vec<AttemptRecord>> {
-    crate::engine::ledger::all_attempts(conf, st)
+    crate::engine::record::ledger::all_attempts(conf, st)
 }
 
 /// The attempts from the `since`-th on (0 = all), each its record with its index `n` first, as
@@ -149,8 +155,8 @@ pub fn rounds_json(conf: &Conference, st: &State) -> Value {
         .map(|round| {
             json!({
                 "round": round,
-                "findings": crate::engine::ledger::read_findings(conf, round),
-                "picks": crate::engine::ledger::read_picks(conf, round),
+                "findings": crate::engine::record::ledger::read_findings(conf, round),
+                "picks": crate::engine::record::ledger::read_picks(conf, round),
                 "best": st.round_bests.get(round as usize - 1).copied().flatten(),
             })
         })

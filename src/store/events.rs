@@ -118,7 +118,9 @@ impl EventLog {
         Ok(out)
     }
 
-    /// Walks events newest first until `visit` returns false.
+    /// Walks events newest first until `visit` returns false. Events an `event.voided` voids
+    /// are skipped unread (a participant's crafted event may not even parse): the walk goes on
+    /// from the event the voiding one continues.
     pub fn walk(
         &self,
         repo: &Repository,
@@ -129,16 +131,29 @@ impl EventLog {
         walk.push(tip)?;
         walk.simplify_first_parent()?;
         walk.set_sorting(Sort::NONE)?;
+        let mut skip_to: Option<Oid> = None;
         for oid in walk {
             let oid = oid?;
+            if skip_to.is_some_and(|after| after != oid) {
+                continue;
+            }
             let commit = repo.find_commit(oid)?;
             let logged = parse_event_commit(oid, commit.message_raw().unwrap_or(""))?;
+            skip_to = voided_after(&logged.event);
             if !visit(logged) {
                 break;
             }
         }
         Ok(())
     }
+}
+
+/// The event a voiding event continues (its `after`), when `event` is one.
+pub fn voided_after(event: &EventLine) -> Option<Oid> {
+    if event.event != crate::model::event::names::VOIDED {
+        return None;
+    }
+    event.payload.get("after")?.as_str()?.parse().ok()
 }
 
 /// The first line of an event commit's message (also its reflog message).
@@ -155,7 +170,20 @@ pub fn write_commit(
     summary: &str,
     changes: &[StateChange],
 ) -> Result<Oid> {
-    let base_tree = match parent {
+    write_commit_over(repo, parent, parent, event, summary, changes)
+}
+
+/// [`write_commit`] with the state tree of event `base` (an ancestor of `parent`) as the one
+/// `changes` apply to: the voiding event's, whose state skips the events it voids.
+pub fn write_commit_over(
+    repo: &Repository,
+    parent: Option<Oid>,
+    base: Option<Oid>,
+    event: &EventLine,
+    summary: &str,
+    changes: &[StateChange],
+) -> Result<Oid> {
+    let base_tree = match base {
         Some(p) => repo.find_commit(p)?.tree()?,
         None => repo.find_tree(repo.treebuilder(None)?.write()?)?,
     };

@@ -116,7 +116,7 @@ impl ConferenceRefs {
     }
 
     /// The folder of requests (`steer`, `answer`, `stop`, `approve`) waiting for the runner
-    /// (`engine::talk`): outside `refs/conference/<name>/`, so `push` never publishes one.
+    /// (`engine::phases::talk`): outside `refs/conference/<name>/`, so `push` never publishes one.
     pub fn inbox(&self) -> String {
         format!("refs/conference-inbox/{}/", self.name)
     }
@@ -204,6 +204,41 @@ pub fn slug(title: &str) -> String {
     let out = out.trim_end_matches('-');
     let out: String = out.chars().take(48).collect();
     out.trim_end_matches('-').to_string()
+}
+
+/// Where `fetch` puts what it receives before it decides what to take, per remote: the
+/// remote's conference refs under `<ns>/conference/…` and `<ns>/heads/conference/…`. They stay
+/// after the fetch, so that a log that was not taken can be looked at.
+pub fn remote_tracking_namespace(remote: &str) -> String {
+    format!("refs/conference-remotes/{}", remote_key(remote))
+}
+
+/// A ref name component for `remote`: a remote's name as it is; a path or URL (which may hold
+/// `/`, `:` or `..`) as `url-<slug>-<hash>`, the same for the same text.
+pub fn remote_key(remote: &str) -> String {
+    let plain = !remote.is_empty()
+        && !remote.starts_with(['.', '-'])
+        && !remote.ends_with(".lock")
+        && remote
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && !remote.contains("..");
+    if plain {
+        return remote.to_string();
+    }
+    let hash = git2::Oid::hash_object(git2::ObjectType::Blob, remote.as_bytes())
+        .map(|o| o.to_string()[..12].to_string())
+        .unwrap_or_default();
+    let slug = slug(remote);
+    let slug: String = slug
+        .chars()
+        .rev()
+        .take(24)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    format!("url-{}-{hash}", slug.trim_start_matches('-'))
 }
 
 #[cfg(test)]

@@ -122,7 +122,7 @@ impl Runs {
             client,
             settings,
             repo,
-            cache: LiteralCache::default(),
+            cache: LiteralCache::new(crate::researchers::tune::literal_values),
             experiment_id: None,
             conference_run: None,
             attempts: HashMap::new(),
@@ -344,7 +344,7 @@ impl Runs {
     /// can tell).
     fn change(&mut self, commit: &str) -> Result<Change, Failure> {
         if self.cache.len() > CACHE_BLOBS {
-            self.cache = LiteralCache::default();
+            self.cache = LiteralCache::new(crate::researchers::tune::literal_values);
         }
         let Ok(oid) = Oid::from_str(commit) else {
             return Ok(Change::default());

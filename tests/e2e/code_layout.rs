@@ -1,10 +1,14 @@
-//! The layout the code keeps (README, Development): functions short enough to read at once,
-//! and layers that hold — no module below the engine imports it. These read the sources, so a
-//! change that breaks either fails here, with the places named.
+//! The layout the code keeps (docs/development.md): functions short enough to read at once,
+//! files that hold one concern, and layers that hold — no module below the engine imports it.
+//! These read the sources, so a change that breaks any of them fails here, with the places named.
 
 use std::path::{Path, PathBuf};
 
 const MAX_FUNCTION_LINES: usize = 100;
+
+/// A file longer than this has grown past one concern: it becomes a folder (issue #44). Only a
+/// module's tests, in a `tests.rs` beside it, may be longer.
+const MAX_FILE_LINES: usize = 800;
 
 /// The modules below `engine/`: none of them may name it.
 const BELOW_THE_ENGINE: &[&str] = &[
@@ -19,7 +23,7 @@ const BELOW_THE_ENGINE: &[&str] = &[
     "exec",
     "launch",
     "agents",
-    "tune",
+    "researchers",
     "remote",
     "tracker",
     "hooks.rs",
@@ -126,6 +130,9 @@ fn fn_name(line: &str) -> Option<String> {
 fn no_function_in_src_is_over_100_lines() {
     let mut long = Vec::new();
     for file in rust_files(&src()) {
+        if file.file_name().is_some_and(|n| n == "tests.rs") {
+            continue; // a module's tests, moved beside it (as after its `#[cfg(test)]`)
+        }
         let text = std::fs::read_to_string(&file).unwrap();
         for (line, name, count) in long_functions(&text) {
             let file = file.strip_prefix(src()).unwrap().display();
@@ -135,6 +142,26 @@ fn no_function_in_src_is_over_100_lines() {
     assert!(
         long.is_empty(),
         "functions over {MAX_FUNCTION_LINES} lines:\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn no_file_in_src_is_over_800_lines() {
+    let mut long = Vec::new();
+    for file in rust_files(&src()) {
+        if file.file_name().is_some_and(|n| n == "tests.rs") {
+            continue;
+        }
+        let lines = std::fs::read_to_string(&file).unwrap().lines().count();
+        if lines > MAX_FILE_LINES {
+            let file = file.strip_prefix(src()).unwrap().display();
+            long.push(format!("src/{file} ({lines} lines)"));
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "files over {MAX_FILE_LINES} lines (make a folder; tests may go to a tests.rs):\n{}",
         long.join("\n")
     );
 }
@@ -170,7 +197,7 @@ fn no_module_below_the_engine_imports_it() {
     );
 }
 
-/// The floors of the README's layout, every one (not only the engine's): no import runs back up
+/// The floors of the layout in docs/development.md, every one (not only the engine's): no import runs back up
 /// to a higher layer, the engine's phases import none of each other, `cli/` reaches no store,
 /// git or os module, no circle of more than two engine files. The floor table and the import
 /// graph are `bench/import_graph.py`'s (one place, also what the closing notes count with).

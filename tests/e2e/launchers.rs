@@ -10,6 +10,12 @@ use crate::common;
 #[path = "launchers/servers.rs"]
 pub(crate) mod servers;
 
+#[path = "launchers/ray.rs"]
+mod ray;
+
+#[path = "launchers/hardware.rs"]
+mod hardware;
+
 use std::path::{Path, PathBuf};
 
 use common::{ConfigBuilder, TestRepo};
@@ -376,7 +382,42 @@ fn launcher_keys_misspelled_or_misplaced_are_refused_with_their_line() {
         (
             "- launcher: kubernetes\n",
             "launcher: kubernetes",
-            "must be local, ssh, slurm or command",
+            "must be local, ssh, slurm, ray or command",
+        ),
+        (
+            "- launcher: ray\n- ray adress: http://127.0.0.1:9\n",
+            "ray adress",
+            "did you mean `ray address`",
+        ),
+        (
+            "- launcher: ssh\n- hosts: a\n- ray resources: gpus=1\n",
+            "ray resources: gpus=1",
+            "read by launcher ray only",
+        ),
+        (
+            "- launcher: ray\n- ray address: http://127.0.0.1:9\n- ray resources: gpus=lots\n",
+            "ray resources: gpus=lots",
+            "must be a number",
+        ),
+        (
+            "- launcher: ray\n- ray address: head:8265\n",
+            "ray address: head:8265",
+            "must be the address of Ray's dashboard",
+        ),
+        (
+            "- launcher: ray\n- ray address: http://127.0.0.1:9\n- ray runtime env: {\"working_dir\": \".\"}\n",
+            "ray runtime env",
+            "must not set working_dir",
+        ),
+        (
+            "- launcher: ray\n- ray address: http://127.0.0.1:9\n- devices: 0,1\n",
+            "devices: 0,1",
+            "Ray places each evaluation",
+        ),
+        (
+            "- launcher: slurm\n- ray runtime env: {}\n",
+            "ray runtime env",
+            "read by launcher ray only",
         ),
         (
             "- launcher: local\n- hosts: gpu1\n",
@@ -396,7 +437,7 @@ fn launcher_keys_misspelled_or_misplaced_are_refused_with_their_line() {
         (
             "- launcher: ssh\n- hosts: a\n- queue timeout: 1h\n",
             "queue timeout: 1h",
-            "read by launcher slurm only",
+            "read by launcher slurm or ray only",
         ),
         (
             "- launcher: ssh\n- hosts: a\n- staging: /x\n",
@@ -452,6 +493,26 @@ fn launcher_keys_misspelled_or_misplaced_are_refused_with_their_line() {
             out.stderr
         );
     }
+    // An address where no Ray answers: refused at the start, on its line.
+    let port = servers::free_port();
+    let text = config(
+        1,
+        Path::new("/tmp/x.log"),
+        None,
+        "30s",
+        &format!("- launcher: ray\n- ray address: http://127.0.0.1:{port}\n"),
+    );
+    repo.write("conference.md", &text);
+    let out = repo.conference(&["start", "keys"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    let line = common::line_of(&text, "ray address");
+    assert!(
+        out.stderr.contains(&format!(
+            "conference.md:{line}: cannot reach Ray's Jobs API"
+        )),
+        "{}",
+        out.stderr
+    );
     // Misplaced in another section.
     let text = config(1, Path::new("/tmp/x.log"), None, "30s", "")
         .replace("## Agent\n", "## Agent\n- hosts: gpu1\n");

@@ -583,7 +583,9 @@ fn a_machine_whose_clock_is_hours_ahead_runs_its_researcher_within_the_time_budg
     );
 }
 
+mod remotes;
 mod under_fire;
+mod under_fire_again;
 
 /// `steer` on the machine holding the chair while researchers run on every machine: the guidance
 /// is recorded there, published over the other machines' iterations, and the conference reaches

@@ -9,6 +9,7 @@ mod common;
 mod completion;
 mod conference;
 mod demo;
+mod docs_links;
 mod format;
 mod harden;
 mod import;

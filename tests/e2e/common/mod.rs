@@ -11,7 +11,7 @@ use std::process::{Command, Output};
 pub struct TestRepo {
     pub tmp: tempfile::TempDir,
     pub dir: PathBuf,
-    bin_dir: PathBuf,
+    pub bin_dir: PathBuf,
     home: PathBuf,
 }
 
@@ -631,28 +631,37 @@ impl Drop for Daemon {
 }
 
 pub fn daemon(repo: &TestRepo, base: &Path) -> Daemon {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
+    daemon_on(repo, base, free_port())
+}
+
+/// A loopback port no one listens on now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
-        .port();
-    daemon_on(repo, base, port)
+        .port()
 }
 
 /// A `git daemon` serving `base` on `port` (a remote that went down comes back on its port).
 pub fn daemon_on(repo: &TestRepo, base: &Path, port: u16) -> Daemon {
+    daemon_serving(repo, base, port, true)
+}
+
+/// A `git daemon` serving `base` read-only (no `receive-pack`: every push is refused).
+pub fn read_only_daemon(repo: &TestRepo, base: &Path) -> Daemon {
+    daemon_serving(repo, base, free_port(), false)
+}
+
+fn daemon_serving(repo: &TestRepo, base: &Path, port: u16, writable: bool) -> Daemon {
     // git-daemon itself, not `git daemon`: git runs the daemon as its child, and killing git
     // would leave the daemon serving after the test.
     let exec_path = repo.git(&["--exec-path"]);
     let program = Path::new(exec_path.trim()).join("git-daemon");
     let child = repo
         .command(program.to_str().unwrap())
-        .args([
-            "--export-all",
-            "--enable=receive-pack",
-            "--reuseaddr",
-            "--listen=127.0.0.1",
-        ])
+        .args(["--export-all", "--reuseaddr", "--listen=127.0.0.1"])
+        .args(writable.then_some("--enable=receive-pack"))
         .arg(format!("--port={port}"))
         .arg(format!("--base-path={}", base.display()))
         .arg(base)

@@ -2,6 +2,7 @@
 //! ports and state under the test's tempdir, and stopped by pid when dropped; a watchdog also
 //! kills each one when the test process dies, so that none outlives it.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -12,18 +13,7 @@ pub struct Server(Option<(Child, Child)>);
 impl Server {
     pub fn spawn(cmd: &mut Command) -> Server {
         let child = cmd.spawn().expect("cannot start a test server");
-        let watchdog = format!(
-            "while kill -0 {} 2>/dev/null; do sleep 1; done; kill -9 {} 2>/dev/null",
-            std::process::id(),
-            child.id()
-        );
-        let watchdog = Command::new("setsid")
-            .args(["sh", "-c", &watchdog])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("cannot start a watchdog");
+        let watchdog = watchdog(&child.id().to_string());
         Server(Some((child, watchdog)))
     }
 
@@ -41,6 +31,22 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// A process in a session of its own that sends SIGKILL to `target` (a pid, or `-pgid` for a
+/// whole process group) once the test process is gone.
+fn watchdog(target: &str) -> Child {
+    let script = format!(
+        "while kill -0 {} 2>/dev/null; do sleep 1; done; kill -KILL {target} 2>/dev/null",
+        std::process::id()
+    );
+    Command::new("setsid")
+        .args(["sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("cannot start a watchdog")
 }
 
 pub fn free_port() -> u16 {
@@ -68,6 +74,12 @@ pub struct SshHosts {
 
 impl SshHosts {
     pub fn start(parent: &Path, count: usize) -> SshHosts {
+        SshHosts::start_with(parent, count, &|_| String::new())
+    }
+
+    /// As [`SshHosts::start`], host `i`'s sshd_config starting with `extra(i)` (sshd takes a
+    /// keyword's first value: `AuthorizedKeysFile` of its own, to give it an environment).
+    pub fn start_with(parent: &Path, count: usize, extra: &dyn Fn(usize) -> String) -> SshHosts {
         let dir = parent.join("ssh");
         std::fs::create_dir_all(&dir).unwrap();
         // sshd refuses to start without its privilege separation folder.
@@ -92,7 +104,8 @@ impl SshHosts {
             std::fs::write(
                 &config,
                 format!(
-                    "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nPidFile {d}/sshd-{i}.pid\nAuthorizedKeysFile {d}/authorized_keys\nStrictModes no\nPermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nMaxStartups 100\nMaxSessions 100\n",
+                    "{}Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nPidFile {d}/sshd-{i}.pid\nAuthorizedKeysFile {d}/authorized_keys\nStrictModes no\nPermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nMaxStartups 100\nMaxSessions 100\n",
+                    extra(i),
                     d = dir.display()
                 ),
             )
@@ -115,6 +128,11 @@ impl SshHosts {
         }
         std::fs::write(dir.join("ssh_config"), client).unwrap();
         SshHosts { dir, servers }
+    }
+
+    /// The client's public key (for authorized_keys files of a host's own).
+    pub fn public_key(&self) -> String {
+        std::fs::read_to_string(self.dir.join("id.pub")).unwrap()
     }
 
     /// The staging folder of host `i`.
@@ -280,4 +298,176 @@ fn slurm_conf(dir: &Path, ctld_port: u16, slurmd_port: u16) -> String {
          PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP\n\
          PartitionName=down Nodes=localhost State=DOWN\n"
     )
+}
+
+/// A single-node Ray cluster: `ray start --head --block` from `.ci/ray-venv` in a session of its
+/// own, every port it opens chosen free on loopback, its state under a short private temp dir
+/// (Ray's unix sockets live there, and their paths are limited in length), 2 GPUs declared so
+/// that Ray places GPU jobs (`CUDA_VISIBLE_DEVICES`) on a machine without any. Stopped by
+/// signalling its whole process group: when dropped, and by a watchdog when the test process
+/// dies (`ray stop` would stop every Ray of the machine, other tests' too).
+pub struct RayHead {
+    pub address: String,
+    pub dashboard_port: u16,
+    group: u32,
+    child: Child,
+    _dir: tempfile::TempDir,
+    watchdog: Child,
+}
+
+/// The Ray command line the tests use.
+pub fn ray_bin() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/ray-venv/bin/ray")
+}
+
+impl RayHead {
+    pub fn start() -> RayHead {
+        let dir = tempfile::Builder::new()
+            .prefix("gcr")
+            .tempdir_in("/tmp")
+            .unwrap();
+        // Distinct ports (the system may hand out the same free port twice in a row).
+        let mut ports = std::collections::BTreeSet::new();
+        while ports.len() < 57 {
+            ports.insert(free_port());
+        }
+        let mut ports = ports.into_iter();
+        let mut port = || ports.next().unwrap();
+        let dashboard_port = port();
+        let mut cmd = Command::new(ray_bin());
+        cmd.args(["start", "--head", "--block", "--disable-usage-stats"])
+            .args([
+                "--node-ip-address",
+                "127.0.0.1",
+                "--dashboard-host",
+                "127.0.0.1",
+            ])
+            .args(["--num-gpus", "2", "--num-cpus", "4"])
+            .arg("--temp-dir")
+            .arg(dir.path())
+            .arg(format!("--dashboard-port={dashboard_port}"));
+        for flag in [
+            "--port",
+            "--ray-client-server-port",
+            "--dashboard-agent-listen-port",
+            "--dashboard-agent-grpc-port",
+            "--runtime-env-agent-port",
+            "--node-manager-port",
+            "--object-manager-port",
+            "--metrics-export-port",
+        ] {
+            cmd.arg(format!("{flag}={}", port()));
+        }
+        let workers: Vec<String> = (0..48).map(|_| port().to_string()).collect();
+        cmd.arg(format!("--worker-port-list={}", workers.join(",")))
+            .env("RAY_USAGE_STATS_ENABLED", "0")
+            .env_remove("RAY_ADDRESS")
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(
+                std::fs::File::create(dir.path().join("start.log")).unwrap(),
+            ))
+            .stderr(Stdio::from(
+                std::fs::File::create(dir.path().join("start.err")).unwrap(),
+            ));
+        let child = cmd.spawn().expect("cannot run ray start");
+        let group = child.id();
+        let watchdog = watchdog(&format!("-{group}"));
+        let head = RayHead {
+            address: format!("http://127.0.0.1:{dashboard_port}"),
+            dashboard_port,
+            group,
+            child,
+            _dir: dir,
+            watchdog,
+        };
+        head.wait_until_up();
+        head
+    }
+
+    /// Until the Jobs API answers and the node's resources are known (up to 3 minutes: Ray
+    /// takes tens of seconds to start on a loaded box).
+    fn wait_until_up(&self) {
+        let deadline = Instant::now() + Duration::from_secs(180);
+        loop {
+            let nodes: serde_json::Value =
+                serde_json::from_str(&self.get("/api/v0/nodes").unwrap_or_default())
+                    .unwrap_or_default();
+            let nodes = nodes["data"]["result"]["result"].as_array().cloned();
+            if nodes.is_some_and(|n| n.iter().any(|n| n["resources_total"]["GPU"] == 2.0)) {
+                return;
+            }
+            let log =
+                std::fs::read_to_string(self._dir.path().join("start.err")).unwrap_or_default();
+            assert!(Instant::now() < deadline, "Ray never came up: {log}");
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    /// The body of a GET of the dashboard's `path` (HTTP/1.0 over loopback), when it answers 200.
+    pub fn get(&self, path: &str) -> Option<String> {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.dashboard_port)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
+        write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+        let mut text = String::new();
+        s.read_to_string(&mut text).ok()?;
+        let (head, body) = text.split_once("\r\n\r\n")?;
+        (head.split_whitespace().nth(1) == Some("200")).then(|| body.to_string())
+    }
+
+    /// The jobs Ray lists whose submission id starts with `prefix`: (id, status).
+    pub fn jobs(&self, prefix: &str) -> Vec<(String, String)> {
+        let list: serde_json::Value =
+            serde_json::from_str(&self.get("/api/jobs/").unwrap_or_default()).unwrap_or_default();
+        (list.as_array().into_iter().flatten())
+            .filter_map(|j| {
+                let id = j["submission_id"].as_str()?;
+                id.starts_with(prefix).then(|| {
+                    (
+                        id.to_string(),
+                        j["status"].as_str().unwrap_or("").to_string(),
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// `## Environment` lines for this head, then `extra`.
+    pub fn environment(&self, extra: &str) -> String {
+        format!("- launcher: ray\n- ray address: {}\n{extra}", self.address)
+    }
+
+    /// Kills the head and everything it started (as a crash would).
+    pub fn kill(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", &format!("-{}", self.group)])
+            .status();
+        let _ = Command::new("sh")
+            .args([
+                "-c",
+                &format!("sleep 0.5; kill -KILL -{} 2>/dev/null", self.group),
+            ])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for RayHead {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &format!("-{}", self.group)])
+            .status();
+        std::thread::sleep(Duration::from_secs(2));
+        self.kill();
+        let _ = self.watchdog.kill();
+        let _ = self.watchdog.wait();
+    }
+}
+
+/// One Ray head shared by the tests of this process that do not kill theirs (Ray takes seconds
+/// to start): started by the first, stopped by its watchdog when the test process ends.
+pub fn shared_ray() -> &'static RayHead {
+    static HEAD: std::sync::OnceLock<RayHead> = std::sync::OnceLock::new();
+    HEAD.get_or_init(RayHead::start)
 }

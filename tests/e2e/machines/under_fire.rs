@@ -61,7 +61,7 @@ fn a_remote_down_for_ten_seconds_is_waited_for() {
 }
 
 /// Waits until the remote has an iteration event of `researcher` in round `round`.
-fn wait_for_iteration(c: &Cluster, researcher: &str, round: u32, iteration: u32) {
+pub(super) fn wait_for_iteration(c: &Cluster, researcher: &str, round: u32, iteration: u32) {
     let subject = format!("researcher.iteration: {researcher} r{round} i{iteration}");
     c.wait_for(&subject, || {
         c.repo
@@ -131,7 +131,7 @@ const STILL_RAN: i32 = -9;
 
 /// Waits for machine `m`'s process to exit; its exit code ([`STILL_RAN`] when it had not exited
 /// within `within`: its process group is killed).
-fn exits(m: usize, mut child: Child, within: Duration) -> i32 {
+pub(super) fn exits(m: usize, mut child: Child, within: Duration) -> i32 {
     let start = Instant::now();
     loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -248,7 +248,7 @@ fn tree_with(c: &Cluster, dir: &Path, base: &str, path: &str, mode: &str, bytes:
 /// is published. Tries again until the remote takes it; mallory's commit goes to the remote's best
 /// branch. Not only the last event's message: while three machines publish, the last event is
 /// seldom of the kind a craft needs, and the conference may end before it is.
-fn publish_crafted(
+pub(super) fn publish_crafted(
     c: &Cluster,
     marker: &Path,
     craft: impl Fn(&mut serde_json::Value, &mut String, &str) -> bool,
@@ -325,8 +325,10 @@ fn publish_crafted(
 }
 
 /// Three machines running, and mallory's crafted event published once B's first iteration is
-/// on the remote: every machine stops naming mallory and why, and mallory's harness never runs.
-fn every_machine_refuses(
+/// on the remote: the first honest machine to see it voids it (naming mallory and why), every
+/// machine skips it and goes on, mallory's harness never runs, and the conference ends with the
+/// one-machine best; `log`, `status` and `report` on a fresh clone of the remote name mallory.
+fn every_machine_voids(
     craft: impl Fn(&mut serde_json::Value, &mut String, &str) -> bool,
     why: &str,
 ) -> (Cluster, String) {
@@ -336,35 +338,61 @@ fn every_machine_refuses(
     wait_for_iteration(&c, "B", 1, 1);
     let marker = c.repo.tmp.path().join("mallory-ran");
     let evil = publish_crafted(&c, &marker, craft);
-    let codes: Vec<i32> = [m1, m2, m3]
-        .into_iter()
-        .enumerate()
-        .map(|(m, child)| exits(m, child, Duration::from_secs(60)))
+    c.finishes(0, m1);
+    c.finishes(1, m2);
+    c.finishes(2, m3);
+    let (events, _) = c.reached_the_one_machine_best(&config);
+    let voided: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["event"] == "event.voided")
         .collect();
-    for (m, code) in codes.into_iter().enumerate() {
-        let log = c.log(m);
-        assert!(code != 0 && code != STILL_RAN, "exit {code}: {log}");
-        assert!(log.contains("published by machine `mallory`"), "{log}");
-        assert!(log.contains(why), "{log}");
-        let best = format!("refs/heads/conference/{NAME}/best");
-        let here = c.repo.git_in(&c.machines[m], &["rev-parse", &best]);
-        assert_ne!(
-            here.trim(),
-            evil,
-            "machine {} follows mallory's best",
-            m + 1
-        );
+    assert!(!voided.is_empty(), "nothing voided: {events:?}");
+    for v in &voided {
+        assert_eq!(v["payload"]["participant"], "mallory", "{v}");
+        let reason = v["payload"]["reason"].as_str().unwrap();
+        assert!(reason.contains(why), "{reason}");
     }
+    assert!(
+        c.logs().contains("voided event"),
+        "no machine said it voided it:\n{}",
+        c.logs()
+    );
     assert!(
         !marker.exists(),
         "mallory's eval.sh ran on an honest machine"
     );
+    let best = format!("refs/heads/conference/{NAME}/best");
+    for dir in c.machines.iter().chain([&c.remote]) {
+        let here = c.repo.git_in(dir, &["rev-parse", &best]);
+        assert_ne!(
+            here.trim(),
+            evil,
+            "{} follows mallory's best",
+            dir.display()
+        );
+    }
+    let clone = c.repo.tmp.path().join("fresh");
+    c.repo
+        .git(&["clone", "-q", &c.url, clone.to_str().unwrap()]);
+    c.repo
+        .conference_in(&clone, &["fetch", &c.url, "--name", NAME])
+        .ok();
+    let status = c.repo.conference_in(&clone, &["status", NAME]).ok();
+    assert!(
+        status.stdout.contains("machine `mallory`: "),
+        "{}",
+        status.stdout
+    );
+    c.repo.conference_in(&clone, &["report", NAME]).ok();
+    let report = clone.join(format!("conference-{NAME}-report/final_report.md"));
+    let report = std::fs::read_to_string(report).unwrap();
+    assert!(report.contains("machine `mallory`: "), "{report}");
     (c, evil)
 }
 
 #[test]
-fn an_event_that_moves_best_to_a_participants_own_commit_is_refused_naming_it() {
-    every_machine_refuses(
+fn an_event_that_moves_best_to_a_participants_own_commit_is_voided_naming_it() {
+    every_machine_voids(
         |state, _, evil| {
             state["best"]["commit"] = evil.into();
             state["researchers"]["B"]["head"] = evil.into();
@@ -375,8 +403,8 @@ fn an_event_that_moves_best_to_a_participants_own_commit_is_refused_naming_it() 
 }
 
 #[test]
-fn a_state_naming_a_researcher_outside_the_conference_is_refused_not_looped_on() {
-    every_machine_refuses(
+fn a_state_naming_a_researcher_outside_the_conference_is_voided_not_looped_on() {
+    every_machine_voids(
         |state, _, _| {
             state["researchers"]["../A"] = state["researchers"]["A"].clone();
             true
@@ -386,8 +414,8 @@ fn a_state_naming_a_researcher_outside_the_conference_is_refused_not_looped_on()
 }
 
 #[test]
-fn an_event_with_a_metric_out_of_range_is_refused() {
-    let (c, _) = every_machine_refuses(
+fn an_event_with_a_non_finite_metric_is_voided() {
+    every_machine_voids(
         |_, message, _| {
             let Some(at) = message.find("\"metric_value\":") else {
                 return false;
@@ -402,10 +430,30 @@ fn an_event_with_a_metric_out_of_range_is_refused() {
         },
         "cannot be read",
     );
-    // No clone took it: `log` reads every machine's events.
-    for dir in &c.machines {
-        c.repo.conference_in(dir, &["log", NAME]).ok();
-    }
+}
+
+/// A crafted `conference.config_changed` (new commands, which only `resume` on one machine may
+/// record): voided, and the machines keep running the approved commands.
+#[test]
+fn a_crafted_config_change_is_voided_and_the_approved_commands_run_on() {
+    every_machine_voids(
+        |_, message, _| {
+            let payload = serde_json::json!({
+                "changes": [], "file": "conference.md", "round": 1,
+                "diff": "- evaluation: ./eval.sh\n+ evaluation: sh -c 'echo score: 0'",
+                "machine": "mallory", "running_s": 1.0
+            });
+            let line = serde_json::json!({
+                "event": "conference.config_changed",
+                "timestamp": "2030-01-01T00:00:00Z",
+                "payload": payload
+            });
+            *message =
+                format!("conference.config_changed: evaluation changed [mallory]\n\n{line}\n");
+            true
+        },
+        "never while the conference runs on several",
+    );
 }
 
 /// The remote's best branch moved by a participant to its own commit, the event log unchanged:

@@ -122,6 +122,7 @@ fn attempt(round: u32, iteration: u32, id: &str, commit: String) -> (Event, Stat
         agent_s: Some(0.01),
         eval_s: Some(0.01),
         placement: None,
+        machine: None,
     };
     let event = Event::Iteration(events::Iteration {
         researcher: id.to_string(),

@@ -1,0 +1,90 @@
+//! An attempt as a commit: the tree a researcher's worktree holds, committed on the branch's
+//! head with the researcher as author and kept reachable before anything records it (so a kill
+//! between the two loses nothing). Research commits its attempts here, and so does recovery when
+//! it sets aside the partial work a kill left in a worktree.
+
+use anyhow::Result;
+use git2::{Oid, Repository};
+
+use crate::engine::Conference;
+use crate::git::snapshot;
+use crate::model::CommitId;
+use crate::store;
+
+/// What an attempt's commit and records say of it.
+pub(in crate::engine) struct Attempt<'a> {
+    pub(in crate::engine) id: &'a str,
+    pub(in crate::engine) iteration: u32,
+    pub(in crate::engine) tree: Oid,
+    pub(in crate::engine) head: &'a CommitId,
+    pub(in crate::engine) description: &'a str,
+    /// What the agent reported using (presets and built-in HTTP agents).
+    pub(in crate::engine) usage: Option<crate::agents::Usage>,
+    /// Seconds the agent ran (None: no agent run made it).
+    pub(in crate::engine) agent_s: Option<f64>,
+    /// The questions its note asked (`QUESTION: …`).
+    pub(in crate::engine) questions: Vec<crate::model::talk::Asked>,
+}
+
+/// An agent that committed or switched branches in its worktree is put back: only the files count.
+pub(in crate::engine) fn restore_head(
+    wt: &Repository,
+    branch_ref: &str,
+    expected: &CommitId,
+) -> Result<()> {
+    let expected = expected.oid();
+    let current = wt.find_reference(branch_ref).ok().and_then(|r| r.target());
+    if current != Some(expected) {
+        wt.reference(
+            branch_ref,
+            expected,
+            true,
+            "git conference: undo an agent's commit",
+        )?;
+    }
+    let head_ok = wt
+        .head()
+        .ok()
+        .and_then(|h| h.name().map(str::to_string))
+        .as_deref()
+        == Some(branch_ref);
+    if !head_ok {
+        wt.set_head(branch_ref)?;
+    }
+    Ok(())
+}
+
+pub(in crate::engine) fn default_description(changed: &[String]) -> String {
+    match changed {
+        [] => "no change".into(),
+        paths if paths.len() <= 3 => format!("change {}", paths.join(", ")),
+        paths => format!(
+            "change {} and {} more files",
+            paths[..2].join(", "),
+            paths.len() - 2
+        ),
+    }
+}
+
+pub(in crate::engine) fn commit_attempt(
+    conf: &Conference,
+    repo: &Repository,
+    a: &Attempt,
+) -> Result<Oid> {
+    let st = conf.state();
+    let message = format!(
+        "{}\n\nResearcher {} · round {} · iteration {}\nConference: {}\n",
+        a.description.lines().next().unwrap_or("change"),
+        a.id,
+        st.round,
+        a.iteration,
+        conf.name
+    );
+    let author = store::researcher_signature(repo, a.id);
+    let commit = snapshot::commit(repo, a.tree, &[a.head.oid()], &message, &author)?;
+    crate::failpoint::hit("snapshot.committed");
+    // Reachable before it is recorded: a kill now loses no attempt.
+    conf.keep_reachable(&[commit])?;
+    crate::failpoint::hit("snapshot.reachable");
+    Ok(commit)
+}

@@ -47,15 +47,21 @@ pub fn run(args: ExportArgs) -> Result<i32> {
         args.experiment,
     )?;
     let s = e.sent;
+    // `completed` counts the runs made and those a killed sender had left RUNNING.
+    let resumed = s.completed.saturating_sub(s.made);
     crate::outln!(
-        "Exported `{name}` to MLflow at {}, experiment `{}` (id {}): {} attempt run{} made, {} completed, {} already there",
+        "Exported `{name}` to MLflow at {}, experiment `{}` (id {}): {} attempt run{} made, {} already there{}",
         e.uri,
         e.experiment,
         e.experiment_id,
         s.made,
         if s.made == 1 { "" } else { "s" },
-        s.completed,
-        s.already
+        s.already,
+        if resumed > 0 {
+            format!(", {resumed} left unfinished by an earlier send completed")
+        } else {
+            String::new()
+        }
     );
     if let Some(run) = &e.conference_run {
         crate::outln!(

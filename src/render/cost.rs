@@ -83,15 +83,10 @@ pub fn status_lines(st: &State) -> Vec<String> {
         return vec![];
     };
     let line = |r: &CostRow| {
+        let [kept, validated, tokens_kept, usd_kept, tokens_validated, usd_validated, gpu] =
+            cells(r);
         format!(
-            "{} kept, {} validated · per kept {} tokens {} · per validated {} tokens {} · GPU-s per kept {}",
-            r.kept,
-            r.validated,
-            tokens(r.tokens_per_kept),
-            usd(r.usd_per_kept),
-            tokens(r.tokens_per_validated),
-            usd(r.usd_per_validated),
-            seconds(r.gpu_seconds_per_kept)
+            "{kept} kept, {validated} validated · per kept {tokens_kept} tokens {usd_kept} · per validated {tokens_validated} tokens {usd_validated} · GPU-s per kept {gpu}"
         )
     };
     let mut out = vec![format!("Per result: {}", line(all))];
@@ -117,18 +112,23 @@ pub fn report_section(st: &State) -> String {
             "all" => "All".to_string(),
             id => format!("Researcher {id}"),
         };
-        s.push_str(&format!(
-            "| {label} | {} | {} | {} | {} | {} | {} | {} |\n",
-            r.kept,
-            r.validated,
-            tokens(r.tokens_per_kept),
-            usd(r.usd_per_kept),
-            tokens(r.tokens_per_validated),
-            usd(r.usd_per_validated),
-            seconds(r.gpu_seconds_per_kept)
-        ));
+        s.push_str(&format!("| {label} | {} |\n", cells(r).join(" | ")));
     }
     s
+}
+
+/// A row's figures, written: kept, validated, tokens and cost per kept, tokens and cost per
+/// validated, GPU-seconds per kept.
+fn cells(r: &CostRow) -> [String; 7] {
+    [
+        r.kept.to_string(),
+        r.validated.to_string(),
+        tokens(r.tokens_per_kept),
+        usd(r.usd_per_kept),
+        tokens(r.tokens_per_validated),
+        usd(r.usd_per_validated),
+        seconds(r.gpu_seconds_per_kept),
+    ]
 }
 
 #[cfg(test)]

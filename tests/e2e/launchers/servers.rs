@@ -32,8 +32,10 @@ impl Server {
     pub fn stop(&mut self) {
         if let Some((mut child, mut watchdog)) = self.0.take() {
             if self.1 {
+                // `--` first: procps-ng 4.0's kill reads `-KILL -1234` as signalling every
+                // process (pid -1), not the group.
                 let _ = Command::new("kill")
-                    .args(["-KILL", &format!("-{}", child.id())])
+                    .args(["-KILL", "--", &format!("-{}", child.id())])
                     .status();
             }
             for process in [&mut child, &mut watchdog] {
@@ -458,7 +460,7 @@ impl RayHead {
     /// Kills the head and everything it started (as a crash would).
     pub fn kill(&mut self) {
         let _ = Command::new("kill")
-            .args(["-KILL", &format!("-{}", self.group)])
+            .args(["-KILL", "--", &format!("-{}", self.group)])
             .status();
         let _ = Command::new("sh")
             .args([
@@ -472,8 +474,9 @@ impl RayHead {
 
 impl Drop for RayHead {
     fn drop(&mut self) {
+        // `--` first: procps-ng 4.0's kill reads `-TERM -1234` as signalling every process.
         let _ = Command::new("kill")
-            .args(["-TERM", &format!("-{}", self.group)])
+            .args(["-TERM", "--", &format!("-{}", self.group)])
             .status();
         std::thread::sleep(Duration::from_secs(2));
         self.kill();

@@ -6,14 +6,21 @@ CPU and memory over time. Python 3 standard library only; needs Chromium and Chr
     python3 bench/serve.py                       # builds the release binary and the helper, 10 minutes of events
     python3 bench/serve.py --minutes 60          # the hour the issue asks for
     python3 bench/serve.py --attempts 1000 --minutes 1   # a quick look
+    python3 bench/serve.py --binary OTHER/git-conference --grow OTHER/serve_attempts --minutes 0.5   # other builds
+    python3 bench/serve.py --compare OLD/git-conference --cold 15   # first paint only, this build against OLD, alternated
 
 What it does, in a temporary folder:
 1. A real conference (the complement fixture, two researchers, paused after round 1), grown to
    --attempts attempts by benches/serve_attempts.rs (the store's own event commits, 100 attempts
    a round), then `git conference serve` on it.
-2. First paint: headless Chromium (through ChromeDriver's WebDriver endpoints) loads the page
-   --reps times; the figures are the browser's own: first contentful paint, and the end of the
-   page's first full drawing (its `rendered` performance mark), from the navigation's start.
+2. First paint, cold: --cold times, a fresh `git conference serve` is started and the page is
+   opened the moment it prints its address (as `serve --open` does), in a Chromium already
+   running (it showed about:blank before): the first load after the server starts. Then warm:
+   the same server's page loaded --reps more times. The figures are the browser's own (headless
+   Chromium through ChromeDriver's WebDriver endpoints), from the navigation's start: first
+   contentful paint, the page's HTML received whole (`responseEnd`), and the end of the page's
+   first full drawing (its `rendered` performance mark). The git objects are in the OS's page
+   cache (the conference was just grown): cold means the server's, not the disk's.
 3. Update: --reps times, `git conference steer NAME "…"` records an event while the page is open;
    the figure is from starting that command to the end of the page's drawing that follows
    (its `rendered` mark, on the same clock). It includes starting the command.
@@ -24,8 +31,15 @@ What it does, in a temporary folder:
    between requests, on which the trend is computed) and the most (a request in flight) of
    those readings.
 
+With --compare OLD, only first paint is measured, --cold times for each binary in turn (a fresh
+server of this build, then one of OLD, ...; each loaded cold, then once warm), so that both meet
+the same load on a shared machine; then, without the browser, each binary's time from starting
+`serve` to its address printed, and the page's time to its last byte (Python's http.client on a
+new connection: request sent to body read whole) on the first load after start and on the next,
+asking for identity, gzip and br in turn.
+
 Prints the figures as Markdown (BENCHMARKS.md has a run); --json FILE writes them raw. Exits 1
-when a target is missed: first paint <= 300 ms, update <= 1 s, no CPU while idle (at most one
+when a target is missed: first paint <= 300 ms (cold and warm medians), update <= 1 s, no CPU while idle (at most one
 tick), memory flat (its trend over the second half adds at most 4 MiB, or 10%, an hour).
 """
 
@@ -50,10 +64,14 @@ def log(msg):
     print("[serve bench] " + msg, file=sys.stderr, flush=True)
 
 
-def build():
-    """The release binary and the grow helper's executable."""
-    log("building the release binary and benches/serve_attempts.rs")
-    subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
+def build(binary=None, grow=None):
+    """The release binary and the grow helper's executable (unless given)."""
+    if binary is None:
+        log("building the release binary")
+        subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
+    if grow is not None:
+        return binary, grow
+    log("building benches/serve_attempts.rs")
     out = subprocess.run(["cargo", "bench", "--no-run", "--quiet", "--bench", "serve_attempts",
                           "--message-format=json"], cwd=ROOT, check=True, stdout=subprocess.PIPE,
                          text=True).stdout
@@ -67,7 +85,7 @@ def build():
             grow = msg["executable"]
     meta = json.loads(subprocess.run(["cargo", "metadata", "--format-version", "1", "--no-deps"],
                                      cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True).stdout)
-    return os.path.join(meta["target_directory"], "release", "git-conference"), grow
+    return binary or os.path.join(meta["target_directory"], "release", "git-conference"), grow
 
 
 class Env:
@@ -228,18 +246,37 @@ def rss_kib(pid):
     return 0
 
 
+def load(browser, url):
+    """One load of the page: the browser's own figures, from the navigation's start."""
+    browser.open(url)
+    browser.wait_for("return performance.getEntriesByName('rendered').length > 0")
+    return browser.run("""
+        const nav = performance.getEntriesByType('navigation')[0];
+        const fcp = performance.getEntriesByName('first-contentful-paint')[0];
+        return {response_end: nav.responseEnd, fcp: fcp ? fcp.startTime : null,
+                rendered: performance.getEntriesByName('rendered')[0].startTime,
+                bytes: nav.transferSize || nav.encodedBodySize, protocol: nav.nextHopProtocol};""")
+
+
 def first_paint(browser, url, reps):
     rows = []
     for _ in range(reps):
         browser.open("about:blank")
-        browser.open(url)
-        browser.wait_for("return performance.getEntriesByName('rendered').length > 0")
-        rows.append(browser.run("""
-            const nav = performance.getEntriesByType('navigation')[0];
-            const fcp = performance.getEntriesByName('first-contentful-paint')[0];
-            return {response_end: nav.responseEnd, fcp: fcp ? fcp.startTime : null,
-                    rendered: performance.getEntriesByName('rendered')[0].startTime,
-                    bytes: nav.transferSize || nav.encodedBodySize};"""))
+        rows.append(load(browser, url))
+    return rows
+
+
+def cold_paint(E, repo, browser, reps):
+    """Each time a fresh server, its page opened as soon as it printed its address."""
+    rows = []
+    for _ in range(reps):
+        browser.open("about:blank")
+        server, url = start_server(E, repo)
+        try:
+            rows.append(load(browser, url))
+        finally:
+            server.kill()
+            server.wait()
     return rows
 
 
@@ -305,22 +342,132 @@ def flat(samples):
     return growth_per_hour(samples) <= max(4.0, 0.10 * mean)
 
 
+def use(E, binary):
+    """Makes `git conference` in the environment run `binary`."""
+    link = os.path.join(E.bin, "git-conference")
+    os.unlink(link)
+    os.symlink(os.path.abspath(binary), link)
+
+
+def compare(E, repo, browser, binaries, reps):
+    """First paint of each binary in turn, `reps` rounds: a fresh server loaded cold, then warm."""
+    rows = {b: {"cold": [], "warm": []} for b in binaries}
+    for i in range(reps):
+        log("round %d of %d" % (i + 1, reps))
+        for b in binaries:
+            use(E, b)
+            browser.open("about:blank")
+            server, url = start_server(E, repo)
+            try:
+                rows[b]["cold"].append(load(browser, url))
+                browser.open("about:blank")
+                rows[b]["warm"].append(load(browser, url))
+            finally:
+                server.kill()
+                server.wait()
+    return rows
+
+
+def fetch_page(url, encoding):
+    """GET the page with `Accept-Encoding: encoding` on a new connection: (ms to its last byte,
+    bytes received)."""
+    import http.client
+    import urllib.parse
+    u = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+    t0 = time.perf_counter()
+    conn.request("GET", u.path + "?" + u.query, headers={"Accept-Encoding": encoding})
+    body = conn.getresponse().read()
+    took = (time.perf_counter() - t0) * 1000
+    conn.close()
+    return took, len(body)
+
+
+def server_side(E, repo, binaries, reps):
+    """Per binary, `reps` fresh servers: ms from starting `serve` to its address printed, then
+    the page's time to last byte on the first load (cold) and the next (warm), for each
+    encoding in turn (a fresh server per encoding for the cold figure)."""
+    rows = {b: [] for b in binaries}
+    for _ in range(reps):
+        for b in binaries:
+            use(E, b)
+            for encoding in ("identity", "gzip", "br"):
+                t0 = time.perf_counter()
+                server, url = start_server(E, repo)
+                started = (time.perf_counter() - t0) * 1000
+                try:
+                    cold, size = fetch_page(url, encoding)
+                    warm, _ = fetch_page(url, encoding)
+                finally:
+                    server.kill()
+                    server.wait()
+                rows[b].append({"encoding": encoding, "started": started, "cold": cold,
+                                "warm": warm, "bytes": size})
+    return rows
+
+
+def report_server_side(rows):
+    print("| the page's time to last byte, median of %d | encoding | bytes | address printed after start | cold (first load) | warm |"
+          % (len(next(iter(rows.values()))) // 3))
+    print("| --- | --- | ---: | ---: | ---: | ---: |")
+    for b, runs in rows.items():
+        for encoding in ("identity", "gzip", "br"):
+            mine = [r for r in runs if r["encoding"] == encoding]
+            median = lambda key: statistics.median(r[key] for r in mine)
+            print("| %s | %s | %d | %.0f ms | %.0f ms | %.0f ms |" % (
+                b, encoding, mine[0]["bytes"], median("started"), median("cold"), median("warm")))
+
+
+def report_compare(attempts, binaries, rows):
+    median = lambda paint, key: statistics.median(r[key] for r in paint if r[key] is not None)
+    print("| at %d attempts, median of %d | HTML received | first contentful paint | page drawn (each) |"
+          % (attempts, len(rows[binaries[0]]["cold"])))
+    print("| --- | ---: | ---: | --- |")
+    for b in binaries:
+        for kind in ("cold", "warm"):
+            paint = rows[b][kind]
+            print("| %s, %s (%.2f MB) | %.0f ms | %.0f ms | **%.0f ms** (%s) |" % (
+                b, kind, paint[0]["bytes"] / 1e6, median(paint, "response_end"), median(paint, "fcp"),
+                median(paint, "rendered"), ", ".join("%.0f" % r["rendered"] for r in paint)))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--attempts", type=int, default=10000)
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--cold", type=int, default=5)
+    ap.add_argument("--binary", help="measure this git-conference binary instead of building one")
+    ap.add_argument("--grow", help="the executable of benches/serve_attempts.rs, instead of building it")
+    ap.add_argument("--compare", nargs="+", metavar="OLD",
+                    help="first paint only, against these other git-conference binaries")
     ap.add_argument("--idle", type=int, default=30)
     ap.add_argument("--minutes", type=float, default=10)
     ap.add_argument("--json")
     args = ap.parse_args()
-    binary, grow = build()
+    binary, grow = build(args.binary, args.grow)
     tmp = tempfile.mkdtemp(prefix="serve-bench-")
     E = Env(tmp, binary)
     repo, attempts = make_conference(E, tmp, grow, args.attempts)
-    server, url = start_server(E, repo)
     browser = Browser(tmp)
+    if args.compare:
+        try:
+            rows = compare(E, repo, browser, [binary] + args.compare, args.cold)
+        finally:
+            browser.close()
+        log("the page's time to last byte, fresh servers")
+        served = server_side(E, repo, [binary] + args.compare, args.cold)
+        report_compare(attempts, [binary] + args.compare, rows)
+        print()
+        report_server_side(served)
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
+    server = None
     try:
-        log("first paint at %d attempts" % attempts)
+        log("cold first paint at %d attempts, %d fresh servers" % (attempts, args.cold))
+        cold = cold_paint(E, repo, browser, args.cold)
+        server, url = start_server(E, repo)
+        log("warm first paint at %d attempts" % attempts)
+        load(browser, url)
         paint = first_paint(browser, url, args.reps)
         log("update latency")
         update = update_latency(E, repo, browser, args.reps)
@@ -332,24 +479,35 @@ def main():
         samples, events = memory_over_time(E, repo, server.pid, args.minutes)
     finally:
         browser.close()
-        server.kill()
-        server.wait()
-    report(attempts, paint, update, idle, args.idle, samples, events, args)
+        if server:
+            server.kill()
+            server.wait()
+    report(attempts, cold, paint, update, idle, args.idle, samples, events, args)
     shutil.rmtree(tmp, ignore_errors=True)
 
 
-def report(attempts, paint, update, idle, idle_s, samples, events, args):
-    fcp = statistics.median(r["fcp"] for r in paint)
-    rendered = statistics.median(r["rendered"] for r in paint)
-    res = {"attempts": attempts, "paint": paint, "update_ms": update, "idle_ticks": idle,
-           "idle_s": idle_s, "memory": samples, "events": events}
-    ok_paint, ok_update, ok_idle, ok_mem = rendered <= 300, max(update) <= 1000, idle <= 1, flat(samples)
+def paint_rows(label, paint, verdict):
+    """The lines of one set of loads; whether its median drawing meets 300 ms."""
+    median = lambda key: statistics.median(r[key] for r in paint if r[key] is not None)
+    each = ", ".join("%.0f" % r["rendered"] for r in paint)
+    ok = median("rendered") <= 300
+    print("| %s: first contentful paint (median of %d) | %.0f ms | | |" % (label, len(paint), median("fcp")))
+    print("| %s: the page's HTML received whole (median; %.1f MB, %s) | %.0f ms | | |"
+          % (label, paint[0]["bytes"] / 1e6, paint[0]["protocol"], median("response_end")))
+    print("| %s: first paint, whole page drawn (median; each: %s) | %.0f ms | <= 300 ms | %s |"
+          % (label, each, median("rendered"), verdict(ok)))
+    return ok
+
+
+def report(attempts, cold, paint, update, idle, idle_s, samples, events, args):
+    res = {"attempts": attempts, "cold": cold, "paint": paint, "update_ms": update,
+           "idle_ticks": idle, "idle_s": idle_s, "memory": samples, "events": events}
     verdict = lambda ok: "PASS" if ok else "MISS"
     print("| at %d attempts | figure | target | |" % attempts)
     print("| --- | ---: | ---: | --- |")
-    print("| first contentful paint (median of %d) | %.0f ms | | |" % (len(paint), fcp))
-    print("| first paint, whole page drawn (median; max %.0f ms) | %.0f ms | <= 300 ms | %s |"
-          % (max(r["rendered"] for r in paint), rendered, verdict(ok_paint)))
+    ok_cold = paint_rows("cold (first load after `serve` starts)", cold, verdict)
+    ok_paint = paint_rows("warm (the same server again)", paint, verdict) and ok_cold
+    ok_update, ok_idle, ok_mem = max(update) <= 1000, idle <= 1, flat(samples)
     print("| update: `steer` started to the page redrawn (median; max %.0f ms) | %.0f ms | <= 1000 ms | %s |"
           % (max(update), statistics.median(update), verdict(ok_update)))
     print("| CPU of `serve` over %d s idle, page open | %d ticks (%d ms) | none | %s |"

@@ -58,6 +58,7 @@ pub fn run(args: ServeArgs) -> Result<i32> {
         addr: SocketAddr::new(args.bind, args.port),
         token: token.clone(),
         fetch,
+        first: name.clone(),
     };
     let open = args.open;
     crate::serve::run(options, move |addr| {

@@ -8,7 +8,7 @@
 //!
 //! | setting | maximum |
 //! | --- | --- |
-//! | researcher count | 64 |
+//! | researcher count | 256 (what one runner was measured to carry: BENCHMARKS.md) |
 //! | iterations per round, max rounds, pause every | 10000 |
 //! | max total iterations | 1000000 |
 //! | noise runs, evaluation repeats | 100 |
@@ -21,8 +21,10 @@ use super::parse::Document;
 use super::sections::SectionKind as S;
 use super::ConfigError;
 
-/// The most researchers a conference may have.
-pub const MAX_RESEARCHERS: u64 = 64;
+/// The most researchers a conference may have: what one runner was measured to carry
+/// (`bench/many_researchers.py`, BENCHMARKS.md "Many researchers on one runner": its threads,
+/// open files and memory stay flat, the bookkeeping per attempt grows with the count).
+pub const MAX_RESEARCHERS: u64 = 256;
 /// The most rounds a conference may run.
 pub const MAX_ROUNDS: u64 = 10_000;
 
@@ -71,7 +73,7 @@ pub fn errors(text: &str, doc: &Document) -> Vec<ConfigError> {
                     "`{}: {}` is more than the maximum, {max}",
                     s.written, s.value
                 ),
-                hint: format!("write a number from 1 to {max}"),
+                hint: count_hint(key, max),
             });
         }
     }
@@ -93,6 +95,18 @@ pub fn errors(text: &str, doc: &Document) -> Vec<ConfigError> {
         }
     }
     out
+}
+
+/// What to write instead of a count over its maximum; the researcher count says where its
+/// maximum comes from.
+fn count_hint(key: &str, max: u64) -> String {
+    if max == MAX_RESEARCHERS && (key == "Count" || key == Key::ResearcherCount.name()) {
+        format!(
+            "write a number from 1 to {max}: one runner was measured to carry {max} researchers (BENCHMARKS.md, bench/many_researchers.py); past that, run the conference on several machines (`start --remote`, `join`)"
+        )
+    } else {
+        format!("write a number from 1 to {max}")
+    }
 }
 
 /// The number a count setting starts with (`12 rounds` → `12`).

@@ -107,6 +107,28 @@ pub struct Conference {
 pub use crate::clock::{now_iso, now_unix};
 
 /// What the layers above the engine (cli/, serve/) read of an open conference.
+/// Why `start NAME` refuses a conference that exists, with the way on that works in its
+/// situation: a conference whose baseline could not be measured goes on from the user's fixed
+/// harness only with `--base HEAD` (plain `resume` measures the failing baseline again).
+fn already_exists(repo: &Repository, log: &EventLog, name: &str) -> String {
+    let unmeasured = log
+        .read(repo, files::STATE)
+        .ok()
+        .flatten()
+        .and_then(|bytes| record::stored::read(&bytes).ok())
+        .is_some_and(|st| st.baseline_metric.is_none() && st.round == 0);
+    let way_on = if unmeasured {
+        format!(
+            "its baseline could not be measured: once the harness is fixed and committed, continue it from your fix with `git conference resume {name} --base HEAD`"
+        )
+    } else {
+        format!("continue it with `git conference resume {name}`")
+    };
+    format!(
+        "conference `{name}` already exists; {way_on}, or remove it with `git conference clean --all {name}`"
+    )
+}
+
 impl Conference {
     /// Whether a lower or a higher metric is better (None: judged without a metric).
     pub fn direction(&self) -> Option<crate::config::Direction> {
@@ -247,10 +269,7 @@ impl Conference {
         let refs = ConferenceRefs::new(name);
         let mut log = EventLog::open(&repo, refs.clone())?;
         if log.tip().is_some() {
-            return Err(crate::error::usage(format!(
-                "conference `{name}` already exists; continue it with `git conference resume {name}` \
-                 or remove it with `git conference clean --all {name}`"
-            )));
+            return Err(crate::error::usage(already_exists(&repo, &log, name)));
         }
         let now = now_iso();
         let state = initial_state(name, &config, base, &now);

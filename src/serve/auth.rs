@@ -7,7 +7,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use super::http::Request;
+use axum::http::{header, Method, Request};
 
 /// What the server checks requests against.
 #[derive(Debug, Clone)]
@@ -39,12 +39,12 @@ impl Access {
     }
 
     /// The token the request carries: `?token=`, or the `X-Conference-Token` header.
-    fn carries_token(&self, request: &Request) -> bool {
-        let given = request
-            .query
+    fn carries_token<B>(&self, request: &Request<B>) -> bool {
+        let query = super::http::query(request.uri());
+        let given = query
             .get("token")
             .map(String::as_str)
-            .or_else(|| request.header("x-conference-token"));
+            .or_else(|| header_text(request, "x-conference-token"));
         given.is_some_and(|t| same(t.as_bytes(), self.token.as_bytes()))
     }
 
@@ -69,14 +69,15 @@ impl Access {
     }
 
     /// Checks a request before it is routed: None lets it through.
-    pub fn check(&self, request: &Request) -> Option<Refusal> {
-        if !self.host_is_ours(request.header("host")) {
+    pub fn check<B>(&self, request: &Request<B>) -> Option<Refusal> {
+        let host = host(request);
+        if !self.host_is_ours(host) {
             return Some(Refusal {
                 status: 403,
                 why: "the Host header does not name this server",
             });
         }
-        let action = request.method == "POST";
+        let action = request.method() == Method::POST;
         if (action || !self.loopback_only()) && !self.carries_token(request) {
             return Some(Refusal {
                 status: 401,
@@ -84,8 +85,8 @@ impl Access {
             });
         }
         if action {
-            let host = request.header("host").unwrap_or_default();
-            let origin = request.header("origin");
+            let host = host.unwrap_or_default();
+            let origin = header_text(request, "origin");
             if origin != Some(format!("http://{host}").as_str()) {
                 return Some(Refusal {
                     status: 403,
@@ -97,6 +98,20 @@ impl Access {
     }
 }
 
+/// The host a request names: HTTP/2's `:authority` (hyper puts it in the URI), else the
+/// `Host` header of HTTP/1.1.
+fn host<B>(request: &Request<B>) -> Option<&str> {
+    match request.uri().authority() {
+        Some(authority) => Some(authority.as_str()),
+        None => header_text(request, header::HOST.as_str()),
+    }
+}
+
+/// A header's value, when it is text.
+fn header_text<'r, B>(request: &'r Request<B>, name: &str) -> Option<&'r str> {
+    request.headers().get(name)?.to_str().ok()
+}
+
 /// Compares two byte strings in time that does not depend on where they differ.
 fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
@@ -106,22 +121,12 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 mod tests {
     use super::*;
 
-    fn request(method: &str, target: &str, headers: &[(&str, &str)]) -> Request {
-        let (path, query) = target.split_once('?').unwrap_or((target, ""));
-        Request {
-            method: method.into(),
-            path: path.into(),
-            query: query
-                .split('&')
-                .filter_map(|p| p.split_once('='))
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            headers: headers
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            body: vec![],
+    fn request(method: &str, target: &str, headers: &[(&str, &str)]) -> Request<()> {
+        let mut request = Request::builder().method(method).uri(target);
+        for (k, v) in headers {
+            request = request.header(*k, *v);
         }
+        request.body(()).unwrap()
     }
 
     #[test]
@@ -153,6 +158,16 @@ mod tests {
             Some(403)
         );
         assert_eq!(post("/api/x/stop?token=t0k", "http://127.0.0.1:8765"), None);
+        // HTTP/2 names the host in `:authority`, which hyper puts in the URI.
+        let h2 = |authority: &str| {
+            let uri = format!("http://{authority}/api/x/stop?token=t0k");
+            let origin = ("origin", "http://127.0.0.1:8765");
+            access
+                .check(&request("POST", &uri, &[origin]))
+                .map(|r| r.status)
+        };
+        assert_eq!(h2("127.0.0.1:8765"), None);
+        assert_eq!(h2("evil.example:8765"), Some(403));
     }
 
     #[test]

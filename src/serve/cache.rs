@@ -1,10 +1,11 @@
-//! The attempts of the conference last asked for, kept for the events tip they were read at.
-//! Every event makes the page ask for the attempts since the last it has, and every reload for
-//! all of them: at 10,000 attempts, reading them anew each time costs most of a first paint and
-//! churns megabytes per request. One entry is kept (the server's memory stays that of one
-//! conference's attempts); a new event moves the tip and the next request reads them again.
+//! The attempts of the conference last asked for, kept for the events tip they were read at,
+//! with the text the page embeds of them. Every event makes the page ask for the attempts since
+//! the last it has, and every load for all of them: at 10,000 attempts, reading them anew each
+//! time, and writing and escaping their 3.5 MB of JSON, costs most of a first paint and churns
+//! megabytes per request. One entry is kept (the server's memory stays that of one conference's
+//! attempts); a new event moves the tip and the next request reads them again.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use anyhow::Result;
 use git2::Oid;
@@ -18,10 +19,15 @@ struct Entry {
     name: String,
     tip: Oid,
     attempts: Arc<Vec<AttemptRecord>>,
+    /// All of them as the page's JSON, escaped for its script element; made on first use.
+    page_text: Option<Arc<str>>,
 }
 
 #[derive(Default)]
 pub struct AttemptsCache(Mutex<Option<Entry>>);
+
+/// The cache, locked.
+type Kept<'a> = MutexGuard<'a, Option<Entry>>;
 
 impl AttemptsCache {
     /// Conference `conf`'s attempts: kept ones when they were read at the events tip `conf`
@@ -31,11 +37,43 @@ impl AttemptsCache {
         conf: &Conference,
         read: impl FnOnce() -> Result<Vec<AttemptRecord>>,
     ) -> Result<Arc<Vec<AttemptRecord>>> {
+        let (kept, attempts) = self.entry(conf, read)?;
+        drop(kept);
+        Ok(attempts)
+    }
+
+    /// What the page embeds of `conf`'s attempts: [`super::views::attempts_text`] of all of
+    /// them, escaped by [`super::views::script_json`]; kept with them.
+    pub fn page_text(
+        &self,
+        conf: &Conference,
+        read: impl FnOnce() -> Result<Vec<AttemptRecord>>,
+    ) -> Result<Arc<str>> {
+        let (mut kept, attempts) = self.entry(conf, read)?;
+        if let Some(text) = kept.as_ref().and_then(|e| e.page_text.clone()) {
+            return Ok(text);
+        }
+        let text: Arc<str> =
+            super::views::script_json(&super::views::attempts_text(&attempts, 0)).into();
+        if let Some(entry) = kept.as_mut() {
+            entry.page_text = Some(text.clone());
+        }
+        Ok(text)
+    }
+
+    /// The entry of `conf` at its events tip (read with `read` when not kept), still locked, so
+    /// that what is made of it is kept with it; and its attempts.
+    fn entry(
+        &self,
+        conf: &Conference,
+        read: impl FnOnce() -> Result<Vec<AttemptRecord>>,
+    ) -> Result<(Kept<'_>, Arc<Vec<AttemptRecord>>)> {
         let (name, tip) = (conf.name(), conf.events_tip());
         let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if let (Some(entry), Some(tip)) = (kept.as_ref(), tip) {
             if entry.name == *name && entry.tip == tip {
-                return Ok(entry.attempts.clone());
+                let attempts = entry.attempts.clone();
+                return Ok((kept, attempts));
             }
         }
         // Dropped before reading: at most one conference's attempts are held at once.
@@ -46,8 +84,9 @@ impl AttemptsCache {
                 name: name.to_string(),
                 tip,
                 attempts: attempts.clone(),
+                page_text: None,
             });
         }
-        Ok(attempts)
+        Ok((kept, attempts))
     }
 }

@@ -1,111 +1,12 @@
-//! Just enough HTTP/1.1 for a page on a second screen: one request per connection (then
-//! `Connection: close`), a bounded head and body, and responses written whole or as a stream of
-//! Server-Sent Events. Written here rather than pulled in as a framework: the server answers a
-//! handful of GETs and three POSTs, and every byte it accepts is bounded and checked below.
+//! What every answer of the server is made of: a status, a type and a body, with the headers
+//! every response carries (nothing cached, nothing sniffed, no script but the page's own); and
+//! the query's parameters, percent-decoded. HTTP itself (framing, keep-alive, HTTP/2, limits,
+//! timeouts) is hyper's, set up in [`super::conn`].
 
 use std::collections::HashMap;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-
-/// The most a request's head (request line and headers) may take.
-const MAX_HEAD: usize = 16 * 1024;
-/// The most a request's body may take (an action's JSON).
-const MAX_BODY: usize = 64 * 1024;
-
-/// One request as read from the connection.
-#[derive(Debug)]
-pub struct Request {
-    pub method: String,
-    /// The path, percent-decoded, without the query.
-    pub path: String,
-    /// The query's parameters, percent-decoded.
-    pub query: HashMap<String, String>,
-    /// Header names lower-cased.
-    pub headers: HashMap<String, String>,
-    pub body: Vec<u8>,
-}
-
-impl Request {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).map(String::as_str)
-    }
-}
-
-/// Reads one request; None when the connection closed or sent something that is not one.
-pub async fn read_request(stream: &mut TcpStream) -> Option<Request> {
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 4096];
-    let head_end = loop {
-        if let Some(at) = find(&buf, b"\r\n\r\n") {
-            break at;
-        }
-        if buf.len() > MAX_HEAD {
-            return None;
-        }
-        let n = stream.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    let head = std::str::from_utf8(&buf[..head_end]).ok()?;
-    let mut request = parse_head(head)?;
-    let length: usize = request
-        .header("content-length")
-        .map(|l| l.trim().parse().ok())
-        .unwrap_or(Some(0))?;
-    if length > MAX_BODY {
-        return None;
-    }
-    let mut body = buf[head_end + 4..].to_vec();
-    while body.len() < length {
-        let n = stream.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        body.extend_from_slice(&chunk[..n]);
-    }
-    body.truncate(length);
-    request.body = body;
-    Some(request)
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
-}
-
-/// The request line and headers.
-fn parse_head(head: &str) -> Option<Request> {
-    let mut lines = head.split("\r\n");
-    let mut parts = lines.next()?.split(' ');
-    let method = parts.next()?.to_string();
-    let target = parts.next()?;
-    if !parts.next()?.starts_with("HTTP/1.") {
-        return None;
-    }
-    let (raw_path, raw_query) = target.split_once('?').unwrap_or((target, ""));
-    let mut headers = HashMap::new();
-    for line in lines {
-        let (name, value) = line.split_once(':')?;
-        headers.insert(name.trim().to_ascii_lowercase(), value.trim().to_string());
-    }
-    let query = raw_query
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .filter_map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            Some((decode(k)?, decode(v)?))
-        })
-        .collect();
-    Some(Request {
-        method,
-        path: decode(raw_path)?,
-        query,
-        headers,
-        body: Vec::new(),
-    })
-}
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
+use axum::response::IntoResponse;
 
 /// Percent-decoding (`+` is a space in a query); None for a malformed escape or bytes that are
 /// not UTF-8.
@@ -131,6 +32,19 @@ pub fn decode(s: &str) -> Option<String> {
         }
     }
     String::from_utf8(out).ok()
+}
+
+/// The query's parameters, percent-decoded; a malformed one is left out.
+pub fn query(uri: &Uri) -> HashMap<String, String> {
+    uri.query()
+        .unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .filter_map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            Some((decode(k)?, decode(v)?))
+        })
+        .collect()
 }
 
 /// A whole response.
@@ -178,21 +92,41 @@ impl Response {
     }
 }
 
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        _ => "Internal Server Error",
+impl IntoResponse for Response {
+    fn into_response(self) -> axum::response::Response {
+        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut response = (status, self.body).into_response();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(self.content_type),
+        );
+        if let Ok(policy) = HeaderValue::from_str(&security_policy(self.nonce.as_deref())) {
+            headers.insert(header::CONTENT_SECURITY_POLICY, policy);
+        }
+        response
     }
 }
 
-/// Headers every response carries: nothing is cached, nothing is sniffed, no address leaks.
-const SAFETY_HEADERS: &str = "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n\
-Referrer-Policy: no-referrer\r\n";
+/// Adds the headers every response carries: nothing is cached, nothing is sniffed, no address
+/// leaks; a response without a policy of its own (a refusal hyper or the router made) gets
+/// the one that runs no script.
+pub fn add_safety_headers(headers: &mut HeaderMap) {
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    if !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
+        if let Ok(policy) = HeaderValue::from_str(&security_policy(None)) {
+            headers.insert(header::CONTENT_SECURITY_POLICY, policy);
+        }
+    }
+}
 
 /// The content security policy: the browser runs no script but the page's own (its nonce), reaches
 /// only this server, and lets no other site frame the page. Were some agent's text ever to
@@ -200,38 +134,9 @@ Referrer-Policy: no-referrer\r\n";
 fn security_policy(nonce: Option<&str>) -> String {
     let scripts = nonce.map_or("'none'".to_string(), |n| format!("'nonce-{n}'"));
     format!(
-        "Content-Security-Policy: default-src 'none'; script-src {scripts}; style-src 'unsafe-inline'; \
-         connect-src 'self'; img-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'\r\n"
+        "default-src 'none'; script-src {scripts}; style-src 'unsafe-inline'; \
+         connect-src 'self'; img-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
     )
-}
-
-/// Writes `response` and closes the connection.
-pub async fn write_response(stream: &mut TcpStream, response: Response) {
-    let head = format!(
-        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{SAFETY_HEADERS}{}Connection: close\r\n\r\n",
-        response.status,
-        reason(response.status),
-        response.content_type,
-        response.body.len(),
-        security_policy(response.nonce.as_deref())
-    );
-    let _ = stream.write_all(head.as_bytes()).await;
-    let _ = stream.write_all(&response.body).await;
-    let _ = stream.shutdown().await;
-}
-
-/// Starts a stream of Server-Sent Events; false when the client is gone.
-pub async fn start_events(stream: &mut TcpStream) -> bool {
-    let head = format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n{SAFETY_HEADERS}Connection: close\r\n\r\n: connected\n\n"
-    );
-    stream.write_all(head.as_bytes()).await.is_ok()
-}
-
-/// One Server-Sent Event (`data` is one line of JSON); false when the client is gone.
-pub async fn send_event(stream: &mut TcpStream, id: u64, kind: &str, data: &str) -> bool {
-    let text = format!("id: {id}\nevent: {kind}\ndata: {data}\n\n");
-    stream.write_all(text.as_bytes()).await.is_ok()
 }
 
 #[cfg(test)]
@@ -239,17 +144,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_request_head_is_read_with_its_decoded_path_and_query() {
-        let r = parse_head(
-            "GET /api/a%20b/attempts?since=3&token=x+y HTTP/1.1\r\nHost: h:1\r\nOrigin: http://h:1",
-        )
-        .unwrap();
-        assert_eq!(r.method, "GET");
-        assert_eq!(r.path, "/api/a b/attempts");
-        assert_eq!(r.query["since"], "3");
-        assert_eq!(r.query["token"], "x y");
-        assert_eq!(r.header("host"), Some("h:1"));
-        assert!(parse_head("GET /x SPDY/3").is_none());
+    fn a_query_is_read_decoded() {
+        let uri: Uri = "/api/a%20b/attempts?since=3&token=x+y&bad=%zz"
+            .parse()
+            .unwrap();
+        let q = query(&uri);
+        assert_eq!(q["since"], "3");
+        assert_eq!(q["token"], "x y");
+        assert!(!q.contains_key("bad"));
         assert_eq!(decode("%2e%2e%2f"), Some("../".into()));
         assert_eq!(decode("%zz"), None);
         assert_eq!(decode("%ff"), None);

@@ -4,28 +4,34 @@
 //! It sits between the engine and the command line: it reads conferences only through the
 //! engine's read-only view (`Conference::view`) and the engine's readers of the state tree
 //! ([`views`]), learns of new events from a watch that sleeps in the kernel between them
-//! ([`watch`]), and guards every request ([`auth`]) before it is routed here. URL paths are never
-//! file paths: the only names a URL may carry are existing conferences' and their attempts'
-//! commits. Everything agents wrote reaches the page as JSON that the page inserts as text.
+//! ([`watch`]), and guards every request ([`auth`]) before it is routed ([`routes`]). URL paths
+//! are never file paths: the only names a URL may carry are existing conferences' and their
+//! attempts' commits. Everything agents wrote reaches the page as JSON that the page inserts as
+//! text. HTTP is hyper's, through axum's router, on this module's single-threaded tokio
+//! runtime: keep-alive, HTTP/2 for a client that opens with it, compression, and the bounds of
+//! each connection ([`conn`]); here, the bound on connections and the graceful stop.
 
 mod actions;
 pub mod auth;
 mod cache;
+mod conn;
 mod http;
+mod routes;
 pub mod views;
 pub mod watch;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Result;
 use serde_json::json;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::broadcast;
+use tokio::net::TcpListener;
+use tokio::sync::{broadcast, Semaphore};
 
 use cache::AttemptsCache;
-use http::{Request, Response};
+use http::Response;
 
 /// The page: one self-contained file (no CDN, no build step), with the data of its first paint
 /// put in place of `__INITIAL_JSON__`.
@@ -38,6 +44,9 @@ pub struct Options {
     pub addr: SocketAddr,
     pub token: String,
     pub fetch: Option<watch::Fetch>,
+    /// The conference whose page is opened first (`serve NAME`): its attempts are read as the
+    /// server starts, not on the first load.
+    pub first: Option<String>,
 }
 
 /// What every connection shares.
@@ -46,13 +55,24 @@ struct Shared {
     access: auth::Access,
     updates: broadcast::Sender<Arc<watch::Update>>,
     attempts: Arc<AttemptsCache>,
+    /// Turns true when the server stops: event streams end, connections close once what is in
+    /// flight is sent.
+    stop: tokio::sync::watch::Receiver<bool>,
 }
 
 /// Blocks of this size or more are mapped on their own and unmapped when freed (128 KiB,
 /// glibc's starting value, kept fixed).
 const MMAP_THRESHOLD: i32 = 128 * 1024;
 
-/// Serves until the process is stopped; `ready` gets the address listened on once requests are
+/// The most connections open at once: the next is accepted when one closes (an idle one closes
+/// within [`conn::IDLE_TIMEOUT`]).
+pub const MAX_CONNECTIONS: usize = 256;
+
+/// How long, once the server is told to stop, the responses in flight have to finish.
+const GRACE: Duration = Duration::from_secs(5);
+
+/// Serves until Ctrl-C or SIGTERM, then lets what is in flight finish (within [`GRACE`]; a
+/// second Ctrl-C ends it at once); `ready` gets the address listened on once requests are
 /// taken (the port, when 0 was asked for).
 pub fn run(options: Options, ready: impl FnOnce(SocketAddr)) -> Result<()> {
     // The views of a big conference are megabytes built and dropped per request: with glibc's
@@ -64,7 +84,10 @@ pub fn run(options: Options, ready: impl FnOnce(SocketAddr)) -> Result<()> {
         .enable_all()
         .max_blocking_threads(2)
         .build()?;
-    runtime.block_on(serve(options, ready))
+    let served = runtime.block_on(serve(options, ready));
+    // A view still being read when the grace ran out is not waited for.
+    runtime.shutdown_background();
+    served
 }
 
 async fn serve(options: Options, ready: impl FnOnce(SocketAddr)) -> Result<()> {
@@ -77,6 +100,7 @@ async fn serve(options: Options, ready: impl FnOnce(SocketAddr)) -> Result<()> {
     let addr = listener.local_addr()?;
     let (updates, _) = broadcast::channel(64);
     watch::spawn(options.git_dir.clone(), options.fetch, updates.clone())?;
+    let (stop, stopping) = tokio::sync::watch::channel(false);
     let shared = Arc::new(Shared {
         git_dir: options.git_dir,
         access: auth::Access {
@@ -85,87 +109,137 @@ async fn serve(options: Options, ready: impl FnOnce(SocketAddr)) -> Result<()> {
         },
         updates,
         attempts: Arc::default(),
+        stop: stopping.clone(),
     });
+    let router = routes::router(shared.clone());
+    let places = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    if let Some(name) = options.first {
+        read_ahead(&shared, name).await;
+    }
     ready(addr);
+    tokio::select! {
+        _ = accept(listener, router, places.clone(), stopping) => {}
+        _ = stop_asked() => {}
+    }
+    // No new connection; every open one finishes what is in flight and closes, and gives its
+    // place back.
+    let _ = stop.send(true);
+    tokio::select! {
+        _ = places.acquire_many(MAX_CONNECTIONS as u32) => {}
+        _ = tokio::time::sleep(GRACE) => {}
+        _ = stop_asked() => {}
+    }
+    Ok(())
+}
+
+/// Accepts connections, at most [`MAX_CONNECTIONS`] open at once, each served on a task of its
+/// own.
+async fn accept(
+    listener: TcpListener,
+    router: axum::Router,
+    places: Arc<Semaphore>,
+    stopping: tokio::sync::watch::Receiver<bool>,
+) {
+    let builder = Arc::new(conn::builder());
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
+        let Ok(place) = places.clone().acquire_owned().await else {
+            return;
         };
-        let shared = shared.clone();
-        tokio::spawn(async move { handle(shared, stream).await });
-    }
-}
-
-/// One connection: its request, checked, then answered (or streamed).
-async fn handle(shared: Arc<Shared>, mut stream: TcpStream) {
-    let Some(request) = http::read_request(&mut stream).await else {
-        return;
-    };
-    if let Some(refusal) = shared.access.check(&request) {
-        http::write_response(&mut stream, Response::text(refusal.status, refusal.why)).await;
-        return;
-    }
-    let segments: Vec<String> = request.path.split('/').map(str::to_string).collect();
-    if request.method == "GET"
-        && segments.len() == 4
-        && segments[1] == "api"
-        && segments[3] == "events"
-    {
-        let name = segments[2].clone();
-        let git_dir = shared.git_dir.clone();
-        let known = tokio::task::spawn_blocking(move || known_conference(&git_dir, &name))
-            .await
-            .ok()
-            .flatten();
-        match known {
-            Some(name) => stream_events(&shared, stream, &name).await,
-            None => http::write_response(&mut stream, not_found()).await,
-        }
-        return;
-    }
-    let git_dir = shared.git_dir.clone();
-    let cache = shared.attempts.clone();
-    let response = tokio::task::spawn_blocking(move || {
-        let response = answer(&git_dir, &request, &cache);
-        // What answering read (a view of every attempt) is freed now: give the pages back.
-        crate::os::release_free_heap();
-        response
-    })
-    .await
-    .unwrap_or_else(|_| Response::text(500, "internal error"));
-    http::write_response(&mut stream, response).await;
-}
-
-/// `/api/<name>/events`: each event recorded from now on, as the seed's JSON line (`event:
-/// conference`, `id:` the number of events in the log after it); `event: reload` when this
-/// stream fell behind and the page should read the endpoints again.
-async fn stream_events(shared: &Shared, mut stream: TcpStream, name: &str) {
-    let mut updates = shared.updates.subscribe();
-    if !http::start_events(&mut stream).await {
-        return;
-    }
-    loop {
-        let update = match updates.recv().await {
-            Ok(u) => u,
-            Err(broadcast::error::RecvError::Lagged(_)) => {
-                if !http::send_event(&mut stream, 0, "reload", "{}").await {
-                    return;
-                }
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            // Out of descriptors, or a connection reset before it was taken: try again soon,
+            // without spinning.
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
-            Err(broadcast::error::RecvError::Closed) => return,
         };
-        if update.name != name {
-            continue;
-        }
-        let first = update.events.saturating_sub(update.lines.len() as u64);
-        for (i, line) in update.lines.iter().enumerate() {
-            let data = serde_json::to_string(line).unwrap_or_default();
-            if !http::send_event(&mut stream, first + i as u64 + 1, "conference", &data).await {
-                return;
-            }
-        }
+        // Events are small writes that must not wait for the last one's acknowledgement.
+        let _ = stream.set_nodelay(true);
+        let (builder, router, stopping) = (builder.clone(), router.clone(), stopping.clone());
+        tokio::spawn(async move {
+            conn::serve(&builder, stream, router, stopping).await;
+            drop(place);
+        });
     }
+}
+
+/// Ctrl-C or SIGTERM.
+async fn stop_asked() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let interrupt = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let terminate = async {
+        match signal(SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = interrupt => {}
+        _ = terminate => {}
+    }
+}
+
+/// Reads conference `name`'s attempts into the cache, with the text its page embeds of them,
+/// before the address is printed, so that the first load of its page (`serve NAME --open`
+/// opens it at once) finds them ready: at 10,000 attempts that is most of a cold first paint.
+async fn read_ahead(shared: &Arc<Shared>, name: String) {
+    let shared = shared.clone();
+    blocking(move || {
+        if let Ok(conf) = crate::engine::Conference::view(&shared.git_dir, &name) {
+            let _ = shared
+                .attempts
+                .page_text(&conf, || views::attempts(&conf, &conf.state()));
+        }
+    })
+    .await;
+}
+
+/// A GET of the views: which one, with what the URL named.
+enum View {
+    Index,
+    Conferences,
+    Page(String),
+    /// `/api/<name>/<what>?since=`
+    Api {
+        name: String,
+        what: String,
+        since: Option<String>,
+    },
+    /// `/api/<name>/<what>/<commit>`
+    Commit {
+        name: String,
+        what: String,
+        commit: String,
+    },
+}
+
+impl Shared {
+    /// Answers `view` on a blocking thread (the views read git), then gives the pages of what
+    /// it read (a view of every attempt) back.
+    async fn answer(self: &Arc<Self>, view: View) -> Response {
+        let shared = self.clone();
+        blocking(move || answer(&shared.git_dir, &view, &shared.attempts))
+            .await
+            .unwrap_or_else(|| Response::text(500, "internal error"))
+    }
+}
+
+/// Runs `work` on one of the two blocking threads, and hands the heap's free pages back after.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    tokio::task::spawn_blocking(move || {
+        let done = work();
+        crate::os::release_free_heap();
+        done
+    })
+    .await
+    .ok()
 }
 
 /// The conference a URL names, when the repository has it (the only use of a name from a URL).
@@ -184,59 +258,42 @@ fn not_found() -> Response {
     )
 }
 
-/// Answers a GET or an action's POST (or refuses anything else).
-fn answer(git_dir: &Path, request: &Request, cache: &AttemptsCache) -> Response {
-    if request.method == "POST" {
-        let parts: Vec<&str> = request.path.split('/').skip(1).collect();
-        if let ["api", name, what] = parts.as_slice() {
-            if let Some(name) = known_conference(git_dir, name) {
-                if let Some(response) = actions::act(git_dir, &name, what, &request.body) {
-                    return response;
-                }
-            }
-        }
-        return not_found();
-    }
-    if request.method != "GET" {
-        return Response::text(
-            405,
-            "only GET here (actions are POSTs to /api/<name>/steer, answer, stop)",
-        );
-    }
-    match answer_get(git_dir, request, cache) {
+/// Answers a GET of the views.
+fn answer(git_dir: &Path, view: &View, cache: &AttemptsCache) -> Response {
+    match answer_view(git_dir, view, cache) {
         Ok(Some(r)) => r,
         Ok(None) => not_found(),
         Err(e) => Response::text(500, format!("{e:#}")),
     }
 }
 
-fn answer_get(
-    git_dir: &Path,
-    request: &Request,
-    cache: &AttemptsCache,
-) -> Result<Option<Response>> {
+fn answer_view(git_dir: &Path, view: &View, cache: &AttemptsCache) -> Result<Option<Response>> {
     let repo = git2::Repository::open(git_dir)?;
     let names = crate::store::refs::conference_names(&repo)?;
-    let parts: Vec<&str> = request.path.split('/').skip(1).collect();
     let conference = |name: &str| names.iter().any(|n| n == name);
-    Ok(Some(match parts.as_slice() {
-        [""] => page(&json!({ "conferences": views::conferences_json(&repo, &names) }).to_string()),
-        ["api", "conferences"] => Response::json(&views::conferences_json(&repo, &names)),
-        ["c", name] if conference(name) => page(&conference_page(&repo, name, cache)?),
-        ["api", name, what] if conference(name) => return api(&repo, name, what, request, cache),
-        ["api", name, what, commit] if conference(name) => {
+    Ok(Some(match view {
+        View::Index => {
+            let index = json!({ "conferences": views::conferences_json(&repo, &names) });
+            page(&views::script_json(&index.to_string()))
+        }
+        View::Conferences => Response::json(&views::conferences_json(&repo, &names)),
+        View::Page(name) if conference(name) => page(&conference_page(&repo, name, cache)?),
+        View::Api { name, what, since } if conference(name) => {
+            return api(&repo, name, what, since.as_deref(), cache)
+        }
+        View::Commit { name, what, commit } if conference(name) => {
             return commit_view(&repo, name, what, commit, cache)
         }
         _ => return Ok(None),
     }))
 }
 
-/// `/api/<name>/status|summary|queue|attempts|rounds`.
+/// `/api/<name>/status|summary|queue|attempts|rounds|importance`.
 fn api(
     repo: &git2::Repository,
     name: &str,
     what: &str,
-    request: &Request,
+    since: Option<&str>,
     cache: &AttemptsCache,
 ) -> Result<Option<Response>> {
     let conf = crate::engine::Conference::view(repo.path(), name)?;
@@ -250,7 +307,7 @@ fn api(
             &cache.get(&conf, || views::attempts(&conf, &conf.state()))?,
         )?,
         "attempts" => {
-            let since = match request.query.get("since").map(|s| s.parse::<usize>()) {
+            let since = match since.map(|s| s.parse::<usize>()) {
                 None => 0,
                 Some(Ok(n)) => n,
                 Some(Err(_)) => {
@@ -293,30 +350,35 @@ fn commit_view(
     }))
 }
 
-/// What a conference's page shows first, so its first paint needs no other request (JSON
-/// text: the attempts are written straight from their records).
+/// What a conference's page shows first, so its first paint needs no other request: JSON text
+/// escaped for the page's script element (the attempts' part kept per events tip).
 fn conference_page(repo: &git2::Repository, name: &str, cache: &AttemptsCache) -> Result<String> {
     let conf = crate::engine::Conference::view(repo.path(), name)?;
     let st = conf.state();
-    let mut head = json!({
+    let head = json!({
         "name": name,
         "status": views::status_json(repo, name, &conf)?,
         "summary": views::summary_json(repo, &conf),
         "rounds": views::rounds_json(&conf, &st),
     })
     .to_string();
-    let all = cache.get(&conf, || views::attempts(&conf, &st))?;
-    let attempts = views::attempts_text(&all, 0);
-    head.pop(); // its closing brace
-    Ok(format!("{head},\"attempts\":{attempts}}}"))
+    let attempts = cache.page_text(&conf, || views::attempts(&conf, &st))?;
+    let mut initial = views::script_json(&head);
+    initial.pop(); // its closing brace
+    initial.reserve(attempts.len() + 16);
+    initial.push_str(",\"attempts\":");
+    initial.push_str(&attempts);
+    initial.push('}');
+    Ok(initial)
 }
 
-/// The page with `initial` (JSON text) in it, escaped for its script element.
+/// The page with `initial` in it: JSON text already escaped for its script element
+/// ([`views::script_json`]).
 fn page(initial: &str) -> Response {
     let nonce = auth::new_token().unwrap_or_else(|_| format!("{:x}", crate::clock::now_unix()));
     // The nonce first: only the page's own script element gets it, never data put in after.
     let html = PAGE
         .replace("<script>", &format!("<script nonce=\"{nonce}\">"))
-        .replace("__INITIAL_JSON__", &views::script_json(initial));
+        .replace("__INITIAL_JSON__", initial);
     Response::html(html, nonce)
 }

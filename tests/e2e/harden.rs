@@ -340,6 +340,14 @@ fn bad_config_input_is_refused_with_the_line_and_leaves_nothing_behind() {
         );
         assert!(!run.stderr.contains("panicked"), "{what}: {}", run.stderr);
         assert_eq!(traces(&repo), clean, "{what} left something behind");
+        if *what == "count" {
+            assert!(
+                run.stderr
+                    .contains("one runner was measured to carry 256 researchers"),
+                "the count's maximum names its measurement: {}",
+                run.stderr
+            );
+        }
     }
     // A branch named `conference` blocks every conference ref: refused before anything exists.
     repo.git(&["branch", "conference"]);

@@ -610,6 +610,17 @@ fn a_failed_baseline_is_measured_again_after_a_fix() {
     repo.git(&["checkout", "-q", &format!("{broken}~1"), "--", "eval.sh"]);
     repo.commit_all("fix the harness");
     let fixed = rev(&repo, "HEAD");
+    // Starting it again, as a user who fixed the harness might, names the way that works here
+    // (a plain resume would measure the broken baseline again).
+    let again = repo.conference(&["start", "fix"]);
+    assert_eq!(again.code, 2, "{}", again.stderr);
+    assert!(
+        again
+            .stderr
+            .contains("once the harness is fixed and committed, continue it from your fix with `git conference resume fix --base HEAD`"),
+        "{}",
+        again.stderr
+    );
     repo.conference(&["resume", "fix", "--base", "HEAD"]).ok();
     let rebased = repo.events_named("fix", "conference.rebased");
     assert_eq!(rebased[0]["payload"]["from"], broken.as_str());

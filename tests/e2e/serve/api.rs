@@ -415,6 +415,16 @@ echo "score: $v"
         &format!("{config}\n## Environment\n- devices: 0\n"),
     );
     let runner = repo.start_until("queue", "conference/queue/lock");
+    // The run lock is taken before the conference's first event is recorded: `serve queue`
+    // needs the conference to exist.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while repo
+        .git(&["for-each-ref", "refs/conference/queue/events"])
+        .is_empty()
+    {
+        assert!(std::time::Instant::now() < deadline, "never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let served = Served::start(&repo, &["queue"]);
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     let queue = loop {

@@ -61,6 +61,19 @@ fn the_page_follows_a_running_conference_and_opens_a_diff() {
         browser.run("return document.querySelectorAll('#attempts tr.attempt').length"),
         8
     );
+    // The chart has a marker per reading; hovering one names its attempt.
+    assert_eq!(
+        browser.run("return document.querySelectorAll('#chart circle[data-n]').length === page.data.attempts.filter(a => a.metric !== null).length"),
+        true
+    );
+    let hover = browser.run("document.querySelector('#chart circle[data-n=\"0\"]').dispatchEvent(new MouseEvent('mouseover', { bubbles: true })); return document.getElementById('hover').textContent");
+    assert!(
+        hover
+            .as_str()
+            .unwrap()
+            .starts_with("#0 · round 1 · researcher "),
+        "{hover}"
+    );
 
     // A row opens its attempt's diff (from git) and note.
     let commit = browser.run("const r = document.querySelector('#attempts tr.attempt'); r.click(); return r.cells[11].textContent");

@@ -1,14 +1,16 @@
 //! `git conference serve` (issue #25): the JSON endpoints and the stream (`api`), the page in a
-//! real headless Chromium (`browser`, through `webdriver`), and a conference of 10,000 attempts
-//! (`big`). Each test starts the real binary on a free port and talks to it over TCP.
+//! real headless Chromium (`browser`, through `webdriver`), a conference of 10,000 attempts
+//! (`big`), and the HTTP stack under load and abuse (`stack`, issue #43). Each test starts the
+//! real binary on a free port and talks to it over TCP.
 
 mod api;
 mod big;
 mod browser;
 pub mod grow;
+mod stack;
 mod webdriver;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::process::{Child, Stdio};
 use std::time::Duration;
@@ -48,11 +50,9 @@ impl Served {
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
             .unwrap();
-        let url = line
-            .trim()
-            .strip_prefix("Serving ")
-            .unwrap_or_else(|| panic!("serve printed {line:?}"))
-            .to_string();
+        let Some(url) = line.trim().strip_prefix("Serving ").map(str::to_string) else {
+            panic!("serve printed {line:?}, then: {:?}", child.wait());
+        };
         let rest = url.strip_prefix("http://").unwrap();
         let addr = rest[..rest.find('/').unwrap()].to_string();
         let token = url.split("token=").nth(1).unwrap().to_string();
@@ -66,6 +66,23 @@ impl Served {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Sends SIGINT (Ctrl-C) and waits up to `patience` for the server to exit; its status.
+    pub fn interrupt(&mut self, patience: Duration) -> Option<std::process::ExitStatus> {
+        let sent = std::process::Command::new("kill")
+            .args(["-INT", &self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let deadline = std::time::Instant::now() + patience;
+        while std::time::Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
     }
 
     /// GET `path` with this server's own Host; (status, body).
@@ -117,38 +134,58 @@ pub fn http_within(
         body.len()
     ));
     stream.write_all(head.as_bytes()).unwrap();
-    // Read the head, then as much body as it announces (ChromeDriver keeps the connection
-    // open), or up to the end.
-    let mut reader = BufReader::new(stream);
-    let mut head = String::new();
+    let (status, _, body) = read_response(&mut BufReader::new(stream))
+        .unwrap_or_else(|| panic!("no HTTP response to {method} {path}"));
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// A response as read: its status, its headers (names lower-cased), its body.
+pub type Answer = (u16, Vec<(String, String)>, Vec<u8>);
+
+/// A response read from `reader`: its status, its headers (names lower-cased) and its body, as
+/// much as it announces (ChromeDriver keeps the connection open), in chunks or up to the end;
+/// None when the connection closed before a status line.
+pub fn read_response(reader: &mut impl BufRead) -> Option<Answer> {
+    let mut status_line = String::new();
+    if reader.read_line(&mut status_line).ok()? == 0 {
+        return None;
+    }
+    let status = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP status in {status_line:?}"));
+    let mut headers = Vec::new();
     loop {
         let mut line = String::new();
         if reader.read_line(&mut line).unwrap() == 0 || line == "\r\n" {
             break;
         }
-        head.push_str(&line);
+        if let Some((k, v)) = line.split_once(':') {
+            headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+        }
     }
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no HTTP status in {head:?}"));
-    let length = head.lines().find_map(|l| {
-        let (k, v) = l.split_once(':')?;
-        k.eq_ignore_ascii_case("content-length")
-            .then(|| v.trim().parse::<usize>().ok())?
-    });
+    let header = |name: &str| headers.iter().find(|(k, _)| k == name).map(|(_, v)| v);
     let mut body = Vec::new();
-    match length {
-        Some(n) => {
-            body.resize(n, 0);
-            reader.read_exact(&mut body).unwrap();
+    if let Some(n) = header("content-length").and_then(|v| v.parse::<usize>().ok()) {
+        body.resize(n, 0);
+        reader.read_exact(&mut body).unwrap();
+    } else if header("transfer-encoding").is_some_and(|v| v == "chunked") {
+        loop {
+            let mut size = String::new();
+            reader.read_line(&mut size).unwrap();
+            let size = usize::from_str_radix(size.trim(), 16).unwrap();
+            let mut chunk = vec![0; size + 2];
+            reader.read_exact(&mut chunk).unwrap();
+            if size == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..size]);
         }
-        None => {
-            reader.read_to_end(&mut body).unwrap();
-        }
+    } else {
+        reader.read_to_end(&mut body).unwrap();
     }
-    (status, String::from_utf8_lossy(&body).into_owned())
+    Some((status, headers, body))
 }
 
 /// A conference of two researchers (the complement fixture) paused after round 1 of 2: `resume`

@@ -2,12 +2,16 @@
 than before, before/after on the same machine").
 
     python3 bench/before_after.py BEFORE AFTER [--sizes 1000,10000] [--iterations 100] [--reps 3]
+                                  [--after-branching best-first]
 
 Runs bench/run.py's conference loop (one researcher, an instant agent that stamps its start and
 appends a line, an instant evaluation) with each binary in turn, BEFORE, AFTER, BEFORE, AFTER…,
 so that both see the same load; each run's figure is the median interval between consecutive
 agent starts (the first interval, warm-up, left out). Prints every run's figure, and per size
 the median of each binary's runs and their ratio (AFTER / BEFORE).
+
+With --after-branching MODE the AFTER runs have `Branching: MODE` in `## Researchers` (issue 41:
+the tree's bookkeeping per attempt against the chain's); BEFORE and AFTER may be one binary.
 """
 
 import argparse
@@ -21,11 +25,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run as bench  # noqa: E402
 
 
-def one_run(E, src, n, iterations, agent, label):
+def one_run(E, src, n, iterations, agent, label, branching=None):
     work = bench.clone(E, src, os.path.join(E.tmp, "%s-%d" % (label, n)))
     stamps = os.path.join(E.tmp, "%s-%d.stamps" % (label, n))
+    extra = "- **Branching:** %s\n" % branching if branching else ""
     bench.write(os.path.join(work, "conference.md"),
-                bench.conference_md("Bench overhead", agent, iterations=iterations, max_total=iterations))
+                bench.conference_md("Bench overhead", agent, iterations=iterations, max_total=iterations,
+                                    extra_researchers=extra))
     E.git(work, "add", "conference.md")
     E.git(work, "commit", "-q", "-m", "conference.md")
     _, p = E.timed(["git", "conference", "start", "ovh", "--yes"], work, {"BENCH_STAMPS": stamps},
@@ -46,6 +52,7 @@ def main():
     ap.add_argument("--sizes", default="1000,10000")
     ap.add_argument("--iterations", type=int, default=100)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--after-branching", help="Branching mode of the AFTER runs (default: none)")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="git-conference-before-after-")
     try:
@@ -61,7 +68,9 @@ def main():
             runs = {"before": [], "after": []}
             for rep in range(args.reps):
                 for label in ("before", "after"):
-                    ms = one_run(envs[label], src, n, args.iterations, agent, "%s%d" % (label, rep))
+                    branching = args.after_branching if label == "after" else None
+                    ms = one_run(envs[label], src, n, args.iterations, agent, "%s%d" % (label, rep),
+                                 branching)
                     runs[label].append(ms)
                     print("%6d files  %-6s run %d: %.1f ms  (load %s)" % (
                         n, label, rep + 1, ms, open("/proc/loadavg").read().split()[0]), flush=True)

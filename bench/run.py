@@ -214,7 +214,8 @@ done
 """
 
 
-def conference_md(title, agent, count=1, iterations=3, rounds=1, max_total=1000, extra_constraints=""):
+def conference_md(title, agent, count=1, iterations=3, rounds=1, max_total=1000, extra_constraints="",
+                  extra_researchers=""):
     return f"""# Conference: {title}
 
 ## Goal
@@ -232,7 +233,7 @@ metric
 - **Count:** {count}
 - **Iterations per round:** {iterations}
 - **Max rounds:** {rounds}
-
+{extra_researchers}
 ## Search Space Partitioning
 **Strategy:** free
 

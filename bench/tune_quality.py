@@ -11,7 +11,8 @@ budget. Each seed draws one start point within the bounds, the same for every me
 the seed of builtin:tune's search, of random search and of TPE.
 
     python3 bench/tune_quality.py [--budget 60] [--seeds 20] [--binary PATH]
-                                  [--fixtures tune-2d,tune-6d] [--methods random,tpe,builtin1,builtin3]
+                                  [--fixtures tune-2d,tune-6d,multimodal]
+                                  [--methods random,tpe,builtin1,builtin3,builtin1-bf] [--cache FILE]
 
 Optuna is installed into bench/.venv (from PyPI, with pip) when it is not importable.
 """
@@ -37,11 +38,14 @@ FIXTURES = {
     # name: (metric, known optimum, conference target that is never reached)
     "tune-2d": ("f", -1.5186858, -10),
     "tune-6d": ("loss", 0.0, -10),
+    "multimodal": ("f", 0.0, -10),
 }
 
 # Conference shapes: researchers and rounds. Two rounds: knowledge transfer between them, and the
 # peer review's re-runs (which count as evaluations) twice, not once per handful of attempts.
-SHAPES = {"builtin1": (1, 2), "builtin3": (3, 2)}
+# builtin1-bf: builtin1 with `Branching: best-first` (the tree of ideas, issue 41).
+SHAPES = {"builtin1": (1, 2), "builtin3": (3, 2), "builtin1-bf": (1, 2)}
+BRANCHING = {"builtin1-bf": "best-first"}
 
 
 def ensure_optuna():
@@ -186,9 +190,10 @@ def run_tpe(space, evaluate, budget, seed, start):
     return study.best_value
 
 
-def conference_md(metric, target, attempts, seed, count, rounds):
+def conference_md(metric, target, attempts, seed, count, rounds, branching="off"):
     """The conference.md builtin:tune runs with (one place, so the shape is easy to adjust)."""
     per_round = math.ceil(attempts / (count * rounds))
+    tree = "" if branching == "off" else f"- **Branching:** {branching}\n"
     return f"""# Conference: Tune bench
 ## Goal
 Minimise {metric}.
@@ -202,7 +207,7 @@ metric
 - **Count:** {count}
 - **Iterations per round:** {per_round}
 - **Max rounds:** {rounds}
-## Search Space
+{tree}## Search Space
 **Allowed changes:**
 - params.sh
 ## Search Space Partitioning
@@ -219,7 +224,8 @@ metric
 """
 
 
-def run_conference(fixture_dir, space, start, metric, target, attempts, seed, env, count, rounds):
+def run_conference(fixture_dir, space, start, metric, target, attempts, seed, env, count, rounds,
+                   branching="off"):
     """One conference; returns (best metric, eval.sh runs)."""
     tmp = tempfile.mkdtemp(prefix="tunebench-repo-")
     try:
@@ -228,7 +234,7 @@ def run_conference(fixture_dir, space, start, metric, target, attempts, seed, en
         counted_fixture(fixture_dir, repo, log)
         write_params(os.path.join(repo, "params.sh"), space, start)
         with open(os.path.join(repo, "conference.md"), "w") as f:
-            f.write(conference_md(metric, target, attempts, seed, count, rounds))
+            f.write(conference_md(metric, target, attempts, seed, count, rounds, branching))
         git = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.invalid"]
         subprocess.run(git + ["init", "-q"], cwd=repo, check=True)
         subprocess.run(git + ["add", "-A"], cwd=repo, check=True)
@@ -249,13 +255,14 @@ def run_conference(fixture_dir, space, start, metric, target, attempts, seed, en
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def run_builtin(fixture_dir, space, start, metric, target, budget, seed, env, count, rounds):
+def run_builtin(fixture_dir, space, start, metric, target, budget, seed, env, count, rounds,
+                branching="off"):
     """A conference whose total evaluations stay within `budget`: the attempt budget starts at the
     budget minus the expected overhead (baseline, review re-runs) and is lowered by any excess."""
     attempts = budget - 1 - rounds * (count + 1)
     for _ in range(6):
         best, runs = run_conference(
-            fixture_dir, space, start, metric, target, attempts, seed, env, count, rounds
+            fixture_dir, space, start, metric, target, attempts, seed, env, count, rounds, branching
         )
         if runs <= budget:
             return best, runs
@@ -304,10 +311,20 @@ def main():
     ap.add_argument("--budget", type=int, default=60)
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--binary", help="path to git-conference (default: found on PATH)")
-    ap.add_argument("--fixtures", default=",".join(FIXTURES))
+    ap.add_argument("--fixtures", default="tune-2d,tune-6d")
     ap.add_argument("--methods", default="random,tpe,builtin1,builtin3",
-                    help="random, tpe, builtin1 (1-researcher conference), builtin3 (3 researchers)")
+                    help="random, tpe, builtin1 (1-researcher conference), builtin3 (3 researchers), "
+                    "builtin1-bf (builtin1 with Branching: best-first)")
+    ap.add_argument("--cache", help="a JSON lines file of finished runs (every seed is "
+                    "deterministic): kept, and reused by a rerun")
     args = ap.parse_args()
+    cache = {}
+    if args.cache and os.path.exists(args.cache):
+        with open(args.cache) as f:
+            for line in f:
+                if line.strip():
+                    r = json.loads(line)
+                    cache[r["key"]] = (r["best"], r["runs"])
     methods = args.methods.split(",")
     builtins = [m for m in methods if m in SHAPES]
     if "tpe" in methods:
@@ -326,11 +343,15 @@ def main():
             gaps, evals = [], []
             for seed in range(args.seeds):
                 start = start_point(space, seed)
-                if method in SHAPES:
+                key = f"{name}|{method}|{seed}|{args.budget}"
+                if key in cache:
+                    best, runs = cache[key]
+                elif method in SHAPES:
                     count, rounds = SHAPES[method]
                     try:
                         best, runs = run_builtin(
-                            fdir, space, start, metric, target, args.budget, seed, env, count, rounds
+                            fdir, space, start, metric, target, args.budget, seed, env, count, rounds,
+                            BRANCHING.get(method, "off"),
                         )
                     except (RuntimeError, subprocess.CalledProcessError, KeyError, ValueError) as e:
                         print(f"{name} {method} seed {seed}: {e}", file=sys.stderr)
@@ -343,6 +364,10 @@ def main():
                         runs = ev.runs()
                     finally:
                         ev.close()
+                if args.cache and key not in cache and math.isfinite(best):
+                    cache[key] = (best, runs)
+                    with open(args.cache, "a") as f:
+                        f.write(json.dumps({"key": key, "best": best, "runs": runs}) + "\n")
                 gaps.append(best - optimum)
                 evals.append(runs)
                 print(f"{name} {method} seed {seed}: best {best:.6f} evals {runs}", file=sys.stderr)

@@ -256,6 +256,7 @@ fn iteration(researcher: &str, n: u32) -> Event {
         eval_s: None,
         questions: vec![],
         placement: None,
+        branch: None,
     })
 }
 

@@ -69,6 +69,7 @@ fn main() {
                 eval_s: None,
                 questions: vec![],
                 placement: None,
+                branch: None,
             });
             let summary = format!("A r{} i{} reverted 1", n / 49, n % 49);
             conf.record(event, &summary, vec![]).expect("record");

@@ -1,5 +1,6 @@
 //! `log`: the event log, as text, the seed's JSON lines, or the seed's conference_results.tsv;
-//! `--follow` watches it live.
+//! `--follow` watches it live; `--graph` draws the attempt tree instead (`--format json`: its
+//! nodes with their parents).
 
 use std::time::Duration;
 
@@ -17,6 +18,8 @@ pub enum Format {
     Text,
     Jsonl,
     Tsv,
+    /// With `--graph`: the attempt tree's nodes, each with its parent's commit.
+    Json,
 }
 
 /// Show the event log (text, the seed's JSON lines, or the results table as TSV).
@@ -29,6 +32,10 @@ pub struct LogArgs {
     /// Keep watching and print new events as they are recorded (until the conference completes).
     #[arg(long, short)]
     pub follow: bool,
+    /// Draw the attempt tree: every attempt under the node it started from, with its verdict
+    /// and metric, the path from the baseline to best marked `*` (`--format json`: the nodes).
+    #[arg(long)]
+    pub graph: bool,
 }
 
 fn print_event(event: &EventLine, summary: &str, format: Format) {
@@ -63,6 +70,14 @@ fn reason_suffix(event: &EventLine) -> String {
 pub fn run(args: LogArgs) -> Result<i32> {
     let repo = super::discover()?;
     let name = super::resolve_name(&repo, args.name)?;
+    if args.graph {
+        return graph(&repo, &name, args.format, args.follow);
+    }
+    if args.format == Format::Json {
+        return Err(crate::error::usage(
+            "`--format json` goes with `--graph` (the attempt tree); the event log as JSON lines is `--format jsonl`",
+        ));
+    }
     if args.format == Format::Tsv {
         return tsv(&repo, &name);
     }
@@ -92,5 +107,32 @@ pub fn run(args: LogArgs) -> Result<i32> {
 fn tsv(repo: &Repository, name: &str) -> Result<i32> {
     let conf = Conference::view(repo.path(), name)?;
     print!("{}", conference_results_tsv(&conf, &conf.state())?);
+    Ok(0)
+}
+
+/// `log --graph`: the attempt tree, drawn or as JSON.
+fn graph(repo: &Repository, name: &str, format: Format, follow: bool) -> Result<i32> {
+    if follow || matches!(format, Format::Jsonl | Format::Tsv) {
+        return Err(crate::error::usage(
+            "`--graph` draws the tree as it stands: with `--format text` (the default) or `--format json`, without `--follow`",
+        ));
+    }
+    let conf = Conference::view(repo.path(), name)?;
+    let nodes = crate::engine::record::lineage::nodes(&conf)?;
+    if format == Format::Json {
+        let out = serde_json::json!({
+            "conference": name,
+            "branching": conf.config().branching.as_str(),
+            "best": conf.state().best.commit,
+            "nodes": nodes,
+        });
+        crate::outln!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(0);
+    }
+    crate::outln!(
+        "Attempt tree of `{name}` (branching {}): each attempt under the node it started from; * marks the path from the baseline to best.",
+        conf.config().branching.as_str()
+    );
+    print!("{}", crate::render::tree::graph(&nodes, false));
     Ok(0)
 }

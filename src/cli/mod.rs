@@ -78,6 +78,10 @@ pub enum Command {
 
 /// Runs the command line; returns the exit code.
 pub fn main() -> i32 {
+    // A runner's watchdog (`exec::watchdog`): started by the program itself, never by a user.
+    if let Some((run_dir, runner)) = crate::exec::watchdog::invoked() {
+        return crate::exec::watchdog::watch(&run_dir, runner);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -53,6 +53,10 @@ pub fn run(args: StatusArgs) -> Result<i32> {
     for line in crate::render::status::researchers(&st) {
         crate::outln!("{line}");
     }
+    let minimize = conf.direction() == Some(crate::config::Direction::Minimize);
+    for line in crate::render::tree::status_lines(&st, &name, minimize) {
+        crate::outln!("{line}");
+    }
     print_machines(&repo, &conf, &st);
     print_voided(&st);
     for line in crate::render::status::last_reasons(&st) {

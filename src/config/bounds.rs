@@ -160,7 +160,7 @@ mod tests {
             ("- timeout: 5m", "- timeout: 99999999999999999h", "365d"),
             ("- timeout: 5m", "- timeout: 400d", "365d"),
             ("- command: ./eval.sh", "- command: ./eval.sh\0x", "NUL"),
-            ("- count: 2", "- count: 65", "64"),
+            ("- count: 2", "- count: 257", "256"),
             ("- max rounds: 2", "- max rounds: 10001", "10000"),
         ];
         for (from, to, says) in cases {

@@ -18,7 +18,8 @@ pub enum Class {
     /// Only while the baseline is not measured yet: it decides how every metric is measured, so
     /// changing it later would compare numbers measured two ways.
     BeforeBaseline,
-    /// Never: the conference is about this metric, this direction, this mode, these researchers.
+    /// Never: the conference is about this metric, this direction, this mode, these
+    /// researchers, this shape of search (a tree or chains).
     Fixed,
 }
 
@@ -29,6 +30,8 @@ pub fn class(kind: SectionKind, key: Option<&str>) -> Class {
         (S::Mode, _) => Class::Fixed,
         (S::SuccessMetric, Some("Metric" | "Direction")) => Class::Fixed,
         (S::Researchers, Some("Count")) => Class::Fixed,
+        // The events' shape follows it (a tree recorded, or none).
+        (S::Researchers, Some("Branching")) => Class::Fixed,
         (S::PreFlightGate, Some(k)) if k == Key::ResearcherCount.name() => Class::Fixed,
         (S::Evaluation, Some("command" | "judge" | "metric from")) => Class::BeforeBaseline,
         _ => Class::Changeable,

@@ -52,6 +52,15 @@ pub struct SharedPath {
 }
 
 impl Environment {
+    /// The setup command for the local worktrees: with a launcher that runs evaluations
+    /// elsewhere, setup runs only there (in each staged tree, before the command): the local
+    /// worktrees, where the agents work, evaluate nothing (docs/launchers.md).
+    pub fn local_setup(&self) -> Option<&str> {
+        match self.launch.kind {
+            super::launcher::LauncherKind::Local => self.setup.as_deref(),
+            _ => None,
+        }
+    }
     pub fn setup_timeout(&self) -> Duration {
         self.setup_timeout.unwrap_or(DEFAULT_SETUP_TIMEOUT)
     }

@@ -170,6 +170,18 @@ pub struct Config {
     /// `- mode:` under `## Researchers` (agentic unless it says human-in-the-loop).
     #[serde(default)]
     pub loop_mode: LoopMode,
+    /// `- **Branching:**` under `## Researchers` (off unless it says agent-decided or
+    /// best-first; `model::tree`).
+    #[serde(default)]
+    pub branching: crate::model::tree::Branching,
+    /// `- **Max alive branches:**` (only with branching on; `model::tree::DEFAULT_MAX_ALIVE`
+    /// when it does not say).
+    #[serde(default = "default_max_alive")]
+    pub max_alive_branches: u32,
+}
+
+fn default_max_alive() -> u32 {
+    crate::model::tree::DEFAULT_MAX_ALIVE
 }
 
 /// Bytes of the Goal's brief a prompt holds; a longer file is cut at a line, with a line saying

@@ -158,6 +158,16 @@ pub static SECTIONS: &[SectionSpec] = &[
                 &["loop mode"],
                 "- **Mode:** agentic   (or: human-in-the-loop)",
             ),
+            key(
+                "Branching",
+                &["branches", "tree search"],
+                "- **Branching:** best-first   (or: off, agent-decided)",
+            ),
+            key(
+                "Max alive branches",
+                &["alive branches", "max branches"],
+                "- **Max alive branches:** 3",
+            ),
         ],
     },
     SectionSpec {

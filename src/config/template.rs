@@ -180,7 +180,7 @@ fn write_researchers_and_gate(w: &mut String, a: &InitAnswers, v: &Values) {
     section(
         w,
         "Researchers",
-        "Researchers are named A, B, C, ... Each works in its own git worktree.",
+        "Researchers are named A, B, C, ... Each works in its own git worktree. Mode: agentic never asks; human-in-the-loop pauses (exit 3) before knowledge transfer puts findings on best, when every researcher is stalled, and on a blocking question, until `git conference approve NAME` (or `answer`).",
     );
     setting(w, "Count", &v.count.to_string());
     setting(
@@ -189,6 +189,7 @@ fn write_researchers_and_gate(w: &mut String, a: &InitAnswers, v: &Values) {
         &a.iterations_per_round.to_string(),
     );
     setting(w, Key::MaxRounds.name(), &a.max_rounds.to_string());
+    setting(w, "Mode", "agentic");
     section(w, "Pre-Flight Gate", "The answers to the pre-flight questions. Values repeated from other sections must agree with them. `Final confirmation: pending` stops `start`.");
     setting(w, Key::ResearcherCount.name(), &v.count.to_string());
     setting(
@@ -272,10 +273,10 @@ fn write_evaluation_agent_environment(w: &mut String, a: &InitAnswers, v: &Value
     setting(w, "Repeats", "1");
     setting(w, "Frozen", &v.frozen);
     setting(w, "Metric from", "name");
-    section(w, "Agent", "command runs in the researcher's worktree with the prompt in $CONFERENCE_PROMPT_FILE; it edits files and exits (never commits). builtin:tune needs no AI service. builtin:openai asks any OpenAI-compatible chat API (hosted, vLLM, Ollama, llama.cpp, LM Studio) with `- model:`, `- base url:` (e.g. http://127.0.0.1:11434/v1) and `- api key env:` (the variable holding the key, never the key); OPENAI_MODEL, OPENAI_BASE_URL and OPENAI_API_KEY serve when those are unset. A preset (claude, codex, aider, gemini, opencode) runs that CLI headless with edits allowed in the worktree only; with a preset, optional model (opencode: provider/model), max turns (claude only) and extra args. seed makes built-in researchers deterministic. Optional: chair, reviewer, synthesizer commands for prose.");
+    section(w, "Agent", "command runs in the researcher's worktree with the prompt in $CONFERENCE_PROMPT_FILE; it edits files and exits (never commits). builtin:tune needs no AI service. builtin:openai asks any OpenAI-compatible chat API (hosted, vLLM, Ollama, llama.cpp, LM Studio) with `- model:`, `- base url:` (e.g. http://127.0.0.1:11434/v1) and `- api key env:` (the variable holding the key, never the key); OPENAI_MODEL, OPENAI_BASE_URL and OPENAI_API_KEY serve when those are unset. A preset (claude, codex, aider, gemini, opencode) runs that CLI headless with edits allowed in the worktree only; with a preset, optional model (opencode: provider/model), max turns (claude only) and extra args. seed makes built-in researchers deterministic. Optional: chair, reviewer, synthesizer commands for prose; retrospective: a command that writes the prose of each entry the finished conference adds to the knowledge store (it reads the entry on stdin; `git conference knowledge`).");
     setting(w, "Command", &one_line(&a.agent_command));
     setting(w, "Seed", "0");
-    section(w, "Environment", "What worktrees need to run your code, and where evaluations run. Setup: a command run once in each new worktree before its first evaluation (e.g. uv sync --frozen); it must not change committed files. Shared: git-ignored paths of your working tree (data/, .venv) linked into every worktree, read-only to candidates. Devices: e.g. 0,1,2,3 gives each evaluation its own device (CUDA_VISIBLE_DEVICES and CONFERENCE_DEVICE), one evaluation per device at a time. Max parallel evaluations: a limit for CPU-bound evaluations. none for each: plain checkouts, evaluations run as soon as asked.");
+    section(w, "Environment", "What worktrees need to run your code, and where evaluations run. Setup: a command run once in each new worktree before its first evaluation (e.g. uv sync --frozen); it must not change committed files; with a launcher other than local it runs where evaluations run (in each staged tree), not here. Shared: git-ignored paths of your working tree (data/, .venv) linked into every worktree, read-only to candidates. Devices: e.g. 0,1,2,3 gives each evaluation its own device (CUDA_VISIBLE_DEVICES and CONFERENCE_DEVICE), one evaluation per device at a time. Max parallel evaluations: a limit for CPU-bound evaluations. none for each: plain checkouts, evaluations run as soon as asked.");
     setting(w, "Setup", "none");
     setting(w, "Shared", "none");
     setting(w, "Devices", "none");
@@ -467,6 +468,13 @@ mod tests {
         ]
         .to_vec();
         assert_eq!(headings, expected);
+        // The settings nobody finds unless the file names them: the loop mode, written out,
+        // and the retrospective's prose command, named among the Agent section's options.
+        assert!(text.contains("- **Mode:** agentic\n"), "{text}");
+        assert!(text.contains("human-in-the-loop pauses (exit 3)"), "{text}");
+        assert!(text.contains("retrospective: a command"), "{text}");
+        let c = load(&text).unwrap();
+        assert_eq!(c.loop_mode, crate::config::LoopMode::Agentic);
         assert!(text.starts_with("# Conference: My conference\n<!-- "));
         assert!(text.lines().all(|l| l == l.trim_end()), "trailing spaces");
         assert!(text.contains("- **Frozen:** eval.sh\n"));

@@ -420,7 +420,8 @@ impl Conference {
     /// Keeps attempt commits reachable from the attempts ref (serialised with the other writers).
     pub fn keep_reachable(&self, commits: &[Oid]) -> Result<()> {
         let rec = self.recorder.lock().unwrap();
-        store::keep_reachable(&rec.repo, &self.refs, commits)
+        let root = (self.config.branching.is_on()).then(|| rec.state.baseline_commit.oid());
+        store::keep_reachable(&rec.repo, &self.refs, commits, root)
     }
 
     /// Moves a branch to `new`, from whatever it points at now if `expected` is None.
@@ -544,6 +545,8 @@ fn initial_state(name: &str, config: &Config, base: Oid, now: &str) -> State {
         eval_seconds: 0.0,
         gpu_seconds: 0.0,
         validated: 0,
+        branches: Vec::new(),
+        next: None,
     };
     State {
         name: name.to_string(),

@@ -302,6 +302,28 @@ pub fn sweep_left_behind(run_dir: &Path) -> usize {
     kill_and_reap(&procs, &doomed, std::process::id() as i32)
 }
 
+/// Kills everything the runs of runner `runner` (a pid) from the run folder `run_dir` left
+/// alive: every process carrying one of its marks, with its descendants, and every other
+/// process of those processes' groups (a leader's children that stayed in its group). For the
+/// runner's watchdog, once that runner has died; a later runner of the same folder has other
+/// marks and is left alone. Returns how many processes and groups were killed.
+pub fn kill_runs_of(run_dir: &Path, runner: i32) -> usize {
+    let folder = format!("@{}", run_dir.display());
+    let prefix = format!("{runner}.");
+    let ours = |m: &str| m.starts_with(&prefix) && m.ends_with(&folder);
+    let me = std::process::id() as i32;
+    let procs = all_procs(None, None);
+    let groups: BTreeSet<i32> = procs
+        .values()
+        .filter(|p| p.mark.as_deref().is_some_and(ours))
+        .map(|p| p.pgid)
+        .filter(|g| *g > 1 && *g != me)
+        .collect();
+    let mut killed = groups.iter().filter(|g| crate::os::kill_group(**g)).count();
+    killed += kill_and_reap(&procs, &marked_trees(&procs, ours), me);
+    killed
+}
+
 /// Whether the process group `pgid`, recorded in the run folder `run_dir` as one a killed
 /// runner left, was started from this run folder: one of its processes carries a mark naming
 /// it, or naming a folder that no longer exists (the repository was moved since). The record

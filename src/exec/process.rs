@@ -150,10 +150,12 @@ fn unregister(slot: usize) {
 
 /// Records running process groups under `dir` from now on (call with the run lock held).
 /// From then on this process also adopts orphaned descendants, so that none escapes a sweep.
+/// A watchdog ends this runner's runs when it dies (see `watchdog`).
 pub fn track_groups_in(dir: &Path) {
     crate::os::set_child_subreaper();
     if std::fs::create_dir_all(dir).is_ok() {
         let _ = GROUPS_DIR.set(dir.to_path_buf());
+        super::watchdog::start(dir);
     }
 }
 
@@ -261,6 +263,8 @@ pub async fn start(spec: Spec<'_>) -> Result<Option<Running>> {
         })
         .process_group(0)
         .kill_on_drop(true);
+    // A runner killed with SIGKILL takes its command with it.
+    crate::os::die_with_parent(&mut cmd);
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }

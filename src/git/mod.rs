@@ -1,6 +1,7 @@
 //! Working-tree operations: researcher worktrees (`worktree`), and taking a snapshot of what an
 //! agent changed or putting a worktree back to a kept snapshot (`snapshot`); merging findings
-//! (`merge`); noticing refs an agent left in the user's repository (`traces`). Ref names and the
+//! (`merge`); noticing refs an agent left in the user's repository (`traces`) and its writes into
+//! the user's working tree (`user_writes`). Ref names and the
 //! event log live in `store`; this module only moves files, indexes and commits.
 
 pub mod changes;
@@ -8,6 +9,7 @@ pub mod leftovers;
 pub mod merge;
 pub mod snapshot;
 pub mod traces;
+pub mod user_writes;
 pub mod watch;
 pub mod worktree;
 

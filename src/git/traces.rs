@@ -1,17 +1,24 @@
 //! Traces an agent can leave in the user's repository outside its worktree: branches
-//! (`git checkout -b x`, `git branch -f main HEAD~`), tags, and stash entries (`git stash` in a
-//! worktree writes the shared `refs/stash`). Preventing them needs a sandbox; noticing them is
-//! cheap. Whose change it was is read from the ref's reflog, where an agent's git commands write
-//! the researcher's name (see [`agent_env`]): the agent's are put back and the user is told, the
-//! user's own work while agents run is left alone.
+//! (`git checkout -b x`, `git branch -f main HEAD~`), tags, stash entries (`git stash` in a
+//! worktree writes the shared `refs/stash`), and any other ref (`git update-ref refs/x/y`, a
+//! notes ref of its own). Preventing them needs a sandbox; noticing them is cheap. Whose change
+//! it was is read from the ref's reflog, where an agent's git commands write the researcher's name
+//! (see [`agent_env`]): the agent's are put back and the user is told, the user's own work while
+//! agents run is left alone.
 //!
-//! Only the refs files of those namespaces are read (`packed-refs`, re-read only when it
-//! changed, and the loose refs under `refs/heads` and `refs/tags` and `refs/stash`), never an
-//! object, so a check costs the same on a large repository. Every conference's own branches
-//! (`refs/heads/conference/…`) are left out: other conferences move theirs all the time. A
+//! Only the refs files are read (`packed-refs`, re-read only when it changed, and the loose refs
+//! under `refs/`), never an object, so a check costs the same on a large repository. The
+//! conferences' own refs (`refs/conference…`, `refs/heads/conference/…`, their notes) are left
+//! out: other conferences move theirs all the time, and this one guards its own elsewhere. A
 //! repository on the reftable backend is not checked.
+//!
+//! Researchers run in parallel, so one agent's change can fall in another's window too. Every
+//! change a check settles (reported, put back) goes into a ledger; a later check applies the
+//! entries made since its window opened to what it read then, so the same change is neither
+//! reported twice nor, once put back, taken for a new one — while the same branch created again
+//! later is a new change, reported again.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -22,46 +29,65 @@ use std::sync::{Arc, Mutex};
 pub struct Refs {
     packed: Arc<BTreeMap<String, String>>,
     loose: BTreeMap<String, String>,
+    /// Values the ledger settled since these were read (None: the ref is gone).
+    settled: BTreeMap<String, Option<String>>,
+    /// The ledger's length when these were read: its later entries apply to them.
+    ledger_len: usize,
     /// False when they cannot be read this way (reftable): nothing is reported then.
     readable: bool,
 }
 
-const NAMESPACES: [&str; 3] = ["refs/heads/", "refs/tags/", "refs/stash"];
-const CONFERENCE_BRANCHES: &str = "refs/heads/conference/";
+/// The conferences' own refs, left out of the check: these prefixes, and their notes ref.
+const CONFERENCE_OWNED: [&str; 4] = [
+    "refs/conference/",
+    "refs/conference-",
+    "refs/heads/conference/",
+    crate::store::refs::MACHINE_NOTES_PREFIX,
+];
+/// Deleted refs under these are not reported: `git fetch --prune` deletes them as routine.
+const DELETED_QUIETLY: [&str; 1] = ["refs/remotes/"];
 
 /// `packed-refs` parsed, with the (length, mtime, inode) it was parsed at.
 type PackedCache = Option<(PathBuf, Stamp, Arc<BTreeMap<String, String>>)>;
 type Stamp = (u64, std::time::SystemTime, u64);
 static PACKED: Mutex<PackedCache> = Mutex::new(None);
-/// Changes already reported (ref, new value): researchers run in parallel, and a change made
-/// while two agents ran is reported once.
-static REPORTED: Mutex<Option<HashSet<Reported>>> = Mutex::new(None);
-/// A ref and the value it was reported at.
-type Reported = (String, Option<String>);
+/// Every change a check settled this run, in order (see the module's doc).
+static LEDGER: Mutex<Vec<Settled>> = Mutex::new(Vec::new());
+
+/// A change a check settled: ref `name` went from `old` to `new`, and was left at `now`.
+#[derive(Debug, Clone)]
+struct Settled {
+    name: String,
+    old: Option<String>,
+    new: Option<String>,
+    now: Option<String>,
+}
 
 fn watched(name: &str) -> bool {
-    NAMESPACES
-        .iter()
-        .any(|ns| name.starts_with(ns) || name == *ns)
-        && !name.starts_with(CONFERENCE_BRANCHES)
+    name.starts_with("refs/")
+        && name != crate::store::NOTES_REF
+        && !CONFERENCE_OWNED.iter().any(|p| name.starts_with(p))
 }
 
 /// Reads the refs outside the conferences' namespaces of the repository whose common git dir
 /// is `common_dir`.
 pub fn read(common_dir: &Path) -> Refs {
+    let ledger_len = LEDGER.lock().unwrap().len();
+    read_at(common_dir, ledger_len)
+}
+
+/// [`read`], as of the ledger's entry `ledger_len`.
+fn read_at(common_dir: &Path, ledger_len: usize) -> Refs {
     if common_dir.join("reftable").is_dir() {
         return Refs::default();
     }
     let mut loose_refs = BTreeMap::new();
-    for top in ["refs/heads", "refs/tags"] {
-        loose(common_dir, Path::new(top), &mut loose_refs);
-    }
-    if let Ok(value) = std::fs::read_to_string(common_dir.join("refs/stash")) {
-        loose_refs.insert("refs/stash".into(), value.trim().to_string());
-    }
+    loose(common_dir, Path::new("refs"), &mut loose_refs);
     Refs {
         packed: packed(common_dir),
         loose: loose_refs,
+        settled: BTreeMap::new(),
+        ledger_len,
         readable: true,
     }
 }
@@ -109,7 +135,7 @@ fn loose(common_dir: &Path, rel: &Path, out: &mut BTreeMap<String, String>) {
         }
         let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
         if is_dir {
-            if format!("{name_text}/") != CONFERENCE_BRANCHES {
+            if watched(&format!("{name_text}/")) {
                 loose(common_dir, &name, out);
             }
         } else if watched(&name_text) {
@@ -148,6 +174,16 @@ impl RefChange {
         }
     }
 
+    /// This change, left at `now`.
+    fn settled(&self, now: Option<String>) -> Settled {
+        Settled {
+            name: self.name.clone(),
+            old: self.old.clone(),
+            new: self.new.clone(),
+            now,
+        }
+    }
+
     /// The command that puts it back.
     pub fn undo(&self) -> String {
         let short_name = self
@@ -156,10 +192,12 @@ impl RefChange {
             .or_else(|| self.name.strip_prefix("refs/tags/"))
             .unwrap_or(&self.name);
         let tag = self.name.starts_with("refs/tags/");
+        let branch = self.name.starts_with("refs/heads/");
         match (&self.old, self.name.as_str()) {
             (_, "refs/stash") => "`git stash list`, then `git stash drop` the entry".into(),
             (None, _) if tag => format!("`git tag -d {short_name}`"),
-            (None, _) => format!("`git branch -D {short_name}`"),
+            (None, _) if branch => format!("`git branch -D {short_name}`"),
+            (None, _) => format!("`git update-ref -d {}`", self.name),
             (Some(old), _) if tag => format!("`git tag -f {short_name} {old}`"),
             (Some(old), _) => format!("`git update-ref {} {old}`", self.name),
         }
@@ -167,42 +205,63 @@ impl RefChange {
 }
 
 impl Refs {
-    /// A ref's value: the loose file wins over packed-refs, as in git.
+    /// A ref's value: what the ledger settled, else the loose file over packed-refs, as in git.
     fn get(&self, name: &str) -> Option<&String> {
-        self.loose.get(name).or_else(|| self.packed.get(name))
+        match self.settled.get(name) {
+            Some(value) => value.as_ref(),
+            None => self.loose.get(name).or_else(|| self.packed.get(name)),
+        }
     }
 
     fn all_names(&self) -> impl Iterator<Item = &String> {
-        self.packed.keys().chain(self.loose.keys())
+        self.packed
+            .keys()
+            .chain(self.loose.keys())
+            .chain(self.settled.keys())
     }
 
-    /// What changed from `self` to `now` and was not reported yet (each change once per run of
-    /// the program, whichever researcher's check sees it first).
-    pub fn new_changes(&self, now: &Refs) -> Vec<RefChange> {
+    /// These refs as the checks that ran since they were read left them: each change settled
+    /// meanwhile that these saw on either side is taken as settled.
+    fn with_settled(&self, ledger: &[Settled]) -> Refs {
+        let mut refs = self.clone();
+        for entry in ledger.iter().skip(self.ledger_len) {
+            let seen = refs.get(&entry.name).cloned();
+            if seen == entry.old || seen == entry.new {
+                refs.settled.insert(entry.name.clone(), entry.now.clone());
+            }
+        }
+        refs
+    }
+
+    /// What changed from `self` to `now`, after the changes other checks settled meanwhile.
+    fn changes(&self, now: &Refs, ledger: &[Settled]) -> Vec<RefChange> {
         if !self.readable || !now.readable {
             return Vec::new();
         }
-        // Unchanged packed refs: only names that are loose on either side can differ.
-        let mut names: Vec<&String> = if Arc::ptr_eq(&self.packed, &now.packed) {
-            self.loose.keys().chain(now.loose.keys()).collect()
+        let before = self.with_settled(ledger);
+        // Unchanged packed refs: only names that are loose or settled can differ.
+        let mut names: Vec<&String> = if Arc::ptr_eq(&before.packed, &now.packed) {
+            before
+                .loose
+                .keys()
+                .chain(before.settled.keys())
+                .chain(now.loose.keys())
+                .collect()
         } else {
-            self.all_names().chain(now.all_names()).collect()
+            before.all_names().chain(now.all_names()).collect()
         };
         names.sort();
         names.dedup();
-        let mut reported = REPORTED.lock().unwrap();
-        let reported = reported.get_or_insert_with(HashSet::new);
         names
             .into_iter()
             .filter_map(|name| {
-                let (old, new) = (self.get(name), now.get(name));
+                let (old, new) = (before.get(name), now.get(name));
                 (old != new).then(|| RefChange {
                     name: name.clone(),
                     old: old.cloned(),
                     new: new.cloned(),
                 })
             })
-            .filter(|c| reported.insert((c.name.clone(), c.new.clone())))
             .collect()
     }
 }
@@ -211,7 +270,7 @@ impl Refs {
 /// how a ref change is told to be researcher `id`'s agent's, and not the user's (who may work in
 /// the repository while agents run). Snapshot commits carry the same name as their author.
 pub fn agent_name(id: &str) -> String {
-    format!("Researcher {id} (git-conference)")
+    crate::store::researcher_name(id)
 }
 
 /// What researcher `id`'s agent runs with: its git commands commit and log ref moves as
@@ -232,32 +291,48 @@ pub fn agent_env(id: &str) -> Vec<(String, String)> {
 /// made it: a ref an agent created or moved (its reflog's newest entry names that agent, see
 /// [`agent_env`]) is put back and named with the researcher; one the user made is theirs and
 /// left alone, unreported; a deleted one (its reflog went with it) is named, since nobody can
-/// tell whose it was, with the command that restores it. Returns the warning lines.
+/// tell whose it was, with the command that restores it. Each change once, whichever
+/// researcher's check sees it first (see the module's doc). Returns the warning lines.
 pub fn undo_agents_changes(before: &Refs, common_dir: &Path) -> Vec<String> {
-    before
-        .new_changes(&read(common_dir))
-        .iter()
-        .filter_map(|c| match &c.new {
-            None => Some(format!(
-                "warning: while an agent ran, {} in your repository (by an agent, or by you?); \
-                 if it was not you, undo it: {}",
-                c.describe(),
-                c.undo()
-            )),
-            Some(new) => {
-                let (id, old) = agents_entries(common_dir, &c.name, new)?;
-                let done = match put_back(common_dir, &c.name, new, &old) {
-                    Ok(done) => done,
-                    Err(e) => format!("it could not be put back ({e:#}): {}", c.undo()),
-                };
-                Some(format!(
-                    "warning: researcher {id}'s agent: {} in your repository (agents must not \
-                     touch refs outside their worktree); {done}",
-                    c.describe()
-                ))
+    // One check at a time: two that saw the same change must not both act on it.
+    let mut ledger = LEDGER.lock().unwrap();
+    let changes = before.changes(&read_at(common_dir, ledger.len()), &ledger);
+    let mut warnings = Vec::new();
+    for c in changes {
+        let Some(new) = &c.new else {
+            if !DELETED_QUIETLY.iter().any(|p| c.name.starts_with(p)) {
+                warnings.push(format!(
+                    "warning: while an agent ran, {} in your repository (by an agent, or by \
+                     you?); if it was not you, undo it: {}",
+                    c.describe(),
+                    c.undo()
+                ));
             }
-        })
-        .collect()
+            ledger.push(c.settled(None));
+            continue;
+        };
+        let Some((id, old)) = agents_entries(common_dir, &c.name, new) else {
+            continue;
+        };
+        let (done, now) = match put_back(common_dir, &c.name, new, &old) {
+            Ok(done) => (done, (!is_zero(&old)).then(|| old.clone())),
+            Err(e) => (
+                format!("it could not be put back ({e:#}): {}", c.undo()),
+                c.new.clone(),
+            ),
+        };
+        warnings.push(format!(
+            "warning: researcher {id}'s agent: {} in your repository (agents must not touch \
+             refs outside their worktree); {done}",
+            c.describe()
+        ));
+        ledger.push(c.settled(now));
+    }
+    warnings
+}
+
+fn is_zero(id: &str) -> bool {
+    id.chars().all(|c| c == '0')
 }
 
 /// The researcher whose agent wrote the newest entries of ref `name`'s reflog, the newest
@@ -310,7 +385,7 @@ fn put_back(common_dir: &Path, name: &str, new: &str, old: &str) -> anyhow::Resu
         super::git(common_dir, &drop)?;
         return Ok("dropped".into());
     }
-    if old.chars().all(|c| c == '0') {
+    if is_zero(old) {
         super::git(common_dir, &["update-ref", "-d", name, new])?;
         return Ok("removed".into());
     }
@@ -335,43 +410,86 @@ mod tests {
         assert!(ok, "git {args:?}");
     }
 
-    /// Branches, tags and stash entries are noticed, loose or packed; conference branches and
-    /// other namespaces are not; a change is reported once.
-    #[test]
-    fn changes_outside_the_conference_namespaces_are_reported_once() {
+    /// A repository on `main` with one commit.
+    fn repo_with_a_commit() -> tempfile::TempDir {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
         git(dir, &["init", "-q", "-b", "main"]);
         std::fs::write(dir.join("a"), "a").unwrap();
         git(dir, &["add", "a"]);
         git(dir, &["commit", "-q", "-m", "a"]);
+        tmp
+    }
+
+    /// Branches, tags, stash entries and other refs are noticed, loose or packed; the
+    /// conferences' own refs are not.
+    #[test]
+    fn changes_outside_the_conference_namespaces_are_noticed() {
+        let tmp = repo_with_a_commit();
+        let dir = tmp.path();
         git(dir, &["tag", "v1"]);
         git(dir, &["pack-refs", "--all"]);
         let common = dir.join(".git");
-        let before = read(&common);
+        let before = read_at(&common, 0);
         assert!(before.get("refs/heads/main").is_some() && before.get("refs/tags/v1").is_some());
 
         git(dir, &["branch", "conference/x/researcher-A"]);
         git(dir, &["update-ref", "refs/conference/x/events", "HEAD"]);
-        git(dir, &["update-ref", "refs/remotes/origin/main", "HEAD"]);
-        assert!(before.new_changes(&read(&common)).is_empty());
+        git(
+            dir,
+            &["update-ref", "refs/conference-knowledge/store", "HEAD"],
+        );
+        git(dir, &["update-ref", "refs/notes/conference", "HEAD"]);
+        assert!(before.changes(&read_at(&common, 0), &[]).is_empty());
 
         git(dir, &["branch", "agentbranch"]);
         git(dir, &["tag", "-d", "v1"]);
+        git(dir, &["update-ref", "refs/agent/made", "HEAD"]);
         std::fs::write(dir.join("a"), "changed").unwrap();
         git(dir, &["stash", "-q"]);
-        let changes = before.new_changes(&read(&common));
+        let changes = before.changes(&read_at(&common, 0), &[]);
         let names: Vec<&str> = changes.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(
             names,
-            ["refs/heads/agentbranch", "refs/stash", "refs/tags/v1"]
+            [
+                "refs/agent/made",
+                "refs/heads/agentbranch",
+                "refs/stash",
+                "refs/tags/v1"
+            ]
         );
-        assert_eq!(changes[0].undo(), "`git branch -D agentbranch`");
-        assert!(changes[2]
+        assert_eq!(changes[0].undo(), "`git update-ref -d refs/agent/made`");
+        assert_eq!(changes[1].undo(), "`git branch -D agentbranch`");
+        assert!(changes[3]
             .describe()
             .starts_with("refs/tags/v1 was deleted"));
-        assert!(changes[2].undo().starts_with("`git tag -f v1 "));
-        // Seen again (another researcher's window): not reported twice.
-        assert!(before.new_changes(&read(&common)).is_empty());
+        assert!(changes[3].undo().starts_with("`git tag -f v1 "));
+    }
+
+    /// A change another check settled meanwhile is not seen again, whether this window opened
+    /// before the change or after it; the same ref created again afterwards is a new change.
+    #[test]
+    fn a_settled_change_is_seen_once_and_a_repeat_is_new() {
+        let tmp = repo_with_a_commit();
+        let dir = tmp.path();
+        let common = dir.join(".git");
+        let early = read_at(&common, 0);
+        git(dir, &["branch", "x"]);
+        let late = read_at(&common, 0);
+        let change = early.changes(&read_at(&common, 0), &[]).remove(0);
+        // The first check removed it.
+        git(dir, &["branch", "-D", "x"]);
+        let ledger = [change.settled(None)];
+        let now = read_at(&common, 1);
+        assert!(early.changes(&now, &ledger).is_empty());
+        assert!(late.changes(&now, &ledger).is_empty());
+        // Made again: both windows see it, as a creation.
+        git(dir, &["branch", "x"]);
+        let now = read_at(&common, 1);
+        for window in [&early, &late] {
+            let again = window.changes(&now, &ledger);
+            assert_eq!(again.len(), 1);
+            assert!(again[0].describe().starts_with("refs/heads/x was created"));
+        }
     }
 }

@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::os::inotify::{self, Inotify};
 
@@ -37,8 +38,38 @@ const MASK: u32 = inotify::IN_MODIFY
     | inotify::IN_DONT_FOLLOW
     | inotify::IN_EXCL_UNLINK;
 
+/// Most watches (inotify instances) one process holds at once. A user has 128 instances by
+/// default (`fs.inotify.max_user_instances`), shared with every other program they run: an
+/// editor, `serve`, another conference. A runner of 256 researchers took them all, and those
+/// programs failed with "Too many open files"; past this share a worktree is scanned instead.
+pub const MAX_WATCHES: usize = 64;
+
+/// How many watches this process holds.
+static WATCHES: AtomicUsize = AtomicUsize::new(0);
+
+/// One of the [`MAX_WATCHES`] a process may hold, given back when dropped.
+struct WatchSlot;
+
+impl WatchSlot {
+    fn take() -> Option<WatchSlot> {
+        WATCHES
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < MAX_WATCHES).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| WatchSlot)
+    }
+}
+
+impl Drop for WatchSlot {
+    fn drop(&mut self) {
+        WATCHES.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 pub struct Watch {
     inotify: Inotify,
+    _slot: WatchSlot,
     root: PathBuf,
     /// Watch descriptor → folder relative to the root.
     dirs: HashMap<i32, PathBuf>,
@@ -57,11 +88,14 @@ fn stamp(path: &Path) -> Option<(u64, std::time::SystemTime)> {
 
 impl Watch {
     /// Starts watching the worktree at `root` (whose index file is `index_file`); `skip` names
-    /// folders not worth watching (ignored ones). None when inotify is not available.
+    /// folders not worth watching (ignored ones). None when inotify is not available, or this
+    /// process holds [`MAX_WATCHES`] already.
     pub fn start(root: &Path, index_file: &Path, skip: &dyn Fn(&Path) -> bool) -> Option<Watch> {
+        let slot = WatchSlot::take()?;
         let inotify = Inotify::new().ok()?;
         let mut watch = Watch {
             inotify,
+            _slot: slot,
             root: root.to_path_buf(),
             dirs: HashMap::new(),
             changed: BTreeSet::new(),

@@ -36,6 +36,8 @@ pub struct PromptContext<'a> {
     /// What earlier conferences on this repository learned (`knowledge.briefed`), within
     /// `model::knowledge::BRIEF_TOKENS`.
     pub knowledge_brief: Option<&'a str>,
+    /// With branching on: the node this attempt starts from and the alive branches.
+    pub tree: Option<&'a super::tree::TreeBrief>,
 }
 
 /// What conference.md asks of a researcher, as its prompt shows it (`engine::agent::prompt` takes it

@@ -201,6 +201,10 @@ pub struct RoundStarted {
     pub best_metric: Option<f64>,
     pub best_commit: CommitId,
     pub heads: BTreeMap<String, CommitId>,
+    /// With branching on: what the round start does to each researcher's tree (absent with
+    /// branching off, and in events of earlier releases).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub branches: BTreeMap<String, super::tree::RoundBranches>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -249,6 +253,10 @@ pub struct Iteration {
     /// Where the evaluation ran (absent in events of earlier releases and unmeasured attempts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<Box<super::Placement>>,
+    /// With branching on: what the attempt did to its researcher's tree (absent with branching
+    /// off, and in events of earlier releases).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<Box<super::tree::TreeStep>>,
 }
 
 impl Iteration {

@@ -63,6 +63,9 @@ pub struct Entry {
     pub gain: Option<f64>,
     /// Error: the kind of failure (`rejected: changes frozen path eval.sh`).
     pub reason: String,
+    /// Error: the evaluation's own error line, when it printed one (`ValueError: b.txt holds
+    /// 'boom', not a number`): why, where `reason` says what.
+    pub error: String,
     /// Error: how many attempts failed so.
     pub count: Option<u32>,
     /// Error: one of them, with its round, researcher and full reason.
@@ -88,6 +91,7 @@ impl Entry {
             change: String::new(),
             gain: None,
             reason: String::new(),
+            error: String::new(),
             count: None,
             example: String::new(),
             commit: None,
@@ -120,7 +124,7 @@ pub fn is_valid_id(id: &str) -> bool {
 }
 
 /// Keys an entry's header may hold, in the order they are written.
-const KEYS: [&str; 14] = [
+const KEYS: [&str; 15] = [
     "kind",
     "conference",
     "round",
@@ -132,6 +136,7 @@ const KEYS: [&str; 14] = [
     "change",
     "gain",
     "reason",
+    "error",
     "count",
     "example",
     "commit",
@@ -166,6 +171,7 @@ pub fn render(e: &Entry) -> String {
     put("change", e.change.clone());
     put("gain", e.gain.map(|g| g.to_string()).unwrap_or_default());
     put("reason", e.reason.clone());
+    put("error", e.error.clone());
     put("count", e.count.map(|c| c.to_string()).unwrap_or_default());
     put("example", e.example.clone());
     put("commit", e.commit.as_deref().unwrap_or_default().into());
@@ -266,6 +272,7 @@ fn set(e: &mut Entry, key: &str, v: &str) -> Result<(), String> {
             e.gain = Some(g).filter(|g| g.is_finite());
         }
         "reason" => e.reason = v.to_string(),
+        "error" => e.error = v.to_string(),
         "count" => e.count = Some(v.parse().map_err(|_| number("a count"))?),
         "example" => e.example = v.to_string(),
         "commit" if v.is_empty() => e.commit = None,
@@ -508,9 +515,14 @@ fn brief_line(e: &Entry) -> String {
                 .unwrap_or_default(),
         ),
         Kind::Error => format!(
-            "- [{}] {} ({} attempt(s) in conference {}{files}){}",
+            "- [{}] {}{} ({} attempt(s) in conference {}{files}){}",
             e.id,
             flat(&e.reason),
+            if e.error.is_empty() {
+                String::new()
+            } else {
+                format!(" — {}", flat(&e.error))
+            },
             e.count.unwrap_or(1),
             e.conference,
             if e.change.is_empty() {
@@ -565,6 +577,7 @@ mod tests {
         let mut err = Entry::new("tok-e1", Kind::Error, "tok");
         err.reason = "rejected: changes frozen path eval.sh".into();
         err.count = Some(4);
+        err.error = "ValueError: b.txt holds 'boom', not a number".into();
         assert_eq!(parse("tok-e1", &render(&err)).unwrap(), err);
     }
 

@@ -22,6 +22,7 @@ pub mod seed;
 mod settings;
 pub mod state;
 pub mod talk;
+pub mod tree;
 mod usage;
 mod words;
 

@@ -123,6 +123,14 @@ pub struct ResearcherState {
     /// Its findings peer review validated.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub validated: u64,
+    /// With branching on: its alive branches (heads it may extend), `head` the best of them
+    /// (`model::tree`). Empty with branching off, and in states of earlier releases.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub branches: Vec<super::tree::Branch>,
+    /// With branching on: the node its next attempt starts from, as its last attempt recorded
+    /// it (None: `head`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<super::tree::Node>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -193,6 +193,37 @@ pub fn set_child_subreaper() {
     }
 }
 
+/// Has the child `cmd` starts killed (SIGKILL) when the thread that started it ends, which for
+/// the runner's long-lived worker threads means when the runner dies, even by SIGKILL (Linux's
+/// parent-death signal; elsewhere nothing). A parent that died before the flag was set is
+/// caught too: the child then kills itself before it runs anything. Only the child itself is
+/// covered; what it starts is not (the runner's watchdog ends those).
+///
+/// Safety: the closure runs in the child between fork and exec, where only async-signal-safe
+/// calls are allowed: `prctl`, `getppid` and `raise` are, and it allocates nothing (the parent's
+/// id is copied in before the fork).
+pub fn die_with_parent(cmd: &mut tokio::process::Command) {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: see the doc comment.
+        let parent = unsafe { libc::getpid() };
+        // SAFETY: see the doc comment.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if libc::getppid() != parent {
+                    libc::raise(libc::SIGKILL);
+                }
+                Ok(())
+            });
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = cmd;
+}
+
 /// Reaps the child `pid` if it has ended, without waiting. True when there is nothing left to
 /// wait for (it was reaped, or it is not a child of ours); false while it still runs.
 ///

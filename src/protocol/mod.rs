@@ -16,6 +16,7 @@
 //! - `schedule`: the iterations each researcher may run in a round, the endgame, the pause.
 //! - `stop_rules`: whether the conference stops after a round, each rule in its order.
 //! - `talk`: what people's requests mean for the run: researchers held, findings dropped.
+//! - `tree`: the tree of ideas: branches opened and closed, best-first's pick of the head.
 
 pub mod importance;
 pub mod keep;
@@ -28,3 +29,4 @@ pub mod round;
 pub mod schedule;
 pub mod stop_rules;
 pub mod talk;
+pub mod tree;

@@ -123,6 +123,13 @@ fn round_started(st: &mut State, e: &event::RoundStarted) {
             r.stuck_level = 0;
             r.consecutive_fails = 0;
         }
+        if let Some(round) = e.branches.get(id) {
+            super::tree::close(&mut r.branches, &round.closed);
+            if !r.branches.iter().any(|b| b.head == round.opened.head) {
+                r.branches.push(round.opened.clone());
+            }
+            r.next = None;
+        }
     }
 }
 
@@ -154,7 +161,23 @@ fn iteration(st: &mut State, e: &event::Iteration) {
         reasons::shows_reason(verdict).then(|| reasons::reason_text(verdict, e.reason.as_deref()));
     ask(st, e);
     let r = st.researcher_mut(&e.researcher);
-    if *verdict == Verdict::Kept {
+    if let Some(step) = &e.branch {
+        let tried = super::tree::tried_line(verdict.as_str(), &e.description);
+        if let Some(best) = super::tree::apply(&mut r.branches, step, tried) {
+            r.best_metric = Some(best);
+        }
+        r.head = step.head.clone();
+        r.next = Some(step.next.clone());
+    }
+    if e.branch.is_some() {
+        if *verdict == Verdict::Kept {
+            r.consecutive_fails = 0;
+            r.stuck_level = 0;
+        } else {
+            r.consecutive_fails += 1;
+            r.stuck_level = keep::stuck_level(r.consecutive_fails);
+        }
+    } else if *verdict == Verdict::Kept {
         if let Some(commit) = &e.commit {
             r.head = commit.clone();
         }
@@ -348,6 +371,7 @@ mod tests {
             eval_s: None,
             questions: vec![],
             placement: None,
+            branch: None,
         })
     }
 
@@ -492,6 +516,7 @@ mod tests {
                 best_metric: Some(10.0),
                 best_commit: id(BASE),
                 heads,
+                branches: Default::default(),
             })
             .apply(&mut st);
             let a = st.researcher("A");

@@ -14,6 +14,7 @@
 //! - `review`: a round's peer review page;
 //! - `status`: the tables of `git conference status`;
 //! - `transfer`: a round's knowledge transfer page;
+//! - `tree`: the tree of ideas: the prompt's branches, `log --graph`, the path to best;
 //! - `tsv`: the results tables.
 
 pub mod cost;
@@ -28,4 +29,5 @@ pub mod review;
 pub mod status;
 pub mod talk;
 pub mod transfer;
+pub mod tree;
 pub mod tsv;

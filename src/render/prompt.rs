@@ -65,6 +65,9 @@ pub fn render(p: &PromptContext) -> String {
     write_search_space(&mut s, p);
     write_knowledge(&mut s, p);
     write_knowledge_brief(&mut s, p);
+    if let Some(tree) = p.tree {
+        s.push_str(&super::tree::prompt_section(tree));
+    }
     write_signals(&mut s, p);
     let _ = writeln!(
         s,
@@ -536,6 +539,7 @@ pub(crate) mod tests {
             questions: &[],
             human_in_the_loop: false,
             knowledge_brief: None,
+            tree: None,
         }
     }
 

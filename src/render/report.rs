@@ -39,6 +39,9 @@ pub struct Ended<'a> {
     pub chart: &'a PlotData,
     /// The agents' spend section (empty when no agent reported usage).
     pub spend: &'a str,
+    /// With branching on: the path from the baseline to best, one line per step
+    /// (`render::tree::best_path`); empty off.
+    pub best_path: &'a str,
 }
 
 /// The baseline's tree against the best's.
@@ -82,6 +85,7 @@ pub fn final_report(e: &Ended) -> String {
     }
     write_rounds_table(&mut report, st, e.findings);
     write_trajectory(&mut report, st, e.chart);
+    report.push_str(e.best_path);
     write_reviewed_findings(&mut report, e.findings, e.finding_diffs);
     write_best_vs_baseline(&mut report, e.best_vs_baseline);
     let _ = writeln!(report, "## Why attempts failed\n");
@@ -628,6 +632,7 @@ mod tests {
             best_vs_baseline: &diff,
             chart: &chart,
             spend: "",
+            best_path: "",
         };
         insta::assert_snapshot!(final_report(&ended));
         insta::assert_snapshot!(synthesis(&ended));

@@ -56,6 +56,9 @@ pub fn try_update(
             {
                 Ok(false)
             }
+            // Deleted since it was read (by an agent, `git update-ref -d`): moved first, as
+            // far as this swap goes; the caller reads it again.
+            Err(e) if e.code() == git2::ErrorCode::NotFound && expected.is_some() => Ok(false),
             Err(e) => Err(e).with_context(|| format!("cannot update {name}")),
         };
     }
@@ -303,5 +306,23 @@ mod tests {
         assert!(capped.next_delay().is_some());
         std::thread::sleep(Duration::from_millis(160));
         assert_eq!(capped.next_delay(), None, "the time cap ends the retries");
+    }
+
+    /// A ref deleted after its writer read it is a swap lost, not an error (the writer reads it
+    /// again): an agent that deletes `refs/notes/conference` must not stop the run.
+    #[test]
+    fn a_ref_deleted_under_its_writer_is_a_lost_swap() {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = Repository::init(tmp.path()).unwrap();
+        let sig = git2::Signature::now("t", "t@t").unwrap();
+        let tree = repo.treebuilder(None).unwrap().write().unwrap();
+        let tree = repo.find_tree(tree).unwrap();
+        let a = repo.commit(None, &sig, &sig, "a", &tree, &[]).unwrap();
+        let b = repo.commit(None, &sig, &sig, "b", &tree, &[]).unwrap();
+        let name = "refs/notes/x";
+        assert!(try_update(&repo, name, a, None, "t").unwrap());
+        repo.find_reference(name).unwrap().delete().unwrap();
+        assert!(!try_update(&repo, name, b, Some(a), "t").unwrap());
+        assert!(try_update(&repo, name, b, None, "t").unwrap());
     }
 }

@@ -31,13 +31,34 @@ pub fn researcher_signature(repo: &Repository, id: &str) -> Signature<'static> {
         .email()
         .unwrap_or("git-conference@localhost")
         .to_string();
-    Signature::now(&format!("Researcher {id} (git-conference)"), &email)
-        .unwrap_or_else(|_| signature(repo))
+    Signature::now(&researcher_name(id), &email).unwrap_or_else(|_| signature(repo))
+}
+
+/// The name researcher `id` signs with: its snapshots' author, and the committer its agent's
+/// git commands write (so a ref an agent moves names it in the reflog).
+pub fn researcher_name(id: &str) -> String {
+    format!("Researcher {id} (git-conference)")
+}
+
+/// The researcher whose name (see [`researcher_name`]) `name` is.
+pub fn researcher_of(name: &str) -> Option<&str> {
+    let id = name
+        .strip_prefix("Researcher ")?
+        .strip_suffix(" (git-conference)")?;
+    (!id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric())).then_some(id)
 }
 
 /// Makes `commits` reachable from `refs/conference/<name>/attempts` so that gc, fsck and push
-/// keep every attempt, including reverted and crashed ones that are on no branch.
-pub fn keep_reachable(repo: &Repository, refs: &ConferenceRefs, commits: &[Oid]) -> Result<()> {
+/// keep every attempt, including reverted and crashed ones that are on no branch. Each link of
+/// the chain is a merge of the previous one and the commits it keeps; `root` (the baseline,
+/// with branching on) is the first link's other parent, so that every link is a merge and
+/// `git log --graph --no-merges` of the chain draws the attempts' tree alone.
+pub fn keep_reachable(
+    repo: &Repository,
+    refs: &ConferenceRefs,
+    commits: &[Oid],
+    root: Option<Oid>,
+) -> Result<()> {
     if commits.is_empty() {
         return Ok(());
     }
@@ -45,8 +66,10 @@ pub fn keep_reachable(repo: &Repository, refs: &ConferenceRefs, commits: &[Oid])
     cas::with_backoff(&name, cas::SHARED_TRIES, || {
         let tip = cas::read(repo, &name)?;
         let mut parents = Vec::new();
-        if let Some(t) = tip {
-            parents.push(repo.find_commit(t)?);
+        match (tip, root) {
+            (Some(t), _) => parents.push(repo.find_commit(t)?),
+            (None, Some(root)) => parents.push(repo.find_commit(root)?),
+            (None, None) => {}
         }
         for c in commits {
             parents.push(repo.find_commit(*c)?);

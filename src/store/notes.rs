@@ -44,28 +44,94 @@ pub fn remember_current(repo: &Repository) {
     }
 }
 
-/// Puts the notes ref back at the notes commit this process wrote last when it was deleted or
-/// moved back to an ancestor of it (another writer's commits, which build on it, are left).
-/// Returns what was undone, for the attempt's reason.
+/// What the notes writer put back on its own (the ref deleted or moved back under it while an
+/// agent ran), to be named in the next agent's attempt.
+static UNDONE: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// The moves of the notes ref the writer undid since the last call.
+pub fn take_undone() -> Vec<String> {
+    std::mem::take(&mut *UNDONE.lock().unwrap())
+}
+
+/// Puts the notes ref back at the notes commit this process wrote last when it was deleted,
+/// moved back to an ancestor of it, or moved on by notes commits an agent wrote (see
+/// [`lost_since`]); another writer's commits, which build on it, are left. Returns what was
+/// undone, for the attempt's reason.
 pub fn put_back_if_lost(repo: &Repository) -> Option<String> {
     let last = last_written()?;
-    let current = repo.refname_to_id(NOTES_REF).ok();
-    let moved = match current {
-        Some(c) if c == last => return None,
-        Some(c) if repo.graph_descendant_of(c, last).unwrap_or(true) => return None,
-        Some(c) => format!("moved {NOTES_REF} back to {c}"),
-        None => format!("deleted {NOTES_REF}"),
-    };
-    let restored = repo.reference(
+    let current = cas::read(repo, NOTES_REF).ok()?;
+    let moved = lost_since(repo, current, last)?;
+    let restored = cas::try_update(
+        repo,
         NOTES_REF,
         last,
-        true,
+        current,
         "git conference: undo a move of the notes",
     );
     Some(match restored {
-        Ok(_) => format!("{moved}: put back"),
-        Err(e) => format!("{moved}, and it could not be put back: {e}"),
+        Ok(true) => format!("{moved}: put back"),
+        Ok(false) => format!("{moved}, and it could not be put back: it kept moving"),
+        Err(e) => format!("{moved}, and it could not be put back: {e:#}"),
     })
+}
+
+/// What happened to the notes ref, now at `current`, since this process wrote `last`: deleted,
+/// moved back off it, or moved on by notes commits an agent wrote (their committer is a
+/// researcher's, see `researcher_name`: a forged verdict). None: it is there, or another writer
+/// built on it.
+fn lost_since(repo: &Repository, current: Option<Oid>, last: Oid) -> Option<String> {
+    Some(match current {
+        None => format!("deleted {NOTES_REF}"),
+        Some(c) if c == last => return None,
+        Some(c) if repo.graph_descendant_of(c, last).unwrap_or(true) => {
+            let ids = agents_commits(repo, c, last)?;
+            format!(
+                "wrote {} notes commit(s) of its own to {NOTES_REF} (as researcher {})",
+                ids.len(),
+                ids[0]
+            )
+        }
+        Some(c) => format!("moved {NOTES_REF} back to {c}"),
+    })
+}
+
+/// How far back [`agents_commits`] looks for notes commits an agent wrote.
+const AGENT_COMMITS_SEARCH: usize = 64;
+
+/// The researchers named as committer of every notes commit from `tip` down its first parents
+/// to `last` (None: one of them is not an agent's, or `last` is not found close by).
+fn agents_commits(repo: &Repository, tip: Oid, last: Oid) -> Option<Vec<String>> {
+    let mut ids = Vec::new();
+    let mut at = tip;
+    for _ in 0..AGENT_COMMITS_SEARCH {
+        if at == last {
+            return (!ids.is_empty()).then_some(ids);
+        }
+        let commit = repo.find_commit(at).ok()?;
+        let committer = commit.committer();
+        ids.push(super::researcher_of(committer.name()?)?.to_string());
+        at = commit.parent_id(0).ok()?;
+    }
+    None
+}
+
+/// The commit the next notes commit builds on, given the ref's value `current`: a notes ref
+/// an agent deleted, moved back or wrote on (see [`lost_since`]) while this process was writing
+/// is built on from what this process wrote last — not started afresh without every earlier
+/// verdict, nor on a forged one — and what was undone is kept to be named.
+fn parent_for(repo: &Repository, current: Option<Oid>) -> Option<Oid> {
+    let Some(last) = last_written().filter(|c| repo.find_commit(*c).is_ok()) else {
+        return current;
+    };
+    let Some(moved) = lost_since(repo, current, last) else {
+        return current;
+    };
+    let mut undone = UNDONE.lock().unwrap();
+    let said = format!("{moved}: put back");
+    if !undone.contains(&said) {
+        undone.push(said);
+    }
+    Some(last)
 }
 
 /// Trailer of a notes commit written by conference `<name>`: every note of its events up to
@@ -99,9 +165,7 @@ pub fn append_lines(
     // Another process (a second conference) writes notes too: a lost race is retried.
     cas::with_backoff(NOTES_REF, cas::SHARED_TRIES, || {
         let current = current_notes_commit(repo)?;
-        // Deleted under us (by an agent): build on what this process wrote last rather than
-        // start a history without every earlier verdict.
-        let parent = current.or_else(|| last_written().filter(|c| repo.find_commit(*c).is_ok()));
+        let parent = parent_for(repo, current);
         let base = match parent {
             Some(c) => repo.find_commit(c)?.tree()?,
             None => repo.find_tree(repo.treebuilder(None)?.write()?)?,

@@ -98,9 +98,11 @@ impl ConferenceRefs {
             .is_some_and(|rest| rest.starts_with('/'))
     }
 
-    /// Refspecs that push the whole conference. Every ref of a conference only moves forward
-    /// (the event log and attempts are chains; a researcher branch joins best at a round start),
-    /// so without `force` a push that would rewind the remote's copy is refused.
+    /// Refspecs that push the whole conference. The event log and attempts are chains, and best
+    /// only moves forward, so without `force` a push that would rewind the remote's copy of
+    /// them is refused (all refs or none: the push is atomic). A researcher branch points at its
+    /// best head, which with branching on may move to another branch of the tree: it is always
+    /// pushed, since the event log pushed with it says where it belongs.
     pub fn push_refspecs(&self, force: bool) -> Vec<String> {
         let plus = if force { "+" } else { "" };
         vec![
@@ -109,7 +111,11 @@ impl ConferenceRefs {
                 self.name
             ),
             format!(
-                "{plus}refs/heads/conference/{0}/*:refs/heads/conference/{0}/*",
+                "{plus}refs/heads/conference/{0}/best:refs/heads/conference/{0}/best",
+                self.name
+            ),
+            format!(
+                "+refs/heads/conference/{0}/researcher-*:refs/heads/conference/{0}/researcher-*",
                 self.name
             ),
         ]

@@ -48,12 +48,20 @@ fn help_names_every_command() {
         assert!(text.contains(cmd), "`-h` does not mention {cmd}:\n{text}");
     }
     assert!(!text.contains("__man"));
+    assert!(!text.contains("watchdog"), "{text}");
 }
 
 #[test]
 fn bad_usage_exits_2() {
     let out = Command::new(env!("CARGO_BIN_EXE_git-conference"))
         .arg("no-such-command")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    // The runner's watchdog is no command a user can start (it would wait on its stdin).
+    let out = Command::new(env!("CARGO_BIN_EXE_git-conference"))
+        .args(["__watchdog", "/tmp", "1"])
+        .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));

@@ -77,11 +77,12 @@ fn git_conference_tab_completes_through_gits_own_bash_completion() {
 #[test]
 fn zsh_and_fish_scripts_name_every_command() {
     let repo = TestRepo::new();
-    for shell in ["zsh", "fish"] {
+    for shell in ["zsh", "fish", "bash"] {
         let run = repo.conference(&["completion", shell]).ok();
         for command in ["steer", "answer", "stop", "approve", "status"] {
             assert!(run.stdout.contains(command), "{shell}: {command}");
         }
+        assert!(!run.stdout.contains("watchdog"), "{shell}");
     }
     let bad = repo.conference(&["completion", "tcsh"]);
     assert_eq!(bad.code, 2);

@@ -467,3 +467,61 @@ fn the_retrospective_command_adds_prose_and_never_changes_the_data() {
         "the prose is not data: {list}"
     );
 }
+
+/// The knowledge store's error entry keeps the evaluation's own error line (the last line of
+/// its output that names an error, here printed before three more lines), and the next
+/// conference's brief carries it: the next researchers learn why it crashed, not only that it
+/// did.
+#[test]
+fn an_error_entry_keeps_the_evaluations_own_error_line_into_the_next_brief() {
+    let repo = TestRepo::from_fixture("loop");
+    repo.write_executable(
+        "eval.sh",
+        "#!/bin/sh\nv=$(cat value.txt)\ncase \"$v\" in *[!0-9-]*)\n\
+         echo 'Traceback (most recent call last):' >&2\n\
+         echo '  File \"eval.py\", line 3, in <module>' >&2\n\
+         echo \"ValueError: value.txt holds '$v', not a number\" >&2\n\
+         echo 'cleaning up' >&2\necho 'closing the data loader' >&2\necho 'bye' >&2\n\
+         exit 1;;\nesac\necho \"score: $v\"\n",
+    );
+    repo.write_executable(
+        "boom.sh",
+        "#!/bin/sh\ncommon=$(git rev-parse --git-common-dir)\n\
+         cp \"$CONFERENCE_PROMPT_FILE\" \"$common/prompt-$CONFERENCE_NAME-$CONFERENCE_ROUND-$CONFERENCE_ITERATION.md\"\n\
+         echo boom >value.txt\n",
+    );
+    repo.commit_all("a harness that says why it fails");
+    let boom = repo.dir.join("boom.sh");
+    let first = config(
+        "First",
+        "Lower the score of value.txt.",
+        "score",
+        "value.txt",
+        "./eval.sh",
+        &boom,
+    )
+    .replace("- frozen: eval.sh", "- frozen: eval.sh, boom.sh");
+    repo.start("first", &first).ok();
+    let said = "ValueError: value.txt holds 'boom', not a number";
+    let entry = repo.conference(&["knowledge", "show", "first-e1"]).ok();
+    assert!(
+        entry.stdout.contains(&format!("\nerror: {said}\n")),
+        "{}",
+        entry.stdout
+    );
+    let second = config(
+        "Second",
+        "Lower the score of value.txt again.",
+        "score",
+        "value.txt",
+        "./eval.sh",
+        &boom,
+    )
+    .replace("- frozen: eval.sh", "- frozen: eval.sh, boom.sh");
+    repo.start("second", &second).ok();
+    let brief = section(&prompt(&repo, "second")).expect("a knowledge section");
+    assert!(
+        brief.contains("[first-e1]") && brief.contains(said),
+        "{brief}"
+    );
+}

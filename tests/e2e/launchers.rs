@@ -167,6 +167,52 @@ fn a_command_launcher_runs_the_staged_commit_through_the_submitter() {
     assert_eq!(repo.notes(commit)[0]["placement"]["launcher"], "command");
 }
 
+/// With a launcher that runs evaluations elsewhere, `setup` runs there only: once in each
+/// staged tree, before the evaluation — never in the local worktrees, where the agents work and
+/// nothing is evaluated (a `uv sync` of a GPU stack on a laptop). Its program need not exist on
+/// this machine. `start` says where it runs.
+#[test]
+fn with_a_remote_launcher_setup_runs_where_evaluations_run_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("evals.log");
+    let setups = tmp.path().join("setups.log");
+    let submitter = tmp.path().join("submit.sh");
+    std::fs::write(
+        &submitter,
+        "#!/bin/sh\n# submit.sh DIR -- COMMAND…: runs COMMAND in DIR, as a job runner would\n\
+         dir=$1; shift 2\ncd \"$dir\" && exec \"$@\"\n",
+    )
+    .unwrap();
+    let staging = tmp.path().join("staging");
+    let env = format!(
+        "- launcher: command\n- launch: sh {} {{dir}} -- env {{env}} {{command}}\n- staging: {}\n\
+         - setup: far-side-sync || echo \"$PWD\" >>{}\n",
+        submitter.display(),
+        staging.display(),
+        setups.display()
+    );
+    let repo = repo();
+    repo.write("conference.md", &config(2, &log, None, "30s", &env));
+    let run = repo.conference(&["start", "launch"]).ok();
+    assert!(
+        run.stderr.contains("not in the local worktrees"),
+        "{}",
+        run.stderr
+    );
+    let ran = log_lines(&setups);
+    // The baseline, two attempts and the review's two readings: one staged tree each.
+    assert_eq!(ran.len(), 5, "{ran:?}");
+    let staging = staging.canonicalize().unwrap();
+    for dir in &ran {
+        assert!(
+            Path::new(dir).starts_with(&staging),
+            "setup ran in {dir}, not a staged tree under {}",
+            staging.display()
+        );
+    }
+    assert_eq!(repo.status_json("launch")["best"]["metric"], 8.0);
+}
+
 /// The same conference reaches the same best through ssh on two real OpenSSH servers: every
 /// evaluation ran in a staged folder on a host (not in the worktree), where it ran is in the
 /// notes and events, and the hosts' staging folders are empty afterwards.

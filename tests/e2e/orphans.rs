@@ -1,5 +1,6 @@
-//! A runner killed with SIGKILL leaves its agent running in its own process group; the next
-//! `resume` must stop it before it touches the worktrees again.
+//! A runner killed with SIGKILL together with its watchdog (which otherwise ends everything the
+//! runner started at once: `hostile::a4_…`) leaves its agent's processes running; the next
+//! `resume` must stop them before they touch the worktrees again.
 
 use crate::common;
 
@@ -45,10 +46,10 @@ fn resume_kills_agents_left_running_by_a_killed_runner() {
         assert!(Instant::now() < deadline, "the hanging agent never started");
         std::thread::sleep(Duration::from_millis(20));
     };
-    repo.kill_runner("orphans", runner);
+    repo.kill_runner_and_watchdog("orphans", runner);
     assert!(
         alive(sleeper),
-        "the agent should have outlived the killed runner"
+        "the agent's child should have outlived the killed runner and watchdog"
     );
     std::fs::remove_file(&pid_file).unwrap();
 
@@ -93,7 +94,7 @@ fn resume_kills_setsid_children_left_by_a_killed_runner() {
     repo.write("conference.md", &config);
     let runner = repo.start_until_the_agent_hangs("setsid");
     let child: i32 = repo.git_dir_file("child.pid").trim().parse().unwrap();
-    repo.kill_runner("setsid", runner);
+    repo.kill_runner_and_watchdog("setsid", runner);
     assert!(alive(child), "the setsid child outlived the killed runner");
 
     // The agent hangs again on resume; a short timeout ends that run.

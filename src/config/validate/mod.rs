@@ -201,6 +201,7 @@ impl<'a> Validator<'a> {
         // uses the environment's helpers (so the environment does not call it).
         environment.mlflow = super::tracker::read(self.doc, &mut self.errors);
         let brief = self.brief();
+        let (branching, max_alive_branches) = self.branching();
         Some(Config {
             title: title?,
             goal: goal?,
@@ -237,6 +238,8 @@ impl<'a> Validator<'a> {
             context: self.text(S::Context),
             environment,
             loop_mode: self.loop_mode(),
+            branching,
+            max_alive_branches,
         })
     }
 }

@@ -24,6 +24,46 @@ impl<'a> Validator<'a> {
         .map_or(crate::config::LoopMode::Agentic, |(v, _, _)| v)
     }
 
+    /// `- **Branching:** off | agent-decided | best-first` and `- **Max alive branches:** N`
+    /// under `## Researchers`. N without branching would change nothing: it is refused, as
+    /// is N = 1 (one alive branch is branching off).
+    pub(super) fn branching(&mut self) -> (crate::model::tree::Branching, u32) {
+        use crate::model::tree::{Branching, DEFAULT_MAX_ALIVE};
+        let mode = self
+            .value(
+                S::Researchers,
+                "Branching",
+                "must be off, agent-decided or best-first",
+                Branching::parse,
+            )
+            .map_or(Branching::Off, |(v, _, _)| v);
+        let max = self.value(
+            S::Researchers,
+            "Max alive branches",
+            "must be a whole number from 2 to 64 (the alive branches a researcher keeps)",
+            |v| positive(v).filter(|n| (2..=64).contains(n)),
+        );
+        if let (Some((_, _, line)), Branching::Off) = (&max, mode) {
+            if self
+                .get(S::Researchers, "Branching")
+                .is_some_and(|b| Branching::parse(&b.value).is_some())
+            {
+                self.error(
+                    *line,
+                    "`Max alive branches` is set, but branching is off: it would change nothing",
+                    "- **Branching:** best-first   (or: agent-decided), or remove this line",
+                );
+            } else if self.get(S::Researchers, "Branching").is_none() {
+                self.error(
+                    *line,
+                    "`Max alive branches` is set, but no `Branching` line turns branching on",
+                    "add under `## Researchers`: - **Branching:** best-first   (or: agent-decided), or remove this line",
+                );
+            }
+        }
+        (mode, max.map_or(DEFAULT_MAX_ALIVE, |(n, _, _)| n))
+    }
+
     /// Iterations per round and max rounds, each agreed with the gate and required in one of them.
     pub(super) fn round_sizes(&mut self) -> (Option<u32>, Option<u32>) {
         let iterations_per_round = self.agreed(

@@ -131,6 +131,8 @@ fn the_example_round_trips_every_field() {
         context: s("- benches/README.md explains the benchmark."),
         environment: Default::default(),
         loop_mode: Default::default(),
+        branching: Default::default(),
+        max_alive_branches: crate::model::tree::DEFAULT_MAX_ALIVE,
     };
     assert_eq!(c, expected);
     assert_eq!(c.devils_advocate_id().as_deref(), Some("C"));

@@ -216,6 +216,7 @@ async fn run_tuner(conf: &Conference, call: &AgentCall<'_>) -> Result<AgentOutco
                 call.iteration.saturating_sub(1) as u64,
                 crate::engine::stop::rules::round_allotment(conf, &st, call.researcher) as u64,
             )),
+            chosen_head: conf.config.branching == crate::model::tree::Branching::BestFirst,
         };
         let Some(proposal) = tune::propose(&request) else {
             return Ok(AgentOutcome::Exhausted);

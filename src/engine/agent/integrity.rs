@@ -430,6 +430,8 @@ pub fn repair_after_agent(conf: &Conference) -> Option<String> {
     };
     let mut reasons: Vec<String> = std::mem::take(&mut *UNDONE_MOVES.lock().unwrap());
     reasons.extend(best);
+    // Undone by the notes writer on its own (deleted while it wrote), or here.
+    reasons.extend(crate::store::notes::take_undone());
     reasons.extend(notes);
     reasons.extend(ConfigGuard::restore());
     (!reasons.is_empty()).then(|| reasons.join("; "))

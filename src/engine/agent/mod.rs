@@ -10,4 +10,5 @@ pub mod integrity;
 pub mod prompt;
 pub mod prose;
 pub mod tune_history;
+pub mod windows;
 pub mod workspace;

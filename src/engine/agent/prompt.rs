@@ -135,6 +135,7 @@ metric
             questions: &[],
             human_in_the_loop: false,
             knowledge_brief: None,
+            tree: None,
         });
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/prompt/rendered.md");
         if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {

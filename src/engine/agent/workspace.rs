@@ -124,8 +124,13 @@ fn user_tree(conf: &Conference) -> Result<PathBuf> {
 /// One line saying what `## Environment` does, for `start` (None when it is empty).
 pub fn describe(env: &crate::config::environment::Environment) -> Option<String> {
     let mut parts = Vec::new();
-    if let Some(setup) = &env.setup {
-        parts.push(format!("setup `{setup}` once in each new worktree"));
+    match (&env.setup, env.local_setup()) {
+        (Some(setup), Some(_)) => parts.push(format!("setup `{setup}` once in each new worktree")),
+        (Some(setup), None) => parts.push(format!(
+            "setup `{setup}` where evaluations run (once in each staged tree, before its \
+             command), not in the local worktrees"
+        )),
+        (None, _) => {}
     }
     if !env.shared.is_empty() {
         let paths: Vec<&str> = env.shared_paths().collect();
@@ -199,15 +204,14 @@ fn read_marker(wt: &Repository) -> SetupMarker {
 pub fn set_up(conf: &Conference, wt: &Repository) -> bool {
     conf.config
         .environment
-        .setup
-        .as_deref()
+        .local_setup()
         .is_none_or(|command| read_marker(wt).command == command)
 }
 
 /// Runs the setup command in the worktree at `path` unless it completed there already. Ok(false)
 /// when Ctrl-C stopped it; an error that is a [`SetupFailed`] when it failed.
 pub async fn ensure_setup(conf: &Conference, path: &Path, label: &str) -> Result<bool> {
-    let Some(command) = conf.config.environment.setup.as_deref() else {
+    let Some(command) = conf.config.environment.local_setup() else {
         return Ok(true);
     };
     let wt = open_worktree(conf, path)?;

@@ -244,7 +244,7 @@ fn take(repo: &Repository, ns: &str, remote: &str, name: &str) -> Result<Taken> 
             None => update(repo, &local, new, None)?,
         }
     }
-    let branches = take_branches(repo, ns, remote, &refs, theirs, &mut kept)?;
+    let branches = take_branches(repo, ns, remote, &refs, (ours, theirs), &mut kept)?;
     update(repo, &local_ref, theirs, ours)?;
     let mut line = match ours {
         None => format!(
@@ -265,17 +265,23 @@ fn take(repo: &Repository, ns: &str, remote: &str, name: &str) -> Result<Taken> 
 
 /// Moves the conference's branches where the fetched event log (at `theirs`) says, never where
 /// the remote's branches point (anyone with push access can move those); a local branch that
-/// is not an ancestor is kept (named in `kept`). Returns what the fetch line adds: the branches
-/// whose remote copy points elsewhere, and those whose commit the remote lacks.
+/// is not an ancestor, and not where the local event log (at `ours`) put it, is kept (named in
+/// `kept`): with branching on, a researcher's branch moves to another branch of the tree.
+/// Returns what the fetch line adds: the branches whose remote copy points elsewhere, and
+/// those whose commit the remote lacks.
 fn take_branches(
     repo: &Repository,
     ns: &str,
     remote: &str,
     refs: &ConferenceRefs,
-    theirs: Oid,
+    (ours, theirs): (Option<Oid>, Oid),
     kept: &mut Vec<String>,
 ) -> Result<String> {
     let (mut from_log, mut missing) = (Vec::new(), Vec::new());
+    let placed_here = match ours {
+        Some(ours) => branches_of_log(repo, refs, ours).unwrap_or_default(),
+        None => Vec::new(),
+    };
     for (local, new) in branches_of_log(repo, refs, theirs)? {
         let short = local.trim_start_matches("refs/heads/").to_string();
         let fetched = format!("{ns}/heads/{short}");
@@ -289,6 +295,10 @@ fn take_branches(
         match target(repo, &local) {
             None => update(repo, &local, new, None)?,
             Some(old) if fast_forward(repo, old, new) => update(repo, &local, new, Some(old))?,
+            // Where the local log put it: the fetched log moves it on.
+            Some(old) if placed_here.contains(&(local.clone(), old)) => {
+                update(repo, &local, new, Some(old))?
+            }
             // The remote's branch is behind (a kill before it moved) or moved by hand here.
             Some(old) if fast_forward(repo, new, old) => {}
             Some(old) => kept.push(format!(

@@ -8,8 +8,9 @@
 //!   on one machine, records those), by a validly named machine;
 //! - its `state.json` is exactly what the reducer makes of the previous state and the event (so
 //!   best and the researchers' heads move only as the events say), and is valid stored state;
-//! - every head it moves (and best) exists and leaves the frozen paths as the baseline has them,
-//!   so no evaluation harness of another machine's making ever runs here.
+//! - every head it moves (and best, the branches it opens, the node a researcher's next attempt
+//!   starts from) exists and leaves the frozen paths as the baseline has them, so no evaluation
+//!   harness of another machine's making ever runs here.
 //!
 //! The first event that fails is refused with the machine that published it and why.
 
@@ -181,8 +182,20 @@ impl Arrivals {
     ) -> Result<(), Harness> {
         let mut moved = Vec::new();
         for (id, r) in &after.researchers {
-            if before.researchers.get(id).map(|b| &b.head) != Some(&r.head) {
+            let b = before.researchers.get(id);
+            if b.map(|b| &b.head) != Some(&r.head) {
                 moved.push((format!("researchers.{id}.head"), r.head.clone()));
+            }
+            // With branching on: the heads it opens and the node its next attempt starts from.
+            for branch in &r.branches {
+                if !b.is_some_and(|b| b.branches.iter().any(|o| o.head == branch.head)) {
+                    moved.push((format!("researchers.{id}.branches"), branch.head.clone()));
+                }
+            }
+            if let Some(next) = &r.next {
+                if b.and_then(|b| b.next.as_ref()).map(|n| &n.commit) != Some(&next.commit) {
+                    moved.push((format!("researchers.{id}.next"), next.commit.clone()));
+                }
             }
         }
         if after.best.commit != before.best.commit {
@@ -537,6 +550,7 @@ mod tests {
             eval_s: None,
             questions: vec![],
             placement: None,
+            branch: None,
         });
         let next = reduced(&state, &event, "t2", Some("m9"), None).unwrap();
         let mut line = event.line("t2".into());

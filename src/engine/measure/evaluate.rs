@@ -344,7 +344,15 @@ fn run_failure(outcome: &Outcome, stderr: &Path, timeout: Duration) -> Option<Ru
         )),
         Outcome::Cancelled => Some((EvalStatus::Interrupted.as_str(), "interrupted".into())),
         o if !o.success() => {
-            let tail = tail(&read_text(stderr), 3);
+            let text = read_text(stderr);
+            let mut tail = tail(&text, 3);
+            // The program's own error line first, when it printed more after it.
+            if let Some(error) =
+                crate::model::reasons::last_error_line(text.lines()).filter(|e| !tail.contains(e))
+            {
+                let rest = tail.strip_prefix(": ").unwrap_or(&tail);
+                tail = format!(": {} | … | {rest}", metric::escape_controls(error));
+            }
             Some((
                 EvalStatus::Crashed.as_str(),
                 format!("evaluation {}{tail}", o.describe()),

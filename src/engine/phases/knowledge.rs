@@ -220,6 +220,8 @@ fn pattern(conf: &Conference, round: u32, f: &Finding) -> Entry {
 /// One kind of failure being counted.
 struct Failure {
     kind: String,
+    /// The evaluation's own error line, from the first attempt of this kind that has one.
+    error: Option<String>,
     count: u32,
     example: String,
     change: String,
@@ -234,12 +236,18 @@ fn failures(repo: &Repository, attempts: &[AttemptRecord]) -> Vec<Failure> {
         .filter(|a| crate::model::reasons::shows_reason(&a.verdict))
     {
         let kind = reasons::kind(&a.verdict, a.reason.as_deref());
+        let error = a
+            .reason
+            .as_deref()
+            .and_then(crate::model::reasons::error_line_of);
         if let Some(f) = out.iter_mut().find(|f| f.kind == kind) {
             f.count += 1;
+            f.error = f.error.take().or(error);
             continue;
         }
         out.push(Failure {
             kind,
+            error,
             count: 1,
             example: format!(
                 "round {}, researcher {}, iteration {}: {}",
@@ -266,6 +274,7 @@ fn count_failure(failures: &mut Vec<Failure>, kind: &str, round: u32, f: &Findin
     }
     failures.push(Failure {
         kind: kind.to_string(),
+        error: None,
         count: 1,
         example: format!(
             "round {round}, researcher {}: {}",
@@ -281,6 +290,10 @@ fn count_failure(failures: &mut Vec<Failure>, kind: &str, round: u32, f: &Findin
 fn error(conf: &Conference, n: usize, f: Failure) -> Entry {
     let mut e = base(conf, format!("{}-e{n}", conf.name), Kind::Error);
     e.reason = f.kind;
+    e.error = f
+        .error
+        .map(|l| crate::render::format::one_line(&l, 200))
+        .unwrap_or_default();
     e.count = Some(f.count);
     e.example = f.example;
     e.change = f.change;

@@ -25,6 +25,10 @@ pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
         .flat_map(|r| read_picks(conf, r).into_iter().map(move |p| (r, p)))
         .collect();
     let config = &conf.config;
+    let best_path = match config.branching.is_on() {
+        true => crate::render::tree::best_path(&crate::engine::record::lineage::nodes(conf)?),
+        false => String::new(),
+    };
     let ended = Ended {
         name: &conf.name,
         title: &config.title,
@@ -50,6 +54,7 @@ pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
             ),
         ]
         .concat(),
+        best_path: &best_path,
     };
     let report = report::final_report(&ended);
     let synthesis = report::synthesis(&ended);

@@ -24,6 +24,48 @@ pub(in crate::engine) struct Attempt<'a> {
     pub(in crate::engine) agent_s: Option<f64>,
     /// The questions its note asked (`QUESTION: …`).
     pub(in crate::engine) questions: Vec<crate::model::talk::Asked>,
+    /// What the agent did outside its worktree that is reported, not undone (its writes into the
+    /// user's working tree): added to the attempt's reason, whatever the verdict.
+    pub(in crate::engine) remark: Option<&'a str>,
+    /// With branching on: the node it started from (`head` is its commit) and what its note
+    /// asked of the tree (`BRANCH: …`).
+    pub(in crate::engine) branch: Option<AttemptBranch>,
+}
+
+/// Where an attempt stands in the tree of ideas (branching on).
+#[derive(Debug, Clone)]
+pub(in crate::engine) struct AttemptBranch {
+    pub(in crate::engine) from: crate::model::tree::Node,
+    pub(in crate::engine) request: Option<crate::model::tree::BranchRequest>,
+}
+
+/// An agent that committed, switched branches or moved HEAD in its worktree is put back: the
+/// branch at `head`, and HEAD on it, or detached at `base` when the attempt starts from another
+/// node of the tree (branching on). Only the files count.
+pub(in crate::engine) fn restore_base(
+    wt: &Repository,
+    branch_ref: &str,
+    head: &CommitId,
+    base: &CommitId,
+) -> Result<()> {
+    if base == head {
+        return restore_head(wt, branch_ref, head);
+    }
+    let current = wt.find_reference(branch_ref).ok().and_then(|r| r.target());
+    if current != Some(head.oid()) {
+        wt.reference(
+            branch_ref,
+            head.oid(),
+            true,
+            "git conference: undo an agent's commit",
+        )?;
+    }
+    let detached_at_base = wt.head_detached().unwrap_or(false)
+        && wt.head().ok().and_then(|h| h.target()) == Some(base.oid());
+    if !detached_at_base {
+        wt.set_head_detached(base.oid())?;
+    }
+    Ok(())
 }
 
 /// An agent that committed or switched branches in its worktree is put back: only the files count.

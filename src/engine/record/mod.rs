@@ -5,9 +5,11 @@
 
 pub mod attempt;
 pub mod ledger;
+pub mod lineage;
 pub mod recorder;
 pub mod recovery;
 pub mod run_logs;
 pub mod set_aside;
 pub mod stored;
 pub mod tables;
+pub mod tree;

@@ -5,7 +5,7 @@
 use anyhow::Result;
 use git2::Repository;
 
-use crate::engine::record::attempt::{commit_attempt, default_description, restore_head, Attempt};
+use crate::engine::record::attempt::{commit_attempt, default_description, restore_base, Attempt};
 use crate::engine::state::files;
 use crate::engine::Conference;
 use crate::git::snapshot;
@@ -55,9 +55,11 @@ pub(in crate::engine) fn set_aside_partial(
     let st = conf.state();
     let r = st.researcher(id);
     let repo = conf.open_repo()?;
-    let head = r.head.oid();
+    // The worktree holds the node the next attempt starts from (branching on), else the head.
+    let base = r.next.as_ref().map_or(&r.head, |n| &n.commit);
+    let head = base.oid();
     let head_tree = repo.find_commit(head)?.tree_id();
-    restore_head(wt, &conf.refs.researcher(id), &r.head)?;
+    restore_base(wt, &conf.refs.researcher(id), &r.head, base)?;
     let snap = snapshot::capture(wt)?;
     set_aside_nested_repos(conf, id, wt, &snap.nested_repos)?;
     let tree = snap.tree;
@@ -86,11 +88,13 @@ pub(in crate::engine) fn set_aside_partial(
         id,
         iteration: r.round_iterations + 1,
         tree,
-        head: &r.head,
+        head: base,
         description: &description,
         usage: None,
         agent_s: None,
         questions: vec![],
+        remark: None,
+        branch: None,
     };
     let commit = commit_attempt(conf, &repo, &attempt)?;
     eprintln!(

@@ -206,7 +206,10 @@ fn round_start_commit(
     best: &CommitId,
     round: u32,
 ) -> Result<CommitId> {
-    if head == best {
+    // With branching on, every node of the tree has one parent (its commit's first): a round
+    // starts from best itself, and the researcher's branch moves there even where that is
+    // not forward (its earlier heads stay reachable from the attempts).
+    if head == best || crate::engine::record::tree::on(conf) {
         return Ok(best.clone());
     }
     let repo = conf.open_repo()?;
@@ -244,6 +247,7 @@ fn start_round(conf: &Conference) -> Result<()> {
         r.round_iterations = 0;
     }
     let endgame = rules::is_endgame(conf, &upcoming);
+    let branches = crate::engine::record::tree::round_branches(conf, &st, round, &heads)?;
     let states: Vec<String> = st
         .researchers
         .iter()
@@ -266,6 +270,7 @@ fn start_round(conf: &Conference) -> Result<()> {
             best_metric: st.best.metric,
             best_commit: st.best.commit.clone(),
             heads: heads.clone(),
+            branches,
         }),
         &format!("round {round}{}", if endgame { " (endgame)" } else { "" }),
         vec![],

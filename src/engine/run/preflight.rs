@@ -284,7 +284,10 @@ fn sites(cfg: &Config) -> Vec<Site<'_>> {
         &cfg.environment.setup,
         Cwd::Worktree,
     );
-    for (what, section, key, command, cwd) in optional.into_iter().chain([setup]) {
+    // With a remote launcher setup runs where evaluations run, not here: its program need
+    // not exist on this machine.
+    let setup = cfg.environment.local_setup().is_some().then_some(setup);
+    for (what, section, key, command, cwd) in optional.into_iter().chain(setup) {
         if let Some(command) = command {
             sites.push(Site {
                 what,

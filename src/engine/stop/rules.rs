@@ -180,6 +180,8 @@ mod tests {
             eval_seconds: 0.0,
             gpu_seconds: 0.0,
             validated: 0,
+            branches: Vec::new(),
+            next: None,
         }
     }
 

@@ -59,6 +59,7 @@ fn iteration(researcher: &str, iteration: u32) -> Event {
         eval_s: None,
         questions: vec![],
         placement: None,
+        branch: None,
     })
 }
 

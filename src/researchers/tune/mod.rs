@@ -84,6 +84,11 @@ pub struct Request<'a> {
     /// round allows, if known: a researcher that has kept nothing this round refines carefully
     /// only near the round's end (where a round without a kept attempt counts as stalled).
     pub round_progress: Option<(u64, u64)>,
+    /// With `Branching: best-first`: the conference chose the head these files hold, so the
+    /// local search refines the region holding it (the region whose best point is nearest)
+    /// instead of choosing its own — the tuner's regions are its tree, and the conference
+    /// picks which branch it extends.
+    pub chosen_head: bool,
 }
 
 /// One proposed change.

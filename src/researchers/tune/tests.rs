@@ -378,6 +378,7 @@ fn req<'a>(fs: &'a [(String, String)], hist: &'a [Trial], seed: u64, _attempt: u
         budget_left: None,
         budget_total: None,
         round_progress: None,
+        chosen_head: false,
         avoid: &[],
     }
 }
@@ -804,6 +805,7 @@ impl Sim<'_> {
             budget_left: Some(shape.iters * shape.rounds - done),
             budget_total: Some(shape.researchers as u64 * shape.iters * shape.rounds),
             round_progress: Some((it - 1, shape.iters)),
+            chosen_head: false,
         };
         let Some(p) = propose(&rq) else { return };
         self.attempts += 1;
@@ -1099,6 +1101,7 @@ fn a_lone_researcher_turns_cautious_only_near_a_round_end_with_nothing_kept() {
             budget_left: Some(40),
             budget_total: Some(54),
             round_progress: progress,
+            chosen_head: false,
             ..req(&fs, &hist, 3, 0)
         };
         propose(&rq).unwrap().description

@@ -420,6 +420,28 @@ impl TestRepo {
         runner.wait().unwrap();
     }
 
+    /// SIGKILLs the runner of conference `name` and, first, its watchdog (which would end
+    /// what the runner started as soon as the runner died): as a `kill -9` of both, or the
+    /// machine's OOM killer, would leave things for the next `resume` to end.
+    pub fn kill_runner_and_watchdog(&self, name: &str, runner: std::process::Child) {
+        let lock = self.git_dir_file(&format!("conference/{name}/lock"));
+        let pid = lock.split_whitespace().next().unwrap();
+        let pattern = format!("__watchdog .*/conference/{name}/running {pid}$");
+        let found = std::process::Command::new("pgrep")
+            .args(["-f", &pattern])
+            .output()
+            .unwrap();
+        let watchdogs = String::from_utf8_lossy(&found.stdout).to_string();
+        assert!(!watchdogs.trim().is_empty(), "no watchdog of runner {pid}");
+        for watchdog in watchdogs.split_whitespace() {
+            std::process::Command::new("kill")
+                .args(["-KILL", watchdog])
+                .status()
+                .unwrap();
+        }
+        self.kill_runner(name, runner);
+    }
+
     /// The path of a conference worktree (`researcher-A`, `review`, `best`): by default in the
     /// folder next to the repository, `<parent>/repo.conference/<name>/<label>`.
     pub fn worktree(&self, name: &str, label: &str) -> PathBuf {

@@ -105,6 +105,52 @@ fn the_page_follows_a_running_conference_and_opens_a_diff() {
     println!("screenshot of the page: {}", path.display());
 }
 
+/// The page's chart speaks the report's language: a kept reading is filled in its researcher's
+/// colour, any other hollow (white inside its coloured ring), whatever the run; the legend says
+/// so.
+#[test]
+#[cfg_attr(
+    not(has_chromium),
+    ignore = "needs Chromium and ChromeDriver: .ci/run installs them"
+)]
+fn kept_readings_are_filled_and_the_others_hollow_as_in_the_report() {
+    let repo = paused_conference_of(
+        TestRepo::from_fixture("loop"),
+        "marks",
+        "./agents/each.sh improve worsen",
+    );
+    let served = Served::start(&repo, &["marks"]);
+    let browser = Browser::start();
+    browser.open(&served.url);
+    browser.wait_for(
+        "return document.querySelectorAll('#chart circle').length > 0",
+        Duration::from_secs(10),
+    );
+    let marks = browser.run(
+        "return [...document.querySelectorAll('#chart circle')].map(c => { \
+         const a = page.data.attempts[Number(c.getAttribute('data-n'))]; \
+         return [a.verdict, c.getAttribute('fill'), c.getAttribute('stroke')]; })",
+    );
+    let marks: Vec<(String, String, String)> = serde_json::from_value(marks).unwrap();
+    assert!(marks.iter().any(|(v, _, _)| v == "kept"), "{marks:?}");
+    assert!(marks.iter().any(|(v, _, _)| v != "kept"), "{marks:?}");
+    for (verdict, fill, stroke) in &marks {
+        if verdict == "kept" {
+            assert_eq!(fill, stroke, "a kept reading is filled: {marks:?}");
+        } else {
+            assert_eq!(fill, "#fff", "a {verdict} reading is hollow: {marks:?}");
+        }
+    }
+    let legend = browser.run("return document.querySelector('#chart .legend').textContent");
+    assert!(
+        legend
+            .as_str()
+            .unwrap()
+            .contains("filled ● kept, hollow ◯ reverted"),
+        "{legend}"
+    );
+}
+
 #[test]
 #[cfg_attr(
     not(has_chromium),

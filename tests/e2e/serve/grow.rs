@@ -70,6 +70,7 @@ pub fn grow(repo_dir: &Path, name: &str, rounds: u32, per_round: u32) {
             best_metric: best.metric,
             best_commit: best.commit.clone(),
             heads: heads.clone(),
+            branches: Default::default(),
         });
         g.record(started, &format!("round {round}"), vec![]);
         for i in 0..per_round {
@@ -144,6 +145,7 @@ fn attempt(round: u32, iteration: u32, id: &str, commit: String) -> (Event, Stat
         eval_s: Some(0.01),
         questions: vec![],
         placement: None,
+        branch: None,
     });
     let line = StateChange::AppendLine(
         format!("{}/attempts.jsonl", files::round_dir(round)),

@@ -7,15 +7,16 @@ use std::time::Instant;
 use anyhow::Result;
 use git2::{Oid, Repository};
 
-use super::parked::{open_worktree, start_watch};
+use super::parked::{open_worktree, settle, start_watch, take_changes};
 use super::record::{failed_eval, record_iteration};
 use super::*;
 use crate::agents::call::{AgentCall, AgentOutcome};
-use crate::engine::agent::dispatch;
+use crate::engine::agent::{dispatch, windows};
 use crate::engine::record::attempt::Attempt;
 use crate::engine::state::{ResearcherState, State};
 use crate::engine::Conference;
-use crate::git::watch::Watch;
+use crate::git::snapshot;
+use crate::git::watch::{Changes, Watch};
 use crate::model::Verdict;
 
 impl<'a> Session<'a> {
@@ -30,6 +31,7 @@ impl<'a> Session<'a> {
         env: &[(String, String)],
     ) -> Result<AgentRan> {
         let (conf, id) = (self.conf, self.id);
+        let foreign = self.foreign_writes(head_tree)?;
         let prompt = self.prompt(st, r, iteration)?;
         let refs_before = crate::git::traces::read(self.repo.commondir());
         crate::engine::agent::integrity::ConfigGuard::take(&self.repo, &conf.run_dir);
@@ -49,14 +51,20 @@ impl<'a> Session<'a> {
             head_tree,
             attempts: r.attempts,
         };
+        let user_before = crate::git::user_writes::read(&conf.repo_dir);
         let began = Instant::now();
-        let run = dispatch::run(conf, call).await?;
+        windows::began(id);
+        let run = dispatch::run(conf, call).await;
+        windows::ended(id);
+        let run = run?;
         let seconds = began.elapsed().as_secs_f64();
         let commondir = self.repo.commondir();
         for warning in crate::git::traces::undo_agents_changes(&refs_before, commondir) {
             conf.ui.warn(&warning);
         }
         Ok(AgentRan {
+            remark: self.user_writes(&user_before, began),
+            foreign,
             usage: run.usage(),
             seconds,
             outcome: run.outcome,
@@ -64,6 +72,79 @@ impl<'a> Session<'a> {
             damage: crate::engine::agent::integrity::repair_after_agent(conf),
             shared_before,
         })
+    }
+
+    /// What reached this researcher's worktree since its last attempt was put back, while its
+    /// own agent was not running (another researcher's agent writing there by its path): the
+    /// paths the watch saw, for the attempt's capture, and the reason that rejects the attempt,
+    /// naming the researchers whose agents ran meanwhile. None when nothing differs from the
+    /// head. Without a watch (no inotify, or none left: a user has 128) the worktree is scanned.
+    fn foreign_writes(&mut self, head_tree: Oid) -> Result<Option<(Changes, String)>> {
+        let seen = take_changes(&mut self.watch);
+        let snap = match &seen {
+            Changes::Paths(paths) if paths.is_empty() => return Ok(None),
+            Changes::Paths(paths) => snapshot::capture_paths(&self.wt, paths)?,
+            Changes::Everything => snapshot::capture(&self.wt)?,
+        };
+        // The capture refreshed the index: that is no change of the agent's.
+        settle(&mut self.watch);
+        let changed = snapshot::changed_paths(&self.repo, head_tree, snap.tree)?;
+        if changed.is_empty() {
+            return Ok(None);
+        }
+        let named = crate::git::user_writes::named(&changed);
+        let others = windows::others_since_own_last(self.id);
+        let who = windows::who(&others);
+        self.conf.ui.warn(&format!(
+            "warning: researcher {}'s worktree was written into while its agent was not running \
+             ({named}), by {who}; its next attempt is rejected",
+            self.id
+        ));
+        let why = format!(
+            "{who} wrote into this worktree ({named}) while researcher {}'s agent was not running: not its work",
+            self.id
+        );
+        Ok(Some((seen, why)))
+    }
+
+    /// What reached the user's working tree while the agent ran, reported on the log (the
+    /// researchers whose agents ran at the same time named too) and returned as the attempt's
+    /// remark. Never undone (see `git::user_writes`).
+    fn user_writes(
+        &self,
+        before: &crate::git::user_writes::UserTree,
+        began: Instant,
+    ) -> Option<String> {
+        let paths = crate::git::user_writes::changed_since(before, &self.conf.repo_dir);
+        if paths.is_empty() {
+            return None;
+        }
+        let named = crate::git::user_writes::named(&paths);
+        let others = windows::others_since(self.id, began);
+        let (line, remark) = if others.is_empty() {
+            (
+                format!(
+                    "researcher {}'s agent changed your working tree ({named})",
+                    self.id
+                ),
+                format!("changed your working tree ({named}), not undone"),
+            )
+        } else {
+            let too = format!("{} ran too", windows::who(&others));
+            (
+                format!(
+                    "your working tree changed while researcher {}'s agent ran ({named}; {too})",
+                    self.id
+                ),
+                format!(
+                    "your working tree changed while this agent ran ({named}; {too}), not undone"
+                ),
+            )
+        };
+        self.conf.ui.warn(&format!(
+            "warning: {line}; not undone (if you were editing them, that was you)"
+        ));
+        Some(remark)
     }
 
     /// An agent that removed its worktree: it is made again and the attempt recorded as
@@ -82,21 +163,30 @@ impl<'a> Session<'a> {
             Some(WorktreeDamage::Lost(why)) => {
                 let why = with_damage(why, ran.damage.as_deref());
                 self.watch = None;
+                let from = self.start_node(st, r);
+                let base = from.as_ref().map_or(&r.head, |n| &n.commit).clone();
                 let attempt = Attempt {
                     id: self.id,
                     iteration,
                     tree: head_tree,
-                    head: &r.head,
+                    head: &base,
                     description: "worktree removed",
                     usage: ran.usage,
                     agent_s: Some(ran.seconds),
                     questions: vec![],
+                    remark: ran.remark.as_deref(),
+                    branch: from.map(|from| crate::engine::record::attempt::AttemptBranch {
+                        from,
+                        request: None,
+                    }),
                 };
                 let wt_path = self.wt_path.clone();
-                match remake_worktree(self.conf, &attempt, st.round, &wt_path, why).await? {
+                let made = remake_worktree(self.conf, &attempt, &r.head, st.round, &wt_path, why);
+                match made.await? {
                     Err(setup_failed) => return Ok(Some(Next::Finish(setup_failed))),
                     Ok((wt, watch)) => (self.wt, self.watch) = (wt, watch),
                 }
+                self.at = r.head.clone();
                 Ok(Some(Next::Continue))
             }
             Some(WorktreeDamage::Relinked(why)) => {
@@ -145,6 +235,19 @@ pub(super) fn split_note(note: Option<String>) -> (Option<String>, Vec<crate::mo
     }
 }
 
+/// The note less its last `BRANCH:` line, and what that line asked (branching on).
+pub(super) fn split_branch(
+    note: Option<String>,
+) -> (Option<String>, Option<crate::model::tree::BranchRequest>) {
+    match note {
+        Some(note) => {
+            let (text, request) = crate::model::tree::split_branch(&note);
+            ((!text.is_empty()).then_some(text), request)
+        }
+        None => (None, None),
+    }
+}
+
 /// `why`, followed by what the agent broke in git when it did.
 pub(super) fn with_damage(why: String, damage: Option<&str>) -> String {
     match damage {
@@ -159,13 +262,14 @@ pub(super) fn with_damage(why: String, damage: Option<&str>) -> String {
 pub(super) async fn remake_worktree(
     conf: &Conference,
     attempt: &Attempt<'_>,
+    head: &crate::model::CommitId,
     round: u32,
     wt_path: &std::path::Path,
     why: String,
 ) -> Result<std::result::Result<(Repository, Option<Watch>), String>> {
     let id = attempt.id;
     let branch = conf.refs.researcher_branch(id);
-    conf.prepare_worktree(&researcher_label(id), Some(&branch), attempt.head)?;
+    conf.prepare_worktree(&researcher_label(id), Some(&branch), head)?;
     if let Some(failed) =
         crate::engine::agent::workspace::ready_researcher(conf, id, wt_path).await?
     {

@@ -10,7 +10,8 @@ use super::parked::{settle, take_changes};
 use super::record::{failed_eval, record_iteration};
 use super::*;
 use crate::engine::measure::evaluate::{self, EvalRequest, EvalResult};
-use crate::engine::record::attempt::{commit_attempt, restore_head, Attempt};
+use crate::engine::record::attempt::{commit_attempt, restore_base, Attempt};
+use crate::engine::record::tree;
 use crate::engine::state::{files, ResearcherState, State};
 use crate::engine::Conference;
 use crate::git::watch::{self, Changes};
@@ -21,17 +22,26 @@ use crate::protocol::keep;
 impl<'a> Session<'a> {
     /// Whatever the agent left is the attempt, even when it failed: it is captured (the
     /// worktree's head put back first, should the agent have committed), then judged, then
-    /// reverted.
+    /// reverted. `foreign`: what another's agent wrote there before this one ran (its reason
+    /// is in `damage`, which rejects the attempt).
     pub(super) fn capture(
         &mut self,
         r: &ResearcherState,
+        base: &crate::model::CommitId,
         head_tree: Oid,
         damage: Option<String>,
+        foreign: Option<Changes>,
         shared_before: &crate::engine::agent::workspace::SharedState,
     ) -> Result<Captured> {
         let agent_changes = take_changes(&mut self.watch);
+        // Another's writes found before the agent ran are part of what is captured and put back.
+        let agent_changes = match foreign {
+            Some(seen) => watch::union(&seen, &agent_changes),
+            None => agent_changes,
+        };
         worktree::repair_gitfile(&self.repo, &self.wt_path)?;
-        restore_head(&self.wt, &self.conf.refs.researcher(self.id), &r.head)?;
+        let branch_ref = self.conf.refs.researcher(self.id);
+        restore_base(&self.wt, &branch_ref, &r.head, base)?;
         let snap = match &agent_changes {
             Changes::Paths(paths) => snapshot::capture_paths(&self.wt, paths)?,
             Changes::Everything => snapshot::capture(&self.wt)?,
@@ -131,12 +141,30 @@ impl<'a> Session<'a> {
             return Ok(None);
         }
         crate::failpoint::hit("eval.finished");
-        let verdict = keep::verdict(
-            &result.status,
-            result.metric,
-            r.best_metric,
-            conf.direction(),
-        );
+        // With branching on, an attempt is kept when it beats the node it started from.
+        let to_beat = match &attempt.branch {
+            Some(b) => b.from.metric,
+            None => r.best_metric,
+        };
+        let verdict = keep::verdict(&result.status, result.metric, to_beat, conf.direction());
+        let same = (verdict == Verdict::Kept && attempt.branch.is_some())
+            .then(|| self.same_as_alive(r, attempt.tree))
+            .flatten();
+        if let Some(why) = same {
+            let measured = Measured {
+                result: &result,
+                of_the_tree,
+            };
+            record_iteration(
+                conf,
+                attempt,
+                commit,
+                measured,
+                Verdict::NoChange,
+                Some(why),
+            )?;
+            return Ok(Some(Verdict::NoChange));
+        }
         // A better candidate must pass the guard commands before it is kept.
         let label = format!("{id}-r{}-i{iteration}", st.round);
         // What the CLI reported (a refused edit, a limit) when nothing else is wrong.
@@ -157,40 +185,67 @@ impl<'a> Session<'a> {
 
     /// The effects of the recorded event: the branch moves when the attempt was kept, and the
     /// worktree goes back to the researcher's head — only what the agent and the evaluation
-    /// touched, plus the files they left, ignored or not.
+    /// touched, plus the files they left, ignored or not. With branching on, the branch moves
+    /// to the researcher's best alive head and the worktree to the node the next attempt
+    /// starts from, both as the event recorded them.
     pub(super) fn put_back(
         &mut self,
         r: &ResearcherState,
+        base: &crate::model::CommitId,
         verdict: Verdict,
         agent_changes: &Changes,
     ) -> Result<()> {
         let (conf, id) = (self.conf, self.id);
-        let head_now = conf.state().researcher(id).head.clone();
+        let now = conf.state();
+        let now = now.researcher(id);
+        let head_now = now.head.clone();
+        // The node the next attempt starts from, when the event recorded one (branching on).
+        let next = now.next.as_ref().filter(|_| tree::on(conf));
         crate::failpoint::hit("iteration.recorded");
-        if verdict == Verdict::Kept {
+        let moved = match next {
+            Some(_) => head_now != r.head,
+            None => verdict == Verdict::Kept,
+        };
+        if moved {
             conf.move_branch(&conf.refs.researcher(id), &head_now, Some(&r.head))?;
             crate::failpoint::hit("branch.moved");
         }
         let eval_changes = take_changes(&mut self.watch);
-        let touched = if verdict == Verdict::Kept {
-            eval_changes
-        } else {
-            watch::union(agent_changes, &eval_changes)
-        };
         let branch_ref = conf.refs.researcher(id);
+        let (target, touched, write_index) = match next {
+            None => {
+                let touched = if verdict == Verdict::Kept {
+                    eval_changes
+                } else {
+                    watch::union(agent_changes, &eval_changes)
+                };
+                (head_now.clone(), touched, verdict == Verdict::Kept)
+            }
+            Some(next) => {
+                // Everything the agent and the evaluation touched, and what differs between
+                // the node this attempt started from and the next one.
+                let from_tree = self.repo.find_commit(base.oid())?.tree_id();
+                let to_tree = self.repo.find_commit(next.commit.oid())?.tree_id();
+                let differ = snapshot::changed_paths(&self.repo, from_tree, to_tree)?;
+                let differ = Changes::Paths(differ.into_iter().map(Into::into).collect());
+                let touched = watch::union(&watch::union(agent_changes, &eval_changes), &differ);
+                (next.commit.clone(), touched, from_tree != to_tree)
+            }
+        };
+        let touched = without_agent_dir(touched);
+        let head_ref = (target == head_now).then_some(branch_ref.as_str());
         // Files a `.gitignore` hid until the revert put it back go too.
         let leftovers = watch::union(agent_changes, &touched);
-        let head_now = head_now.oid();
         match touched {
-            Changes::Paths(paths) => snapshot::reset_paths(
-                &self.wt,
-                head_now,
-                Some(&branch_ref),
-                &paths,
-                verdict == Verdict::Kept,
-            )?,
-            Changes::Everything => snapshot::reset(&self.wt, head_now, Some(&branch_ref))?,
+            Changes::Paths(paths) => {
+                snapshot::reset_paths(&self.wt, target.oid(), head_ref, &paths, write_index)?
+            }
+            Changes::Everything => snapshot::reset(&self.wt, target.oid(), head_ref)?,
         }
+        if next.is_some() {
+            crate::failpoint::hit("tree.next");
+        }
+        self.at = target;
         leftovers::remove_untracked(
             &self.wt,
             &leftovers,
@@ -198,7 +253,22 @@ impl<'a> Session<'a> {
         )?;
         crate::engine::agent::workspace::link_shared(conf, &self.wt_path)?;
         settle(&mut self.watch);
+        crate::failpoint::hit("worktree.put-back");
         Ok(())
+    }
+}
+
+/// The agent's folder (`.conference/`) holds only files its own `.gitignore` ignores, but git does
+/// not call the folder itself ignored: among the paths put back it would be removed, made again by
+/// the next attempt and removed again, and each removal makes the watch answer `Everything` (a
+/// scan of the whole worktree) for the next attempt. Leftovers keep it too.
+fn without_agent_dir(changes: Changes) -> Changes {
+    match changes {
+        Changes::Paths(mut paths) => {
+            paths.retain(|p| p.as_path() != std::path::Path::new(crate::agents::AGENT_DIR));
+            Changes::Paths(paths)
+        }
+        everything => everything,
     }
 }
 

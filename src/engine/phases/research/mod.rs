@@ -10,6 +10,7 @@
 //! and `parked` (a worktree between rounds).
 
 mod agent_run;
+mod branching;
 mod judge;
 pub mod parked;
 mod record;
@@ -127,6 +128,9 @@ struct Session<'a> {
     agent_crashes: u32,
     /// Iterations since `repo` and `wt` were opened (see [`SESSION_REOPEN_EVERY`]).
     iterations_since_open: u32,
+    /// The commit the worktree holds between iterations: the researcher's head, or with
+    /// branching on the node the next attempt starts from (`branching`).
+    at: crate::model::CommitId,
 }
 
 /// What an iteration leaves the loop to do.
@@ -149,6 +153,11 @@ struct AgentRan {
     report: crate::agents::AgentReport,
     damage: Option<String>,
     shared_before: crate::engine::agent::workspace::SharedState,
+    /// What it changed in the user's working tree (reported, not undone), for the reason.
+    remark: Option<String>,
+    /// What another researcher's agent wrote into this worktree before it ran (the paths, and
+    /// the reason that rejects the attempt).
+    foreign: Option<(Changes, String)>,
 }
 
 /// The attempt an iteration made, once captured from the worktree.

@@ -8,7 +8,8 @@ use crate::engine::Conference;
 use crate::git::watch::{Changes, Watch};
 use crate::git::worktree;
 
-/// A researcher worktree left exactly at its head's tree at the end of a research phase, with
+/// A researcher worktree left exactly at a commit's tree (its head's, or with branching on the
+/// node its next attempt would have started from) at the end of a research phase, with
 /// the watch that has seen every change since: the next round start rewrites only what the new
 /// best changed (`snapshot::advance`) instead of checking out the whole worktree.
 pub struct IdleWorktree {
@@ -27,12 +28,12 @@ pub(super) fn park(
     id: &str,
     path: &std::path::Path,
     watch: Option<Watch>,
+    at: &crate::model::CommitId,
 ) -> Result<()> {
     let Some(watch) = watch else {
         return Ok(());
     };
-    let head = conf.state().researcher(id).head.clone();
-    let tree = conf.open_repo()?.find_commit(head.oid())?.tree_id();
+    let tree = conf.open_repo()?.find_commit(at.oid())?.tree_id();
     if let Ok(mut idle) = conf.idle_worktrees.lock() {
         let path = path.to_path_buf();
         idle.insert(id.to_string(), IdleWorktree { path, tree, watch });

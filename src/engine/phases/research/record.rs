@@ -62,6 +62,18 @@ pub(super) fn attempt_note(
     .into()
 }
 
+/// The note with what the attempt did to the tree (branching on): the node it started from,
+/// and the warning a `BRANCH:` line it could not follow left.
+fn with_step(mut note: Note, step: Option<&crate::model::tree::TreeStep>) -> Note {
+    if let (Some(step), Some(map)) = (step, note.0.as_object_mut()) {
+        map.insert("from".into(), serde_json::json!(step.from.commit));
+        if let Some(warning) = &step.warning {
+            map.insert("branch_warning".into(), serde_json::json!(warning));
+        }
+    }
+    note
+}
+
 /// Records `researcher.iteration`: the commit point of an attempt.
 pub(super) fn record_iteration(
     conf: &Conference,
@@ -74,9 +86,18 @@ pub(super) fn record_iteration(
     let result = measured.result;
     let st = conf.state();
     let r = st.researcher(a.id);
-    let delta = match (result.metric, r.best_metric) {
+    // With branching on, an attempt is judged against the node it started from.
+    let against = match &a.branch {
+        Some(b) => b.from.metric,
+        None => r.best_metric,
+    };
+    let delta = match (result.metric, against) {
         (Some(m), Some(b)) => Some(m - b).filter(|d| d.is_finite()),
         _ => None,
+    };
+    let reason = match (reason, a.remark) {
+        (Some(why), Some(remark)) => Some(format!("{why}; {remark}")),
+        (why, remark) => why.or(remark.map(str::to_string)),
     };
     // Events and notes stay small whatever a run printed.
     let reason = reason.map(|r| crate::exec::caps::shorten(&r));
@@ -102,7 +123,8 @@ pub(super) fn record_iteration(
         placement: result.placement.clone(),
         machine: conf.link().map(|link| link.machine.clone()),
     };
-    let note = commit.map(|c| attempt_note(conf, c, &record, result));
+    let step = super::branching::plan_step(conf, &st, a, commit, verdict, result.metric);
+    let note = commit.map(|c| with_step(attempt_note(conf, c, &record, result), step.as_ref()));
     let event = events::Iteration {
         researcher: a.id.to_string(),
         round: st.round,
@@ -123,8 +145,9 @@ pub(super) fn record_iteration(
         eval_s: record.eval_s,
         questions: a.questions.clone(),
         placement: result.placement.clone().map(Box::new),
+        branch: step.map(Box::new),
     };
-    let summary = format!(
+    let mut summary = format!(
         "{} r{} i{} {} {}",
         a.id,
         st.round,
@@ -132,6 +155,9 @@ pub(super) fn record_iteration(
         verdict,
         result.metric.map(|m| format!("{m}")).unwrap_or_default()
     );
+    if let Some(step) = &event.branch {
+        summary.push_str(&super::branching::summary(step));
+    }
     let mut produced = vec![StateChange::AppendLine(
         files::attempts(st.round),
         serde_json::to_string(&record)?,

@@ -5,13 +5,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use super::agent_run::{agent_result, split_note};
+use super::agent_run::{agent_result, split_branch, split_note};
 use super::parked::{open_worktree, park, start_watch, take_idle};
 use super::record::fmt_metric;
 use super::*;
 use crate::agents::call::AgentOutcome;
 use crate::engine::agent::prompt;
-use crate::engine::record::attempt::{default_description, Attempt};
+use crate::engine::record::attempt::{default_description, Attempt, AttemptBranch};
 use crate::engine::state::{ResearcherState, State};
 use crate::engine::Conference;
 use crate::git::{snapshot, worktree};
@@ -73,6 +73,7 @@ impl<'a> Session<'a> {
             limit: crate::engine::stop::rules::researcher_timeout(conf),
             agent_crashes: 0,
             iterations_since_open: 0,
+            at: head,
         }))
     }
 
@@ -93,7 +94,13 @@ impl<'a> Session<'a> {
     /// Ctrl-C) drops the watch, and the next round checks the whole worktree out again.
     pub(super) fn finish(&mut self, why: &str) -> Result<()> {
         finish(self.conf, self.id, why)?;
-        park(self.conf, self.id, &self.wt_path, self.watch.take())
+        park(
+            self.conf,
+            self.id,
+            &self.wt_path,
+            self.watch.take(),
+            &self.at,
+        )
     }
 
     /// What is left of the researcher's round time (`None`: no limit).
@@ -137,9 +144,13 @@ impl<'a> Session<'a> {
             return Ok(Next::Finish(why));
         }
         let iteration = r.round_iterations + 1;
+        let from = self.start_node(&st, &r);
+        let base = from.as_ref().map_or(&r.head, |n| &n.commit).clone();
+        self.go_to(&base, &r)?;
         self.announce(&st, &r, iteration);
-        let head_tree = self.repo.find_commit(r.head.oid())?.tree_id();
-        let env = (self.conf).context_env(self.id, st.round, iteration, r.best_metric);
+        let head_tree = self.repo.find_commit(base.oid())?.tree_id();
+        let mut env = (self.conf).context_env(self.id, st.round, iteration, r.best_metric);
+        env.extend(from.as_ref().map(node_env).into_iter().flatten());
         let mut ran = self.run_agent(&st, &r, iteration, head_tree, &env).await?;
         if let Some(next) = self
             .worktree_lost(&mut ran, &st, &r, iteration, head_tree)
@@ -154,7 +165,15 @@ impl<'a> Session<'a> {
         };
         crate::failpoint::hit("agent.finished");
         let (description, questions) = split_note(description);
-        let captured = self.capture(&r, head_tree, ran.damage, &ran.shared_before)?;
+        let (description, request) = match &from {
+            Some(_) => split_branch(description),
+            None => (description, None),
+        };
+        let damage = ran
+            .damage
+            .or(ran.foreign.as_ref().map(|(_, why)| why.clone()));
+        let foreign = ran.foreign.map(|(seen, _)| seen);
+        let captured = self.capture(&r, &base, head_tree, damage, foreign, &ran.shared_before)?;
         let tree = captured.snap.tree;
         // Nothing changed: what the agent claimed is no description; why nothing changed is.
         let unchanged = (agent_failure.is_none()
@@ -171,11 +190,13 @@ impl<'a> Session<'a> {
             id: self.id,
             iteration,
             tree,
-            head: &r.head,
+            head: &base,
             description: &description,
             usage: ran.usage,
             agent_s: Some(ran.seconds),
             questions,
+            remark: ran.remark.as_deref(),
+            branch: from.map(|from| AttemptBranch { from, request }),
         };
         let judged = Judged {
             attempt: &attempt,
@@ -187,7 +208,7 @@ impl<'a> Session<'a> {
         let Some(verdict) = self.judge(&st, &r, &captured, judged, &env).await? else {
             return Ok(Next::Stop);
         };
-        self.put_back(&r, verdict, &captured.agent_changes)?;
+        self.put_back(&r, &base, verdict, &captured.agent_changes)?;
         self.report_line(&st, iteration, verdict, &description);
         Ok(self.after(agent_timed_out))
     }
@@ -216,6 +237,15 @@ impl<'a> Session<'a> {
         let brief = (conf.config.brief.as_deref())
             .and_then(|path| prompt::read_brief(&self.repo, &st.baseline_commit, path));
         let assignment = prompt::assignment(&conf.config, self.id);
+        let tree = self
+            .start_node(st, r)
+            .map(|from| crate::model::tree::TreeBrief {
+                mode: conf.config.branching,
+                from,
+                branches: r.branches.clone(),
+                max_alive: conf.config.max_alive_branches,
+                minimize: conf.direction() == Some(crate::config::Direction::Minimize),
+            });
         Ok(crate::render::prompt::render(&PromptContext {
             assignment: &assignment,
             researcher: self.id,
@@ -235,6 +265,7 @@ impl<'a> Session<'a> {
             questions: &st.questions,
             human_in_the_loop: conf.config.loop_mode == crate::config::LoopMode::HumanInTheLoop,
             knowledge_brief: st.knowledge_brief.as_ref().map(|k| k.text.as_str()),
+            tree: tree.as_ref(),
         }))
     }
 }
@@ -279,4 +310,17 @@ impl<'a> Session<'a> {
         }
         Next::Continue
     }
+}
+
+/// What an agent and its evaluation learn of the node an attempt starts from (branching on):
+/// its commit, its metric and its name.
+fn node_env(node: &crate::model::tree::Node) -> Vec<(String, String)> {
+    vec![
+        ("CONFERENCE_NODE".into(), node.commit.to_string()),
+        (
+            "CONFERENCE_NODE_METRIC".into(),
+            node.metric.map(|m| m.to_string()).unwrap_or_default(),
+        ),
+        ("CONFERENCE_NODE_LABEL".into(), node.label.clone()),
+    ]
 }

@@ -78,6 +78,10 @@ const LOCAL_COST: f64 = 6.0;
 const PENDING_RADIUS: f64 = 0.5;
 /// Most points the surrogate model is fitted to.
 const MODEL_POINTS: usize = 150;
+/// Most pending points the model believes measured (the latest ones); the rest still fade the
+/// score near them. Each believed point refits the model, so with a hundred researchers
+/// believing every one made each proposal take seconds (bench/many_researchers.py).
+const BELIEVED_PENDING: usize = 16;
 const SIGMA_MAX: f64 = 0.3;
 const SIGMA_MIN: f64 = 1e-9;
 /// A region whose step size fell below this after enough failed moves has stalled.

@@ -94,9 +94,11 @@ impl<'a> Search<'a> {
         let mut gp = model.gp;
         let area = self.search_box(&gp, half);
         // Points other researchers are measuring right now count as measured at the model's
-        // prediction (kriging believer), so this proposal goes elsewhere.
-        for z in self.pending.clone() {
-            gp = gp.believing(&z)?;
+        // prediction (kriging believer), so this proposal goes elsewhere: the latest
+        // BELIEVED_PENDING of them (the local penalisation below covers every one).
+        let latest = self.pending.len().saturating_sub(BELIEVED_PENDING);
+        for z in &self.pending[latest..] {
+            gp = gp.believing(z)?;
         }
         // The believer alone barely moves a proposal whose predicted gain is large (the mean,
         // not the uncertainty, makes its score), so researchers proposing at the same time from

@@ -65,6 +65,15 @@ impl<'a> Search<'a> {
         let lone_and_cautious = self.cautious() && researchers == 1;
         let pick = if endgame || self.role == Role::DevilsAdvocate || lone_and_cautious {
             0
+        } else if self.req.chosen_head {
+            // The region of the head the conference chose (the files' point).
+            (0..reps.len())
+                .min_by(|&a, &b| {
+                    let da = dist(&self.points[reps[a]].z, &self.zc);
+                    let db = dist(&self.points[reps[b]].z, &self.zc);
+                    da.total_cmp(&db).then(a.cmp(&b))
+                })
+                .unwrap_or(0)
         } else if researchers > 1 && !promising.is_empty() {
             promising[self.req.researcher % researchers % promising.len()]
         } else if !promising.is_empty() {

@@ -1,0 +1,214 @@
+use super::*;
+use crate::model::tree::Branch;
+
+fn id(n: u8) -> CommitId {
+    CommitId::try_from(format!("{n:02x}").repeat(20).as_str()).unwrap()
+}
+
+fn branch(n: u8, metric: f64, tries: u32, stale: u32) -> Branch {
+    Branch {
+        head: id(n),
+        metric: Some(metric),
+        label: format!("b{n}"),
+        depth: n as u32,
+        tries,
+        stale,
+        tried: vec![],
+    }
+}
+
+fn rules(max_alive: u32) -> Rules {
+    Rules {
+        max_alive,
+        noise: 0.01,
+        direction: Some(Direction::Minimize),
+    }
+}
+
+fn labels(closed: &[Closed]) -> Vec<&str> {
+    closed.iter().map(|c| c.label.as_str()).collect()
+}
+
+#[test]
+fn the_leader_is_the_best_alive_head_in_the_direction() {
+    let b = [
+        branch(1, 1.0, 0, 0),
+        branch(2, 0.5, 0, 0),
+        branch(3, 0.7, 0, 0),
+    ];
+    assert_eq!(leader(&b, &rules(3)).unwrap().label, "b2");
+    let max = Rules {
+        direction: Some(Direction::Maximize),
+        ..rules(3)
+    };
+    assert_eq!(leader(&b, &max).unwrap().label, "b1");
+    // A tie keeps the first opened.
+    let tie = [branch(1, 0.5, 0, 0), branch(2, 0.5, 0, 0)];
+    assert_eq!(leader(&tie, &rules(3)).unwrap().label, "b1");
+}
+
+#[test]
+fn closings_past_n_and_stale_never_the_leader() {
+    // branches, N → closed, in order
+    let table: Vec<(Vec<Branch>, u32, Vec<&str>)> = vec![
+        // Within N: nothing.
+        (vec![branch(1, 1.0, 0, 0), branch(2, 0.9, 0, 0)], 3, vec![]),
+        // Past N: the worst goes.
+        (
+            vec![
+                branch(1, 1.0, 1, 0),
+                branch(2, 0.6, 0, 0),
+                branch(3, 0.9, 0, 0),
+                branch(4, 0.8, 0, 0),
+            ],
+            3,
+            vec!["b1"],
+        ),
+        // Equal metrics: the one tried more goes.
+        (
+            vec![
+                branch(1, 0.9, 1, 0),
+                branch(2, 0.5, 0, 0),
+                branch(3, 0.9, 4, 0),
+            ],
+            2,
+            vec!["b3"],
+        ),
+        // Stale and behind the leader by more than the noise.
+        (
+            vec![branch(1, 1.0, 3, 3), branch(2, 0.5, 0, 0)],
+            3,
+            vec!["b1"],
+        ),
+        // Stale but within the noise of the leader: stays.
+        (
+            vec![branch(1, 0.505, 3, 3), branch(2, 0.5, 0, 0)],
+            3,
+            vec![],
+        ),
+        // The leader is never closed, however stale.
+        (vec![branch(1, 0.5, 9, 9), branch(2, 0.9, 0, 0)], 3, vec![]),
+        // Stale ones first, then the cap counts what is left.
+        (
+            vec![
+                branch(1, 1.0, 3, 3),
+                branch(2, 0.5, 0, 0),
+                branch(3, 0.7, 0, 0),
+                branch(4, 0.8, 0, 0),
+            ],
+            2,
+            vec!["b1", "b4"],
+        ),
+    ];
+    for (branches, n, expected) in table {
+        let closed = closings(&branches, &rules(n));
+        assert_eq!(labels(&closed), expected, "{branches:?}");
+    }
+    let closed = closings(&[branch(1, 1.0, 3, 3), branch(2, 0.5, 0, 0)], &rules(3));
+    assert!(
+        closed[0].reason.contains("behind the leader b2"),
+        "{}",
+        closed[0].reason
+    );
+    let closed = closings(
+        &[
+            branch(1, 1.0, 0, 0),
+            branch(2, 0.5, 0, 0),
+            branch(3, 0.7, 0, 0),
+        ],
+        &rules(2),
+    );
+    assert_eq!(closed[0].reason, "past 2 alive: the worst of 3");
+}
+
+#[test]
+fn best_first_extends_the_best_until_its_children_keep_failing() {
+    // The first gain (b2) from the baseline (b1, one child so far).
+    let mut b = vec![branch(1, 1.0, 1, 0), branch(2, 0.6, 0, 0)];
+    let pick = |b: &[Branch]| pick_best_first(b, &rules(3)).unwrap().0.label;
+    let mut fails = 0;
+    while pick(&b) == "b2" {
+        b[1].tries += 1;
+        b[1].stale += 1;
+        fails += 1;
+        assert!(fails < 20, "the fork point never gets its turn");
+    }
+    assert_eq!(fails, STALE_TRIES, "the leader gets {STALE_TRIES} tries");
+    assert_eq!(pick(&b), "b1");
+    // Among the others: a fresh branch before a fork point with children, whatever its metric.
+    let b = vec![
+        branch(1, 1.0, 2, 1),
+        branch(2, 0.6, 4, 4),
+        branch(3, 0.9, 0, 0),
+    ];
+    assert_eq!(pick(&b), "b3");
+    // A leader that gained again is extended again.
+    let b = vec![branch(2, 0.6, 4, 0), branch(3, 0.9, 0, 0)];
+    assert_eq!(pick(&b), "b2");
+    // A lone head is extended however it fails.
+    assert_eq!(pick(&[branch(2, 0.6, 9, 9)]), "b2");
+    // Equal scores among the others: the better metric.
+    let b = vec![
+        branch(1, 0.5, 3, 3),
+        branch(2, 0.7, 0, 0),
+        branch(3, 0.7, 0, 0),
+    ];
+    assert_eq!(pick(&b), "b2");
+}
+
+#[test]
+fn a_planned_step_is_what_applying_it_gives() {
+    let branches = vec![branch(1, 1.0, 0, 0), branch(2, 0.8, 2, 2)];
+    let opened = branch(3, 0.7, 0, 0);
+    let from = branches[1].node();
+    let step = plan(
+        &branches,
+        from.clone(),
+        Some(opened.clone()),
+        "kept: x".into(),
+        &rules(2),
+        |alive, _, opened| {
+            assert_eq!(alive.len(), 2, "closed before the pick: {alive:?}");
+            (opened.unwrap().node(), "continue".into(), None)
+        },
+    );
+    assert_eq!(labels(&step.closed), ["b1"]);
+    assert_eq!(step.head, id(3));
+    assert_eq!(step.next.label, "b3");
+    let mut applied = branches.clone();
+    let best = apply(&mut applied, &step, "kept: x".into());
+    assert_eq!(best, Some(0.7));
+    let heads: Vec<&str> = applied.iter().map(|b| b.label.as_str()).collect();
+    assert_eq!(heads, ["b2", "b3"]);
+    assert_eq!(
+        (applied[0].tries, applied[0].stale),
+        (3, 0),
+        "a gain resets stale"
+    );
+    assert_eq!(applied[0].tried, ["kept: x"]);
+    // A try that was not kept grows the staleness and keeps the newest lines only.
+    let mut b = vec![branch(1, 1.0, 0, 0)];
+    for i in 0..6 {
+        let step = plan(
+            &b,
+            b[0].node(),
+            None,
+            format!("reverted: {i}"),
+            &rules(3),
+            |_, from, _| (from.clone(), "same".into(), None),
+        );
+        apply(&mut b, &step, format!("reverted: {i}"));
+    }
+    assert_eq!((b[0].tries, b[0].stale), (6, 6));
+    assert_eq!(
+        b[0].tried,
+        ["reverted: 2", "reverted: 3", "reverted: 4", "reverted: 5"]
+    );
+}
+
+#[test]
+fn tried_lines_are_one_short_line() {
+    assert_eq!(tried_line("kept", "lr 3e-4\nmore"), "kept: lr 3e-4");
+    let long = "x".repeat(150);
+    assert_eq!(tried_line("reverted", &long).chars().count(), 10 + 100 + 1);
+}

@@ -8,8 +8,11 @@
 //! The same holds for the real servers the tests start themselves (`SYSTEM_TOOLS`): headless
 //! Chromium with ChromeDriver for the live page, Slurm with munge for the slurm launcher, OpenSSH's
 //! server for the ssh launcher. Each sets `has_<tool>` when every one of its files exists, and always
-//! under CI, which installs them (`.ci/run`). Ray, for the ray launcher, is installed by `.ci/run`
-//! from PyPI into `.ci/ray-venv` inside the clone: `has_ray` when its `ray` is there, or under CI.
+//! under CI, which installs them (`.ci/run`). Two come from PyPI, each into a git-ignored venv of
+//! the clone that `.ci/run` makes: Ray for the ray launcher (`has_ray` when `.ci/ray-venv/bin/ray`
+//! exists) and MLflow's tracking server for the MLflow sink (`has_mlflow` when
+//! `.ci/mlflow-venv/bin/mlflow` exists, or the venv `GIT_CONFERENCE_TEST_MLFLOW_VENV` names); both
+//! always under CI.
 
 use std::path::Path;
 
@@ -75,5 +78,16 @@ fn main() {
         if ci || files.iter().all(|f| Path::new(f).is_file()) {
             println!("cargo:rustc-cfg={cfg}");
         }
+    }
+    // MLflow's tracking server, which `.ci/run` installs from PyPI into a venv of the clone.
+    println!("cargo:rustc-check-cfg=cfg(has_mlflow)");
+    println!("cargo:rerun-if-env-changed=GIT_CONFERENCE_TEST_MLFLOW_VENV");
+    let venv = std::env::var_os("GIT_CONFERENCE_TEST_MLFLOW_VENV")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/mlflow-venv"));
+    let mlflow = venv.join("bin/mlflow");
+    println!("cargo:rerun-if-changed={}", mlflow.display());
+    if ci || mlflow.is_file() {
+        println!("cargo:rustc-cfg=has_mlflow");
     }
 }

@@ -61,7 +61,7 @@ ITEM = re.compile(r"^([a-z_][a-z0-9_]*(?:::[a-z_][a-z0-9_]*)*)")
 
 # The crate's layers, lowest first (the layout in docs/development.md).
 LAYERS = ["clock", "os", "model", "protocol", "render", "exec", "agents", "config",
-          "store", "git", "researchers", "launch", "remote", "engine", "serve", "cli"]
+          "store", "git", "researchers", "launch", "remote", "tracker", "engine", "serve", "cli"]
 # Inside engine/: the sub-folders on each floor (a file directly in engine/ is a room).
 ENGINE_FLOORS = {"agent": 0, "measure": 0, "record": 0, "stop": 0, "machines": 0,
                  "phases": 1, "commands": 1, "run": 2}

@@ -33,5 +33,6 @@ pub mod render;
 pub mod researchers;
 pub mod serve;
 pub mod store;
+pub mod tracker;
 pub mod trust;
 pub mod ui;

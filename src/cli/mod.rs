@@ -6,6 +6,7 @@ mod clean;
 mod completion;
 mod demo;
 mod effective;
+mod export;
 mod import;
 mod init;
 mod join;
@@ -61,6 +62,7 @@ pub enum Command {
     Trust(trust::TrustArgs),
     Knowledge(knowledge::KnowledgeArgs),
     Import(import::ImportArgs),
+    Export(export::ExportArgs),
     Demo(demo::DemoArgs),
     Serve(serve::ServeArgs),
     Steer(talk::SteerArgs),
@@ -117,6 +119,7 @@ pub fn main() -> i32 {
         Command::Trust(a) => trust::run(a),
         Command::Knowledge(a) => knowledge::run(a),
         Command::Import(a) => import::run(a),
+        Command::Export(a) => export::run(a),
         Command::Demo(a) => demo::run(a, quiet),
         Command::Serve(a) => serve::run(a),
         Command::Steer(a) => talk::steer(a),

@@ -125,6 +125,9 @@ fn print_summary(name: &str, conf: &Conference, st: &State, shown: &str) {
     for line in crate::engine::stop::budget::status_lines(conf.config(), st) {
         crate::outln!("{line}");
     }
+    for line in crate::render::cost::status_lines(st) {
+        crate::outln!("{line}");
+    }
     crate::outln!(
         "Events:     {} (last: {} at {})",
         st.events,

@@ -1,7 +1,7 @@
 //! Everything a conference would run on this machine, read from its config: the agent's command
 //! line (a preset as expanded), the evaluation, hold-out and judge, command guards, the
 //! environment's setup and the prose roles' commands, and, for `builtin:openai`, where it sends
-//! the code and which variable's key it sends.
+//! the code and which variable's key it sends, and the MLflow server attempts would be sent to.
 //!
 //! The trust gate (`crate::trust`) approves this list by hash, so it must name every way a
 //! conference fetched from someone else could make this machine do something. Hooks are not in it:
@@ -54,6 +54,14 @@ pub fn list(cfg: &Config) -> Vec<Command> {
         if let Some(c) = c {
             push(role, c);
         }
+    }
+    // Not a command, but where this machine would send the attempts (diffs included).
+    if let Some(m) = &cfg.environment.mlflow {
+        let to = m.uri.as_deref().unwrap_or("$MLFLOW_TRACKING_URI");
+        push(
+            "tracker",
+            &format!("MLflow (sends each attempt, its metrics and its diff to {to})"),
+        );
     }
     out
 }

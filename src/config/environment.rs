@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::duration::parse_duration;
 use super::parse::{Document, Setting};
-use super::sections::{key_spec, SectionKind};
+use super::sections::SectionKind;
 use super::ConfigError;
 
 /// Default time a setup command may take (installing a virtual environment can be slow).
@@ -39,6 +39,9 @@ pub struct Environment {
     /// Where evaluations run (`launcher` and its keys).
     #[serde(default)]
     pub launch: super::launcher::Launch,
+    /// The MLflow tracking server attempts are sent to (`mlflow`, `mlflow experiment`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mlflow: Option<super::tracker::Mlflow>,
 }
 
 /// A shared path and the line that names it (for errors found against the repository).
@@ -129,13 +132,7 @@ pub fn read(doc: &Document, errors: &mut Vec<ConfigError>) -> Environment {
 
 /// A value of `s` that cannot be used, with the key's example as the fix.
 fn bad(errors: &mut Vec<ConfigError>, s: &Setting, what: String) {
-    errors.push(ConfigError {
-        line: s.line,
-        message: format!("`{}: {}` — {what}", s.written, s.value),
-        hint: key_spec(SectionKind::Environment, s.key)
-            .example
-            .to_string(),
-    })
+    errors.push(s.unusable(SectionKind::Environment, what));
 }
 
 fn is_none(value: &str) -> bool {

@@ -23,6 +23,7 @@ pub mod repeated;
 pub mod rules;
 pub mod sections;
 pub mod template;
+pub mod tracker;
 pub mod validate;
 
 use std::collections::BTreeMap;
@@ -135,8 +136,12 @@ pub struct Config {
     /// Tokens (input + output) the agents may use in all; no agent run starts once reached.
     pub token_budget: Option<u64>,
     /// USD the agents may spend in all; no agent run starts once reached.
+    /// With `per researcher`: `cost_budget` is each researcher's share; one past it stops taking
+    /// iterations while the others go on.
     #[serde(default)]
     pub cost_budget: Option<f64>,
+    #[serde(default)]
+    pub cost_budget_per_researcher: bool,
     pub researcher_timeout: Option<Duration>,
     /// Stop with exit 3 after every N rounds until `resume` (None: never pause).
     pub pause_every: Option<u32>,

@@ -45,6 +45,20 @@ pub struct Setting {
     pub items: Vec<Located<String>>,
 }
 
+impl Setting {
+    /// This value cannot be used: the error names its line, the line as written and `what`, with
+    /// the key's example (a key of section `kind`) as the fix.
+    pub fn unusable(&self, kind: SectionKind, what: String) -> ConfigError {
+        ConfigError {
+            line: self.line,
+            message: format!("`{}: {}` — {what}", self.written, self.value),
+            hint: super::sections::key_spec(kind, self.key)
+                .example
+                .to_string(),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Subsection {
     pub heading: String,

@@ -594,5 +594,17 @@ static ENVIRONMENT_KEYS: &[KeySpec] = &[
         aliases: &[],
         list: false,
         example: "- ray runtime env: {\"pip\": [\"torch==2.5.1\"]}",
+    }, // Where attempts are also sent: read by `config::tracker`.
+    KeySpec {
+        name: "mlflow",
+        aliases: &["mlflow tracking uri"],
+        list: false,
+        example: "- mlflow: http://127.0.0.1:5000",
+    },
+    KeySpec {
+        name: "mlflow experiment",
+        aliases: &[],
+        list: false,
+        example: "- mlflow experiment: nanogpt-search",
     },
 ];

@@ -543,6 +543,8 @@ fn initial_state(name: &str, config: &Config, base: Oid, now: &str) -> State {
         spend: Default::default(),
         agent_seconds: 0.0,
         eval_seconds: 0.0,
+        gpu_seconds: 0.0,
+        validated: 0,
         branches: Vec::new(),
         next: None,
     };

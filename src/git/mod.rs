@@ -4,6 +4,7 @@
 //! the user's working tree (`user_writes`). Ref names and the
 //! event log live in `store`; this module only moves files, indexes and commits.
 
+pub mod changes;
 pub mod leftovers;
 pub mod merge;
 pub mod snapshot;

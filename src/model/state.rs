@@ -116,6 +116,13 @@ pub struct ResearcherState {
     pub agent_seconds: f64,
     #[serde(default)]
     pub eval_seconds: f64,
+    /// Seconds of its evaluations that ran where a GPU was found (the note's `placement.gpu`),
+    /// each on one device: its GPU-seconds.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub gpu_seconds: f64,
+    /// Its findings peer review validated.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub validated: u64,
     /// With branching on: its alive branches (heads it may extend), `head` the best of them
     /// (`model::tree`). Empty with branching off, and in states of earlier releases.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

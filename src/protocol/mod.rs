@@ -3,6 +3,8 @@
 //! test. The engine gathers the data, calls the rule, and records what it decided.
 //!
 //! - `reduce`: how the state changes on each event (the reducer the recorder applies).
+//! - `importance`: which change mattered: the share of the metric's spread each literal or file
+//!   explains (a main-effect variance decomposition; the report, the page, `status`).
 //! - `keep`: keep or revert an attempt; stuck levels from a streak of non-improving attempts.
 //! - `review_verdict`: the hold-out check that can challenge a validated finding (the verdict
 //!   from the interleaved readings is `noise::judge`).
@@ -16,6 +18,7 @@
 //! - `talk`: what people's requests mean for the run: researchers held, findings dropped.
 //! - `tree`: the tree of ideas: branches opened and closed, best-first's pick of the head.
 
+pub mod importance;
 pub mod keep;
 pub mod noise;
 pub mod pick;

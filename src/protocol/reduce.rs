@@ -146,10 +146,11 @@ fn iteration(st: &mut State, e: &event::Iteration) {
         .agent_s
         .filter(|s| s.is_finite() && *s >= 0.0)
         .unwrap_or(0.0);
-    r.eval_seconds += e
-        .eval_s
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .unwrap_or(0.0);
+    let eval_s = e.eval_s.filter(|s| s.is_finite() && *s >= 0.0);
+    r.eval_seconds += eval_s.unwrap_or(0.0);
+    if e.placement.as_ref().is_some_and(|p| p.gpu.is_some()) {
+        r.gpu_seconds += eval_s.unwrap_or(0.0);
+    }
     // A word a newer release added counts as an attempt, under no verdict of this release.
     if let Some(known) = verdict.known() {
         r.counts.add(known);
@@ -277,6 +278,15 @@ fn peer_review(st: &mut State, e: &event::PeerReview) {
         st.noisy_evaluation = e.noisy_evaluation.clone();
     }
     st.transfer_done.clear();
+    for f in e.findings.as_array().into_iter().flatten() {
+        let validated = f.get("verdict").and_then(|v| v.as_str()) == Some("validated");
+        let researcher = f.get("researcher").and_then(|v| v.as_str());
+        if let (true, Some(id)) = (validated, researcher) {
+            if let Some(r) = st.researchers.get_mut(id) {
+                r.validated += 1;
+            }
+        }
+    }
 }
 
 fn transfer_pick(st: &mut State, e: &event::TransferPick) {

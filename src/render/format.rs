@@ -60,3 +60,21 @@ pub fn one_line(text: &str, max: usize) -> String {
         line.chars().take(max.saturating_sub(1)).collect::<String>()
     )
 }
+
+/// `950`, `12.3k`, `1.20M`.
+pub fn count(n: u64) -> String {
+    match n {
+        0..=999 => n.to_string(),
+        1_000..=999_999 => format!("{:.1}k", n as f64 / 1e3),
+        _ => format!("{:.2}M", n as f64 / 1e6),
+    }
+}
+
+/// `$0.0034`, `$3.21`.
+pub fn usd(x: f64) -> String {
+    if x < 0.1 {
+        format!("${x:.4}")
+    } else {
+        format!("${x:.2}")
+    }
+}

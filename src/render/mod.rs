@@ -3,6 +3,8 @@
 //! what these functions return; the snapshot tests (`tests/e2e/snapshots_of_texts.rs`) pin the
 //! result.
 //!
+//! - `cost`: what each kept attempt and validated finding cost;
+//! - `importance`: which change mattered (the report's tables);
 //! - `format`: how numbers, gains and changes are written everywhere;
 //! - `poster`: a round's poster session page;
 //! - `prompt`: the prompt a researcher agent reads;
@@ -15,7 +17,9 @@
 //! - `tree`: the tree of ideas: the prompt's branches, `log --graph`, the path to best;
 //! - `tsv`: the results tables.
 
+pub mod cost;
 pub mod format;
+pub mod importance;
 pub mod plot;
 pub mod poster;
 pub mod prompt;

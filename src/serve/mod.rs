@@ -288,7 +288,7 @@ fn answer_view(git_dir: &Path, view: &View, cache: &AttemptsCache) -> Result<Opt
     }))
 }
 
-/// `/api/<name>/status|summary|queue|attempts|rounds`.
+/// `/api/<name>/status|summary|queue|attempts|rounds|importance`.
 fn api(
     repo: &git2::Repository,
     name: &str,
@@ -302,6 +302,10 @@ fn api(
         "summary" => views::summary_json(repo, &conf),
         "queue" => views::queue_json(&conf),
         "rounds" => views::rounds_json(&conf, &conf.state()),
+        "importance" => views::importance_json(
+            &conf,
+            &cache.get(&conf, || views::attempts(&conf, &conf.state()))?,
+        )?,
         "attempts" => {
             let since = match since.map(|s| s.parse::<usize>()) {
                 None => 0,

@@ -80,6 +80,7 @@ pub fn summary_json(repo: &Repository, conf: &Conference) -> Value {
         "target": metric.and_then(|m| m.target),
         "max_rounds": cfg.max_rounds,
         "budget_lines": crate::engine::stop::budget::status_lines(cfg, &st),
+        "cost": crate::render::cost::rows(&st),
         "running_lines": crate::engine::stop::budget::running_lines(cfg, &st, st.running_seconds() + live),
         "running_seconds": st.running_seconds() + live,
         "devices": cfg.environment.devices,
@@ -111,6 +112,13 @@ fn seconds_since(at: &str) -> f64 {
     time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339)
         .map(|t| crate::clock::now_unix().saturating_sub(t.unix_timestamp().max(0) as u64))
         .unwrap_or(0) as f64
+}
+
+/// Which change mattered (`/api/<name>/importance`): the importance tables and the points of
+/// the parallel-coordinates view, from the attempts `all`.
+pub fn importance_json(conf: &Conference, all: &[AttemptRecord]) -> Result<Value> {
+    let imp = crate::engine::measure::importance::of_conference(conf, &conf.state(), all)?;
+    Ok(serde_json::to_value(imp)?)
 }
 
 /// Every attempt of the conference, in the order recorded.

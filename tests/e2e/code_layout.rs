@@ -25,6 +25,7 @@ const BELOW_THE_ENGINE: &[&str] = &[
     "agents",
     "researchers",
     "remote",
+    "tracker",
     "hooks.rs",
     "lock.rs",
     "failpoint.rs",

@@ -19,6 +19,7 @@ mod launchers;
 mod machines;
 mod misbehaving_agents;
 mod ml;
+mod mlflow;
 mod never_stop;
 mod newcomer;
 mod noise;

@@ -815,3 +815,49 @@ fn a_combination_that_breaks_the_guard_stays_off_best() {
         "best carries one finding only: a={a} b={b}"
     );
 }
+
+/// `Cost budget: $0.05 per researcher`: the researcher whose agent has spent its share takes no
+/// more iterations and its round ends saying so, while the other goes on; the spend is what the
+/// agent's output says (Claude Code's JSON report, which a script may print as well).
+#[test]
+fn a_cost_budget_per_researcher_stops_only_the_researcher_past_its_share() {
+    let repo = TestRepo::from_fixture("loop");
+    repo.write_executable(
+        "agents/paid.sh",
+        "#!/bin/sh\n./agents/improve.sh\n\
+         case \"$CONFERENCE_RESEARCHER\" in A) c=0.04;; *) c=0.01;; esac\n\
+         echo '{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"lower\",\"total_cost_usd\":'$c',\"usage\":{\"input_tokens\":1000,\"output_tokens\":100}}'\n",
+    );
+    repo.commit_all("an agent that reports what it cost");
+    let mut config = ConfigBuilder::new("Shares", "./agents/paid.sh")
+        .iterations(4)
+        .frozen("eval.sh, agents/**")
+        .constraint("- **Cost budget:** $0.05 per researcher");
+    config.count = 2;
+    let run = repo.start("shares", &config.build());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let its = iterations(&repo, "shares");
+    let of = |id: &str| {
+        its.iter()
+            .filter(|e| e["payload"]["researcher"] == id)
+            .count()
+    };
+    // A spent $0.04, then $0.08 (past its $0.05): no third run. B's $0.04 leaves it under.
+    assert_eq!((of("A"), of("B")), (2, 4), "{its:#?}");
+    let finished = repo.events_named("shares", "researcher.finished");
+    let why = |id: &str| {
+        finished
+            .iter()
+            .find(|e| e["payload"]["researcher"] == id)
+            .map(|e| e["payload"].to_string())
+            .unwrap_or_default()
+    };
+    assert!(
+        why("A").contains("cost budget: researcher A spent $0.0800 of its $0.0500 share"),
+        "{finished:#?}"
+    );
+    assert!(why("B").contains("completed"), "{finished:#?}");
+    // Not every researcher is past its share: the conference did not stop for the budget.
+    let st = repo.status_json("shares");
+    assert_ne!(st["stop_reason"], "cost_budget", "{st}");
+}

@@ -62,7 +62,7 @@ struct Budgets {
     max_total_iterations: Option<u32>,
     time_budget: Option<Duration>,
     token_budget: Option<u64>,
-    cost_budget: Option<f64>,
+    cost_budget: Option<(f64, bool)>,
     researcher_timeout: Option<Duration>,
     pause_every: Option<u32>,
     stall_rounds: Option<u32>,
@@ -196,7 +196,10 @@ impl<'a> Validator<'a> {
         let agent = self.agent();
         let guard = self.items(S::Guard);
         let shared_knowledge = self.items(S::SharedKnowledge);
-        let environment = super::environment::read(self.doc, &mut self.errors);
+        let mut environment = super::environment::read(self.doc, &mut self.errors);
+        // The tracker's keys sit in `## Environment` but are read by `config::tracker`, which
+        // uses the environment's helpers (so the environment does not call it).
+        environment.mlflow = super::tracker::read(self.doc, &mut self.errors);
         let brief = self.brief();
         let (branching, max_alive_branches) = self.branching();
         Some(Config {
@@ -221,7 +224,8 @@ impl<'a> Validator<'a> {
             max_total_iterations: budgets.max_total_iterations,
             time_budget: budgets.time_budget,
             token_budget: budgets.token_budget,
-            cost_budget: budgets.cost_budget,
+            cost_budget: budgets.cost_budget.map(|(usd, _)| usd),
+            cost_budget_per_researcher: budgets.cost_budget.is_some_and(|(_, each)| each),
             researcher_timeout: budgets.researcher_timeout,
             pause_every: budgets.pause_every,
             stall_rounds: budgets.stall_rounds,

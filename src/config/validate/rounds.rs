@@ -4,8 +4,8 @@
 use crate::config::keys::Key;
 
 use super::values::{
-    devils_advocate, optional_duration, pause_every, positive, positive_duration, token_count,
-    tolerance, usd_amount, yes_no,
+    cost_amount, devils_advocate, optional_duration, pause_every, positive, positive_duration,
+    token_count, tolerance, yes_no,
 };
 use super::*;
 use crate::config::sections::SectionKind;
@@ -165,8 +165,8 @@ impl<'a> Validator<'a> {
             .value(
                 S::Constraints,
                 Key::CostBudget.name(),
-                "must be an amount in US dollars ($20, 20 USD, 12.50) or none",
-                usd_amount,
+                "must be an amount in US dollars ($20, 20 USD, 12.50, $20 per researcher) or none",
+                cost_amount,
             )
             .and_then(|(v, _, _)| v);
         let researcher_timeout = self

@@ -90,6 +90,7 @@ fn the_example_round_trips_every_field() {
         time_budget: Some(Duration::from_secs(6 * 3600)),
         token_budget: None,
         cost_budget: None,
+        cost_budget_per_researcher: false,
         researcher_timeout: Some(Duration::from_secs(45 * 60)),
         pause_every: None,
         stall_rounds: Some(2),

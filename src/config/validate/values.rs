@@ -54,6 +54,20 @@ pub(super) fn usd_amount(value: &str) -> Option<Option<f64>> {
     (n.is_finite() && n > 0.0).then_some(Some(n))
 }
 
+/// `Cost budget`: an amount for the whole conference, or with `per researcher` (`each`) for
+/// each researcher's share.
+pub(super) fn cost_amount(value: &str) -> Option<Option<(f64, bool)>> {
+    let v = value.trim();
+    let lower = v.to_ascii_lowercase();
+    let each = ["per researcher", "/researcher", "each"]
+        .iter()
+        .find_map(|tail| lower.strip_suffix(tail).map(|rest| rest.len()));
+    match each {
+        Some(len) => usd_amount(&v[..len]).map(|a| a.map(|usd| (usd, true))),
+        None => usd_amount(v).map(|a| a.map(|usd| (usd, false))),
+    }
+}
+
 pub(super) fn is_env_name(value: &str) -> bool {
     let v = value.trim();
     !v.is_empty()

@@ -41,7 +41,9 @@ pub async fn run(conf: &Conference, call: AgentCall<'_>) -> Result<AgentRun> {
     ] {
         env.push((key.into(), path.to_string_lossy().into()));
     }
-    if let Some(usd) = crate::engine::stop::budget::run_allowance_usd(conf, &conf.state()) {
+    if let Some(usd) =
+        crate::engine::stop::budget::run_allowance_usd(conf, &conf.state(), call.researcher)
+    {
         env.push((preset::MAX_BUDGET_ENV.into(), format!("{usd:.4}")));
     }
     let log = conf.log_path(&format!(

@@ -1,7 +1,7 @@
 //! What the commands other than the run ask of the engine: `apply`, `clean`, `push`/`fetch`,
-//! `import`, `log` and `knowledge`. Each file is one command's work; the command line (`cli/`)
-//! parses and prints. May import the engine's rooms and the layers below it; never a phase
-//! or the run.
+//! `import`, `log`, `knowledge` and `export mlflow` (`tracking`, which also hooks the MLflow sink
+//! onto a run's recorder). Each file is one command's work; the command line (`cli/`) parses and
+//! prints. May import the engine's rooms and the layers below it; never a phase or the run.
 
 pub mod apply;
 pub mod clean;
@@ -11,3 +11,4 @@ pub mod import;
 pub mod knowledge_exchange;
 pub mod knowledge_store;
 pub mod log;
+pub mod tracking;

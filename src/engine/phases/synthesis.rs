@@ -45,7 +45,15 @@ pub fn build(conf: &Conference, st: &State) -> Result<Vec<(String, Vec<u8>)>> {
         picks: &picks,
         best_vs_baseline: &best_vs_baseline(&repo, st)?,
         chart: &plot_data(conf, st, &attempts),
-        spend: &crate::engine::stop::budget::report_section(config, st),
+        spend: &[
+            crate::engine::stop::budget::report_section(config, st),
+            crate::render::cost::report_section(st),
+            crate::render::importance::report_section(
+                &crate::engine::measure::importance::of_conference(conf, st, &attempts)?,
+                &crate::engine::measure::evaluate::metric_name(config),
+            ),
+        ]
+        .concat(),
         best_path: &best_path,
     };
     let report = report::final_report(&ended);

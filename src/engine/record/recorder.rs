@@ -223,6 +223,11 @@ impl Recorder {
         changes
     }
 
+    /// Adds an observer (the tracker's sink) told of every event from now on.
+    pub(in crate::engine) fn observe(&mut self, observer: Box<dyn Observer>) {
+        self.observers.push(observer);
+    }
+
     /// Tells every observer of an event just recorded.
     pub(in crate::engine) fn notify(&mut self, line: &EventLine) {
         for observer in &mut self.observers {

@@ -307,6 +307,8 @@ pub fn run(conf: Conference) -> Result<Ended> {
     if let Some(link) = conf.link() {
         let _ = CONTINUE_WITH.set(format!("git conference join {} {}", link.remote, conf.name));
     }
+    // Sent to MLflow off the research path, when conference.md names a server.
+    crate::engine::commands::tracking::attach(&conf)?;
     let conf = Arc::new(conf);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -41,23 +41,7 @@ impl Spend {
     }
 }
 
-/// `950`, `12.3k`, `1.20M`.
-pub fn count(n: u64) -> String {
-    match n {
-        0..=999 => n.to_string(),
-        1_000..=999_999 => format!("{:.1}k", n as f64 / 1e3),
-        _ => format!("{:.2}M", n as f64 / 1e6),
-    }
-}
-
-/// `$0.0034`, `$3.21`.
-pub fn usd(x: f64) -> String {
-    if x < 0.1 {
-        format!("${x:.4}")
-    } else {
-        format!("${x:.2}")
-    }
-}
+pub use crate::render::format::{count, usd};
 
 /// The budget that is used up, as a stop token and a sentence, if one is.
 pub fn used_up(config: &Config, st: &State) -> Option<(&'static str, String)> {
@@ -73,7 +57,19 @@ pub fn used_up(config: &Config, st: &State) -> Option<(&'static str, String)> {
             ));
         }
     }
-    if let Some(max) = config.cost_budget {
+    if let (Some(share), true) = (config.cost_budget, config.cost_budget_per_researcher) {
+        let spent = |r: &crate::engine::state::ResearcherState| r.spend.cost_usd >= share;
+        if !st.researchers.is_empty() && st.researchers.values().all(spent) {
+            return Some((
+                "cost_budget",
+                format!(
+                    "cost_budget ({} per researcher) reached by every researcher: {} spent",
+                    usd(share),
+                    usd(st.spend.cost_usd)
+                ),
+            ));
+        }
+    } else if let Some(max) = config.cost_budget {
         if st.spend.cost_usd >= max {
             return Some((
                 "cost_budget",
@@ -89,11 +85,35 @@ pub fn used_up(config: &Config, st: &State) -> Option<(&'static str, String)> {
 }
 
 /// What one agent run may still spend (for a CLI's native cap): what is left of the cost
-/// budget, shared among the researchers that run at once.
-pub fn run_allowance_usd(conf: &Conference, st: &State) -> Option<f64> {
+/// budget, shared among the researchers that run at once; with a budget per researcher, what
+/// is left of `researcher`'s share.
+pub fn run_allowance_usd(conf: &Conference, st: &State, researcher: &str) -> Option<f64> {
     let max = conf.config.cost_budget?;
+    if conf.config.cost_budget_per_researcher {
+        let spent = st
+            .researchers
+            .get(researcher)
+            .map_or(0.0, |r| r.spend.cost_usd);
+        return Some((max - spent).max(0.0));
+    }
     let left = (max - st.spend.cost_usd).max(0.0);
     Some(left / conf.config.count.max(1) as f64)
+}
+
+/// Why `researcher` takes no more iterations when it has spent its share of a `Cost budget`
+/// given per researcher (the others go on).
+pub fn share_used_up(config: &Config, st: &State, researcher: &str) -> Option<String> {
+    let share = config
+        .cost_budget
+        .filter(|_| config.cost_budget_per_researcher)?;
+    let spent = st.researchers.get(researcher)?.spend.cost_usd;
+    (spent >= share).then(|| {
+        format!(
+            "cost budget: researcher {researcher} spent {} of its {} share",
+            usd(spent),
+            usd(share)
+        )
+    })
 }
 
 /// Warnings for `start`: a budget the agent cannot be held to, because it reports no usage
@@ -147,11 +167,22 @@ pub fn status_lines(config: &Config, st: &State) -> Vec<String> {
         ));
     }
     if let Some(max) = config.cost_budget {
-        lines.push(format!(
-            "Cost:       {} of {} (Cost budget)",
-            usd(st.spend.cost_usd),
-            usd(max)
-        ));
+        lines.push(match config.cost_budget_per_researcher {
+            true => format!(
+                "Cost:       {} of {} per researcher (Cost budget): {}",
+                usd(st.spend.cost_usd),
+                usd(max),
+                (st.researchers.iter())
+                    .map(|(id, r)| format!("{id} {}", usd(r.spend.cost_usd)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            false => format!(
+                "Cost:       {} of {} (Cost budget)",
+                usd(st.spend.cost_usd),
+                usd(max)
+            ),
+        });
     }
     lines.extend(spend_lines(st));
     lines

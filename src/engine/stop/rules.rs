@@ -178,6 +178,8 @@ mod tests {
             spend: Default::default(),
             agent_seconds: 0.0,
             eval_seconds: 0.0,
+            gpu_seconds: 0.0,
+            validated: 0,
             branches: Vec::new(),
             next: None,
         }

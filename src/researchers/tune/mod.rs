@@ -12,7 +12,9 @@ mod search;
 #[cfg(test)]
 mod tests;
 
-pub use literals::{empty_markers, extract_params, find_all, find_literals, problems, rewrite};
+pub use literals::{
+    empty_markers, extract_params, find_all, find_literals, literal_values, problems, rewrite,
+};
 
 /// One numeric literal that `builtin:tune` may change.
 #[derive(Debug, Clone, PartialEq)]

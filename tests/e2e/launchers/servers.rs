@@ -7,18 +7,37 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A child that is killed when dropped, and by its watchdog when the test process dies.
-pub struct Server(Option<(Child, Child)>);
+/// A child that is killed when dropped, and by its watchdog when the test process dies (with
+/// its whole process group when started by [`Server::spawn_group`]).
+pub struct Server(Option<(Child, Child)>, bool);
 
 impl Server {
     pub fn spawn(cmd: &mut Command) -> Server {
         let child = cmd.spawn().expect("cannot start a test server");
         let watchdog = watchdog(&child.id().to_string());
-        Server(Some((child, watchdog)))
+        Server(Some((child, watchdog)), false)
+    }
+
+    /// As [`Server::spawn`], for a server that forks workers (MLflow's uvicorn): it runs in a
+    /// process group of its own, and stopping kills the whole group, so no worker keeps the port.
+    pub fn spawn_group(cmd: &mut Command) -> Server {
+        let child = cmd
+            .process_group(0)
+            .spawn()
+            .expect("cannot start a test server");
+        let watchdog = watchdog(&format!("-{}", child.id()));
+        Server(Some((child, watchdog)), true)
     }
 
     pub fn stop(&mut self) {
         if let Some((mut child, mut watchdog)) = self.0.take() {
+            if self.1 {
+                // `--` first: procps-ng 4.0's kill reads `-KILL -1234` as signalling every
+                // process (pid -1), not the group.
+                let _ = Command::new("kill")
+                    .args(["-KILL", "--", &format!("-{}", child.id())])
+                    .status();
+            }
             for process in [&mut child, &mut watchdog] {
                 let _ = process.kill();
                 let _ = process.wait();

@@ -109,25 +109,28 @@ impl<'a> Session<'a> {
     }
 
     /// Why the researcher's round is over before another iteration, if it is.
-    pub(super) fn round_over(&self, st: &State, r: &ResearcherState) -> Option<&'static str> {
+    pub(super) fn round_over(&self, st: &State, r: &ResearcherState) -> Option<String> {
         let conf = self.conf;
         if r.round_iterations >= conf.config.iterations_per_round {
-            return Some("completed");
+            return Some("completed".into());
+        }
+        if let Some(why) = crate::engine::stop::budget::share_used_up(&conf.config, st, self.id) {
+            return Some(why);
         }
         if r.round_iterations >= crate::engine::stop::rules::round_allotment(conf, st, self.id)
             || crate::engine::stop::rules::time_budget_used(conf, st).is_some()
             || crate::engine::stop::budget::used_up(&conf.config, st).is_some()
         {
-            return Some("budget");
+            return Some("budget".into());
         }
         // The target is met (by this researcher or another): the round has its result.
         if st.researchers.values().any(|o| {
             o.round_iterations > 0
                 && crate::engine::stop::rules::target_reached(conf, o.best_metric)
         }) {
-            return Some("target reached");
+            return Some("target reached".into());
         }
-        (self.remaining() == Some(Duration::ZERO)).then_some("timeout")
+        (self.remaining() == Some(Duration::ZERO)).then(|| "timeout".into())
     }
 }
 
@@ -138,7 +141,7 @@ impl<'a> Session<'a> {
         let st = self.conf.state();
         let r = st.researcher(self.id).clone();
         if let Some(why) = self.round_over(&st, &r) {
-            return Ok(Next::Finish(why.into()));
+            return Ok(Next::Finish(why));
         }
         let iteration = r.round_iterations + 1;
         let from = self.start_node(&st, &r);

@@ -131,6 +131,14 @@ pub fn find_literals(path: &str, text: &str) -> Vec<Literal> {
     scan(path, text, marked).0
 }
 
+/// The literals of one file as key → value (what `git::changes` compares across a commit).
+pub fn literal_values(path: &str, text: &str) -> BTreeMap<String, f64> {
+    find_literals(path, text)
+        .into_iter()
+        .map(|l| (l.key, l.value))
+        .collect()
+}
+
 /// Literals across files, sorted by path then position. If any file has a marker, only marked
 /// literals count, in every file.
 pub fn find_all(files: &[(String, String)]) -> Vec<Literal> {

@@ -525,29 +525,7 @@ const PROGRAM_REFLOG_MESSAGE: &str = "git conference";
 /// The state `conference.started` stores: every researcher at `base`, nothing measured yet.
 fn initial_state(name: &str, config: &Config, base: Oid, now: &str) -> State {
     let base = CommitId::from(base);
-    let researcher = state::ResearcherState {
-        head: base.clone(),
-        best_metric: None,
-        round_start: base.clone(),
-        round_start_metric: None,
-        round_iterations: 0,
-        round_finished: None,
-        counts: Default::default(),
-        round_counts: Default::default(),
-        consecutive_fails: 0,
-        stuck_level: 0,
-        attempts: 0,
-        last_verdict: None,
-        last_reason: None,
-        respawned: false,
-        spend: Default::default(),
-        agent_seconds: 0.0,
-        eval_seconds: 0.0,
-        gpu_seconds: 0.0,
-        validated: 0,
-        branches: Vec::new(),
-        next: None,
-    };
+    let researcher = state::ResearcherState::at(base.clone());
     State {
         name: name.to_string(),
         status: crate::model::RunStatus::Running.into(),

@@ -280,6 +280,35 @@ pub struct MachineRecord {
     pub running_seconds: f64,
 }
 
+impl ResearcherState {
+    /// A researcher at `commit` that has measured nothing yet: its head and round start there.
+    pub fn at(commit: CommitId) -> ResearcherState {
+        ResearcherState {
+            head: commit.clone(),
+            best_metric: None,
+            round_start: commit,
+            round_start_metric: None,
+            round_iterations: 0,
+            round_finished: None,
+            counts: Default::default(),
+            round_counts: Default::default(),
+            consecutive_fails: 0,
+            stuck_level: 0,
+            attempts: 0,
+            last_verdict: None,
+            last_reason: None,
+            respawned: false,
+            spend: Default::default(),
+            agent_seconds: 0.0,
+            eval_seconds: 0.0,
+            gpu_seconds: 0.0,
+            validated: 0,
+            branches: Vec::new(),
+            next: None,
+        }
+    }
+}
+
 impl State {
     /// The bookkeeping of every event recorded, once the reducer applied it: one more event, its
     /// name and time, and (on several machines) what the machine that recorded it did. The same

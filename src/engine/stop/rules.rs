@@ -158,30 +158,12 @@ mod tests {
 
     fn researcher(kept: u64, stuck_level: u8) -> ResearcherState {
         ResearcherState {
-            head: "0".repeat(40).try_into().unwrap(),
-            best_metric: None,
-            round_start: "0".repeat(40).try_into().unwrap(),
-            round_start_metric: None,
-            round_iterations: 0,
-            round_finished: None,
-            counts: Default::default(),
             round_counts: crate::engine::state::Counts {
                 kept,
                 ..Default::default()
             },
-            consecutive_fails: 0,
             stuck_level,
-            attempts: 0,
-            last_verdict: None,
-            last_reason: None,
-            respawned: false,
-            spend: Default::default(),
-            agent_seconds: 0.0,
-            eval_seconds: 0.0,
-            gpu_seconds: 0.0,
-            validated: 0,
-            branches: Vec::new(),
-            next: None,
+            ..ResearcherState::at("0".repeat(40).try_into().unwrap())
         }
     }
 

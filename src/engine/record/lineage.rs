@@ -20,6 +20,14 @@ const WALK_LIMIT: usize = 10_000;
 
 /// Every node of the conference's tree, the baseline first, then in the order they were made.
 pub fn nodes(conf: &Conference) -> Result<Vec<LineageNode>> {
+    nodes_of(conf, &ledger::all_attempts(conf, &conf.state())?)
+}
+
+/// [`nodes`], from the conference's attempts `all` already read (the page keeps them).
+pub fn nodes_of(
+    conf: &Conference,
+    all: &[crate::model::AttemptRecord],
+) -> Result<Vec<LineageNode>> {
     let st = conf.state();
     let repo = conf.open_repo()?;
     let mut tree = Tree::default();
@@ -39,7 +47,7 @@ pub fn nodes(conf: &Conference) -> Result<Vec<LineageNode>> {
         on_best_path: false,
         best_path_step: None,
     });
-    for a in ledger::all_attempts(conf, &st)? {
+    for a in all {
         let Some(commit) = a.commit.as_ref().map(|c| c.oid()) else {
             continue;
         };

@@ -222,6 +222,9 @@ fn the_page_shows_the_folded_tree_expands_it_and_gives_an_attempts_ancestry() {
         "return [...document.querySelector('#ancestry tr.step').cells].map(c => c.textContent)",
     );
     assert_eq!(first[1], "baseline");
+    let said = browser
+        .run("return document.getElementById('ancestry').firstChild.nextSibling.textContent");
+    assert_eq!(said, "", "nothing between the title and the table: {said}");
 
     // A node of the tree: the same, for the node clicked.
     let other = nodes

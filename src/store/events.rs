@@ -118,40 +118,14 @@ impl EventLog {
         Ok(out)
     }
 
-    /// The events named `name`, oldest first: the others are not parsed (at 10,000 attempts
-    /// parsing every event is most of reading the log, and the attempt tree needs only the
-    /// picks).
-    pub fn read_named(&self, repo: &Repository, name: &str) -> Result<Vec<LoggedEvent>> {
-        let subject = format!("{name}: ");
-        let mut out = Vec::new();
-        self.walk_where(
-            repo,
-            |message| message.starts_with(&subject),
-            |e| {
-                out.push(e);
-                true
-            },
-        )?;
-        out.reverse();
-        Ok(out)
-    }
-
     /// Walks events newest first until `visit` returns false. Events an `event.voided` voids
     /// are skipped unread (a participant's crafted event may not even parse): the walk goes on
     /// from the event the voiding one continues.
-    pub fn walk(&self, repo: &Repository, visit: impl FnMut(LoggedEvent) -> bool) -> Result<()> {
-        self.walk_where(repo, |_| true, visit)
-    }
-
-    /// [`Self::walk`] over the events whose commit message `wanted` accepts (the voiding ones
-    /// are always read: they say which events to skip).
-    fn walk_where(
+    pub fn walk(
         &self,
         repo: &Repository,
-        wanted: impl Fn(&str) -> bool,
         mut visit: impl FnMut(LoggedEvent) -> bool,
     ) -> Result<()> {
-        let voiding = format!("{}: ", crate::model::event::names::VOIDED);
         let Some(tip) = self.tip else { return Ok(()) };
         let mut walk = repo.revwalk()?;
         walk.push(tip)?;
@@ -164,13 +138,7 @@ impl EventLog {
                 continue;
             }
             let commit = repo.find_commit(oid)?;
-            let message = commit.message_raw().unwrap_or("");
-            if !wanted(message) && !message.starts_with(&voiding) {
-                // Not a voiding event: the walk goes on with the next.
-                skip_to = None;
-                continue;
-            }
-            let logged = parse_event_commit(oid, message)?;
+            let logged = parse_event_commit(oid, commit.message_raw().unwrap_or(""))?;
             skip_to = voided_after(&logged.event);
             if !visit(logged) {
                 break;

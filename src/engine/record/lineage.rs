@@ -259,7 +259,7 @@ fn between(repo: &Repository, commit: Oid, picks: &BTreeMap<Oid, TransferPick>) 
 fn merged_picks(conf: &Conference, repo: &Repository) -> Result<BTreeMap<Oid, TransferPick>> {
     let log = crate::store::EventLog::open(repo, conf.refs().clone())?;
     Ok(log
-        .read_named(repo, crate::model::event::names::TRANSFER_PICK)?
+        .read_all(repo)?
         .iter()
         .filter_map(|e| match Event::parse(&e.event)? {
             Event::TransferPick(p) if p.result == PickResult::Merged => {

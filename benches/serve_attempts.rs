@@ -21,7 +21,7 @@ fn main() {
     }
     let number = |s: &str| s.parse::<u32>().expect("a number");
     let t = std::time::Instant::now();
-    grow::grow_with(
+    grow::grow(
         std::path::Path::new(&args[0]),
         &args[1],
         number(&args[2]),

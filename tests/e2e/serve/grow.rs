@@ -39,14 +39,10 @@ impl Growing {
     }
 }
 
-/// Adds `rounds` rounds of `per_round` attempts (researchers in turn) to conference `name`.
-pub fn grow(repo_dir: &Path, name: &str, rounds: u32, per_round: u32) {
-    grow_with(repo_dir, name, rounds, per_round, false);
-}
-
-/// [`grow`]; with `own_commits` each attempt is a commit of its own (a child of its
-/// researcher's head, with the attempt's trailer), so that each is a node of the attempt tree.
-pub fn grow_with(repo_dir: &Path, name: &str, rounds: u32, per_round: u32, own_commits: bool) {
+/// Adds `rounds` rounds of `per_round` attempts (researchers in turn) to conference `name`;
+/// with `own_commits` each attempt is a commit of its own (a child of its researcher's head,
+/// with the attempt's trailer), so that each is a node of the attempt tree.
+pub fn grow(repo_dir: &Path, name: &str, rounds: u32, per_round: u32, own_commits: bool) {
     let repo = Repository::open(repo_dir).expect("a repository");
     let refs = ConferenceRefs::new(name);
     let log = EventLog::open(&repo, refs.clone()).expect("its log");

@@ -294,7 +294,7 @@ fn the_page_shows_the_folded_tree_expands_it_and_gives_an_attempts_ancestry() {
 #[test]
 fn a_thousand_reverted_nodes_fold_under_their_head() {
     let repo = TestRepo::complement_conference("wide");
-    super::grow::grow_with(&repo.dir, "wide", 10, 100, true);
+    super::grow::grow(&repo.dir, "wide", 10, 100, true);
     let nodes = graph_nodes(&repo, "wide");
     assert!(nodes.len() > 1_000, "{}", nodes.len());
     let served = Served::start(&repo, &["wide"]);

@@ -317,3 +317,39 @@ fn a_thousand_reverted_nodes_fold_under_their_head() {
         .collect();
     assert_eq!(labels, labels_down_to(&nodes, &text(last, "commit")));
 }
+
+/// A whole tree of a thousand nodes is drawn a window of rows at a time as it scrolls: scrolling
+/// through it shows every node, while the page holds only the rows in view.
+#[test]
+#[cfg_attr(
+    not(has_chromium),
+    ignore = "needs Chromium and ChromeDriver: .ci/run installs them"
+)]
+fn a_whole_tree_of_a_thousand_nodes_scrolls_through_every_node() {
+    let repo = TestRepo::complement_conference("wide");
+    super::grow::grow(&repo.dir, "wide", 10, 100, true);
+    let total = graph_nodes(&repo, "wide").len();
+    let served = Served::start(&repo, &["wide"]);
+    let browser = Browser::start();
+    browser.open(&served.url);
+    browser.wait_for(
+        "return document.getElementById('tree-toggle')",
+        Duration::from_secs(20),
+    );
+    browser.run("document.getElementById('tree-toggle').click(); return 1");
+    browser.wait_for(
+        "return treeView.data && treeView.data.whole && document.querySelector('#tree-table.windowed tr.tnode')",
+        Duration::from_secs(20),
+    );
+    let seen = browser.run(&format!(
+        "const s = document.getElementById('tree-scroll'), seen = new Set(); let most = 0; \
+         for (let top = 0; top <= {total} * 20; top += 400) {{ \
+           s.scrollTop = top; s.dispatchEvent(new Event('scroll')); \
+           const rows = document.querySelectorAll('#tree-table tr.tnode'); most = Math.max(most, rows.length); \
+           rows.forEach(r => seen.add(r.getAttribute('data-i'))); }} \
+         return [seen.size, most]"
+    ));
+    let (seen, most): (usize, usize) = serde_json::from_value(seen).unwrap();
+    assert_eq!(seen, total, "every node shows once scrolled to");
+    assert!(most <= 80, "{most} rows held at once");
+}

@@ -72,12 +72,20 @@ impl AttemptsCache {
         conf: &Conference,
         read: impl FnOnce() -> Result<Vec<AttemptRecord>>,
     ) -> Result<Arc<Vec<LineageNode>>> {
-        let (mut kept, attempts) = self.entry(conf, read)?;
+        let (kept, attempts) = self.entry(conf, read)?;
         if let Some(nodes) = kept.as_ref().and_then(|e| e.lineage.clone()) {
             return Ok(nodes);
         }
+        // Made unlocked: at 10,000 attempts it takes half a second, which a page loaded
+        // meanwhile must not wait for.
+        drop(kept);
         let nodes = Arc::new(crate::engine::record::lineage::nodes_of(conf, &attempts)?);
-        if let Some(entry) = kept.as_mut() {
+        let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let tip = conf.events_tip();
+        if let Some(entry) = kept
+            .as_mut()
+            .filter(|e| e.name == *conf.name() && Some(e.tip) == tip)
+        {
             entry.lineage = Some(nodes.clone());
         }
         Ok(nodes)

@@ -10,6 +10,7 @@ use crate::engine::state::files;
 use crate::engine::Conference;
 use crate::model::event::{self as events, Event, Note};
 use crate::model::notes::AttemptNote;
+use crate::model::sweep::SweepStep;
 use crate::model::{AttemptRecord, CommitId, Tokens};
 use crate::model::{EvalStatus, Verdict};
 use crate::store::StateChange;
@@ -110,8 +111,12 @@ pub(super) fn record_iteration(
     let st = conf.state();
     let delta = delta_of(a, st.researcher(a.id).best_metric, result.metric);
     let reason = with_remark(reason, a.remark);
-    // A result measured by an earlier attempt (the cache) took no time now.
-    let eval_s = (result.seconds > 0.0).then_some(result.seconds);
+    // A result measured by an earlier attempt (the cache) took no time now. A sweep's is the
+    // time all its variants' evaluations ran: every budget counts its N evaluations.
+    let eval_s = match a.sweep {
+        Some(s) => Some(s.record.eval_seconds()).filter(|s| *s > 0.0),
+        None => (result.seconds > 0.0).then_some(result.seconds),
+    };
     let record = AttemptRecord {
         round: st.round,
         researcher: a.id.to_string(),
@@ -131,9 +136,15 @@ pub(super) fn record_iteration(
         eval_s: eval_s.map(tenths),
         placement: result.placement.clone(),
         machine: conf.link().map(|link| link.machine.clone()),
+        sweep: a.sweep.map(|s| s.record.clone()),
     };
     let step = super::branching::plan_step(conf, &st, a, commit, verdict, result.metric);
     let note = commit.map(|c| with_step(attempt_note(conf, c, &record, result), step.as_ref()));
+    let note = note.map(|n| super::sweep::with_sweep(n, a));
+    let siblings = a
+        .sweep
+        .map(|s| super::sweep::sibling_notes(conf, &record, s))
+        .unwrap_or_default();
     let event = events::Iteration {
         researcher: a.id.to_string(),
         round: st.round,
@@ -147,7 +158,9 @@ pub(super) fn record_iteration(
         reason: reason.clone(),
         sub_metrics: result.sub_metrics.clone(),
         evaluated: measured.of_the_tree,
-        notes: note.map(|n| n.with_usage(a.usage)).into_iter().collect(),
+        notes: (note.map(|n| n.with_usage(a.usage)).into_iter())
+            .chain(siblings)
+            .collect(),
         tokens: a.usage.map(Tokens::of),
         cost_usd: a.usage.and_then(|u| u.cost_usd),
         agent_s: record.agent_s,
@@ -155,6 +168,13 @@ pub(super) fn record_iteration(
         questions: a.questions.clone(),
         placement: result.placement.clone().map(Box::new),
         branch: step.map(Box::new),
+        sweep: match (&record.sweep, &a.sweep_warning) {
+            (Some(s), _) => Some(Box::new(SweepStep::Ran(s.clone()))),
+            (None, Some(warning)) => Some(Box::new(SweepStep::Refused {
+                warning: warning.clone(),
+            })),
+            (None, None) => None,
+        },
     };
     let mut summary = format!(
         "{} r{} i{} {} {}",
@@ -166,6 +186,9 @@ pub(super) fn record_iteration(
     );
     if let Some(step) = &event.branch {
         summary.push_str(&super::branching::summary(step));
+    }
+    if let Some(sweep) = event.sweep.as_ref().and_then(|s| s.ran()) {
+        summary.push_str(&format!(" — {}", sweep.summary()));
     }
     let mut produced = vec![StateChange::AppendLine(
         files::attempts(st.round),
@@ -184,6 +207,9 @@ pub(super) fn record_iteration(
             files::eval_cache(&st.eval_settings, &a.tree.to_string()),
             serde_json::to_vec(result)?,
         ));
+    }
+    if let Some(sweep) = a.sweep {
+        produced.extend(super::sweep::cache_entries(&st.eval_settings, sweep)?);
     }
     conf.record(Event::Iteration(event), &summary, produced)?;
     record_stuck(conf, a.id, st.round, verdict)

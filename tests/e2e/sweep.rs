@@ -203,6 +203,55 @@ fn the_variants_of_a_sweep_are_evaluated_at_once() {
     assert_eq!(first["status"], "kept");
 }
 
+/// With `prune: on`, the variants race (successive halving): one evaluation slot, so the first
+/// value's curve is complete when the others run; each of them is behind it at its first rung
+/// (the 2nd reading, warmup 2) by more than the noise, and stopped there with the value it lost
+/// to (each evaluation sleeps a second after each reading, so it is still running when stopped).
+/// The leader is the attempt.
+#[test]
+fn with_pruning_on_a_sweeps_variants_behind_the_others_are_stopped() {
+    let repo = fixture(1, true);
+    let config = repo
+        .read("conference.md")
+        .replace(
+            "- timeout: 30s\n",
+            "- timeout: 30s\n- prune: on\n- prune warmup: 2\n",
+        )
+        .replace(
+            "## Agent\n",
+            "## Environment\n- max parallel evaluations: 1\n\n## Agent\n",
+        );
+    repo.write("conference.md", &config);
+    repo.commit_all("prune");
+    let plan = "WIDTH=12|SWEEP: train.py:LEARNING_RATE = 0.001, 0.01, 0.0001, 0.002";
+    repo.conference_env(
+        &["start", NAME, "--yes"],
+        &[("SWEEP_PLAN", plan), ("SWEEP_CURVE", "1")],
+    )
+    .ok();
+    let first = &attempts(&repo)[0];
+    assert_eq!(first["status"], "kept", "{first}");
+    let sweep = &first["sweep"];
+    assert_eq!(sweep["chosen"], 0);
+    let variants = sweep["variants"].as_array().unwrap();
+    assert_eq!(variants[0]["status"], "ok");
+    assert_eq!(variants[0]["metric"], 0.25);
+    for v in &variants[1..] {
+        assert_eq!(v["status"], "pruned", "{v}");
+        let why = v["reason"].as_str().unwrap();
+        assert!(
+            why.contains("successive halving in its sweep: at step 200 LEARNING_RATE = "),
+            "{why}"
+        );
+        assert!(
+            why.contains("behind LEARNING_RATE = 0.001 (2.250000 there)"),
+            "{why}"
+        );
+        let note = &repo.notes(v["commit"].as_str().unwrap())[0];
+        assert_eq!(note["status"], "pruned");
+    }
+}
+
 #[test]
 fn a_bad_sweep_line_is_a_warning_and_the_attempt_goes_on() {
     let steps = [

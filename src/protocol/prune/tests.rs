@@ -475,3 +475,32 @@ fn a_slow_starter_that_ends_better_is_never_stopped() {
     let power_worse = curve(20, 0.003, |t| 0.1 + 5.0 * (20.0 * t).powf(-0.5));
     assert!(first_pruned(&power_worse, &r).unwrap() < 20);
 }
+
+#[test]
+fn a_sweeps_race_stops_a_variant_behind_the_leader_at_a_rung_only() {
+    let leader: Vec<Point> = (1..=8).map(|s| (s * 100, 2.0 - 0.1 * s as f64)).collect();
+    let close: Vec<Point> = (1..=8).map(|s| (s * 100, 2.01 - 0.1 * s as f64)).collect();
+    let behind: Vec<Point> = (1..=4).map(|s| (s * 100, 3.0 - 0.1 * s as f64)).collect();
+    let min = Some(Direction::Minimize);
+    let others: [&[Point]; 2] = [&close, &leader];
+    // Readings 1, 2 and 4 are rungs with warmup 1; 3 is not.
+    let (who, at) = race(&behind[..2], &others, 1, 0.05, min).unwrap();
+    assert_eq!((who, at.step, at.value), (1, 200, 2.8));
+    assert!((at.reference - 1.8).abs() < 1e-12);
+    assert_eq!(race(&behind[..3], &others, 1, 0.05, min), None);
+    // Warmup 2: the 2nd, 4th, 8th readings.
+    assert_eq!(race(&behind[..1], &others, 2, 0.05, min), None);
+    assert!(race(&behind[..4], &others, 2, 0.05, min).is_some());
+    // Within the margin of the leader, or no other at that step yet: it goes on.
+    assert_eq!(race(&close[..2], &[&leader], 1, 0.05, min), None);
+    assert_eq!(race(&behind[..2], &[&leader[..1]], 1, 0.05, min), None);
+    // Maximizing, the same curves turned: the worse one is stopped.
+    let up = |c: &[Point]| c.iter().map(|&(s, v)| (s, -v)).collect::<Vec<Point>>();
+    let (l, b) = (up(&leader), up(&behind));
+    assert!(race(&b[..2], &[&l], 1, 0.05, Some(Direction::Maximize)).is_some());
+    assert_eq!(
+        race(&l[..2], &[&b], 1, 0.05, Some(Direction::Maximize)),
+        None
+    );
+    assert_eq!(race(&behind[..2], &others, 1, 0.05, None), None);
+}

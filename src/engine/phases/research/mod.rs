@@ -16,6 +16,7 @@ pub mod parked;
 mod record;
 mod session;
 mod sweep;
+mod swept;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -10,7 +10,6 @@ use crate::engine::state::files;
 use crate::engine::Conference;
 use crate::model::event::{self as events, Event, Note};
 use crate::model::notes::AttemptNote;
-use crate::model::sweep::SweepStep;
 use crate::model::{AttemptRecord, CommitId, Tokens};
 use crate::model::{EvalStatus, Verdict};
 use crate::store::StateChange;
@@ -111,12 +110,7 @@ pub(super) fn record_iteration(
     let st = conf.state();
     let delta = delta_of(a, st.researcher(a.id).best_metric, result.metric);
     let reason = with_remark(reason, a.remark);
-    // A result measured by an earlier attempt (the cache) took no time now. A sweep's is the
-    // time all its variants' evaluations ran: every budget counts its N evaluations.
-    let eval_s = match a.sweep {
-        Some(s) => Some(s.record.eval_seconds()).filter(|s| *s > 0.0),
-        None => (result.seconds > 0.0).then_some(result.seconds),
-    };
+    let eval_s = super::swept::eval_seconds(a, result);
     let record = AttemptRecord {
         round: st.round,
         researcher: a.id.to_string(),
@@ -140,11 +134,6 @@ pub(super) fn record_iteration(
     };
     let step = super::branching::plan_step(conf, &st, a, commit, verdict, result.metric);
     let note = commit.map(|c| with_step(attempt_note(conf, c, &record, result), step.as_ref()));
-    let note = note.map(|n| super::sweep::with_sweep(n, a));
-    let siblings = a
-        .sweep
-        .map(|s| super::sweep::sibling_notes(conf, &record, s))
-        .unwrap_or_default();
     let event = events::Iteration {
         researcher: a.id.to_string(),
         round: st.round,
@@ -158,9 +147,7 @@ pub(super) fn record_iteration(
         reason: reason.clone(),
         sub_metrics: result.sub_metrics.clone(),
         evaluated: measured.of_the_tree,
-        notes: (note.map(|n| n.with_usage(a.usage)).into_iter())
-            .chain(siblings)
-            .collect(),
+        notes: super::swept::notes(conf, a, &record, note),
         tokens: a.usage.map(Tokens::of),
         cost_usd: a.usage.and_then(|u| u.cost_usd),
         agent_s: record.agent_s,
@@ -168,13 +155,7 @@ pub(super) fn record_iteration(
         questions: a.questions.clone(),
         placement: result.placement.clone().map(Box::new),
         branch: step.map(Box::new),
-        sweep: match (&record.sweep, &a.sweep_warning) {
-            (Some(s), _) => Some(Box::new(SweepStep::Ran(s.clone()))),
-            (None, Some(warning)) => Some(Box::new(SweepStep::Refused {
-                warning: warning.clone(),
-            })),
-            (None, None) => None,
-        },
+        sweep: super::swept::step(&record, a),
     };
     let mut summary = format!(
         "{} r{} i{} {} {}",
@@ -209,7 +190,7 @@ pub(super) fn record_iteration(
         ));
     }
     if let Some(sweep) = a.sweep {
-        produced.extend(super::sweep::cache_entries(&st.eval_settings, sweep)?);
+        produced.extend(super::swept::cache_entries(&st.eval_settings, sweep)?);
     }
     conf.record(Event::Iteration(event), &summary, produced)?;
     record_stuck(conf, a.id, st.round, verdict)

@@ -20,11 +20,9 @@ use super::*;
 use crate::engine::measure::evaluate::EvalResult;
 use crate::engine::record::attempt::{Attempt, SweepDone};
 use crate::engine::state::{ResearcherState, State};
-use crate::model::event::Note;
 use crate::model::sweep::{SweepRequest, Variant};
-use crate::model::{AttemptRecord, EvalStatus, Verdict};
+use crate::model::{EvalStatus, Verdict};
 use crate::researchers::tune::Literal;
-use crate::store::StateChange;
 
 /// A `SWEEP:` line checked against the attempt's tree: the literal found, and the file's text.
 pub(super) struct Plan {
@@ -246,7 +244,8 @@ async fn evaluate_variants(
         crate::engine::agent::workspace::remove_ignored(conf, &path)?;
         places.push((label, path));
     }
-    let prune = crate::engine::measure::pruning::rule_for(conf, st, a.id);
+    let name = plan.request.name.clone();
+    let seats = crate::engine::measure::race::seats(&name, &plan.request.values);
     let runs = places.iter().enumerate().map(|(k, (label, path))| {
         let (commit, tree) = variants[k];
         let mut env = env.to_vec();
@@ -256,7 +255,7 @@ async fn evaluate_variants(
             plan.request.values[k].clone(),
         ));
         let log = format!("{}-r{}-i{}-v{}.eval", a.id, st.round, a.iteration, k + 1);
-        let prune = prune.clone();
+        let prune = crate::engine::measure::pruning::for_variant(conf, st, a.id, seats[k].clone());
         async move {
             let ready = crate::engine::agent::workspace::ready_checkout(conf, path, label).await?;
             if !ready {
@@ -308,69 +307,4 @@ fn best_of(results: &[(EvalResult, bool)], direction: Option<crate::config::Dire
         }
     }
     best.map_or(0, |(k, _)| k)
-}
-
-/// The attempt's note with its sweep (values, commits, metrics, the chosen one) or the warning
-/// its `SWEEP:` line left.
-pub(super) fn with_sweep(mut note: Note, a: &Attempt) -> Note {
-    if let Some(map) = note.0.as_object_mut() {
-        if let Some(s) = a.sweep {
-            map.insert("sweep".into(), serde_json::json!(s.record));
-            map.insert("sweep_curve".into(), serde_json::json!(s.record.summary()));
-        }
-        if let Some(warning) = &a.sweep_warning {
-            map.insert("sweep_warning".into(), serde_json::json!(warning));
-        }
-    }
-    note
-}
-
-/// The notes on the sweep's other variants: each its value, metric and evaluation, with the
-/// verdict `swept` and the attempt it lost to.
-pub(super) fn sibling_notes(conf: &Conference, record: &AttemptRecord, s: &SweepDone) -> Vec<Note> {
-    let chosen = &s.record.variants[s.record.chosen].commit;
-    let variants = s.record.variants.iter().zip(&s.results).enumerate();
-    variants
-        .filter(|(k, _)| *k != s.record.chosen)
-        .map(|(_, (v, (result, _)))| {
-            Note(serde_json::json!({
-                "commit": v.commit,
-                "conference": conf.name,
-                "researcher": record.researcher,
-                "round": record.round,
-                "iteration": record.iteration,
-                "verdict": "swept",
-                "sweep_of": chosen,
-                "literal": s.record.literal,
-                "value": v.value,
-                "metric": result.metric,
-                "runs": result.runs,
-                "status": result.status,
-                "reason": result.reason,
-                "eval_s": v.eval_s,
-            }))
-        })
-        .collect()
-}
-
-/// Evaluation-cache entries for the variants that measured their tree, so a later attempt that
-/// produces one of them is not measured again.
-pub(super) fn cache_entries(settings: &str, s: &SweepDone) -> Result<Vec<StateChange>> {
-    let mut out = Vec::new();
-    let variants = s.record.variants.iter().zip(&s.results).enumerate();
-    // The chosen one's is the attempt's, which `record_iteration` keeps.
-    for (_, (v, (result, of_the_tree))) in variants.filter(|(k, _)| *k != s.record.chosen) {
-        let status = EvalStatus::parse(&result.status);
-        let keep = matches!(
-            status,
-            Some(EvalStatus::Ok | EvalStatus::Crashed | EvalStatus::Timeout)
-        );
-        if *of_the_tree && keep {
-            out.push(StateChange::Put(
-                crate::engine::state::files::eval_cache(settings, &v.tree),
-                serde_json::to_vec(result)?,
-            ));
-        }
-    }
-    Ok(out)
 }

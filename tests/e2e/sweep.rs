@@ -203,7 +203,8 @@ fn the_variants_of_a_sweep_are_evaluated_at_once() {
     assert_eq!(first["status"], "kept");
 }
 
-/// With `prune: on`, the variants race (successive halving): one evaluation slot, so the first
+/// With pruning on (`early`: behind at the same step is enough), the variants race (successive
+/// halving): one evaluation slot, so the first
 /// value's curve is complete when the others run; each of them is behind it at its first rung
 /// (the 2nd reading, warmup 2) by more than the noise, and stopped there with the value it lost
 /// to (each evaluation sleeps a second after each reading, so it is still running when stopped).
@@ -215,7 +216,7 @@ fn with_pruning_on_a_sweeps_variants_behind_the_others_are_stopped() {
         .read("conference.md")
         .replace(
             "- timeout: 30s\n",
-            "- timeout: 30s\n- prune: on\n- prune warmup: 2\n",
+            "- timeout: 30s\n- prune: early\n- prune warmup: 2\n",
         )
         .replace(
             "## Agent\n",
@@ -329,6 +330,24 @@ fn sweep_settings_are_checked_with_the_line() {
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("Parameter sweep"), "{}", run.stderr);
     assert!(run.stderr.contains("must be on or off"), "{}", run.stderr);
+    // The tuner's batch (`- sweep: 4` under `## Agent`) is not built: refused, saying so.
+    let config = repo
+        .read("conference.md")
+        .replace("**Parameter sweep:** maybe", "**Parameter sweep:** on")
+        .replace(
+            "- command: sh ./agent.sh",
+            "- command: builtin:tune\n- sweep: 4",
+        );
+    repo.write("conference.md", &config);
+    repo.commit_all("tuner batch");
+    let run = repo.conference(&["start", NAME, "--yes"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("`sweep` under `## Agent` (builtin:tune proposing a batch of points as one sweep) is not built yet"),
+        "{}",
+        run.stderr
+    );
 }
 
 /// What a conference recorded of its attempts, all but commits and times: (iteration, verdict,

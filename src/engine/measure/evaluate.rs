@@ -149,10 +149,7 @@ impl Watch {
         };
         self.pruned = prune::decide(&self.curve, &rule.as_rule());
         if let (None, Some(seat)) = (&self.pruned, &rule.race) {
-            let margin = rule.as_rule().effective_margin();
-            if let Some((pruned, why)) =
-                seat.reading(&self.curve, rule.warmup, margin, rule.direction)
-            {
+            if let Some((pruned, why)) = seat.reading(&self.curve, &rule.as_rule()) {
                 (self.pruned, self.raced) = (Some(pruned), Some(why));
             }
         }

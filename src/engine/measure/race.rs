@@ -46,29 +46,28 @@ pub fn seats(name: &str, values: &[String]) -> Vec<Seat> {
 impl Seat {
     /// Records the seat's curve so far (a new run's, when it starts over) and decides: the
     /// reason when it is behind the leader at a rung.
-    pub fn reading(
-        &self,
-        curve: &[Point],
-        warmup: u32,
-        margin: f64,
-        direction: Option<crate::config::Direction>,
-    ) -> Option<(Pruned, String)> {
+    pub fn reading(&self, curve: &[Point], rule: &prune::Rule) -> Option<(Pruned, String)> {
         let mut race = self.race.lock().unwrap();
         race.curves[self.seat] = curve.to_vec();
         let others: Vec<usize> = (0..race.curves.len()).filter(|k| *k != self.seat).collect();
         let curves: Vec<&[Point]> = others.iter().map(|k| &race.curves[*k][..]).collect();
-        let (leader, pruned) = prune::race(curve, &curves, warmup, margin, direction)?;
+        let (leader, pruned) = prune::race(curve, &curves, rule)?;
         let leader = &race.values[others[leader]];
+        let fmt = |v: f64| crate::render::format::fmt(Some(v));
         let why = format!(
             "successive halving in its sweep: at step {} {} = {} read {}, behind {} = {leader} \
-             ({} there) by more than the noise margin {}",
+             ({} there) by more than the noise margin {}{}",
             pruned.step,
             race.name,
             race.values[self.seat],
             pruned.value,
             race.name,
-            crate::render::format::fmt(Some(pruned.reference)),
-            crate::render::format::fmt(Some(margin)),
+            fmt(pruned.reference),
+            fmt(rule.effective_margin()),
+            match rule.early {
+                true => "",
+                false => ", and could not get there even extrapolated optimistically",
+            },
         );
         Some((pruned, why))
     }

@@ -165,8 +165,6 @@ def run(args, seed, prune):
                 ["git", "show", f"{chosen['commit']}:train.py"], cwd=repo, capture_output=True,
                 text=True, check=True).stdout)
             for v in variants:
-                if os.environ.get("BENCH_DEBUG"):
-                    print(v["value"], v["status"], v.get("metric"), (v.get("reason") or "")[:150])
                 if v["status"] == "pruned" and "successive halving" in (v.get("reason") or ""):
                     stopped += 1
                     train = subprocess.run(["git", "show", f"{v['commit']}:train.py"], cwd=repo,

@@ -6,8 +6,10 @@
 //!   (compare-and-swap from the remote's tip, this machine's new events replayed over other
 //!   machines' when it moved), a renewed heartbeat for every lease held (so a machine whose
 //!   lease was taken over publishes nothing more for it), the conference branches as the new
-//!   state says, and this machine's own attempts chain and notes. The remote never holds an
-//!   event whose attempt, branch or note is missing.
+//!   state says; this machine's own attempts chain and notes go out just before, in a push of
+//!   their own (a fetch reads the refs of a push one by one, the events ref first: see
+//!   `push_own_refs`). The remote never holds an event whose attempt or note is missing, and a
+//!   fetch that reads an event finds the commits it names.
 //! - **sync** — between steps: fetch the conference's namespaces (the event log, the leases and
 //!   the branches: a few refs, whatever the number of attempts) and move the local copies
 //!   forward to the remote's.
@@ -86,10 +88,11 @@ pub enum NotFollowed {
     /// One of them is not one the conference could have recorded, and no later event voids
     /// it: this machine voids it (see [`Refusal`]) and goes on.
     Voidable(Refusal),
-    /// A commit one of them names has not arrived yet (a fetch reads refs one by one, so it
-    /// may see an event before the branch pushed with it): the next fetch brings it. The
-    /// refusal's `why` says which commit; an event whose commit never arrives is voided after
-    /// [`MISSING_FOR`].
+    /// A commit one of them names is not here: an honest machine pushes its attempts chain
+    /// before the event (see `Link::push_own_refs`), so this one's never comes, or comes late
+    /// (a remote whose refs `git pack-refs` rewrites under a fetch). The refusal's `why` says
+    /// which commit; the next fetches look again, and an event whose commit does not arrive
+    /// within [`MISSING_FOR`] is voided.
     NotHereYet(Refusal),
 }
 

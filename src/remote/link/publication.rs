@@ -138,6 +138,9 @@ impl Link {
             rebased => rebased?,
         };
         let state = state_at(repo, tip)?;
+        if !self.push_own_refs(repo, &mut inner)? {
+            return Ok(None);
+        }
         let mut updates = vec![Update {
             name: self.refs.events(),
             new: Some(tip),
@@ -146,7 +149,6 @@ impl Link {
         let renewed = self.renewals(repo, &inner)?;
         updates.extend(renewed.iter().map(|(_, update, _)| update.clone()));
         updates.extend(self.branch_updates(&state, &view, &inner)?);
-        updates.extend(self.own_refs(repo, &inner)?);
         if tip == view.events {
             updates.remove(0);
         }
@@ -171,11 +173,28 @@ impl Link {
                 }
                 log.settle(local, tip).map(Some)
             }
+            Pushed::Rejected(_) => Ok(None),
+        }
+    }
+
+    /// Pushes this machine's attempts chain and notes where they moved, on their own, before
+    /// the event that names their commits. A remote's ref transaction renames its refs one at a
+    /// time, in the order of the push's commands (the refs it has, sorted: the events ref before
+    /// `machines/*`), and a fetch reads them in that same order: in one push, a fetch in between
+    /// would read the new event and the old attempts chain, without the commit the event names,
+    /// and that machine would wait for it. Pushed first, they are on the remote before any
+    /// event that needs them. False: the remote holds them elsewhere (deleted there by hand);
+    /// read again, the next try pushes from there. They are written by this machine alone.
+    fn push_own_refs(&self, repo: &Repository, inner: &mut Inner) -> Result<bool> {
+        let own = self.own_refs(repo, inner)?;
+        match push(&self.dir, &self.remote, &own)? {
+            Pushed::Accepted => {
+                self.remember(inner, &own);
+                Ok(true)
+            }
             Pushed::Rejected(_) => {
-                // This machine's own refs are written by it alone: one the remote lost (deleted
-                // there by hand) or holds elsewhere is pushed from what the remote holds now.
-                self.refresh_own(&mut inner)?;
-                Ok(None)
+                self.refresh_own(inner)?;
+                Ok(false)
             }
         }
     }
@@ -416,8 +435,14 @@ impl Link {
         Ok(updates)
     }
 
+    /// Records a push the remote took: its leases renewed now, its refs where it put them.
     pub(super) fn pushed(&self, inner: &mut Inner, updates: &[Update]) {
         inner.last_push = Some(Instant::now());
+        self.remember(inner, updates);
+    }
+
+    /// Records where a push the remote took put this machine's own refs.
+    fn remember(&self, inner: &mut Inner, updates: &[Update]) {
         for u in updates {
             if let Some(new) = u.new {
                 inner.pushed.insert(u.name.clone(), new);

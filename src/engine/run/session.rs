@@ -136,7 +136,7 @@ pub fn start(repo: &Repository, opts: StartOptions, ui: &Ui, say: &dyn Narrator)
             return Err(e);
         }
     }
-    let result = run(conf);
+    let result = super::through_gc::run_through_gc(repo, conf);
     drop(lock);
     result
 }
@@ -218,7 +218,7 @@ pub fn resume(
         vec![],
     )?;
     ui.info(&format!("resuming `{name}` at: {point}"));
-    run(conf).map(Outcome::Ended)
+    super::through_gc::run_through_gc(repo, conf).map(Outcome::Ended)
 }
 
 /// `join`: takes part in a conference on several machines this clone has fetched, through its
@@ -265,12 +265,12 @@ pub fn join(repo: &Repository, opts: JoinOptions, ui: &Ui) -> Result<Outcome> {
         )));
     }
     ui.info(&format!("{} joins `{name}` on {}", link.machine, remote));
-    run(conf).map(Outcome::Ended)
+    super::through_gc::run_through_gc(repo, conf).map(Outcome::Ended)
 }
 
 /// Puts back the refs whose objects git lost (see `store::recovery`) and repairs the worktrees'
 /// git links of a moved or copied repository, each said as a warning.
-fn recover_lost_refs(repo: &Repository, name: &str, ui: &Ui) -> Result<()> {
+pub(super) fn recover_lost_refs(repo: &Repository, name: &str, ui: &Ui) -> Result<()> {
     for lost in crate::store::recovery::recover(repo, &refs::ConferenceRefs::new(name))? {
         ui.warn(&format!("warning: {}", lost.describe()));
     }

@@ -132,7 +132,7 @@ impl Link {
         let mut inner = self.inner.lock().unwrap();
         let view = self.fetch(repo)?;
         self.drop_lost(&mut inner, &view);
-        let tip = match self.rebased(repo, &inner, local, view.events) {
+        let (tip, dropped) = match self.rebased(repo, &inner, local, view.events) {
             // Voided just now: the next try replays this machine's events over the voiding one.
             Err(e) if e.is::<super::Voiding>() => return Ok(None),
             rebased => rebased?,
@@ -166,6 +166,7 @@ impl Link {
                 for (slot, _, held) in renewed {
                     inner.held.insert(slot, held);
                 }
+                self.say_dropped(&dropped);
                 // Settling may wait for the recorder, which may be waiting for this lock.
                 drop(inner);
                 if tip == local {
@@ -305,17 +306,18 @@ impl Link {
 impl Link {
     /// The local event log `local` made to continue the remote's `theirs`: as it is when it
     /// already does, else this machine's new events replayed over it, without those of slots it
-    /// lost. Moves no ref: the local log follows once the remote took the result.
+    /// lost; with the first lines of the events it left out. Moves no ref: the local log follows
+    /// once the remote took the result.
     pub(super) fn rebased(
         &self,
         repo: &Repository,
         inner: &Inner,
         local: Oid,
         theirs: Oid,
-    ) -> Result<Oid> {
+    ) -> Result<(Oid, Vec<String>)> {
         let continues = local == theirs || repo.graph_descendant_of(local, theirs)?;
-        if continues && self.published_only_held(repo, inner, local, theirs)? {
-            return Ok(local);
+        if continues && self.unheld_events(repo, inner, local, theirs)?.is_empty() {
+            return Ok((local, Vec::new()));
         }
         let Ok(base) = repo.merge_base(local, theirs) else {
             return Err(Refused(format!(
@@ -327,32 +329,53 @@ impl Link {
             .into());
         };
         self.check_arrivals(repo, base, theirs)?;
-        publish::replay_onto(repo, local, theirs, |event| {
+        let dropped = self.unheld_events(repo, inner, local, base)?;
+        let tip = publish::replay_onto(repo, local, theirs, |event| {
             inner.held.contains_key(event.slot())
-        })
+        })?;
+        Ok((tip, dropped))
     }
 
-    /// Whether every event between `theirs` and `local` belongs to a slot this machine holds.
-    pub(super) fn published_only_held(
+    /// The events after `since` up to `local` of slots this machine does not hold (any more),
+    /// oldest first, each as its first line: they are not published.
+    pub(super) fn unheld_events(
         &self,
         repo: &Repository,
         inner: &Inner,
         local: Oid,
-        theirs: Oid,
-    ) -> Result<bool> {
+        since: Oid,
+    ) -> Result<Vec<String>> {
+        let mut unheld = Vec::new();
         let mut at = local;
-        while at != theirs {
+        while at != since {
             let commit = repo.find_commit(at)?;
             let logged =
                 crate::store::events::parse_event_commit(at, commit.message().unwrap_or(""))?;
             if let Some(event) = crate::model::event::Event::parse(&logged.event) {
                 if !inner.held.contains_key(event.slot()) {
-                    return Ok(false);
+                    unheld.push(commit.summary().unwrap_or_default().to_string());
                 }
             }
             at = commit.parent_id(0)?;
         }
-        Ok(true)
+        unheld.reverse();
+        Ok(unheld)
+    }
+
+    /// Says which unpublished events a publication the remote took left out: their slots were
+    /// taken over while this machine could not publish, and the machine that took each goes on
+    /// from its last published state.
+    fn say_dropped(&self, dropped: &[String]) {
+        if dropped.is_empty() {
+            return;
+        }
+        crate::errln!(
+            "git-conference: {}: dropped {} unpublished event(s) of slots another machine took over while this one could not publish to {} (that machine goes on from what was published): {}",
+            self.machine,
+            dropped.len(),
+            self.remote,
+            dropped.join("; ")
+        );
     }
 
     /// A new heartbeat for every lease held: (slot, the push's update, the lease once accepted).

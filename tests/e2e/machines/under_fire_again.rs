@@ -223,23 +223,7 @@ fn a_machine_cut_off_while_its_researcher_is_taken_over_drops_its_events_and_goe
     let pause = c.repo.tmp.path().join("pause");
     std::fs::create_dir(&pause).unwrap();
     let failpoint = format!("publish.events-before-push:pause={}", pause.display());
-    let args = [
-        "start",
-        NAME,
-        "--remote",
-        &c.url,
-        "--researchers",
-        "A",
-        "--machine",
-        "m1",
-        "--yes",
-    ];
-    let m1 = c.spawn_env(0, &args, &[("GIT_CONFERENCE_FAILPOINT", &failpoint)]);
-    c.wait_for("the conference on the remote", || {
-        !c.repo
-            .git_in(&c.remote, &["for-each-ref", "refs/conference/"])
-            .is_empty()
-    });
+    let m1 = c.start_env(&[("GIT_CONFERENCE_FAILPOINT", &failpoint)]);
     let [m2, m3] = [c.join(1, "B"), c.join(2, "C")];
     super::under_fire::wait_for_iteration(&c, "A", 1, 1);
     std::fs::write(pause.join("armed"), "").unwrap();

@@ -246,6 +246,14 @@ pub fn join(repo: &Repository, opts: JoinOptions, ui: &Ui) -> Result<Outcome> {
             "{e:#}\nA machine takes part by publishing its events there: give this clone push access to {remote} (or join through a remote it can push to). `git conference fetch {remote} --name {name}` and `status` still read the conference."
         ))
     })?;
+    // Before anything is published or taken: a copy of a running clone holds that clone's
+    // unpublished events, which only the original may publish.
+    if let Some(slot) = link.running_elsewhere(repo)? {
+        return Err(usage(format!(
+            "machine `{}` already takes part in `{name}` from another clone (its lease of {slot} on {} was renewed just now): two clones under one name would take each other's leases. Give this clone its own name: `git conference join {} {name} --machine NAME`",
+            link.machine, remote, remote
+        )));
+    }
     take_knowledge(repo, &conf, &remote);
     conf.share(link.clone())?;
     match conf.sync_shared() {
@@ -257,12 +265,6 @@ pub fn join(repo: &Repository, opts: JoinOptions, ui: &Ui) -> Result<Outcome> {
     }
     if conf.state().phase == Phase::Done {
         return Ok(Outcome::AlreadyComplete(Box::new(conf.state())));
-    }
-    if let Some(slot) = link.running_elsewhere(repo)? {
-        return Err(usage(format!(
-            "machine `{}` already takes part in `{name}` from another clone (its lease of {slot} on {} was renewed just now): two clones under one name would take each other's leases. Give this clone its own name: `git conference join {} {name} --machine NAME`",
-            link.machine, remote, remote
-        )));
     }
     ui.info(&format!("{} joins `{name}` on {}", link.machine, remote));
     super::through_gc::run_through_gc(repo, conf).map(Outcome::Ended)

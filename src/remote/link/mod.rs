@@ -124,6 +124,8 @@ pub struct Link {
     inner: Mutex<Inner>,
     /// The arriving event found naming a commit not here yet, and since when.
     missing: Mutex<Option<(Oid, Instant)>>,
+    /// The next fetch tells the remote nothing of what this clone has (see [`Link::fetch`]).
+    fetch_whole: std::sync::atomic::AtomicBool,
     /// Between the recorder and the publisher (see `engine::machines::publisher`).
     requests: Requests,
 }
@@ -215,6 +217,7 @@ impl Link {
             arrivals: Default::default(),
             inner: Mutex::new(Inner::default()),
             missing: Mutex::new(None),
+            fetch_whole: Default::default(),
             requests: Requests::default(),
         };
         link.refresh_own(&mut link.inner.lock().unwrap())?;
@@ -255,6 +258,11 @@ impl Link {
         match check(repo, from, to) {
             Ok(()) => Ok(()),
             Err(NotFollowed::NotHereYet(refusal)) => {
+                // A fetch brings only what the remote reckons this clone lacks, from the refs
+                // this clone says it has: one whose objects are not all here (a clone copied
+                // while it ran, objects deleted under it) hides the commit for ever.
+                self.fetch_whole
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
                 let waited = self.missing_for(&refusal);
                 if waited > MISSING_FOR.max(self.lease * 4) {
                     let why = format!(

@@ -12,7 +12,7 @@ use super::*;
 use crate::model::event::CHAIR;
 use crate::model::state::State;
 use crate::remote::lease::{self, Held};
-use crate::remote::publish::{self, Refused};
+use crate::remote::publish::{self, Refused, Replayed};
 use crate::remote::push::{push, Expect, Pushed, Update};
 use crate::store::cas::Backoff;
 use crate::store::NOTES_REF;
@@ -132,11 +132,12 @@ impl Link {
         let mut inner = self.inner.lock().unwrap();
         let view = self.fetch(repo)?;
         self.drop_lost(&mut inner, &view);
-        let (tip, dropped) = match self.rebased(repo, &inner, local, view.events) {
+        let replayed = match self.rebased(repo, &inner, local, view.events) {
             // Voided just now: the next try replays this machine's events over the voiding one.
             Err(e) if e.is::<super::Voiding>() => return Ok(None),
             rebased => rebased?,
         };
+        let tip = replayed.tip;
         let state = state_at(repo, tip)?;
         if !self.push_own_refs(repo, &mut inner)? {
             return Ok(None);
@@ -166,7 +167,7 @@ impl Link {
                 for (slot, _, held) in renewed {
                     inner.held.insert(slot, held);
                 }
-                self.say_dropped(&dropped);
+                self.say_dropped(&replayed);
                 // Settling may wait for the recorder, which may be waiting for this lock.
                 drop(inner);
                 if tip == local {
@@ -213,7 +214,10 @@ impl Link {
             tip
         } else if repo.graph_descendant_of(now, from)? {
             let held: BTreeSet<String> = self.inner.lock().unwrap().held.keys().cloned().collect();
-            publish::replay_since(repo, from, now, tip, |event| held.contains(event.slot()))?
+            let replayed =
+                publish::replay_since(repo, from, now, tip, |event| held.contains(event.slot()))?;
+            self.say_dropped(&replayed);
+            replayed.tip
         } else if now == tip || repo.graph_descendant_of(now, tip)? {
             return Ok(now);
         } else {
@@ -306,18 +310,22 @@ impl Link {
 impl Link {
     /// The local event log `local` made to continue the remote's `theirs`: as it is when it
     /// already does, else this machine's new events replayed over it, without those of slots it
-    /// lost; with the first lines of the events it left out. Moves no ref: the local log follows
-    /// once the remote took the result.
+    /// lost (and a chair's event over other machines', with what follows it: see
+    /// `publish::replay_since`). Moves no ref: the local log follows once the remote took it.
     pub(super) fn rebased(
         &self,
         repo: &Repository,
         inner: &Inner,
         local: Oid,
         theirs: Oid,
-    ) -> Result<(Oid, Vec<String>)> {
+    ) -> Result<Replayed> {
         let continues = local == theirs || repo.graph_descendant_of(local, theirs)?;
-        if continues && self.unheld_events(repo, inner, local, theirs)?.is_empty() {
-            return Ok((local, Vec::new()));
+        if continues && self.published_only_held(repo, inner, local, theirs)? {
+            return Ok(Replayed {
+                tip: local,
+                lost: Vec::new(),
+                superseded: Vec::new(),
+            });
         }
         let Ok(base) = repo.merge_base(local, theirs) else {
             return Err(Refused(format!(
@@ -329,53 +337,54 @@ impl Link {
             .into());
         };
         self.check_arrivals(repo, base, theirs)?;
-        let dropped = self.unheld_events(repo, inner, local, base)?;
-        let tip = publish::replay_onto(repo, local, theirs, |event| {
+        publish::replay_onto(repo, local, theirs, |event| {
             inner.held.contains_key(event.slot())
-        })?;
-        Ok((tip, dropped))
+        })
     }
 
-    /// The events after `since` up to `local` of slots this machine does not hold (any more),
-    /// oldest first, each as its first line: they are not published.
-    pub(super) fn unheld_events(
+    /// Whether every event between `theirs` and `local` belongs to a slot this machine holds.
+    pub(super) fn published_only_held(
         &self,
         repo: &Repository,
         inner: &Inner,
         local: Oid,
-        since: Oid,
-    ) -> Result<Vec<String>> {
-        let mut unheld = Vec::new();
+        theirs: Oid,
+    ) -> Result<bool> {
         let mut at = local;
-        while at != since {
+        while at != theirs {
             let commit = repo.find_commit(at)?;
             let logged =
                 crate::store::events::parse_event_commit(at, commit.message().unwrap_or(""))?;
             if let Some(event) = crate::model::event::Event::parse(&logged.event) {
                 if !inner.held.contains_key(event.slot()) {
-                    unheld.push(commit.summary().unwrap_or_default().to_string());
+                    return Ok(false);
                 }
             }
             at = commit.parent_id(0)?;
         }
-        unheld.reverse();
-        Ok(unheld)
+        Ok(true)
     }
 
-    /// Says which unpublished events a publication the remote took left out: their slots were
-    /// taken over while this machine could not publish, and the machine that took each goes on
-    /// from its last published state.
-    fn say_dropped(&self, dropped: &[String]) {
-        if dropped.is_empty() {
-            return;
+    /// Says which unpublished events a publication the remote took left out: of slots taken
+    /// over while this machine could not publish (the machine that took each goes on from its
+    /// last published state), and the chair's phases found over other machines' events (this
+    /// machine runs them again from the remote's state).
+    fn say_dropped(&self, replayed: &Replayed) {
+        let reasons = [
+            (&replayed.lost, "of slots another machine took over while this one could not publish (that machine goes on from what was published)"),
+            (&replayed.superseded, "of the chair's phases, found over events other machines published meanwhile (this machine runs that phase again from what was published)"),
+        ];
+        for (dropped, why) in reasons {
+            if !dropped.is_empty() {
+                crate::errln!(
+                    "git-conference: {}: dropped {} unpublished event(s) {why} on {}: {}",
+                    self.machine,
+                    dropped.len(),
+                    self.remote,
+                    dropped.join("; ")
+                );
+            }
         }
-        crate::errln!(
-            "git-conference: {}: dropped {} unpublished event(s) of slots another machine took over while this one could not publish to {} (that machine goes on from what was published): {}",
-            self.machine,
-            dropped.len(),
-            self.remote,
-            dropped.join("; ")
-        );
     }
 
     /// A new heartbeat for every lease held: (slot, the push's update, the lease once accepted).

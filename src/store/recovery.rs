@@ -96,22 +96,23 @@ pub fn recover(repo: &Repository, refs: &ConferenceRefs) -> Result<Vec<Recovered
     Ok(out)
 }
 
-/// Deletes this clone's views of conference `refs` on shared remotes
-/// (`refs/conference-shared/…`) that name a commit git does not have whole (a clone copied
-/// while it fetched, objects deleted under it): a fetch reads every ref as a commit this clone
-/// has, fails on a missing one and is not sent what a broken one hides. They are copies of the
-/// remote's refs, which the next fetch brings again. Returns the names deleted.
+/// Deletes this clone's copies of conference `refs`'s refs on shared remotes (its views,
+/// `refs/conference-shared/…`, and the leases) that name a commit git does not have whole (a
+/// clone copied while it fetched, objects deleted under it): a fetch reads every ref as a
+/// commit this clone has, fails on a missing one and is not sent what a broken one hides. The
+/// next fetch brings them again. Returns the names deleted.
 pub fn drop_broken_views(repo: &Repository, refs: &ConferenceRefs) -> Result<Vec<String>> {
     let mut dropped = Vec::new();
-    for reference in repo
-        .references_glob(&format!("{SHARED_REMOTE_VIEWS}*"))?
-        .flatten()
-    {
-        let (Some(name), Some(target)) = (reference.name(), reference.target()) else {
-            continue;
-        };
-        if refs.is_in_shared_remote_view(name) && !complete(repo, target) {
-            dropped.push(name.to_string());
+    let leases = refs.lease("");
+    for glob in [format!("{SHARED_REMOTE_VIEWS}*"), format!("{leases}*")] {
+        for reference in repo.references_glob(&glob)?.flatten() {
+            let (Some(name), Some(target)) = (reference.name(), reference.target()) else {
+                continue;
+            };
+            let copy = refs.is_in_shared_remote_view(name) || name.starts_with(&leases);
+            if copy && !complete(repo, target) {
+                dropped.push(name.to_string());
+            }
         }
     }
     for name in &dropped {
@@ -200,12 +201,16 @@ mod tests {
             (view("c", "events"), whole),
             (view("c", "machines/m1/attempts"), broken),
             (view("other", "events"), broken),
+            (refs.lease("A"), broken),
         ] {
             repo.reference(&name, target, true, "test").unwrap();
         }
 
         let dropped = drop_broken_views(&repo, &refs).unwrap();
-        assert_eq!(dropped, [view("c", "machines/m1/attempts")]);
+        assert_eq!(
+            dropped,
+            [view("c", "machines/m1/attempts"), refs.lease("A")]
+        );
         assert!(repo.find_reference(&view("c", "events")).is_ok());
         assert!(
             repo.find_reference(&view("other", "events")).is_ok(),

@@ -274,13 +274,14 @@ pub fn join(repo: &Repository, opts: JoinOptions, ui: &Ui) -> Result<Outcome> {
 /// git links of a moved or copied repository, each said as a warning.
 pub(super) fn recover_lost_refs(repo: &Repository, name: &str, ui: &Ui) -> Result<()> {
     let conference = refs::ConferenceRefs::new(name);
-    for lost in crate::store::recovery::recover(repo, &conference)? {
-        ui.warn(&format!("warning: {}", lost.describe()));
-    }
+    // First: the leases among them are also refs `recover` would try to put back.
     for view in crate::store::recovery::drop_broken_views(repo, &conference)? {
         ui.warn(&format!(
             "warning: {view} named objects this clone does not have whole; deleted (the next fetch of the shared remote brings it again)"
         ));
+    }
+    for lost in crate::store::recovery::recover(repo, &conference)? {
+        ui.warn(&format!("warning: {}", lost.describe()));
     }
     if let Some(said) = worktree::make_worktrees_own(repo, name)? {
         ui.warn(&format!("warning: {said}"));

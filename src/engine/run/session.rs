@@ -12,6 +12,7 @@ use anyhow::{Context, Result};
 use git2::{Oid, Repository};
 
 use crate::config::Config;
+use crate::engine::run::through_gc::{changed_under_it, recover_lost_refs, run_through_gc};
 use crate::engine::run::{driver, shared};
 use crate::engine::state::{Phase, State};
 use crate::engine::{Conference, RunOutcome};
@@ -136,7 +137,7 @@ pub fn start(repo: &Repository, opts: StartOptions, ui: &Ui, say: &dyn Narrator)
             return Err(e);
         }
     }
-    let result = super::through_gc::run_through_gc(repo, conf);
+    let result = run_through_gc(repo, conf, run);
     drop(lock);
     result
 }
@@ -218,7 +219,7 @@ pub fn resume(
         vec![],
     )?;
     ui.info(&format!("resuming `{name}` at: {point}"));
-    super::through_gc::run_through_gc(repo, conf).map(Outcome::Ended)
+    run_through_gc(repo, conf, run).map(Outcome::Ended)
 }
 
 /// `join`: takes part in a conference on several machines this clone has fetched, through its
@@ -267,26 +268,7 @@ pub fn join(repo: &Repository, opts: JoinOptions, ui: &Ui) -> Result<Outcome> {
         return Ok(Outcome::AlreadyComplete(Box::new(conf.state())));
     }
     ui.info(&format!("{} joins `{name}` on {}", link.machine, remote));
-    super::through_gc::run_through_gc(repo, conf).map(Outcome::Ended)
-}
-
-/// Puts back the refs whose objects git lost (see `store::recovery`) and repairs the worktrees'
-/// git links of a moved or copied repository, each said as a warning.
-pub(super) fn recover_lost_refs(repo: &Repository, name: &str, ui: &Ui) -> Result<()> {
-    let conference = refs::ConferenceRefs::new(name);
-    // First: the leases among them are also refs `recover` would try to put back.
-    for view in crate::store::recovery::drop_broken_views(repo, &conference)? {
-        ui.warn(&format!(
-            "warning: {view} named objects this clone does not have whole; deleted (the next fetch of the shared remote brings it again)"
-        ));
-    }
-    for lost in crate::store::recovery::recover(repo, &conference)? {
-        ui.warn(&format!("warning: {}", lost.describe()));
-    }
-    if let Some(said) = worktree::make_worktrees_own(repo, name)? {
-        ui.warn(&format!("warning: {said}"));
-    }
-    Ok(())
+    run_through_gc(repo, conf, run).map(Outcome::Ended)
 }
 
 /// Where conference `name` keeps its run folder (logs, locks, what runs).
@@ -467,36 +449,6 @@ pub fn said_of_git(e: anyhow::Error, name: &str) -> anyhow::Error {
         "conference `{name}` stopped: {what}. Everything recorded is safe; continue with \
          `git conference resume {name}` (it puts back any ref whose objects are gone)"
     ))
-}
-
-/// What a run's failure says of the repository changing under it, when it says that.
-pub fn changed_under_it(e: &anyhow::Error) -> Option<&'static str> {
-    use git2::{ErrorClass, ErrorCode};
-    if e.chain()
-        .any(|c| c.is::<crate::store::protect::ObjectGone>())
-    {
-        return Some(
-            "objects it had just written were deleted before a ref named them (a `git gc \
-             --prune=now` or `git prune` while it ran?), so none does",
-        );
-    }
-    let git = e.chain().find_map(|c| c.downcast_ref::<git2::Error>())?;
-    let missing =
-        git.message().contains("doesn't exist") || git.message().contains("invalid object");
-    match (git.class(), git.code()) {
-        (ErrorClass::Odb, _) | (_, ErrorCode::NotFound) => Some(
-            "objects it needs are gone from the repository (a `git gc --prune=now` or `git \
-             prune` while it ran?)",
-        ),
-        _ if missing => Some(
-            "objects it needs are gone from the repository (a `git gc --prune=now` or `git \
-             prune` while it ran?)",
-        ),
-        (_, ErrorCode::Locked) | (ErrorClass::Os, _) => Some(
-            "another git command held or removed a file it was writing (a `git gc` while it ran?)",
-        ),
-        _ => None,
-    }
 }
 
 /// A finished conference whose run was killed before its retrospective was stored: store it

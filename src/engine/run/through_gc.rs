@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use git2::Repository;
 
-use super::session::{changed_under_it, recover_lost_refs, run, Ended};
 use crate::engine::Conference;
 use crate::remote::link::Link;
 
@@ -25,9 +24,14 @@ const GIVES_UP_AFTER: Duration = Duration::from_secs(60);
 /// A pause before the run goes on: the `git gc` that failed the step is likely still running.
 const PAUSE: Duration = Duration::from_millis(500);
 
-/// Runs `conf` (see [`run`]) and runs it again from its recorded state each time a step failed
-/// because the repository changed under it, until it has kept failing for [`GIVES_UP_AFTER`].
-pub fn run_through_gc(repo: &Repository, conf: Conference) -> Result<Ended> {
+/// Runs `conf` with `run` (`session::run`) and runs it again from its recorded state each time
+/// a step failed because the repository changed under it, until it has kept failing for
+/// [`GIVES_UP_AFTER`].
+pub fn run_through_gc<T>(
+    repo: &Repository,
+    conf: Conference,
+    run: impl Fn(Conference) -> Result<T>,
+) -> Result<T> {
     let (name, ui, link) = (conf.name.clone(), conf.ui.clone(), conf.link());
     let run_dir = conf.run_dir().to_path_buf();
     let mut conf = conf;
@@ -85,4 +89,53 @@ fn reopened(
         conf.share(link)?;
     }
     Ok(conf)
+}
+
+/// Puts back the refs whose objects git lost (see `store::recovery`) and repairs the worktrees'
+/// git links of a moved or copied repository, each said as a warning.
+pub fn recover_lost_refs(repo: &Repository, name: &str, ui: &crate::ui::Ui) -> Result<()> {
+    let conference = crate::store::ConferenceRefs::new(name);
+    // First: the leases among them are also refs `recover` would try to put back.
+    for view in crate::store::recovery::drop_broken_views(repo, &conference)? {
+        ui.warn(&format!(
+            "warning: {view} named objects this clone does not have whole; deleted (the next fetch of the shared remote brings it again)"
+        ));
+    }
+    for lost in crate::store::recovery::recover(repo, &conference)? {
+        ui.warn(&format!("warning: {}", lost.describe()));
+    }
+    if let Some(said) = crate::git::worktree::make_worktrees_own(repo, name)? {
+        ui.warn(&format!("warning: {said}"));
+    }
+    Ok(())
+}
+
+/// What a run's failure says of the repository changing under it, when it says that.
+pub fn changed_under_it(e: &anyhow::Error) -> Option<&'static str> {
+    use git2::{ErrorClass, ErrorCode};
+    if e.chain()
+        .any(|c| c.is::<crate::store::protect::ObjectGone>())
+    {
+        return Some(
+            "objects it had just written were deleted before a ref named them (a `git gc \
+             --prune=now` or `git prune` while it ran?), so none does",
+        );
+    }
+    let git = e.chain().find_map(|c| c.downcast_ref::<git2::Error>())?;
+    let missing =
+        git.message().contains("doesn't exist") || git.message().contains("invalid object");
+    match (git.class(), git.code()) {
+        (ErrorClass::Odb, _) | (_, ErrorCode::NotFound) => Some(
+            "objects it needs are gone from the repository (a `git gc --prune=now` or `git \
+             prune` while it ran?)",
+        ),
+        _ if missing => Some(
+            "objects it needs are gone from the repository (a `git gc --prune=now` or `git \
+             prune` while it ran?)",
+        ),
+        (_, ErrorCode::Locked) | (ErrorClass::Os, _) => Some(
+            "another git command held or removed a file it was writing (a `git gc` while it ran?)",
+        ),
+        _ => None,
+    }
 }

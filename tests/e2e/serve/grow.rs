@@ -124,6 +124,7 @@ fn attempt(round: u32, iteration: u32, id: &str, commit: String) -> (Event, Stat
         eval_s: Some(0.01),
         placement: None,
         machine: None,
+        sweep: None,
     };
     let event = Event::Iteration(events::Iteration {
         researcher: id.to_string(),
@@ -146,6 +147,7 @@ fn attempt(round: u32, iteration: u32, id: &str, commit: String) -> (Event, Stat
         questions: vec![],
         placement: None,
         branch: None,
+        sweep: None,
     });
     let line = StateChange::AppendLine(
         format!("{}/attempts.jsonl", files::round_dir(round)),

@@ -196,7 +196,8 @@ fn git_gc_prune_now_in_a_loop_during_a_run_does_not_stop_it() {
         stop.store(true, std::sync::atomic::Ordering::SeqCst);
         (run, collector.join().unwrap())
     });
-    assert!(collections > 1, "{collections} collections");
+    // One `git gc` may take the whole run on a loaded machine.
+    assert!(collections > 0);
     for check in [
         &["fsck", "--no-progress", "--no-dangling"][..],
         &["rev-list", "--all"],

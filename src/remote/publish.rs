@@ -10,8 +10,9 @@
 //! them at the same time, and each touches its own researcher's part of the state (and appends
 //! to a JSON-lines file). The chair's phases (poster, review, transfer, round start) run on the
 //! one machine holding the chair's lease, after every researcher of the round has finished, so
-//! their events are never concurrent; one found over another machine's events is refused
-//! ([`Refused`]: no retry changes it).
+//! an honest machine's events are never concurrent with them; one found over another machine's
+//! events (a participant's) is left out with what this machine recorded after it, and the chair
+//! runs that phase again from the remote's state (see [`replay_since`]).
 
 use anyhow::{anyhow, Context, Result};
 use git2::{Oid, Repository};
@@ -42,14 +43,26 @@ pub fn tracking_ref(remote: &str, refs: &ConferenceRefs) -> String {
     format!("{}/events", refs.shared_remote_view(&remote))
 }
 
+/// What replaying this machine's events over the remote's made: the new tip, and the events
+/// left out (each as its first line), oldest first.
+#[derive(Debug)]
+pub struct Replayed {
+    pub tip: Oid,
+    /// Events `keep` refused: of slots this machine lost (another machine took them over).
+    pub lost: Vec<String>,
+    /// A chair's event found over other machines' events, and every event of this machine
+    /// after it (they follow from it): the chair's phase is run again from the remote's state.
+    pub superseded: Vec<String>,
+}
+
 /// Replays the local events after the last one both chains share onto `onto`, oldest first,
-/// those `keep` accepts (the others are dropped); returns the new tip.
+/// those `keep` accepts (see [`replay_since`]).
 pub fn replay_onto(
     repo: &Repository,
     local: Oid,
     onto: Oid,
     keep: impl Fn(&Event) -> bool,
-) -> Result<Oid> {
+) -> Result<Replayed> {
     let base = repo
         .merge_base(local, onto)
         .map_err(|_| anyhow!("the local event log and the remote's share no history"))?;
@@ -57,14 +70,17 @@ pub fn replay_onto(
 }
 
 /// Replays the local events after `base` (an ancestor of `local`) onto `onto`, oldest first,
-/// those `keep` accepts; returns the new tip.
+/// those `keep` accepts. An event of the chair's phases found over other machines' events
+/// (what a participant published meanwhile; the chair's phases run on one machine at a time)
+/// is left out with every later one: a participant cannot stop the chair, which runs that
+/// phase again from what the remote holds.
 pub fn replay_since(
     repo: &Repository,
     base: Oid,
     local: Oid,
     onto: Oid,
     keep: impl Fn(&Event) -> bool,
-) -> Result<Oid> {
+) -> Result<Replayed> {
     let mut mine = Vec::new();
     let mut at = local;
     while at != base {
@@ -72,11 +88,38 @@ pub fn replay_since(
         at = repo.find_commit(at)?.parent_id(0)?;
     }
     let over_voids_only = only_voids(repo, base, onto)?;
-    let mut tip = onto;
+    let mut out = Replayed {
+        tip: onto,
+        lost: Vec::new(),
+        superseded: Vec::new(),
+    };
     for commit in mine.into_iter().rev() {
-        tip = replay_one(repo, commit, tip, over_voids_only, &keep)?;
+        let summary = repo
+            .find_commit(commit)?
+            .summary()
+            .unwrap_or_default()
+            .to_string();
+        if !out.superseded.is_empty() {
+            out.superseded.push(summary);
+            continue;
+        }
+        match replay_one(repo, commit, out.tip, over_voids_only, &keep)? {
+            Replay::Onto(tip) => out.tip = tip,
+            Replay::NotKept => out.lost.push(summary),
+            Replay::Superseded => out.superseded.push(summary),
+        }
     }
-    Ok(tip)
+    Ok(out)
+}
+
+/// What became of one replayed event.
+enum Replay {
+    /// Recorded again: the new tip.
+    Onto(Oid),
+    /// Left out: `keep` refused it.
+    NotKept,
+    /// Left out: a chair's event over other machines' events.
+    Superseded,
 }
 
 /// Whether the events after `base` up to `onto` are only events another machine voided and the
@@ -98,30 +141,25 @@ fn only_voids(repo: &Repository, base: Oid, onto: Oid) -> Result<bool> {
 }
 
 /// The event of `commit` recorded again on top of `parent`: its state applied by the reducer to
-/// the parent's state, the files it changed changed again there.
-/// (Or `parent` itself when `keep` drops the event.) An event of the chair's phases is refused
-/// unless `over_voids_only` (see [`only_voids`]).
+/// the parent's state, the files it changed changed again there. Left out when `keep` drops
+/// it, and when it is an event of the chair's phases, unless `over_voids_only` (see
+/// [`only_voids`]).
 fn replay_one(
     repo: &Repository,
     commit: Oid,
     parent: Oid,
     over_voids_only: bool,
     keep: &impl Fn(&Event) -> bool,
-) -> Result<Oid> {
+) -> Result<Replay> {
     let c = repo.find_commit(commit)?;
     let logged = parse_event_commit(commit, c.message().unwrap_or(""))?;
     let event = Event::parse(&logged.event)
         .ok_or_else(|| anyhow!("event {commit} ({}) cannot be read", logged.event.event))?;
     if !keep(&event) {
-        return Ok(parent);
+        return Ok(Replay::NotKept);
     }
     if !event.may_interleave() && !over_voids_only {
-        // No retry changes it: the remote's events stay under it.
-        return Err(Refused(format!(
-            "a {} event cannot be published over another machine's events: the chair's phases run on one machine at a time",
-            event.name()
-        ))
-        .into());
+        return Ok(Replay::Superseded);
     }
     let parent_tree = repo.find_commit(parent)?.tree_id();
     let mut state: State = serde_json::from_slice(
@@ -135,7 +173,7 @@ fn replay_one(
         files::STATE.into(),
         serde_json::to_vec_pretty(&state)?,
     ));
-    write_commit(repo, Some(parent), &logged.event, &logged.summary, &changes)
+    write_commit(repo, Some(parent), &logged.event, &logged.summary, &changes).map(Replay::Onto)
 }
 
 /// What `commit` changed in the state tree besides state.json, as changes to make on the tree

@@ -15,7 +15,7 @@
 use anyhow::Result;
 use git2::{ObjectType, Oid, Repository, TreeWalkMode, TreeWalkResult};
 
-use super::refs::{ConferenceRefs, NOTES_REF};
+use super::refs::{ConferenceRefs, NOTES_REF, SHARED_REMOTE_VIEWS};
 use crate::model::short_oid;
 
 /// Makes git keep a reflog of `name` (a no-op when it has one).
@@ -96,6 +96,31 @@ pub fn recover(repo: &Repository, refs: &ConferenceRefs) -> Result<Vec<Recovered
     Ok(out)
 }
 
+/// Deletes this clone's copies of conference `refs`'s refs on shared remotes (its views,
+/// `refs/conference-shared/…`, and the leases) that name a commit git does not have whole (a
+/// clone copied while it fetched, objects deleted under it): a fetch reads every ref as a
+/// commit this clone has, fails on a missing one and is not sent what a broken one hides. The
+/// next fetch brings them again. Returns the names deleted.
+pub fn drop_broken_views(repo: &Repository, refs: &ConferenceRefs) -> Result<Vec<String>> {
+    let mut dropped = Vec::new();
+    let leases = refs.lease("");
+    for glob in [format!("{SHARED_REMOTE_VIEWS}*"), format!("{leases}*")] {
+        for reference in repo.references_glob(&glob)?.flatten() {
+            let (Some(name), Some(target)) = (reference.name(), reference.target()) else {
+                continue;
+            };
+            let copy = refs.is_in_shared_remote_view(name) || name.starts_with(&leases);
+            if copy && !complete(repo, target) {
+                dropped.push(name.to_string());
+            }
+        }
+    }
+    for name in &dropped {
+        repo.find_reference(name)?.delete()?;
+    }
+    Ok(dropped)
+}
+
 fn newest_complete_entry(repo: &Repository, name: &str, lost: Oid) -> Result<Option<Oid>> {
     let reflog = repo.reflog(name)?;
     Ok(reflog
@@ -145,4 +170,51 @@ pub fn complete(repo: &Repository, commit: Oid) -> bool {
         }
     });
     whole
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A commit of one file holding `text`, on no ref.
+    fn commit_of(repo: &Repository, text: &str) -> (Oid, Oid) {
+        let blob = repo.blob(text.as_bytes()).unwrap();
+        let mut tree = repo.treebuilder(None).unwrap();
+        tree.insert("f", blob, 0o100644).unwrap();
+        let tree = repo.find_tree(tree.write().unwrap()).unwrap();
+        let sig = git2::Signature::now("t", "t@example.com").unwrap();
+        let commit = repo.commit(None, &sig, &sig, text, &tree, &[]).unwrap();
+        (commit, blob)
+    }
+
+    #[test]
+    fn a_view_of_the_shared_remote_naming_objects_not_here_whole_is_deleted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = Repository::init(tmp.path()).unwrap();
+        let refs = ConferenceRefs::new("c");
+        let (whole, _) = commit_of(&repo, "whole");
+        let (broken, blob) = commit_of(&repo, "broken");
+        let hex = blob.to_string();
+        std::fs::remove_file(repo.path().join("objects").join(&hex[..2]).join(&hex[2..])).unwrap();
+        let view = |of: &str, what: &str| format!("{SHARED_REMOTE_VIEWS}origin/{of}/{what}");
+        for (name, target) in [
+            (view("c", "events"), whole),
+            (view("c", "machines/m1/attempts"), broken),
+            (view("other", "events"), broken),
+            (refs.lease("A"), broken),
+        ] {
+            repo.reference(&name, target, true, "test").unwrap();
+        }
+
+        let dropped = drop_broken_views(&repo, &refs).unwrap();
+        assert_eq!(
+            dropped,
+            [view("c", "machines/m1/attempts"), refs.lease("A")]
+        );
+        assert!(repo.find_reference(&view("c", "events")).is_ok());
+        assert!(
+            repo.find_reference(&view("other", "events")).is_ok(),
+            "another conference's view is its own"
+        );
+    }
 }

@@ -108,6 +108,11 @@ impl Cluster {
 
     /// Machine 1 starts the conference with researcher A; returns once the remote has it.
     fn start(&self) -> Child {
+        self.start_env(&[])
+    }
+
+    /// [`Cluster::start`], the machine's process with more environment variables.
+    fn start_env(&self, env: &[(&str, &str)]) -> Child {
         let args = [
             "start",
             NAME,
@@ -119,7 +124,7 @@ impl Cluster {
             "m1",
             "--yes",
         ];
-        let child = self.spawn(0, &args);
+        let child = self.spawn_env(0, &args, env);
         self.wait_for("the conference on the remote", || {
             !self
                 .repo

@@ -167,12 +167,12 @@ fn a_fetch_killed_half_way_leaves_nothing_that_stops_the_next() {
     }
 }
 
-/// `git gc --prune=now` run again and again while a conference runs: every ref stays valid
-/// (`git fsck` and `git rev-list --all` pass the moment the run ends, whatever ended it), the run
-/// completes or stops with a sentence saying why and what to do, and `resume` then finishes it
-/// (or, when the very first event was lost, a new `start` runs it).
+/// `git gc --prune=now` (which packs the refs too) run again and again, back to back, while a
+/// conference runs: the run goes on to its end (a step whose new objects a prune deleted before
+/// a ref named them is done again), and every ref stays valid (`git fsck` and `git rev-list
+/// --all` pass the moment the run ends).
 #[test]
-fn git_gc_prune_now_during_a_run_leaves_every_ref_valid() {
+fn git_gc_prune_now_in_a_loop_during_a_run_does_not_stop_it() {
     let repo = TestRepo::from_fixture("loop");
     let config = ConfigBuilder::new("Collected", "./agents/improve.sh")
         .count(3)
@@ -196,6 +196,7 @@ fn git_gc_prune_now_during_a_run_leaves_every_ref_valid() {
         stop.store(true, std::sync::atomic::Ordering::SeqCst);
         (run, collector.join().unwrap())
     });
+    // One `git gc` may take the whole run on a loaded machine.
     assert!(collections > 0);
     for check in [
         &["fsck", "--no-progress", "--no-dangling"][..],
@@ -208,21 +209,7 @@ fn git_gc_prune_now_during_a_run_leaves_every_ref_valid() {
             out.stderr, run.stderr
         );
     }
-    let last = run.stderr.lines().last().unwrap_or_default();
-    if last.starts_with("git-conference: conference `collected` did not start: ") {
-        // The first event's objects were deleted: nothing to resume, and a new start works.
-        assert!(last.contains("Start it again"), "{}", run.stderr);
-        repo.conference(&["start", "collected"]).ok();
-    } else if run.code != 0 {
-        assert!(
-            last.starts_with("git-conference: conference `collected` stopped: ")
-                && last.contains("git conference resume collected"),
-            "{}",
-            run.stderr
-        );
-        let resumed = repo.conference(&["resume", "collected"]);
-        assert_eq!(resumed.code, 0, "{}", resumed.stderr);
-    }
+    assert_eq!(run.code, 0, "the run stopped:\n{}", run.stderr);
     assert_eq!(repo.status_json("collected")["status"], "completed");
     repo.git(&["fsck", "--no-progress"]);
 }

@@ -9,3 +9,4 @@ pub mod reconfigure;
 pub mod session;
 pub mod settings;
 pub mod shared;
+pub mod through_gc;

@@ -12,6 +12,7 @@ use anyhow::{Context, Result};
 use git2::{Oid, Repository};
 
 use crate::config::Config;
+use crate::engine::run::through_gc::{changed_under_it, recover_lost_refs, run_through_gc};
 use crate::engine::run::{driver, shared};
 use crate::engine::state::{Phase, State};
 use crate::engine::{Conference, RunOutcome};
@@ -136,7 +137,7 @@ pub fn start(repo: &Repository, opts: StartOptions, ui: &Ui, say: &dyn Narrator)
             return Err(e);
         }
     }
-    let result = run(conf);
+    let result = run_through_gc(repo, conf, run);
     drop(lock);
     result
 }
@@ -218,7 +219,7 @@ pub fn resume(
         vec![],
     )?;
     ui.info(&format!("resuming `{name}` at: {point}"));
-    run(conf).map(Outcome::Ended)
+    run_through_gc(repo, conf, run).map(Outcome::Ended)
 }
 
 /// `join`: takes part in a conference on several machines this clone has fetched, through its
@@ -246,6 +247,14 @@ pub fn join(repo: &Repository, opts: JoinOptions, ui: &Ui) -> Result<Outcome> {
             "{e:#}\nA machine takes part by publishing its events there: give this clone push access to {remote} (or join through a remote it can push to). `git conference fetch {remote} --name {name}` and `status` still read the conference."
         ))
     })?;
+    // Before anything is published or taken: a copy of a running clone holds that clone's
+    // unpublished events, which only the original may publish.
+    if let Some(slot) = link.running_elsewhere(repo)? {
+        return Err(usage(format!(
+            "machine `{}` already takes part in `{name}` from another clone (its lease of {slot} on {} was renewed just now): two clones under one name would take each other's leases. Give this clone its own name: `git conference join {} {name} --machine NAME`",
+            link.machine, remote, remote
+        )));
+    }
     take_knowledge(repo, &conf, &remote);
     conf.share(link.clone())?;
     match conf.sync_shared() {
@@ -258,26 +267,8 @@ pub fn join(repo: &Repository, opts: JoinOptions, ui: &Ui) -> Result<Outcome> {
     if conf.state().phase == Phase::Done {
         return Ok(Outcome::AlreadyComplete(Box::new(conf.state())));
     }
-    if let Some(slot) = link.running_elsewhere(repo)? {
-        return Err(usage(format!(
-            "machine `{}` already takes part in `{name}` from another clone (its lease of {slot} on {} was renewed just now): two clones under one name would take each other's leases. Give this clone its own name: `git conference join {} {name} --machine NAME`",
-            link.machine, remote, remote
-        )));
-    }
     ui.info(&format!("{} joins `{name}` on {}", link.machine, remote));
-    run(conf).map(Outcome::Ended)
-}
-
-/// Puts back the refs whose objects git lost (see `store::recovery`) and repairs the worktrees'
-/// git links of a moved or copied repository, each said as a warning.
-fn recover_lost_refs(repo: &Repository, name: &str, ui: &Ui) -> Result<()> {
-    for lost in crate::store::recovery::recover(repo, &refs::ConferenceRefs::new(name))? {
-        ui.warn(&format!("warning: {}", lost.describe()));
-    }
-    if let Some(said) = worktree::make_worktrees_own(repo, name)? {
-        ui.warn(&format!("warning: {said}"));
-    }
-    Ok(())
+    run_through_gc(repo, conf, run).map(Outcome::Ended)
 }
 
 /// Where conference `name` keeps its run folder (logs, locks, what runs).
@@ -458,36 +449,6 @@ pub fn said_of_git(e: anyhow::Error, name: &str) -> anyhow::Error {
         "conference `{name}` stopped: {what}. Everything recorded is safe; continue with \
          `git conference resume {name}` (it puts back any ref whose objects are gone)"
     ))
-}
-
-/// What a run's failure says of the repository changing under it, when it says that.
-pub fn changed_under_it(e: &anyhow::Error) -> Option<&'static str> {
-    use git2::{ErrorClass, ErrorCode};
-    if e.chain()
-        .any(|c| c.is::<crate::store::protect::ObjectGone>())
-    {
-        return Some(
-            "objects it had just written were deleted before a ref named them (a `git gc \
-             --prune=now` or `git prune` while it ran?), so none does",
-        );
-    }
-    let git = e.chain().find_map(|c| c.downcast_ref::<git2::Error>())?;
-    let missing =
-        git.message().contains("doesn't exist") || git.message().contains("invalid object");
-    match (git.class(), git.code()) {
-        (ErrorClass::Odb, _) | (_, ErrorCode::NotFound) => Some(
-            "objects it needs are gone from the repository (a `git gc --prune=now` or `git \
-             prune` while it ran?)",
-        ),
-        _ if missing => Some(
-            "objects it needs are gone from the repository (a `git gc --prune=now` or `git \
-             prune` while it ran?)",
-        ),
-        (_, ErrorCode::Locked) | (ErrorClass::Os, _) => Some(
-            "another git command held or removed a file it was writing (a `git gc` while it ran?)",
-        ),
-        _ => None,
-    }
 }
 
 /// A finished conference whose run was killed before its retrospective was stored: store it

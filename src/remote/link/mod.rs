@@ -6,8 +6,10 @@
 //!   (compare-and-swap from the remote's tip, this machine's new events replayed over other
 //!   machines' when it moved), a renewed heartbeat for every lease held (so a machine whose
 //!   lease was taken over publishes nothing more for it), the conference branches as the new
-//!   state says, and this machine's own attempts chain and notes. The remote never holds an
-//!   event whose attempt, branch or note is missing.
+//!   state says; this machine's own attempts chain and notes go out just before, in a push of
+//!   their own (a fetch reads the refs of a push one by one, the events ref first: see
+//!   `push_own_refs`). The remote never holds an event whose attempt or note is missing, and a
+//!   fetch that reads an event finds the commits it names.
 //! - **sync** — between steps: fetch the conference's namespaces (the event log, the leases and
 //!   the branches: a few refs, whatever the number of attempts) and move the local copies
 //!   forward to the remote's.
@@ -86,10 +88,11 @@ pub enum NotFollowed {
     /// One of them is not one the conference could have recorded, and no later event voids
     /// it: this machine voids it (see [`Refusal`]) and goes on.
     Voidable(Refusal),
-    /// A commit one of them names has not arrived yet (a fetch reads refs one by one, so it
-    /// may see an event before the branch pushed with it): the next fetch brings it. The
-    /// refusal's `why` says which commit; an event whose commit never arrives is voided after
-    /// [`MISSING_FOR`].
+    /// A commit one of them names is not here: an honest machine pushes its attempts chain
+    /// before the event (see `Link::push_own_refs`), so this one's never comes, or comes late
+    /// (a remote whose refs `git pack-refs` rewrites under a fetch). The refusal's `why` says
+    /// which commit; the next fetches look again, and an event whose commit does not arrive
+    /// within [`MISSING_FOR`] is voided.
     NotHereYet(Refusal),
 }
 
@@ -121,6 +124,8 @@ pub struct Link {
     inner: Mutex<Inner>,
     /// The arriving event found naming a commit not here yet, and since when.
     missing: Mutex<Option<(Oid, Instant)>>,
+    /// The next fetch tells the remote nothing of what this clone has (see [`Link::fetch`]).
+    fetch_whole: std::sync::atomic::AtomicBool,
     /// Between the recorder and the publisher (see `engine::machines::publisher`).
     requests: Requests,
 }
@@ -212,6 +217,7 @@ impl Link {
             arrivals: Default::default(),
             inner: Mutex::new(Inner::default()),
             missing: Mutex::new(None),
+            fetch_whole: Default::default(),
             requests: Requests::default(),
         };
         link.refresh_own(&mut link.inner.lock().unwrap())?;
@@ -252,6 +258,11 @@ impl Link {
         match check(repo, from, to) {
             Ok(()) => Ok(()),
             Err(NotFollowed::NotHereYet(refusal)) => {
+                // A fetch brings only what the remote reckons this clone lacks, from the refs
+                // this clone says it has: one whose objects are not all here (a clone copied
+                // while it ran, objects deleted under it) hides the commit for ever.
+                self.fetch_whole
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
                 let waited = self.missing_for(&refusal);
                 if waited > MISSING_FOR.max(self.lease * 4) {
                     let why = format!(

@@ -12,7 +12,7 @@ use super::*;
 use crate::model::event::CHAIR;
 use crate::model::state::State;
 use crate::remote::lease::{self, Held};
-use crate::remote::publish::{self, Refused};
+use crate::remote::publish::{self, Refused, Replayed};
 use crate::remote::push::{push, Expect, Pushed, Update};
 use crate::store::cas::Backoff;
 use crate::store::NOTES_REF;
@@ -132,12 +132,16 @@ impl Link {
         let mut inner = self.inner.lock().unwrap();
         let view = self.fetch(repo)?;
         self.drop_lost(&mut inner, &view);
-        let tip = match self.rebased(repo, &inner, local, view.events) {
+        let replayed = match self.rebased(repo, &inner, local, view.events) {
             // Voided just now: the next try replays this machine's events over the voiding one.
             Err(e) if e.is::<super::Voiding>() => return Ok(None),
             rebased => rebased?,
         };
+        let tip = replayed.tip;
         let state = state_at(repo, tip)?;
+        if !self.push_own_refs(repo, &mut inner)? {
+            return Ok(None);
+        }
         let mut updates = vec![Update {
             name: self.refs.events(),
             new: Some(tip),
@@ -146,7 +150,6 @@ impl Link {
         let renewed = self.renewals(repo, &inner)?;
         updates.extend(renewed.iter().map(|(_, update, _)| update.clone()));
         updates.extend(self.branch_updates(&state, &view, &inner)?);
-        updates.extend(self.own_refs(repo, &inner)?);
         if tip == view.events {
             updates.remove(0);
         }
@@ -164,6 +167,7 @@ impl Link {
                 for (slot, _, held) in renewed {
                     inner.held.insert(slot, held);
                 }
+                self.say_dropped(&replayed);
                 // Settling may wait for the recorder, which may be waiting for this lock.
                 drop(inner);
                 if tip == local {
@@ -171,11 +175,28 @@ impl Link {
                 }
                 log.settle(local, tip).map(Some)
             }
+            Pushed::Rejected(_) => Ok(None),
+        }
+    }
+
+    /// Pushes this machine's attempts chain and notes where they moved, on their own, before
+    /// the event that names their commits. A remote's ref transaction renames its refs one at a
+    /// time, in the order of the push's commands (the refs it has, sorted: the events ref before
+    /// `machines/*`), and a fetch reads them in that same order: in one push, a fetch in between
+    /// would read the new event and the old attempts chain, without the commit the event names,
+    /// and that machine would wait for it. Pushed first, they are on the remote before any
+    /// event that needs them. False: the remote holds them elsewhere (deleted there by hand);
+    /// read again, the next try pushes from there. They are written by this machine alone.
+    fn push_own_refs(&self, repo: &Repository, inner: &mut Inner) -> Result<bool> {
+        let own = self.own_refs(repo, inner)?;
+        match push(&self.dir, &self.remote, &own)? {
+            Pushed::Accepted => {
+                self.remember(inner, &own);
+                Ok(true)
+            }
             Pushed::Rejected(_) => {
-                // This machine's own refs are written by it alone: one the remote lost (deleted
-                // there by hand) or holds elsewhere is pushed from what the remote holds now.
-                self.refresh_own(&mut inner)?;
-                Ok(None)
+                self.refresh_own(inner)?;
+                Ok(false)
             }
         }
     }
@@ -193,7 +214,10 @@ impl Link {
             tip
         } else if repo.graph_descendant_of(now, from)? {
             let held: BTreeSet<String> = self.inner.lock().unwrap().held.keys().cloned().collect();
-            publish::replay_since(repo, from, now, tip, |event| held.contains(event.slot()))?
+            let replayed =
+                publish::replay_since(repo, from, now, tip, |event| held.contains(event.slot()))?;
+            self.say_dropped(&replayed);
+            replayed.tip
         } else if now == tip || repo.graph_descendant_of(now, tip)? {
             return Ok(now);
         } else {
@@ -286,17 +310,22 @@ impl Link {
 impl Link {
     /// The local event log `local` made to continue the remote's `theirs`: as it is when it
     /// already does, else this machine's new events replayed over it, without those of slots it
-    /// lost. Moves no ref: the local log follows once the remote took the result.
+    /// lost (and a chair's event over other machines', with what follows it: see
+    /// `publish::replay_since`). Moves no ref: the local log follows once the remote took it.
     pub(super) fn rebased(
         &self,
         repo: &Repository,
         inner: &Inner,
         local: Oid,
         theirs: Oid,
-    ) -> Result<Oid> {
+    ) -> Result<Replayed> {
         let continues = local == theirs || repo.graph_descendant_of(local, theirs)?;
         if continues && self.published_only_held(repo, inner, local, theirs)? {
-            return Ok(local);
+            return Ok(Replayed {
+                tip: local,
+                lost: Vec::new(),
+                superseded: Vec::new(),
+            });
         }
         let Ok(base) = repo.merge_base(local, theirs) else {
             return Err(Refused(format!(
@@ -334,6 +363,28 @@ impl Link {
             at = commit.parent_id(0)?;
         }
         Ok(true)
+    }
+
+    /// Says which unpublished events a publication the remote took left out: of slots taken
+    /// over while this machine could not publish (the machine that took each goes on from its
+    /// last published state), and the chair's phases found over other machines' events (this
+    /// machine runs them again from the remote's state).
+    fn say_dropped(&self, replayed: &Replayed) {
+        let reasons = [
+            (&replayed.lost, "of slots another machine took over while this one could not publish (that machine goes on from what was published)"),
+            (&replayed.superseded, "of the chair's phases, found over events other machines published meanwhile (this machine runs that phase again from what was published)"),
+        ];
+        for (dropped, why) in reasons {
+            if !dropped.is_empty() {
+                crate::errln!(
+                    "git-conference: {}: dropped {} unpublished event(s) {why} on {}: {}",
+                    self.machine,
+                    dropped.len(),
+                    self.remote,
+                    dropped.join("; ")
+                );
+            }
+        }
     }
 
     /// A new heartbeat for every lease held: (slot, the push's update, the lease once accepted).
@@ -416,8 +467,14 @@ impl Link {
         Ok(updates)
     }
 
+    /// Records a push the remote took: its leases renewed now, its refs where it put them.
     pub(super) fn pushed(&self, inner: &mut Inner, updates: &[Update]) {
         inner.last_push = Some(Instant::now());
+        self.remember(inner, updates);
+    }
+
+    /// Records where a push the remote took put this machine's own refs.
+    fn remember(&self, inner: &mut Inner, updates: &[Update]) {
         for u in updates {
             if let Some(new) = u.new {
                 inner.pushed.insert(u.name.clone(), new);

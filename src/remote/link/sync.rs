@@ -293,14 +293,24 @@ impl Link {
             // Every machine's attempts: a head an arriving event moves must be one of them.
             format!("+refs/conference/{name}/machines/*:{base}/machines/*"),
         ];
-        let mut argv = vec![
+        // After a commit an arriving event names did not come: everything the wanted refs
+        // reach, whatever this clone holds (`noop` sends the remote no `have`).
+        let whole = self
+            .fetch_whole
+            .swap(false, std::sync::atomic::Ordering::SeqCst);
+        let mut argv = if whole {
+            vec!["-c", "fetch.negotiationAlgorithm=noop"]
+        } else {
+            Vec::new()
+        };
+        argv.extend([
             "fetch",
             "-q",
             "--prune",
             "--no-tags",
             "--no-write-fetch-head",
             crate::remote::ONLY_THE_REFSPECS,
-        ];
+        ]);
         argv.push(&self.remote);
         argv.extend(specs.iter().map(String::as_str));
         crate::git::git_remote(&self.dir, &argv)

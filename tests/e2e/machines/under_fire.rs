@@ -535,12 +535,31 @@ fn a_researcher_given_back_with_ctrl_c_is_taken_by_a_live_machine() {
         "{stopped}"
     );
     assert!(!stopped.contains("git conference resume"), "{stopped}");
+    // Whether machine 3 gave C back mid-round 1, before C finished it: on a loaded machine it
+    // may finish the round first (the Ctrl-C reaches it after C's second iteration).
+    let mid_round = !c
+        .repo
+        .git_in(
+            &c.remote,
+            &[
+                "log",
+                "--format=%s",
+                &format!("refs/conference/{NAME}/events"),
+            ],
+        )
+        .contains("researcher.finished: C finished round 1");
     c.finishes(0, m1);
     c.finishes(1, m2);
     c.reached_the_one_machine_best(&config);
     let waited = c.log(0) + &c.log(1);
+    assert!(waited.contains("runs researcher C"), "{waited}");
+    // Mid-round, machines 1 and 2 end their own research of the round and wait for C, which
+    // no machine holds until the lease has passed; between rounds they may be busy meanwhile.
     assert!(
-        waited.contains("waiting for researcher C: no machine holds it; run `git conference join"),
+        !mid_round
+            || waited.contains(
+                "waiting for researcher C: no machine holds it; run `git conference join"
+            ),
         "{waited}"
     );
 }

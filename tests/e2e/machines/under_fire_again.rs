@@ -221,6 +221,54 @@ fn force_push_everything(c: &Cluster, stale: &std::path::Path) {
     panic!("the remote refused the forced push 50 times: {refused}");
 }
 
+/// The machine holding `slot`, as the remote's lease names it (empty: none holds it).
+fn holder(c: &Cluster, slot: &str) -> String {
+    let lease = format!("refs/conference/{NAME}/leases/{slot}");
+    let out = c
+        .repo
+        .run_in(&c.remote, "git", &["log", "-1", "--format=%B", &lease]);
+    out.stdout
+        .lines()
+        .find_map(|l| l.split_once("Holder:").map(|(_, m)| m.trim().to_string()))
+        .unwrap_or_default()
+}
+
+/// Machine 1 cut off from the remote right before it publishes A's second iteration (its
+/// publisher paused there, holding its link: nothing of it reaches the remote, not even a
+/// heartbeat) until another machine has taken A over after the lease: once it reaches the
+/// remote again, its unpublished events of the slots taken over are dropped, saying which, and
+/// it goes on: the conference ends with the one-machine best, no iteration recorded twice.
+#[test]
+fn a_machine_cut_off_while_its_researcher_is_taken_over_drops_its_events_and_goes_on() {
+    let config = config("3s");
+    let c = cluster(&config);
+    let pause = c.repo.tmp.path().join("pause");
+    std::fs::create_dir(&pause).unwrap();
+    let failpoint = format!("publish.events-before-push:pause={}", pause.display());
+    let m1 = c.start_env(&[("GIT_CONFERENCE_FAILPOINT", &failpoint)]);
+    let [m2, m3] = [c.join(1, "B"), c.join(2, "C")];
+    super::under_fire::wait_for_iteration(&c, "A", 1, 1);
+    std::fs::write(pause.join("armed"), "").unwrap();
+    c.wait_for("machine 1 paused before it publishes", || {
+        pause.join("paused").exists()
+    });
+    c.wait_for("A taken over by another machine", || {
+        let taken = holder(&c, "A");
+        !taken.is_empty() && taken != "m1"
+    });
+    std::fs::remove_file(pause.join("paused")).unwrap();
+    c.finishes(0, m1);
+    c.finishes(1, m2);
+    c.finishes(2, m3);
+    c.reached_the_one_machine_best(&config);
+    let said = c.log(0);
+    assert!(
+        said.contains(" unpublished event(s) of slots another machine took over")
+            && said.contains("researcher.iteration: A r1 i2"),
+        "machine 1 did not say what it dropped:\n{said}"
+    );
+}
+
 /// `trust` on a machine whose own conference.md names another agent command than the stored
 /// one: it shows and approves the stored commands, which `join` runs (a conference on several
 /// machines runs its stored settings), says the local file differs, and `join` then runs.

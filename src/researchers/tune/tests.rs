@@ -587,14 +587,7 @@ fn f6(p: &BTreeMap<String, f64>, noise: &mut u64) -> f64 {
     let v = g("lr").log10() + 2.5;
     let w = (g("batch") - 24.0) / 8.0;
     r += v * v + w * w + v * w;
-    let mut next = || {
-        *noise = noise
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((*noise >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    };
-    let (u1, u2) = (next(), next());
-    r + 0.01 * (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+    r + noise01(noise)
 }
 
 /// A fixture for the simulations: its file of literals (name and text), objective and known

@@ -19,6 +19,7 @@ Optuna is installed into bench/.venv (from PyPI, with pip) when it is not import
 """
 
 import argparse
+import atexit
 import concurrent.futures
 import json
 import math
@@ -293,6 +294,7 @@ def builtin_env(binary):
         if not os.access(binary, os.X_OK):
             return None
         d = os.path.join(tempfile.mkdtemp(prefix="tunebench-bin-"), "")
+        atexit.register(shutil.rmtree, d, True)
         os.symlink(binary, os.path.join(d, "git-conference"))
         env["PATH"] = d + os.pathsep + env.get("PATH", "")
         return env

@@ -31,12 +31,18 @@ What it does, in a temporary folder:
    between requests, on which the trend is computed) and the most (a request in flight) of
    those readings.
 
+With --own-commits each grown attempt is a commit of its own (a child of its researcher's head),
+so that the attempt tree has a node per attempt (10,000 reverted attempts hanging off two heads);
+without it the grown attempts name their researcher's head and the tree is a few nodes.
+
 With --compare OLD, only first paint is measured, --cold times for each binary in turn (a fresh
 server of this build, then one of OLD, ...; each loaded cold, then once warm), so that both meet
 the same load on a shared machine; then, without the browser, each binary's time from starting
 `serve` to its address printed, and the page's time to its last byte (Python's http.client on a
 new connection: request sent to body read whole) on the first load after start and on the next,
-asking for identity, gzip and br in turn.
+asking for identity, gzip and br in turn. On a build whose page draws the attempt tree, each warm
+load also gives the time to the folded tree drawn (asked for after the first paint) and, after a
+click on "show the whole tree", to every node drawn.
 
 Prints the figures as Markdown (BENCHMARKS.md has a run); --json FILE writes them raw. Exits 1
 when a target is missed: first paint <= 300 ms (cold and warm medians), update <= 1 s, no CPU while idle (at most one
@@ -146,7 +152,7 @@ metric
 """
 
 
-def make_conference(E, tmp, grow, attempts):
+def make_conference(E, tmp, grow, attempts, own_commits=False):
     repo = os.path.join(tmp, "repo")
     shutil.copytree(os.path.join(ROOT, "fixtures", "complement"), repo)
     with open(os.path.join(repo, "conference.md"), "w") as f:
@@ -159,7 +165,7 @@ def make_conference(E, tmp, grow, attempts):
         raise RuntimeError("start did not pause after round 1: " + started.stdout + started.stderr)
     rounds = max(0, -(-(attempts - 4) // 100))
     log("growing the conference by %d rounds of 100 attempts" % rounds)
-    E.run([grow, repo, NAME, str(rounds), "100"], repo)
+    E.run([grow, repo, NAME, str(rounds), "100"] + (["--own-commits"] if own_commits else []), repo)
     st = json.loads(E.run(["git", "conference", "status", NAME, "--format", "json"], repo).stdout)
     return repo, st["total_iterations"]
 
@@ -351,7 +357,7 @@ def use(E, binary):
 
 def compare(E, repo, browser, binaries, reps):
     """First paint of each binary in turn, `reps` rounds: a fresh server loaded cold, then warm."""
-    rows = {b: {"cold": [], "warm": []} for b in binaries}
+    rows = {b: {"cold": [], "warm": [], "tree": []} for b in binaries}
     for i in range(reps):
         log("round %d of %d" % (i + 1, reps))
         for b in binaries:
@@ -362,10 +368,27 @@ def compare(E, repo, browser, binaries, reps):
                 rows[b]["cold"].append(load(browser, url))
                 browser.open("about:blank")
                 rows[b]["warm"].append(load(browser, url))
+                rows[b]["tree"].append(tree_times(browser))
             finally:
                 server.kill()
                 server.wait()
     return rows
+
+
+def tree_times(browser):
+    """The attempt tree, on a build whose page draws one (None on another): ms from the
+    navigation's start to the folded tree drawn (its `tree-drawn` mark; it is asked for after
+    the first paint), and from the click on "show the whole tree" to every node drawn."""
+    if not browser.run("return typeof treeView !== 'undefined'"):
+        return None
+    browser.wait_for("return performance.getEntriesByName('tree-drawn').length > 0", limit=60)
+    folded = browser.run("return performance.getEntriesByName('tree-drawn')[0].startTime")
+    shown = browser.run("return document.querySelectorAll('#tree-table tr.tnode').length")
+    t = browser.run("const t = performance.now(); document.getElementById('tree-toggle').click(); return t")
+    browser.wait_for("return performance.getEntriesByName('tree-drawn').length > 1", limit=60)
+    whole = browser.run("return performance.getEntriesByName('tree-drawn')[1].startTime") - t
+    total = browser.run("return treeView.data.total")
+    return {"folded": folded, "shown": shown, "whole": whole, "total": total}
 
 
 def fetch_page(url, encoding):
@@ -429,6 +452,18 @@ def report_compare(attempts, binaries, rows):
             print("| %s, %s (%.2f MB) | %.0f ms | %.0f ms | **%.0f ms** (%s) |" % (
                 b, kind, paint[0]["bytes"] / 1e6, median(paint, "response_end"), median(paint, "fcp"),
                 median(paint, "rendered"), ", ".join("%.0f" % r["rendered"] for r in paint)))
+    for b in binaries:
+        trees = [t for t in rows[b]["tree"] if t]
+        if not trees:
+            continue
+        print()
+        print("| %s, the attempt tree (warm loads, median of %d) | figure |" % (b, len(trees)))
+        print("| --- | ---: |")
+        print("| folded tree drawn (%d of %d nodes), from the navigation's start | %.0f ms (%s) |" % (
+            trees[0]["shown"], trees[0]["total"], statistics.median(t["folded"] for t in trees),
+            ", ".join("%.0f" % t["folded"] for t in trees)))
+        print("| whole tree drawn, from the click | %.0f ms (%s) |" % (
+            statistics.median(t["whole"] for t in trees), ", ".join("%.0f" % t["whole"] for t in trees)))
 
 
 def main():
@@ -440,6 +475,8 @@ def main():
     ap.add_argument("--grow", help="the executable of benches/serve_attempts.rs, instead of building it")
     ap.add_argument("--compare", nargs="+", metavar="OLD",
                     help="first paint only, against these other git-conference binaries")
+    ap.add_argument("--own-commits", action="store_true",
+                    help="each grown attempt a commit of its own: the attempt tree then has a node per attempt")
     ap.add_argument("--idle", type=int, default=30)
     ap.add_argument("--minutes", type=float, default=10)
     ap.add_argument("--json")
@@ -447,7 +484,7 @@ def main():
     binary, grow = build(args.binary, args.grow)
     tmp = tempfile.mkdtemp(prefix="serve-bench-")
     E = Env(tmp, binary)
-    repo, attempts = make_conference(E, tmp, grow, args.attempts)
+    repo, attempts = make_conference(E, tmp, grow, args.attempts, args.own_commits)
     browser = Browser(tmp)
     if args.compare:
         try:

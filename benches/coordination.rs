@@ -257,6 +257,7 @@ fn iteration(researcher: &str, n: u32) -> Event {
         questions: vec![],
         placement: None,
         branch: None,
+        sweep: None,
     })
 }
 

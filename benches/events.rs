@@ -70,6 +70,7 @@ fn main() {
                 questions: vec![],
                 placement: None,
                 branch: None,
+                sweep: None,
             });
             let summary = format!("A r{} i{} reverted 1", n / 49, n % 49);
             conf.record(event, &summary, vec![]).expect("record");

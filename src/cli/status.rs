@@ -122,6 +122,14 @@ fn print_summary(name: &str, conf: &Conference, st: &State, shown: &str) {
             .map(|m| format!(" of {m}"))
             .unwrap_or_default()
     );
+    if let Some(s) = &st.sweeps {
+        crate::outln!(
+            "Sweeps:     {} ({} evaluations); last {}",
+            s.sweeps,
+            s.evaluations,
+            s.last
+        );
+    }
     for line in crate::engine::stop::budget::status_lines(conf.config(), st) {
         crate::outln!("{line}");
     }

@@ -178,6 +178,10 @@ pub struct Config {
     /// when it does not say).
     #[serde(default = "default_max_alive")]
     pub max_alive_branches: u32,
+    /// `- **Parameter sweep:** on` under `## Researchers`: an agent may end its note with
+    /// `SWEEP: <path>:<name> = v1, v2, …` (`model::sweep`). Off unless it says on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub parameter_sweep: bool,
 }
 
 fn default_max_alive() -> u32 {

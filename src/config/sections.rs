@@ -168,6 +168,11 @@ pub static SECTIONS: &[SectionSpec] = &[
                 &["alive branches", "max branches"],
                 "- **Max alive branches:** 3",
             ),
+            key(
+                "Parameter sweep",
+                &["sweep", "sweeps", "parameter sweeps"],
+                "- **Parameter sweep:** on   (or: off)",
+            ),
         ],
     },
     SectionSpec {

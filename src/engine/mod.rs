@@ -544,6 +544,7 @@ fn initial_state(name: &str, config: &Config, base: Oid, now: &str) -> State {
             .map(|id| (id, researcher.clone()))
             .collect(),
         total_iterations: 0,
+        sweeps: None,
         started_at: now.to_string(),
         updated_at: now.to_string(),
         started_unix: now_unix(),

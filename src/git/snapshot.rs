@@ -513,6 +513,41 @@ pub fn read_files(repo: &Repository, tree: Oid, paths: &[String]) -> Result<Vec<
     Ok(out)
 }
 
+/// `tree` with the file at `path` (which it holds) replaced by `content`, its mode kept: a
+/// sweep's variant, the agent's edit with one literal set to another value.
+pub fn with_file(repo: &Repository, tree: Oid, path: &str, content: &[u8]) -> Result<Oid> {
+    let tree = repo.find_tree(tree)?;
+    let (dir, name) = match path.rsplit_once('/') {
+        Some((dir, name)) => (Some(dir), name),
+        None => (None, path),
+    };
+    let sub = match dir {
+        Some(dir) => repo.find_tree(tree.get_path(Path::new(dir))?.id())?,
+        None => tree.clone(),
+    };
+    let mode = sub.get_name(name).map_or(0o100644, |e| e.filemode());
+    let mut builder = repo.treebuilder(Some(&sub))?;
+    builder.insert(name, repo.blob(content)?, mode)?;
+    let mut id = builder.write()?;
+    // Up the folders to the root, each with its new subtree.
+    let mut at = dir;
+    while let Some(dir) = at {
+        let (parent, name) = match dir.rsplit_once('/') {
+            Some((parent, name)) => (Some(parent), name),
+            None => (None, dir),
+        };
+        let above = match parent {
+            Some(p) => repo.find_tree(tree.get_path(Path::new(p))?.id())?,
+            None => tree.clone(),
+        };
+        let mut builder = repo.treebuilder(Some(&above))?;
+        builder.insert(name, id, 0o040000)?;
+        id = builder.write()?;
+        at = parent;
+    }
+    Ok(id)
+}
+
 /// Every file path in a tree (for matching globs against the whole project).
 pub fn list_files(repo: &Repository, tree: Oid) -> Result<Vec<String>> {
     let tree = repo.find_tree(tree)?;

@@ -38,6 +38,8 @@ pub struct PromptContext<'a> {
     pub knowledge_brief: Option<&'a str>,
     /// With branching on: the node this attempt starts from and the alive branches.
     pub tree: Option<&'a super::tree::TreeBrief>,
+    /// `Parameter sweep: on`: the prompt says how to ask for a sweep.
+    pub sweep: bool,
 }
 
 /// What conference.md asks of a researcher, as its prompt shows it (`engine::agent::prompt` takes it

@@ -257,6 +257,11 @@ pub struct Iteration {
     /// off, and in events of earlier releases).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub branch: Option<Box<super::tree::TreeStep>>,
+    /// With `Parameter sweep: on`, an attempt that swept a literal (each value's commit and
+    /// metric, and the one that is the attempt), or the warning of a `SWEEP:` line that could
+    /// not be followed (absent otherwise, and in earlier events).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<Box<super::sweep::SweepStep>>,
 }
 
 impl Iteration {

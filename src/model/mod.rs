@@ -21,6 +21,7 @@ mod records;
 pub mod seed;
 mod settings;
 pub mod state;
+pub mod sweep;
 pub mod talk;
 pub mod tree;
 mod usage;

@@ -45,6 +45,9 @@ pub struct AttemptRecord {
     /// one machine and in earlier records).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine: Option<String>,
+    /// A sweep's values, their commits and metrics (`Parameter sweep: on`; absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<super::sweep::Sweep>,
 }
 
 impl AttemptRecord {

@@ -141,6 +141,16 @@ pub struct Best {
     pub round: u32,
 }
 
+/// The sweeps a conference ran, as `status` shows them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SweepTally {
+    pub sweeps: u64,
+    /// Evaluations all sweeps ran (each value one).
+    pub evaluations: u64,
+    /// The last sweep: its attempt (`A-r1-i3`) and summary.
+    pub last: String,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct State {
     pub name: String,
@@ -156,6 +166,10 @@ pub struct State {
     pub best: Best,
     pub researchers: BTreeMap<String, ResearcherState>,
     pub total_iterations: u64,
+    /// With `Parameter sweep: on`: the sweeps run, their evaluations and the last one's curve
+    /// (absent until a sweep ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweeps: Option<SweepTally>,
     pub started_at: String,
     pub updated_at: String,
     /// Seconds since the epoch when the conference started (time budget).

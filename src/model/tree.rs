@@ -188,6 +188,72 @@ pub fn attempt_label(researcher: &str, round: u32, iteration: u32) -> String {
     format!("{researcher}-r{round}-i{iteration}")
 }
 
+/// Which nodes the tree folded to its alive branches and the path to best shows (`log --graph`'s
+/// and the page's default view): the roots, the alive heads, the nodes on the path to best, and
+/// every node below one of them; and, for each shown node, how many nodes hang folded from it
+/// (in the subtrees of its children that are not shown). Linear in the nodes: at 10,000
+/// attempts the page asks for it at each event.
+pub fn collapsed(nodes: &[LineageNode]) -> (Vec<bool>, Vec<usize>) {
+    let at: std::collections::HashMap<&str, usize> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.commit.as_str(), i))
+        .collect();
+    let parent: Vec<Option<usize>> = nodes
+        .iter()
+        .map(|n| n.parent.as_deref().and_then(|p| at.get(p).copied()))
+        .collect();
+    let mut shown = vec![false; nodes.len()];
+    for (i, n) in nodes.iter().enumerate() {
+        if !(n.alive || n.on_best_path || parent[i].is_none()) {
+            continue;
+        }
+        let mut k = Some(i);
+        while let Some(j) = k.filter(|&j| !shown[j]) {
+            shown[j] = true;
+            k = parent[j];
+        }
+    }
+    // Each folded node counts once, at its nearest shown ancestor (found once per node).
+    let mut owner: Vec<Option<usize>> = (0..nodes.len()).map(|i| shown[i].then_some(i)).collect();
+    let mut folded = vec![0; nodes.len()];
+    let mut climbed = shown.clone();
+    for i in 0..nodes.len() {
+        let mut climb = Vec::new();
+        let mut k = Some(i);
+        while let Some(j) = k.filter(|&j| !climbed[j]) {
+            climbed[j] = true;
+            climb.push(j);
+            k = parent[j];
+        }
+        let found = k.and_then(|j| owner[j]);
+        for j in climb {
+            owner[j] = found;
+        }
+        if let (false, Some(o)) = (shown[i], owner[i]) {
+            folded[o] += 1;
+        }
+    }
+    (shown, folded)
+}
+
+/// The node with commit `commit` and its ancestors, from the root (the baseline) down to it;
+/// None when no node has that commit.
+pub fn ancestry<'a>(nodes: &'a [LineageNode], commit: &str) -> Option<Vec<&'a LineageNode>> {
+    let at: std::collections::HashMap<&str, &LineageNode> =
+        nodes.iter().map(|n| (n.commit.as_str(), n)).collect();
+    let mut path = vec![*at.get(commit)?];
+    let mut seen = std::collections::HashSet::from([commit]);
+    while let Some(p) = path.last().and_then(|n| n.parent.as_deref()) {
+        match at.get(p) {
+            Some(n) if seen.insert(p) => path.push(n),
+            _ => break,
+        }
+    }
+    path.reverse();
+    Some(path)
+}
+
 /// The marker of a branch request in an agent's note.
 pub const BRANCH_MARKER: &str = "BRANCH:";
 
@@ -260,5 +326,67 @@ mod tests {
             split_branch("BRANCH:").1,
             Some(BranchRequest::Node(String::new()))
         );
+    }
+
+    fn node(commit: char, parent: Option<char>, alive: bool, best_path: bool) -> LineageNode {
+        LineageNode {
+            commit: commit.to_string().repeat(40),
+            parent: parent.map(|p| p.to_string().repeat(40)),
+            label: commit.to_string(),
+            researcher: None,
+            round: None,
+            iteration: None,
+            verdict: "kept".into(),
+            metric: None,
+            description: String::new(),
+            alive,
+            best: false,
+            on_best_path: best_path,
+            best_path_step: None,
+        }
+    }
+
+    /// a ─ b ─ c (best path); a ─ d ─ e (e alive); a ─ f ─ g (nothing: folded, two nodes at a);
+    /// b ─ h (folded at b).
+    #[test]
+    fn the_collapsed_tree_keeps_alive_branches_and_the_best_path_and_counts_the_rest() {
+        let nodes = [
+            node('a', None, false, true),
+            node('b', Some('a'), false, true),
+            node('c', Some('b'), false, true),
+            node('d', Some('a'), false, false),
+            node('e', Some('d'), true, false),
+            node('f', Some('a'), false, false),
+            node('g', Some('f'), false, false),
+            node('h', Some('b'), false, false),
+        ];
+        let (shown, folded) = collapsed(&nodes);
+        let shown: String = nodes
+            .iter()
+            .zip(&shown)
+            .filter(|(_, s)| **s)
+            .map(|(n, _)| n.label.as_str())
+            .collect();
+        assert_eq!(shown, "abcde");
+        assert_eq!(folded, [2, 1, 0, 0, 0, 0, 0, 0]);
+        let path: Vec<&str> = ancestry(&nodes, &"g".repeat(40))
+            .unwrap()
+            .iter()
+            .map(|n| n.label.as_str())
+            .collect();
+        assert_eq!(path, ["a", "f", "g"]);
+        assert!(ancestry(&nodes, &"z".repeat(40)).is_none());
+    }
+
+    /// Refs are input: a parent loop ends the walks instead of hanging them.
+    #[test]
+    fn a_loop_of_parents_ends_the_walks() {
+        let nodes = [
+            node('a', Some('b'), false, false),
+            node('b', Some('a'), true, false),
+        ];
+        let (shown, _) = collapsed(&nodes);
+        assert_eq!(shown, [true, true]);
+        assert_eq!(ancestry(&nodes, &"a".repeat(40)).unwrap().len(), 2);
     }
 }

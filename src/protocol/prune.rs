@@ -290,6 +290,62 @@ pub fn decide(curve: &[Point], rule: &Rule) -> Option<Pruned> {
     (bad(value) - gain - bad(end) > margin).then_some(pruned)
 }
 
+/// Successive halving across a sweep's variants (the same idea at different values, so a fair
+/// race): at a rung — the run's `w`-th, `2w`-th, `4w`-th… reading, `w` the rule's warmup (at
+/// least 1) — a run whose latest reading is behind the best of the others' readings at that step
+/// (each other that reached it, read off its curve) by more than the margin is stopped; unless
+/// `early`, only when even its optimistic extrapolation to the evaluation's last step (the
+/// reference's) ends behind where that leader already is, by more than the margin (a slow
+/// starter may still cross a fast one; without a reference nothing is stopped then). Returns
+/// which other led (its index in `others`) and where. Without a direction nothing is stopped.
+pub fn race(own: &[Point], others: &[&[Point]], rule: &Rule) -> Option<(usize, Pruned)> {
+    let direction = rule.direction?;
+    let margin = rule.effective_margin();
+    let w = rule.warmup.max(1) as usize;
+    let n = own.len();
+    if n < w || !n.is_multiple_of(w) || !(n / w).is_power_of_two() {
+        return None;
+    }
+    let &(step, value) = own.last()?;
+    if !value.is_finite() {
+        return None;
+    }
+    let at_step = |curve: &[Point]| {
+        let curve = sorted(curve);
+        // Only a run that reached the step: no extrapolation past another's last reading.
+        (curve.last()?.0 >= step)
+            .then(|| interpolate(&curve, step as f64, false))
+            .flatten()
+    };
+    let (leader, ahead) = (others.iter().enumerate())
+        .filter_map(|(k, c)| at_step(c).filter(|v| v.is_finite()).map(|v| (k, v)))
+        .max_by(|a, b| direction.gain(a.1, b.1).total_cmp(&0.0))?;
+    if direction.gain(ahead, value) <= margin {
+        return None;
+    }
+    if !rule.early {
+        let end_step = sorted(rule.reference).last()?.0;
+        let bad = |v: f64| match direction {
+            Direction::Minimize => v,
+            Direction::Maximize => -v,
+        };
+        let turned: Vec<Point> = sorted(own).into_iter().map(|(s, v)| (s, bad(v))).collect();
+        let gain = match step < end_step {
+            true => reachable_gain(&turned, step, end_step, rule.noise_sd()),
+            false => 0.0,
+        };
+        if bad(value) - gain - bad(ahead) <= margin {
+            return None;
+        }
+    }
+    let pruned = Pruned {
+        step,
+        value,
+        reference: ahead,
+    };
+    Some((leader, pruned))
+}
+
 /// How much faster per step than over an earlier stretch a curve must gain to have left a
 /// plateau ([`speedup_end`]). A schedule's bend is not one: a real training's cosine decay sped
 /// its loss up by 1.5× at most (BENCHMARKS.md); leaving a plateau, by 10× and more.

@@ -135,6 +135,13 @@ fn round_started(st: &mut State, e: &event::RoundStarted) {
 
 fn iteration(st: &mut State, e: &event::Iteration) {
     st.total_iterations += 1;
+    if let Some(sweep) = e.sweep.as_ref().and_then(|s| s.ran()) {
+        let tally = st.sweeps.get_or_insert_with(Default::default);
+        tally.sweeps += 1;
+        tally.evaluations += sweep.variants.len() as u64;
+        let label = crate::model::tree::attempt_label(&e.researcher, e.round, e.iteration);
+        tally.last = format!("{label}: {}", sweep.summary());
+    }
     if let Some(usage) = e.usage() {
         charge(st, &e.researcher, &usage);
     }
@@ -372,6 +379,7 @@ mod tests {
             questions: vec![],
             placement: None,
             branch: None,
+            sweep: None,
         })
     }
 

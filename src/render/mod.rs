@@ -27,6 +27,7 @@ pub mod reasons;
 pub mod report;
 pub mod review;
 pub mod status;
+pub mod sweep;
 pub mod talk;
 pub mod transfer;
 pub mod tree;

@@ -68,6 +68,9 @@ pub fn render(p: &PromptContext) -> String {
     if let Some(tree) = p.tree {
         s.push_str(&super::tree::prompt_section(tree));
     }
+    if p.sweep {
+        s.push_str(&super::sweep::prompt_section());
+    }
     write_signals(&mut s, p);
     let _ = writeln!(
         s,
@@ -540,6 +543,7 @@ pub(crate) mod tests {
             human_in_the_loop: false,
             knowledge_brief: None,
             tree: None,
+            sweep: false,
         }
     }
 

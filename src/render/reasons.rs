@@ -98,6 +98,7 @@ mod tests {
             eval_s: None,
             placement: None,
             machine: None,
+            sweep: None,
         }
     }
 

@@ -85,8 +85,8 @@ pub fn prompt_section(t: &TreeBrief) -> String {
 
 /// The attempt tree as `git conference log --graph` draws it: one line per node, its verdict,
 /// metric and commit in columns, then its id drawn under its parent (oldest child first) with
-/// what it changed, the path from the baseline to best marked `*`. `alive_only` folds the nodes that are
-/// neither alive nor on the best path (with how many were folded).
+/// what it changed, the path from the baseline to best marked `*`. `alive_only` folds the tree
+/// as the page does (`model::tree::collapsed`), saying how many were folded.
 pub fn graph(nodes: &[LineageNode], alive_only: bool) -> String {
     let by_commit: BTreeMap<&str, usize> = nodes
         .iter()
@@ -98,9 +98,8 @@ pub fn graph(nodes: &[LineageNode], alive_only: bool) -> String {
         let parent = n.parent.as_deref().and_then(|p| by_commit.get(p).copied());
         children.entry(parent).or_default().push(i);
     }
-    let shown = |i: usize| {
-        !alive_only || nodes[i].alive || nodes[i].on_best_path || nodes[i].parent.is_none()
-    };
+    let folded = alive_only.then(|| crate::model::tree::collapsed(nodes).0);
+    let shown = |i: usize| folded.as_ref().is_none_or(|shown| shown[i]);
     let mut out = String::new();
     let roots = children.get(&None).cloned().unwrap_or_default();
     let mut drawing = Drawing {
@@ -136,11 +135,7 @@ impl Drawing<'_> {
         let _ = writeln!(self.out, "{columns}  {prefix}{branch}{text}");
         let prefix = format!("{prefix}{indent}");
         let kids = self.children.get(&Some(at)).cloned().unwrap_or_default();
-        let visible: Vec<usize> = kids
-            .iter()
-            .copied()
-            .filter(|&c| (self.shown)(c) || self.has_shown(c))
-            .collect();
+        let visible: Vec<usize> = kids.iter().copied().filter(|&c| (self.shown)(c)).collect();
         let hidden = kids.len() - visible.len();
         for (k, &c) in visible.iter().enumerate() {
             let last = k + 1 == visible.len() && hidden == 0;
@@ -152,12 +147,6 @@ impl Drawing<'_> {
                 "{prefix}└─ ({hidden} more attempt(s) from here, folded)"
             );
         }
-    }
-
-    fn has_shown(&self, at: usize) -> bool {
-        self.children
-            .get(&Some(at))
-            .is_some_and(|kids| kids.iter().any(|&c| (self.shown)(c) || self.has_shown(c)))
     }
 }
 

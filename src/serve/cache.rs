@@ -3,7 +3,8 @@
 //! the last it has, and every load for all of them: at 10,000 attempts, reading them anew each
 //! time, and writing and escaping their 3.5 MB of JSON, costs most of a first paint and churns
 //! megabytes per request. One entry is kept (the server's memory stays that of one conference's
-//! attempts); a new event moves the tip and the next request reads them again.
+//! attempts); a new event moves the tip and the next request reads them again. The attempt
+//! tree made of them is kept with them.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -12,6 +13,7 @@ use git2::Oid;
 
 use crate::engine::Conference;
 
+use crate::model::tree::LineageNode;
 use crate::model::AttemptRecord;
 
 /// One conference's attempts at one events tip.
@@ -21,6 +23,8 @@ struct Entry {
     attempts: Arc<Vec<AttemptRecord>>,
     /// All of them as the page's JSON, escaped for its script element; made on first use.
     page_text: Option<Arc<str>>,
+    /// The attempt tree read from them; made on first use.
+    lineage: Option<Arc<Vec<LineageNode>>>,
 }
 
 #[derive(Default)]
@@ -61,6 +65,32 @@ impl AttemptsCache {
         Ok(text)
     }
 
+    /// The attempt tree of `conf` (`engine::record::lineage::nodes_of` its attempts), kept
+    /// with them: the page asks for it at each event.
+    pub fn lineage(
+        &self,
+        conf: &Conference,
+        read: impl FnOnce() -> Result<Vec<AttemptRecord>>,
+    ) -> Result<Arc<Vec<LineageNode>>> {
+        let (kept, attempts) = self.entry(conf, read)?;
+        if let Some(nodes) = kept.as_ref().and_then(|e| e.lineage.clone()) {
+            return Ok(nodes);
+        }
+        // Made unlocked: at 10,000 attempts it takes half a second, which a page loaded
+        // meanwhile must not wait for.
+        drop(kept);
+        let nodes = Arc::new(crate::engine::record::lineage::nodes_of(conf, &attempts)?);
+        let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let tip = conf.events_tip();
+        if let Some(entry) = kept
+            .as_mut()
+            .filter(|e| e.name == *conf.name() && Some(e.tip) == tip)
+        {
+            entry.lineage = Some(nodes.clone());
+        }
+        Ok(nodes)
+    }
+
     /// The entry of `conf` at its events tip (read with `read` when not kept), still locked, so
     /// that what is made of it is kept with it; and its attempts.
     fn entry(
@@ -85,6 +115,7 @@ impl AttemptsCache {
                 tip,
                 attempts: attempts.clone(),
                 page_text: None,
+                lineage: None,
             });
         }
         Ok((kept, attempts))

@@ -206,11 +206,12 @@ enum View {
     Index,
     Conferences,
     Page(String),
-    /// `/api/<name>/<what>?since=`
+    /// `/api/<name>/<what>?since=&whole=`
     Api {
         name: String,
         what: String,
         since: Option<String>,
+        whole: Option<String>,
     },
     /// `/api/<name>/<what>/<commit>`
     Commit {
@@ -278,8 +279,17 @@ fn answer_view(git_dir: &Path, view: &View, cache: &AttemptsCache) -> Result<Opt
         }
         View::Conferences => Response::json(&views::conferences_json(&repo, &names)),
         View::Page(name) if conference(name) => page(&conference_page(&repo, name, cache)?),
-        View::Api { name, what, since } if conference(name) => {
-            return api(&repo, name, what, since.as_deref(), cache)
+        View::Api {
+            name,
+            what,
+            since,
+            whole,
+        } if conference(name) => {
+            let query = Query {
+                since: since.as_deref(),
+                whole: whole.as_deref(),
+            };
+            return api(&repo, name, what, query, cache);
         }
         View::Commit { name, what, commit } if conference(name) => {
             return commit_view(&repo, name, what, commit, cache)
@@ -288,26 +298,43 @@ fn answer_view(git_dir: &Path, view: &View, cache: &AttemptsCache) -> Result<Opt
     }))
 }
 
-/// `/api/<name>/status|summary|queue|attempts|rounds|importance`.
+/// What an endpoint's query may say: `since` (attempts), `whole` (tree).
+struct Query<'a> {
+    since: Option<&'a str>,
+    whole: Option<&'a str>,
+}
+
+/// `/api/<name>/status|summary|queue|attempts|rounds|importance|tree`.
 fn api(
     repo: &git2::Repository,
     name: &str,
     what: &str,
-    since: Option<&str>,
+    query: Query,
     cache: &AttemptsCache,
 ) -> Result<Option<Response>> {
     let conf = crate::engine::Conference::view(repo.path(), name)?;
+    let read = || views::attempts(&conf, &conf.state());
     let value = match what {
         "status" => views::status_json(repo, name, &conf)?,
         "summary" => views::summary_json(repo, &conf),
         "queue" => views::queue_json(&conf),
         "rounds" => views::rounds_json(&conf, &conf.state()),
-        "importance" => views::importance_json(
-            &conf,
-            &cache.get(&conf, || views::attempts(&conf, &conf.state()))?,
-        )?,
+        "importance" => views::importance_json(&conf, &cache.get(&conf, read)?)?,
+        "tree" => {
+            let whole = match query.whole {
+                None | Some("0") => false,
+                Some("1") => true,
+                Some(_) => {
+                    return Ok(Some(Response::text(
+                        400,
+                        "whole is 1 (every node) or 0 (folded to the alive branches and the path to best)",
+                    )))
+                }
+            };
+            views::tree_json(&conf, &cache.lineage(&conf, read)?, whole)
+        }
         "attempts" => {
-            let since = match since.map(|s| s.parse::<usize>()) {
+            let since = match query.since.map(|s| s.parse::<usize>()) {
                 None => 0,
                 Some(Ok(n)) => n,
                 Some(Err(_)) => {
@@ -317,7 +344,7 @@ fn api(
                     )))
                 }
             };
-            let all = cache.get(&conf, || views::attempts(&conf, &conf.state()))?;
+            let all = cache.get(&conf, read)?;
             return Ok(Some(Response::json_text(views::attempts_text(&all, since))));
         }
         _ => return Ok(None),
@@ -326,7 +353,7 @@ fn api(
 }
 
 /// `/api/<name>/diff/<commit>` and `/api/<name>/note/<commit>`, for the conference's own
-/// commits only.
+/// commits only; `/api/<name>/ancestry/<commit>` for a node of its attempt tree.
 fn commit_view(
     repo: &git2::Repository,
     name: &str,
@@ -334,11 +361,15 @@ fn commit_view(
     hex: &str,
     cache: &AttemptsCache,
 ) -> Result<Option<Response>> {
-    if what != "diff" && what != "note" {
+    if !matches!(what, "diff" | "note" | "ancestry") {
         return Ok(None);
     }
     let conf = crate::engine::Conference::view(repo.path(), name)?;
     let st = conf.state();
+    if what == "ancestry" {
+        let nodes = cache.lineage(&conf, || views::attempts(&conf, &st))?;
+        return Ok(views::ancestry_json(&nodes, hex).map(|v| Response::json(&v)));
+    }
     let all = cache.get(&conf, || views::attempts(&conf, &st))?;
     let Some(commit) = views::conference_commit(&all, &st, hex) else {
         return Ok(None);

@@ -88,13 +88,20 @@ async fn conference(State(s): App, Path(name): Path<String>) -> Response {
     s.answer(View::Page(name)).await
 }
 
-/// `/api/<name>/status|summary|queue|attempts|rounds`.
+/// `/api/<name>/status|summary|queue|attempts|rounds|importance|tree`.
 async fn api(State(s): App, Path((name, what)): Path<(String, String)>, r: Request) -> Response {
-    let since = http::query(r.uri()).remove("since");
-    s.answer(View::Api { name, what, since }).await
+    let mut query = http::query(r.uri());
+    let (since, whole) = (query.remove("since"), query.remove("whole"));
+    s.answer(View::Api {
+        name,
+        what,
+        since,
+        whole,
+    })
+    .await
 }
 
-/// `/api/<name>/diff/<commit>` and `/api/<name>/note/<commit>`.
+/// `/api/<name>/diff|note|ancestry/<commit>`.
 async fn commit(
     State(s): App,
     Path((name, what, commit)): Path<(String, String, String)>,

@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 
 use crate::engine::state::State;
 use crate::engine::Conference;
+use crate::model::tree::{self, LineageNode};
 use crate::model::{AttemptRecord, CommitId};
 
 /// The most of a diff the page gets (a larger one is cut, and says so).
@@ -162,6 +163,52 @@ pub fn rounds_json(conf: &Conference, st: &State) -> Value {
         })
         .collect();
     Value::Array(rounds)
+}
+
+/// The attempt tree (`/api/<name>/tree`): folded to the alive branches and the path to best
+/// (each shown node with how many nodes hang `folded` from it), or `whole`; each node as `log
+/// --graph --format json` lists it. At 10,000 attempts the page gets the folded tree after its
+/// first paint, and the whole one only when asked.
+pub fn tree_json(conf: &Conference, nodes: &[LineageNode], whole: bool) -> Value {
+    let (shown, folded) = tree::collapsed(nodes);
+    let list: Vec<Value> = nodes
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| whole || shown[i])
+        .map(|(i, n)| {
+            let mut node = serde_json::to_value(n).unwrap_or_default();
+            if !whole && folded[i] > 0 {
+                node["folded"] = json!(folded[i]);
+            }
+            node
+        })
+        .collect();
+    json!({
+        "branching": conf.config().branching.as_str(),
+        "best": conf.state().best.commit,
+        "whole": whole,
+        "total": nodes.len(),
+        "nodes": list,
+    })
+}
+
+/// A node's ancestry (`/api/<name>/ancestry/<commit>`): each node from the baseline down to
+/// it, with its `delta`, the change of the metric from the step before that has one; None when
+/// the commit is no node of the tree.
+pub fn ancestry_json(nodes: &[LineageNode], hex: &str) -> Option<Value> {
+    let id = CommitId::try_from(hex.to_ascii_lowercase()).ok()?;
+    let path = tree::ancestry(nodes, id.as_str())?;
+    let mut before = None;
+    let steps: Vec<Value> = path
+        .iter()
+        .map(|n| {
+            let mut step = serde_json::to_value(n).unwrap_or_default();
+            step["delta"] = json!(n.metric.zip(before).map(|(m, b)| m - b));
+            before = n.metric.or(before);
+            step
+        })
+        .collect();
+    Some(json!({ "commit": id, "steps": steps }))
 }
 
 /// The commit named in a URL, when it is one of this conference's attempts, its baseline or its

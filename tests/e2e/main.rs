@@ -36,6 +36,7 @@ mod rules;
 mod running_time;
 mod serve;
 mod snapshots_of_texts;
+mod sweep;
 mod talk;
 mod tree;
 mod trust;

@@ -14,10 +14,10 @@ use serde_json::Value;
 use crate::common::crash::{self, Ending, Stop};
 use crate::common::TestRepo;
 
-const NAME: &str = "tree";
+pub(crate) const NAME: &str = "tree";
 
 /// The tree fixture with its conference.md set to `mode`, `iterations` in one round, N alive.
-fn fixture(mode: &str, iterations: u32, max_alive: u32) -> TestRepo {
+pub(crate) fn fixture(mode: &str, iterations: u32, max_alive: u32) -> TestRepo {
     let repo = TestRepo::from_fixture("tree");
     let config = repo
         .read("conference.md")
@@ -39,7 +39,7 @@ fn fixture(mode: &str, iterations: u32, max_alive: u32) -> TestRepo {
 }
 
 /// Runs the conference to its end with the agent's plan (`x:fork y z:A-r1-i2`).
-fn run(repo: &TestRepo, plan: &str) -> crate::common::Run {
+pub(crate) fn run(repo: &TestRepo, plan: &str) -> crate::common::Run {
     repo.conference_env(&["start", NAME, "--yes"], &[("TREE_PLAN", plan)])
         .ok()
 }

@@ -202,6 +202,7 @@ impl<'a> Validator<'a> {
         environment.mlflow = super::tracker::read(self.doc, &mut self.errors);
         let brief = self.brief();
         let (branching, max_alive_branches) = self.branching();
+        let parameter_sweep = self.parameter_sweep();
         Some(Config {
             title: title?,
             goal: goal?,
@@ -240,6 +241,7 @@ impl<'a> Validator<'a> {
             loop_mode: self.loop_mode(),
             branching,
             max_alive_branches,
+            parameter_sweep,
         })
     }
 }

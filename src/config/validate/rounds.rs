@@ -64,6 +64,18 @@ impl<'a> Validator<'a> {
         (mode, max.map_or(DEFAULT_MAX_ALIVE, |(n, _, _)| n))
     }
 
+    /// `- **Parameter sweep:** on` under `## Researchers` (off when it does not say): an agent's
+    /// `SWEEP:` line is followed (`engine::phases::research::sweep`).
+    pub(super) fn parameter_sweep(&mut self) -> bool {
+        self.value(
+            S::Researchers,
+            "Parameter sweep",
+            "must be on or off",
+            yes_no,
+        )
+        .is_some_and(|(on, _, _)| on)
+    }
+
     /// Iterations per round and max rounds, each agreed with the gate and required in one of them.
     pub(super) fn round_sizes(&mut self) -> (Option<u32>, Option<u32>) {
         let iterations_per_round = self.agreed(

@@ -133,6 +133,7 @@ fn the_example_round_trips_every_field() {
         loop_mode: Default::default(),
         branching: Default::default(),
         max_alive_branches: crate::model::tree::DEFAULT_MAX_ALIVE,
+        parameter_sweep: false,
     };
     assert_eq!(c, expected);
     assert_eq!(c.devils_advocate_id().as_deref(), Some("C"));

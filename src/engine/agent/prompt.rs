@@ -136,6 +136,7 @@ metric
             human_in_the_loop: false,
             knowledge_brief: None,
             tree: None,
+            sweep: false,
         });
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/prompt/rendered.md");
         if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {

@@ -422,6 +422,7 @@ fn record(row: &Row, round: u32, researcher: &str, verdict: Verdict) -> AttemptR
         eval_s: None,
         placement: None,
         machine: None,
+        sweep: None,
     }
 }
 

@@ -551,6 +551,7 @@ mod tests {
             questions: vec![],
             placement: None,
             branch: None,
+            sweep: None,
         });
         let next = reduced(&state, &event, "t2", Some("m9"), None).unwrap();
         let mut line = event.line("t2".into());

@@ -109,6 +109,9 @@ pub struct PruneRule {
     pub direction: Option<crate::config::Direction>,
     /// `prune: early`: behind the reference at the same step is enough (no extrapolation).
     pub early: bool,
+    /// A sweep's variant: its seat in the race among the sweep's variants (successive halving,
+    /// `race`), besides the reference.
+    pub race: Option<super::race::Seat>,
 }
 
 impl PruneRule {
@@ -130,6 +133,8 @@ impl PruneRule {
 struct Watch {
     curve: Vec<Point>,
     pruned: Option<Pruned>,
+    /// Why the sweep's race stopped it, when that stopped it.
+    raced: Option<String>,
 }
 
 impl Watch {
@@ -143,6 +148,11 @@ impl Watch {
             return false;
         };
         self.pruned = prune::decide(&self.curve, &rule.as_rule());
+        if let (None, Some(seat)) = (&self.pruned, &rule.race) {
+            if let Some((pruned, why)) = seat.reading(&self.curve, &rule.as_rule()) {
+                (self.pruned, self.raced) = (Some(pruned), Some(why));
+            }
+        }
         self.pruned.is_some()
     }
 }
@@ -187,6 +197,7 @@ pub async fn evaluate(req: EvalRequest<'_>) -> Result<EvalResult> {
         let reading = match (&ended.outcome, watch.pruned, ended.launcher_failure) {
             (Outcome::Stopped, Some(pruned), _) => {
                 let mut result = pruned_result(runs, seconds, req.metric, pruned, req.prune);
+                result.reason = watch.raced.or(result.reason);
                 result.curve = watch.curve;
                 result.placement = placement;
                 return Ok(result);

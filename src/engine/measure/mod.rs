@@ -8,5 +8,6 @@ pub mod evaluate;
 pub mod guards;
 pub mod importance;
 pub mod pruning;
+pub mod race;
 pub mod review_grade;
 pub mod schedule;

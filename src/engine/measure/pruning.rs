@@ -36,6 +36,35 @@ pub fn rule_for(conf: &Conference, st: &State, id: &str) -> Option<PruneRule> {
         noise,
         direction,
         early: evaluation.prune_early,
+        race: None,
+    })
+}
+
+/// The rule for a sweep's variant: the researcher's (when it has one) and its seat in the race
+/// among the sweep's variants, which needs no reference curve. None when pruning is off or in
+/// qualitative mode.
+pub fn for_variant(
+    conf: &Conference,
+    st: &State,
+    id: &str,
+    seat: super::race::Seat,
+) -> Option<PruneRule> {
+    let evaluation = &conf.config.evaluation;
+    if !evaluation.prune || conf.direction().is_none() {
+        return None;
+    }
+    let rule = rule_for(conf, st, id).unwrap_or_else(|| PruneRule {
+        reference: Vec::new(),
+        warmup: evaluation.prune_warmup,
+        margin: margin(conf, st),
+        noise: 0.0,
+        direction: conf.direction(),
+        early: evaluation.prune_early,
+        race: None,
+    });
+    Some(PruneRule {
+        race: Some(seat),
+        ..rule
     })
 }
 

@@ -30,6 +30,18 @@ pub(in crate::engine) struct Attempt<'a> {
     /// With branching on: the node it started from (`head` is its commit) and what its note
     /// asked of the tree (`BRANCH: …`).
     pub(in crate::engine) branch: Option<AttemptBranch>,
+    /// With `Parameter sweep: on`: the sweep this attempt is the best variant of.
+    pub(in crate::engine) sweep: Option<&'a SweepDone>,
+    /// A `SWEEP:` line that could not be followed, and why.
+    pub(in crate::engine) sweep_warning: Option<String>,
+}
+
+/// A sweep as measured: its record (values, commits, metrics, the chosen one) and each
+/// variant's evaluation with whether it measured the tree (what the evaluation cache keeps).
+#[derive(Debug, Clone)]
+pub(in crate::engine) struct SweepDone {
+    pub(in crate::engine) record: crate::model::sweep::Sweep,
+    pub(in crate::engine) results: Vec<(crate::engine::measure::evaluate::EvalResult, bool)>,
 }
 
 /// Where an attempt stands in the tree of ideas (branching on).

@@ -20,6 +20,14 @@ const WALK_LIMIT: usize = 10_000;
 
 /// Every node of the conference's tree, the baseline first, then in the order they were made.
 pub fn nodes(conf: &Conference) -> Result<Vec<LineageNode>> {
+    nodes_of(conf, &ledger::all_attempts(conf, &conf.state())?)
+}
+
+/// [`nodes`], from the conference's attempts `all` already read (the page keeps them).
+pub fn nodes_of(
+    conf: &Conference,
+    all: &[crate::model::AttemptRecord],
+) -> Result<Vec<LineageNode>> {
     let st = conf.state();
     let repo = conf.open_repo()?;
     let mut tree = Tree::default();
@@ -39,7 +47,7 @@ pub fn nodes(conf: &Conference) -> Result<Vec<LineageNode>> {
         on_best_path: false,
         best_path_step: None,
     });
-    for a in ledger::all_attempts(conf, &st)? {
+    for a in all {
         let Some(commit) = a.commit.as_ref().map(|c| c.oid()) else {
             continue;
         };
@@ -47,7 +55,7 @@ pub fn nodes(conf: &Conference) -> Result<Vec<LineageNode>> {
         if tree.has(commit) || !made_by(&repo, commit, &a.researcher, a.round, a.iteration) {
             continue;
         }
-        tree.add(LineageNode {
+        let node = LineageNode {
             commit: commit.to_string(),
             parent: first_parent(&repo, commit),
             label: attempt_label(&a.researcher, a.round, a.iteration),
@@ -61,7 +69,18 @@ pub fn nodes(conf: &Conference) -> Result<Vec<LineageNode>> {
             best: false,
             on_best_path: false,
             best_path_step: None,
-        });
+        };
+        let siblings = a
+            .sweep
+            .as_ref()
+            .map(|s| swept(&node, s))
+            .unwrap_or_default();
+        tree.add(node);
+        for sibling in siblings {
+            if Oid::from_str(&sibling.commit).is_ok_and(|c| !tree.has(c)) {
+                tree.add(sibling);
+            }
+        }
     }
     let picks = merged_picks(conf, &repo)?;
     // Best and the researchers' heads, when no attempt made them (a pick, a round's start).
@@ -178,6 +197,34 @@ impl Tree {
             at = n.parent.clone();
         }
     }
+}
+
+/// A sweep's other variants, as nodes beside the attempt (`node`, the chosen variant): each
+/// under the same node, its verdict `swept`, its label the attempt's with the value.
+fn swept(node: &LineageNode, s: &crate::model::sweep::Sweep) -> Vec<LineageNode> {
+    let others = s
+        .variants
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| *k != s.chosen);
+    others
+        .map(|(_, v)| LineageNode {
+            commit: v.commit.to_string(),
+            label: format!("{} {}={}", node.label, s.name(), v.value),
+            verdict: "swept".into(),
+            metric: v.metric,
+            description: match v.status.as_str() {
+                "ok" => format!("{} = {}, swept with {}", s.name(), v.value, node.label),
+                status => format!(
+                    "{} = {} ({status}), swept with {}",
+                    s.name(),
+                    v.value,
+                    node.label
+                ),
+            },
+            ..node.clone()
+        })
+        .collect()
 }
 
 /// Whether `commit` is the attempt researcher `id` made at `round`, `iteration` (its message

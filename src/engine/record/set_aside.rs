@@ -95,6 +95,8 @@ pub(in crate::engine) fn set_aside_partial(
         questions: vec![],
         remark: None,
         branch: None,
+        sweep: None,
+        sweep_warning: None,
     };
     let commit = commit_attempt(conf, &repo, &attempt)?;
     eprintln!(
@@ -132,6 +134,7 @@ pub(in crate::engine) fn set_aside_partial(
         eval_s: None,
         placement: None,
         machine: conf.link().map(|link| link.machine.clone()),
+        sweep: None,
     };
     conf.record(
         Event::AttemptInterrupted(events::AttemptInterrupted {

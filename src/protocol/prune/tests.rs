@@ -475,3 +475,61 @@ fn a_slow_starter_that_ends_better_is_never_stopped() {
     let power_worse = curve(20, 0.003, |t| 0.1 + 5.0 * (20.0 * t).powf(-0.5));
     assert!(first_pruned(&power_worse, &r).unwrap() < 20);
 }
+
+#[test]
+fn a_sweeps_race_stops_a_variant_behind_the_leader_at_a_rung_only() {
+    let leader: Vec<Point> = (1..=8).map(|s| (s * 100, 2.0 - 0.1 * s as f64)).collect();
+    let close: Vec<Point> = (1..=8).map(|s| (s * 100, 2.01 - 0.1 * s as f64)).collect();
+    let behind: Vec<Point> = (1..=4).map(|s| (s * 100, 3.0 - 0.1 * s as f64)).collect();
+    let others: [&[Point]; 2] = [&close, &leader];
+    let early = |warmup| rule(&[], warmup, 0.05, Some(Minimize), true);
+    // Readings 1, 2 and 4 are rungs with warmup 1; 3 is not.
+    let (who, at) = race(&behind[..2], &others, &early(1)).unwrap();
+    assert_eq!((who, at.step, at.value), (1, 200, 2.8));
+    assert!((at.reference - 1.8).abs() < 1e-12);
+    assert_eq!(race(&behind[..3], &others, &early(1)), None);
+    // Warmup 2: the 2nd, 4th, 8th readings.
+    assert_eq!(race(&behind[..1], &others, &early(2)), None);
+    assert!(race(&behind[..4], &others, &early(2)).is_some());
+    // Within the margin of the leader, or no other at that step yet: it goes on.
+    assert_eq!(race(&close[..2], &[&leader], &early(1)), None);
+    assert_eq!(race(&behind[..2], &[&leader[..1]], &early(1)), None);
+    // Maximizing, the same curves turned: the worse one is stopped.
+    let up = |c: &[Point]| c.iter().map(|&(s, v)| (s, -v)).collect::<Vec<Point>>();
+    let (l, b) = (up(&leader), up(&behind));
+    let max = rule(&[], 1, 0.05, Some(Maximize), true);
+    assert!(race(&b[..2], &[&l], &max).is_some());
+    assert_eq!(race(&l[..2], &[&b], &max), None);
+    assert_eq!(
+        race(&behind[..2], &others, &rule(&[], 1, 0.05, None, true)),
+        None
+    );
+}
+
+#[test]
+fn unless_early_a_slow_starter_that_may_still_cross_the_leader_goes_on() {
+    // The leader falls fast then flattens at 1.0; the slow starter falls steadily towards 0.2.
+    let leader: Vec<Point> = [(100, 1.5), (200, 1.2), (300, 1.1), (400, 1.05)].to_vec();
+    let slow: Vec<Point> = [(100, 2.6), (200, 2.2), (300, 1.8), (400, 1.4)].to_vec();
+    let end: Vec<Point> = (1..=16).map(|s| (s * 100, 1.0)).collect();
+    let patient = rule(&end, 1, 0.05, Some(Minimize), false);
+    assert_eq!(race(&slow, &[&leader], &patient), None);
+    assert!(race(
+        &slow,
+        &[&leader],
+        &rule(&end, 1, 0.05, Some(Minimize), true)
+    )
+    .is_some());
+    // Without a reference (no last step to extrapolate to), only `early` stops.
+    assert_eq!(
+        race(
+            &slow,
+            &[&leader],
+            &rule(&[], 1, 0.05, Some(Minimize), false)
+        ),
+        None
+    );
+    // Flat and far behind: even optimistically it cannot reach where the leader already is.
+    let flat: Vec<Point> = [(100, 3.0), (200, 3.0), (300, 3.0), (400, 3.0)].to_vec();
+    assert!(race(&flat, &[&leader], &patient).is_some());
+}

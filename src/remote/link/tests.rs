@@ -60,6 +60,7 @@ fn iteration(researcher: &str, iteration: u32) -> Event {
         questions: vec![],
         placement: None,
         branch: None,
+        sweep: None,
     })
 }
 

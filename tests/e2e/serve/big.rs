@@ -10,7 +10,7 @@ use crate::common::TestRepo;
 fn serve_answers_at_ten_thousand_attempts() {
     let repo = TestRepo::complement_conference("big");
     let at = Instant::now();
-    grow(&repo.dir, "big", 100, 100);
+    grow(&repo.dir, "big", 100, 100, false);
     println!("grown to 10,004 attempts in {:?}", at.elapsed());
     let served = Served::start(&repo, &["big"]);
     let st = repo.status_json("big");

@@ -191,6 +191,24 @@ fn markup_that_agents_wrote_stays_text_in_the_browser() {
     );
     let detail = browser.run("return document.getElementById('attempt-detail').textContent");
     assert!(detail.as_str().unwrap().contains("<"), "{detail}");
+    // The attempt tree and the ancestry show the same words as text.
+    let (tree, _) = browser.wait_for(
+        "const t = document.getElementById('tree-table'); return t && t.textContent",
+        Duration::from_secs(10),
+    );
+    for words in [XSS_IMG, XSS_SCRIPT] {
+        assert!(tree.as_str().unwrap().contains(words), "{tree}");
+    }
+    let (ancestry, _) = browser.wait_for(
+        "const t = document.querySelector('#ancestry table'); return t && t.textContent",
+        Duration::from_secs(10),
+    );
+    assert!(ancestry.as_str().unwrap().contains(XSS_IMG), "{ancestry}");
+    assert_eq!(browser.alert(), None, "an alert opened");
+    assert_eq!(
+        browser.run("return document.querySelectorAll('img').length"),
+        0
+    );
 }
 
 #[test]

@@ -39,8 +39,10 @@ impl Growing {
     }
 }
 
-/// Adds `rounds` rounds of `per_round` attempts (researchers in turn) to conference `name`.
-pub fn grow(repo_dir: &Path, name: &str, rounds: u32, per_round: u32) {
+/// Adds `rounds` rounds of `per_round` attempts (researchers in turn) to conference `name`;
+/// with `own_commits` each attempt is a commit of its own (a child of its researcher's head,
+/// with the attempt's trailer), so that each is a node of the attempt tree.
+pub fn grow(repo_dir: &Path, name: &str, rounds: u32, per_round: u32, own_commits: bool) {
     let repo = Repository::open(repo_dir).expect("a repository");
     let refs = ConferenceRefs::new(name);
     let log = EventLog::open(&repo, refs.clone()).expect("its log");
@@ -76,7 +78,11 @@ pub fn grow(repo_dir: &Path, name: &str, rounds: u32, per_round: u32) {
         for i in 0..per_round {
             let id = &ids[i as usize % ids.len()];
             let iteration = i / ids.len() as u32 + 1;
-            let (event, line) = attempt(round, iteration, id, heads[id].to_string());
+            let commit = match own_commits {
+                true => own_commit(&g.repo, heads[id].oid(), id, round, iteration),
+                false => heads[id].to_string(),
+            };
+            let (event, line) = attempt(round, iteration, id, commit);
             g.record(
                 event,
                 &format!("{id} r{round} i{iteration} reverted"),
@@ -98,6 +104,21 @@ pub fn grow(repo_dir: &Path, name: &str, rounds: u32, per_round: u32) {
     g.repo
         .reference(&refs.events(), tip, true, "grown for a benchmark")
         .expect("move the events ref");
+}
+
+/// A commit for attempt `id`-r`round`-i`iteration` on `parent`: the same files, the trailer
+/// the engine writes.
+fn own_commit(repo: &Repository, parent: Oid, id: &str, round: u32, iteration: u32) -> String {
+    let parent = repo.find_commit(parent).expect("the head");
+    let who = git2::Signature::now("Bench", "bench@example.com").expect("a signature");
+    let message = format!(
+        "synthetic attempt {iteration} of round {round}\n\nResearcher {id} · round {round} · iteration {iteration}\n"
+    );
+    let tree = parent.tree().expect("its tree");
+    let commit = repo
+        .commit(None, &who, &who, &message, &tree, &[&parent])
+        .expect("a commit");
+    commit.to_string()
 }
 
 /// One reverted attempt of researcher `id`: its event and its line of the attempts file.
@@ -124,6 +145,7 @@ fn attempt(round: u32, iteration: u32, id: &str, commit: String) -> (Event, Stat
         eval_s: Some(0.01),
         placement: None,
         machine: None,
+        sweep: None,
     };
     let event = Event::Iteration(events::Iteration {
         researcher: id.to_string(),
@@ -146,6 +168,7 @@ fn attempt(round: u32, iteration: u32, id: &str, commit: String) -> (Event, Stat
         questions: vec![],
         placement: None,
         branch: None,
+        sweep: None,
     });
     let line = StateChange::AppendLine(
         format!("{}/attempts.jsonl", files::round_dir(round)),

@@ -1,12 +1,14 @@
 //! `git conference serve` (issue #25): the JSON endpoints and the stream (`api`), the page in a
 //! real headless Chromium (`browser`, through `webdriver`), a conference of 10,000 attempts
-//! (`big`), and the HTTP stack under load and abuse (`stack`, issue #43). Each test starts the
-//! real binary on a free port and talks to it over TCP.
+//! (`big`), the HTTP stack under load and abuse (`stack`, issue #43), and the attempt tree and
+//! its ancestries (`lineage`, issue #41). Each test starts the real binary on a free port and
+//! talks to it over TCP.
 
 mod api;
 mod big;
 mod browser;
 pub mod grow;
+mod lineage;
 mod stack;
 mod webdriver;
 

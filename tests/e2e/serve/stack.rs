@@ -155,7 +155,7 @@ fn http2_with_prior_knowledge_is_served_and_guarded_alike() {
 #[test]
 fn the_attempts_table_is_compressed_when_the_client_accepts_it() {
     let repo = TestRepo::complement_conference("packed");
-    grow(&repo.dir, "packed", 2, 100);
+    grow(&repo.dir, "packed", 2, 100, false);
     let served = Served::start(&repo, &["packed"]);
     let (_, plain) = served.get("/api/packed/attempts");
     assert_eq!(

@@ -179,6 +179,8 @@ impl<'a> Session<'a> {
                         from,
                         request: None,
                     }),
+                    sweep: None,
+                    sweep_warning: None,
                 };
                 let wt_path = self.wt_path.clone();
                 let made = remake_worktree(self.conf, &attempt, &r.head, st.round, &wt_path, why);

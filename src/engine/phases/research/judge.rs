@@ -71,7 +71,14 @@ impl<'a> Session<'a> {
     ) -> Result<Option<Verdict>> {
         let conf = self.conf;
         let attempt = judged.attempt;
-        let commit = if attempt.tree == judged.head_tree {
+        let rejection = (captured.snap.rejection())
+            .or_else(|| conf.guard.violation(&captured.changed))
+            .or(captured.shared_violation.clone());
+        // A sweep commits its variants instead of the agent's own tree; a failed or rejected
+        // attempt is judged as a plain one.
+        let sweep =
+            (judged.sweep).filter(|_| judged.agent_failure.is_none() && rejection.is_none());
+        let commit = if attempt.tree == judged.head_tree || sweep.is_some() {
             None
         } else {
             Some(commit_attempt(conf, &self.repo, attempt)?)
@@ -95,6 +102,9 @@ impl<'a> Session<'a> {
             return unmeasured(kind, commit, why).map(Some);
         }
         self.agent_crashes = 0;
+        if let Some(plan) = sweep {
+            return self.sweep(st, r, attempt, plan, judged.report, env).await;
+        }
         if attempt.tree == judged.head_tree
             && captured.snap.nested_repos.is_empty()
             && captured.shared_violation.is_none()
@@ -102,9 +112,6 @@ impl<'a> Session<'a> {
             let why = judged.unchanged.unwrap_or_default();
             return unmeasured(Verdict::NoChange, None, why).map(Some);
         }
-        let rejection = (captured.snap.rejection())
-            .or_else(|| conf.guard.violation(&captured.changed))
-            .or(captured.shared_violation.clone());
         if let Some(why) = rejection {
             return unmeasured(Verdict::Rejected, commit, why).map(Some);
         }
@@ -124,9 +131,10 @@ impl<'a> Session<'a> {
         env: &[(String, String)],
     ) -> Result<Option<Verdict>> {
         let (conf, id, iteration) = (self.conf, self.id, attempt.iteration);
+        let log = format!("{id}-r{}-i{iteration}.eval", st.round);
         let (result, of_the_tree) = evaluate_cached(
             conf,
-            (id, st.round, iteration),
+            (id, &log),
             (
                 attempt.tree,
                 anyhow::Context::context(commit, "an attempt measured without its commit")?,
@@ -141,6 +149,31 @@ impl<'a> Session<'a> {
             return Ok(None);
         }
         crate::failpoint::hit("eval.finished");
+        let measured = Measured {
+            result: &result,
+            of_the_tree,
+        };
+        let cwd = self.wt_path.clone();
+        self.decide(st, r, attempt, commit, measured, report, env, &cwd)
+            .await
+    }
+
+    /// Decides keep or revert on a measured attempt, runs the guards (in `cwd`, which holds its
+    /// tree) on a better one, and records it. None on Ctrl-C.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn decide(
+        &mut self,
+        st: &State,
+        r: &ResearcherState,
+        attempt: &Attempt<'_>,
+        commit: Option<Oid>,
+        measured: Measured<'_>,
+        report: &crate::agents::AgentReport,
+        env: &[(String, String)],
+        cwd: &std::path::Path,
+    ) -> Result<Option<Verdict>> {
+        let (conf, id, iteration) = (self.conf, self.id, attempt.iteration);
+        let result = measured.result;
         // With branching on, an attempt is kept when it beats the node it started from.
         let to_beat = match &attempt.branch {
             Some(b) => b.from.metric,
@@ -151,10 +184,6 @@ impl<'a> Session<'a> {
             .then(|| self.same_as_alive(r, attempt.tree))
             .flatten();
         if let Some(why) = same {
-            let measured = Measured {
-                result: &result,
-                of_the_tree,
-            };
             record_iteration(
                 conf,
                 attempt,
@@ -170,14 +199,9 @@ impl<'a> Session<'a> {
         // What the CLI reported (a refused edit, a limit) when nothing else is wrong.
         let reason = result.reason.clone().or_else(|| report.problem.clone());
         let Some((verdict, reason)) =
-            crate::engine::measure::guards::gate(conf, verdict, reason, &self.wt_path, env, &label)
-                .await?
+            crate::engine::measure::guards::gate(conf, verdict, reason, cwd, env, &label).await?
         else {
             return Ok(None);
-        };
-        let measured = Measured {
-            result: &result,
-            of_the_tree,
         };
         record_iteration(conf, attempt, commit, measured, verdict, reason)?;
         Ok(Some(verdict))
@@ -194,6 +218,7 @@ impl<'a> Session<'a> {
         base: &crate::model::CommitId,
         verdict: Verdict,
         agent_changes: &Changes,
+        also: Option<Changes>,
     ) -> Result<()> {
         let (conf, id) = (self.conf, self.id);
         let now = conf.state();
@@ -211,6 +236,11 @@ impl<'a> Session<'a> {
             crate::failpoint::hit("branch.moved");
         }
         let eval_changes = take_changes(&mut self.watch);
+        // Paths the worktree holds otherwise than the attempt recorded (a sweep's literal).
+        let eval_changes = match also {
+            Some(also) => watch::union(&eval_changes, &also),
+            None => eval_changes,
+        };
         let branch_ref = conf.refs.researcher(id);
         let (target, touched, write_index) = match next {
             None => {
@@ -279,7 +309,7 @@ fn without_agent_dir(changes: Changes) -> Changes {
 /// attempt's commit of `tree`, what a remote launcher ships.
 pub(super) async fn evaluate_cached(
     conf: &Conference,
-    (id, round, iteration): (&str, u32, u32),
+    (id, log): (&str, &str),
     (tree, commit): (Oid, Oid),
     wt_path: &std::path::Path,
     env: Vec<(String, String)>,
@@ -323,7 +353,7 @@ pub(super) async fn evaluate_cached(
                 cwd: wt_path,
                 commit: &commit,
                 env,
-                log_prefix: conf.log_path(&format!("{id}-r{round}-i{iteration}.eval")),
+                log_prefix: conf.log_path(log),
                 scheduler: &conf.scheduler,
                 prune,
                 launcher: &conf.launcher,

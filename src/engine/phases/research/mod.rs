@@ -15,6 +15,8 @@ mod judge;
 pub mod parked;
 mod record;
 mod session;
+mod sweep;
+mod swept;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -131,6 +133,8 @@ struct Session<'a> {
     /// The commit the worktree holds between iterations: the researcher's head, or with
     /// branching on the node the next attempt starts from (`branching`).
     at: crate::model::CommitId,
+    /// The last attempt's sweep, as its progress line says it (`sweep of 4 values of LR: …`).
+    sweep_line: Option<String>,
 }
 
 /// What an iteration leaves the loop to do.
@@ -178,6 +182,8 @@ struct Judged<'a, 'b> {
     /// Nothing changed, and why.
     unchanged: Option<String>,
     report: &'b crate::agents::AgentReport,
+    /// A `SWEEP:` line checked against the attempt's tree (sweeps on).
+    sweep: Option<sweep::Plan>,
 }
 
 /// What an attempt measured: the result, and whether it is a property of the tree (an

@@ -110,8 +110,7 @@ pub(super) fn record_iteration(
     let st = conf.state();
     let delta = delta_of(a, st.researcher(a.id).best_metric, result.metric);
     let reason = with_remark(reason, a.remark);
-    // A result measured by an earlier attempt (the cache) took no time now.
-    let eval_s = (result.seconds > 0.0).then_some(result.seconds);
+    let eval_s = super::swept::eval_seconds(a, result);
     let record = AttemptRecord {
         round: st.round,
         researcher: a.id.to_string(),
@@ -131,6 +130,7 @@ pub(super) fn record_iteration(
         eval_s: eval_s.map(tenths),
         placement: result.placement.clone(),
         machine: conf.link().map(|link| link.machine.clone()),
+        sweep: a.sweep.map(|s| s.record.clone()),
     };
     let step = super::branching::plan_step(conf, &st, a, commit, verdict, result.metric);
     let note = commit.map(|c| with_step(attempt_note(conf, c, &record, result), step.as_ref()));
@@ -147,7 +147,7 @@ pub(super) fn record_iteration(
         reason: reason.clone(),
         sub_metrics: result.sub_metrics.clone(),
         evaluated: measured.of_the_tree,
-        notes: note.map(|n| n.with_usage(a.usage)).into_iter().collect(),
+        notes: super::swept::notes(conf, a, &record, note),
         tokens: a.usage.map(Tokens::of),
         cost_usd: a.usage.and_then(|u| u.cost_usd),
         agent_s: record.agent_s,
@@ -155,6 +155,7 @@ pub(super) fn record_iteration(
         questions: a.questions.clone(),
         placement: result.placement.clone().map(Box::new),
         branch: step.map(Box::new),
+        sweep: super::swept::step(&record, a),
     };
     let mut summary = format!(
         "{} r{} i{} {} {}",
@@ -166,6 +167,9 @@ pub(super) fn record_iteration(
     );
     if let Some(step) = &event.branch {
         summary.push_str(&super::branching::summary(step));
+    }
+    if let Some(sweep) = event.sweep.as_ref().and_then(|s| s.ran()) {
+        summary.push_str(&format!(" — {}", sweep.summary()));
     }
     let mut produced = vec![StateChange::AppendLine(
         files::attempts(st.round),
@@ -184,6 +188,9 @@ pub(super) fn record_iteration(
             files::eval_cache(&st.eval_settings, &a.tree.to_string()),
             serde_json::to_vec(result)?,
         ));
+    }
+    if let Some(sweep) = a.sweep {
+        produced.extend(super::swept::cache_entries(&st.eval_settings, sweep)?);
     }
     conf.record(Event::Iteration(event), &summary, produced)?;
     record_stuck(conf, a.id, st.round, verdict)

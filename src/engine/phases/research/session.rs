@@ -74,6 +74,7 @@ impl<'a> Session<'a> {
             agent_crashes: 0,
             iterations_since_open: 0,
             at: head,
+            sweep_line: None,
         }))
     }
 
@@ -169,14 +170,21 @@ impl<'a> Session<'a> {
             Some(_) => split_branch(description),
             None => (description, None),
         };
+        let (description, sweep_request) = match self.conf.config.parameter_sweep {
+            true => super::sweep::split(description),
+            false => (description, None),
+        };
         let damage = ran
             .damage
             .or(ran.foreign.as_ref().map(|(_, why)| why.clone()));
         let foreign = ran.foreign.map(|(seen, _)| seen);
         let captured = self.capture(&r, &base, head_tree, damage, foreign, &ran.shared_before)?;
         let tree = captured.snap.tree;
+        let (sweep, sweep_warning) = self.plan(sweep_request, tree);
+        let sweep_path = sweep.as_ref().map(|p| p.path().to_string());
         // Nothing changed: what the agent claimed is no description; why nothing changed is.
         let unchanged = (agent_failure.is_none()
+            && sweep.is_none()
             && tree == head_tree
             && captured.snap.nested_repos.is_empty()
             && captured.shared_violation.is_none())
@@ -197,6 +205,8 @@ impl<'a> Session<'a> {
             questions,
             remark: ran.remark.as_deref(),
             branch: from.map(|from| AttemptBranch { from, request }),
+            sweep: None,
+            sweep_warning,
         };
         let judged = Judged {
             attempt: &attempt,
@@ -204,11 +214,15 @@ impl<'a> Session<'a> {
             agent_failure,
             unchanged,
             report: &ran.report,
+            sweep,
         };
+        self.sweep_line = None;
         let Some(verdict) = self.judge(&st, &r, &captured, judged, &env).await? else {
             return Ok(Next::Stop);
         };
-        self.put_back(&r, &base, verdict, &captured.agent_changes)?;
+        // The worktree holds the agent's value of a swept literal, not the chosen one's.
+        let also = sweep_path.map(|p| crate::git::watch::Changes::Paths(vec![p.into()]));
+        self.put_back(&r, &base, verdict, &captured.agent_changes, also)?;
         self.report_line(&st, iteration, verdict, &description);
         Ok(self.after(agent_timed_out))
     }
@@ -266,6 +280,7 @@ impl<'a> Session<'a> {
             human_in_the_loop: conf.config.loop_mode == crate::config::LoopMode::HumanInTheLoop,
             knowledge_brief: st.knowledge_brief.as_ref().map(|k| k.text.as_str()),
             tree: tree.as_ref(),
+            sweep: conf.config.parameter_sweep,
         }))
     }
 }
@@ -285,8 +300,11 @@ impl<'a> Session<'a> {
             .filter(|w| !description.contains(w.as_str()))
             .map(|w| format!(" — {w}"))
             .unwrap_or_default();
+        let sweep = (self.sweep_line.as_deref())
+            .map(|s| format!(" — {s}"))
+            .unwrap_or_default();
         self.conf.ui.info(&format!(
-            "  {} r{} i{iteration}: {verdict:<9} best {}  {description}{why}",
+            "  {} r{} i{iteration}: {verdict:<9} best {}  {description}{why}{sweep}",
             self.id,
             st.round,
             fmt_metric(now.researcher(self.id).best_metric),

@@ -1,0 +1,74 @@
+//! Successive halving across a sweep's variants (`prune: on` with `Parameter sweep: on`): the
+//! variants of one sweep are the same idea at different values, so they race each other. Each
+//! running variant's readings go into one shared [`Race`]; at each rung a variant behind the best
+//! of the others at the same step by more than the noise margin is stopped (the rule:
+//! `protocol::prune::race`), recorded as `pruned` with the value it lost to. A variant that runs
+//! after the others (fewer evaluation slots than values) races their finished curves.
+
+use std::sync::{Arc, Mutex};
+
+use crate::model::Pruned;
+use crate::protocol::prune::{self, Point};
+
+/// The readings of a sweep's variants so far, and who stopped whom.
+#[derive(Debug, Default)]
+pub struct Race {
+    /// Each variant's current run's readings.
+    curves: Vec<Vec<Point>>,
+    /// The value each variant is (`0.001`), for the reasons.
+    values: Vec<String>,
+    /// The literal's name, for the reasons.
+    name: String,
+}
+
+/// One variant's seat in a race.
+#[derive(Debug, Clone)]
+pub struct Seat {
+    race: Arc<Mutex<Race>>,
+    seat: usize,
+}
+
+/// A race among the variants with these values of literal `name`: one seat each, in order.
+pub fn seats(name: &str, values: &[String]) -> Vec<Seat> {
+    let race = Arc::new(Mutex::new(Race {
+        curves: vec![Vec::new(); values.len()],
+        values: values.to_vec(),
+        name: name.to_string(),
+    }));
+    (0..values.len())
+        .map(|seat| Seat {
+            race: race.clone(),
+            seat,
+        })
+        .collect()
+}
+
+impl Seat {
+    /// Records the seat's curve so far (a new run's, when it starts over) and decides: the
+    /// reason when it is behind the leader at a rung.
+    pub fn reading(&self, curve: &[Point], rule: &prune::Rule) -> Option<(Pruned, String)> {
+        let mut race = self.race.lock().unwrap();
+        race.curves[self.seat] = curve.to_vec();
+        let others: Vec<usize> = (0..race.curves.len()).filter(|k| *k != self.seat).collect();
+        let curves: Vec<&[Point]> = others.iter().map(|k| &race.curves[*k][..]).collect();
+        let (leader, pruned) = prune::race(curve, &curves, rule)?;
+        let leader = &race.values[others[leader]];
+        let fmt = |v: f64| crate::render::format::fmt(Some(v));
+        let why = format!(
+            "successive halving in its sweep: at step {} {} = {} read {}, behind {} = {leader} \
+             ({} there) by more than the noise margin {}{}",
+            pruned.step,
+            race.name,
+            race.values[self.seat],
+            pruned.value,
+            race.name,
+            fmt(pruned.reference),
+            fmt(rule.effective_margin()),
+            match rule.early {
+                true => "",
+                false => ", and could not get there even extrapolated optimistically",
+            },
+        );
+        Some((pruned, why))
+    }
+}

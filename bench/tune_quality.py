@@ -11,13 +11,16 @@ budget. Each seed draws one start point within the bounds, the same for every me
 the seed of builtin:tune's search, of random search and of TPE.
 
     python3 bench/tune_quality.py [--budget 60] [--seeds 20] [--binary PATH]
-                                  [--fixtures tune-2d,tune-6d,multimodal]
-                                  [--methods random,tpe,builtin1,builtin3,builtin1-bf] [--cache FILE]
+                                  [--fixtures tune-2d,tune-6d,multimodal,rugged-5d,rugged-8d]
+                                  [--methods random,tpe,builtin1,builtin3,builtin1-bf,builtin3-bf]
+                                  [--cache FILE] [--jobs N]
 
 Optuna is installed into bench/.venv (from PyPI, with pip) when it is not importable.
 """
 
 import argparse
+import atexit
+import concurrent.futures
 import json
 import math
 import os
@@ -29,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -39,13 +43,17 @@ FIXTURES = {
     "tune-2d": ("f", -1.5186858, -10),
     "tune-6d": ("loss", 0.0, -10),
     "multimodal": ("f", 0.0, -10),
+    # Rugged fixtures (issue 41): train.py scripts, shifted and rotated published test functions.
+    "rugged-5d": ("loss", 0.0, -10),
+    "rugged-8d": ("loss", 0.0, -10),
 }
 
 # Conference shapes: researchers and rounds. Two rounds: knowledge transfer between them, and the
 # peer review's re-runs (which count as evaluations) twice, not once per handful of attempts.
 # builtin1-bf: builtin1 with `Branching: best-first` (the tree of ideas, issue 41).
-SHAPES = {"builtin1": (1, 2), "builtin3": (3, 2), "builtin1-bf": (1, 2)}
-BRANCHING = {"builtin1-bf": "best-first"}
+# builtin3-bf: builtin3 with best-first.
+SHAPES = {"builtin1": (1, 2), "builtin3": (3, 2), "builtin1-bf": (1, 2), "builtin3-bf": (3, 2)}
+BRANCHING = {"builtin1-bf": "best-first", "builtin3-bf": "best-first"}
 
 
 def ensure_optuna():
@@ -65,15 +73,20 @@ def ensure_optuna():
 
 
 LINE = re.compile(
-    r"^(?P<name>[A-Za-z_]\w*)=(?P<value>\S+)\s*#\s*tune:?\s*(?P<int>int)?\s*"
+    r"^(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<value>\S+)\s*#\s*tune:?\s*(?P<int>int)?\s*"
     r"(?:\[\s*(?P<lo>[^,\]]+),\s*(?P<hi>[^\]]+)\])?"
 )
 
 
+def params_file(fixture_dir):
+    """The file whose marked literals are tuned: params.sh (shell fixtures) or train.py."""
+    return "params.sh" if os.path.exists(os.path.join(fixture_dir, "params.sh")) else "train.py"
+
+
 def read_space(fixture_dir):
-    """The marked parameters of params.sh: name -> (lo, hi, integer, log)."""
+    """The marked parameters of the params file: name -> (lo, hi, integer, log)."""
     space = {}
-    with open(os.path.join(fixture_dir, "params.sh")) as f:
+    with open(os.path.join(fixture_dir, params_file(fixture_dir))) as f:
         for line in f:
             m = LINE.match(line)
             if not m:
@@ -109,7 +122,8 @@ def write_params(path, space, values):
     with open(path) as f:
         text = f.read()
     for name, v in values.items():
-        text = re.sub(rf"(?m)^{name}=\S+", f"{name}={fmt(v, space[name][2])}", text)
+        written = fmt(v, space[name][2])
+        text = re.sub(rf"(?m)^({name}\s*=\s*)\S+", lambda m: m.group(1) + written, text)
     with open(path, "w") as f:
         f.write(text)
 
@@ -148,7 +162,7 @@ class Evaluator:
         self.space = space
 
     def __call__(self, values):
-        write_params(os.path.join(self.dir, "params.sh"), self.space, values)
+        write_params(os.path.join(self.dir, params_file(self.dir)), self.space, values)
         out = subprocess.run(["./eval.sh"], cwd=self.dir, capture_output=True, text=True)
         m = re.search(rf"^{self.metric}:\s*(\S+)", out.stdout, re.M)
         if out.returncode != 0 or not m:
@@ -190,7 +204,8 @@ def run_tpe(space, evaluate, budget, seed, start):
     return study.best_value
 
 
-def conference_md(metric, target, attempts, seed, count, rounds, branching="off"):
+def conference_md(metric, target, attempts, seed, count, rounds, branching="off",
+                  params="params.sh"):
     """The conference.md builtin:tune runs with (one place, so the shape is easy to adjust)."""
     per_round = math.ceil(attempts / (count * rounds))
     tree = "" if branching == "off" else f"- **Branching:** {branching}\n"
@@ -209,7 +224,7 @@ metric
 - **Max rounds:** {rounds}
 {tree}## Search Space
 **Allowed changes:**
-- params.sh
+- {params}
 ## Search Space Partitioning
 **Strategy:** free
 ## Constraints
@@ -232,9 +247,10 @@ def run_conference(fixture_dir, space, start, metric, target, attempts, seed, en
         repo = os.path.join(tmp, "repo")
         log = os.path.join(tmp, "runs.log")
         counted_fixture(fixture_dir, repo, log)
-        write_params(os.path.join(repo, "params.sh"), space, start)
+        params = params_file(repo)
+        write_params(os.path.join(repo, params), space, start)
         with open(os.path.join(repo, "conference.md"), "w") as f:
-            f.write(conference_md(metric, target, attempts, seed, count, rounds, branching))
+            f.write(conference_md(metric, target, attempts, seed, count, rounds, branching, params))
         git = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.invalid"]
         subprocess.run(git + ["init", "-q"], cwd=repo, check=True)
         subprocess.run(git + ["add", "-A"], cwd=repo, check=True)
@@ -278,6 +294,7 @@ def builtin_env(binary):
         if not os.access(binary, os.X_OK):
             return None
         d = os.path.join(tempfile.mkdtemp(prefix="tunebench-bin-"), "")
+        atexit.register(shutil.rmtree, d, True)
         os.symlink(binary, os.path.join(d, "git-conference"))
         env["PATH"] = d + os.pathsep + env.get("PATH", "")
         return env
@@ -317,7 +334,9 @@ def main():
                     "builtin1-bf (builtin1 with Branching: best-first)")
     ap.add_argument("--cache", help="a JSON lines file of finished runs (every seed is "
                     "deterministic): kept, and reused by a rerun")
+    ap.add_argument("--jobs", type=int, default=1, help="seeds measured at once (default 1)")
     args = ap.parse_args()
+    lock = threading.Lock()
     cache = {}
     if args.cache and os.path.exists(args.cache):
         with open(args.cache) as f:
@@ -340,13 +359,13 @@ def main():
         fdir = os.path.join(ROOT, "fixtures", name)
         space = read_space(fdir)
         for method in methods:
-            gaps, evals = [], []
-            for seed in range(args.seeds):
+            def one(seed):
+                """One seed's (best, runs): from the cache, or measured (and cached)."""
                 start = start_point(space, seed)
                 key = f"{name}|{method}|{seed}|{args.budget}"
                 if key in cache:
-                    best, runs = cache[key]
-                elif method in SHAPES:
+                    return cache[key]
+                if method in SHAPES:
                     count, rounds = SHAPES[method]
                     try:
                         best, runs = run_builtin(
@@ -364,13 +383,21 @@ def main():
                         runs = ev.runs()
                     finally:
                         ev.close()
-                if args.cache and key not in cache and math.isfinite(best):
-                    cache[key] = (best, runs)
-                    with open(args.cache, "a") as f:
-                        f.write(json.dumps({"key": key, "best": best, "runs": runs}) + "\n")
-                gaps.append(best - optimum)
-                evals.append(runs)
-                print(f"{name} {method} seed {seed}: best {best:.6f} evals {runs}", file=sys.stderr)
+                with lock:
+                    if args.cache and math.isfinite(best):
+                        cache[key] = (best, runs)
+                        with open(args.cache, "a") as f:
+                            f.write(json.dumps({"key": key, "best": best, "runs": runs}) + "\n")
+                    print(f"{name} {method} seed {seed}: best {best:.6f} evals {runs}",
+                          file=sys.stderr)
+                return best, runs
+
+            # Seeds are independent (each in its own temp folders): --jobs runs several at once;
+            # the figures do not depend on it.
+            with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+                results = list(pool.map(one, range(args.seeds)))
+            gaps = [best - optimum for best, _ in results]
+            evals = [runs for _, runs in results]
             rows.append((name, method, min(evals), max(evals)) + summary(gaps))
 
     print(f"budget {args.budget} evaluations (eval.sh runs), {args.seeds} seeds, a random start per seed")

@@ -587,6 +587,51 @@ fn f6(p: &BTreeMap<String, f64>, noise: &mut u64) -> f64 {
     let v = g("lr").log10() + 2.5;
     let w = (g("batch") - 24.0) / 8.0;
     r += v * v + w * w + v * w;
+    r + noise01(noise)
+}
+
+/// A fixture for the simulations: its file of literals (name and text), objective and known
+/// optimum.
+struct Fixture {
+    file: &'static str,
+    text: &'static str,
+    f: fn(&BTreeMap<String, f64>, &mut u64) -> f64,
+    optimum: f64,
+}
+
+const TWO_D: Fixture = Fixture {
+    file: "params.sh",
+    text: FIXTURE_2D,
+    f: |p, _| f2(p),
+    optimum: F2_OPT,
+};
+const SIX_D: Fixture = Fixture {
+    file: "params.sh",
+    text: FIXTURE_6D,
+    f: f6,
+    optimum: 0.0,
+};
+
+const RUGGED_5D: &str = include_str!("../../../fixtures/rugged-5d/train.py");
+const RUGGED_8D: &str = include_str!("../../../fixtures/rugged-8d/train.py");
+
+/// fixtures/rugged-*/train.py's rotation: Givens rotations on axes (k, k+1 mod n) by
+/// 0.5 + 0.37 k radians, of x − optimum.
+fn rugged_z(p: &BTreeMap<String, f64>, prefix: &str, optimum: &[f64]) -> Vec<f64> {
+    let mut v: Vec<f64> = (0..optimum.len())
+        .map(|i| p[&format!("train.py:{prefix}{}", i + 1)] - optimum[i])
+        .collect();
+    let n = v.len();
+    for k in 0..n {
+        let (i, j) = (k, (k + 1) % n);
+        let (s, c) = (0.5 + 0.37 * k as f64).sin_cos();
+        (v[i], v[j]) = (c * v[i] - s * v[j], s * v[i] + c * v[j]);
+    }
+    v
+}
+
+/// Gaussian noise of sd 0.01 from `noise` (the fixtures' measurement noise).
+fn noise01(noise: &mut u64) -> f64 {
     let mut next = || {
         *noise = noise
             .wrapping_mul(6364136223846793005)
@@ -594,30 +639,81 @@ fn f6(p: &BTreeMap<String, f64>, noise: &mut u64) -> f64 {
         ((*noise >> 11) as f64 + 0.5) / (1u64 << 53) as f64
     };
     let (u1, u2) = (next(), next());
-    r + 0.01 * (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+    0.01 * (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
 }
 
-/// A fixture for the simulations: its params.sh, objective and known optimum.
-struct Fixture {
-    text: &'static str,
-    f: fn(&BTreeMap<String, f64>, &mut u64) -> f64,
-    optimum: f64,
+/// fixtures/rugged-5d: the shifted, rotated Rastrigin function.
+fn rastrigin5(p: &BTreeMap<String, f64>, noise: &mut u64) -> f64 {
+    let z = rugged_z(p, "X", &[1.234, -2.071, 0.613, 2.897, -0.442]);
+    let f: f64 = z
+        .iter()
+        .map(|t| t * t - 10.0 * (std::f64::consts::TAU * t).cos())
+        .sum();
+    10.0 * z.len() as f64 + f + noise01(noise)
 }
 
-const TWO_D: Fixture = Fixture {
-    text: FIXTURE_2D,
-    f: |p, _| f2(p),
-    optimum: F2_OPT,
-};
-const SIX_D: Fixture = Fixture {
-    text: FIXTURE_6D,
-    f: f6,
+/// fixtures/rugged-8d: the shifted, rotated Levy function.
+fn levy8(p: &BTreeMap<String, f64>, noise: &mut u64) -> f64 {
+    let opt = [2.37, -3.61, 0.83, 4.49, -1.27, 3.05, -4.78, 1.66];
+    let w: Vec<f64> = rugged_z(p, "W", &opt)
+        .iter()
+        .map(|t| 1.0 + t / 4.0)
+        .collect();
+    let pi = std::f64::consts::PI;
+    let mut f = (pi * w[0]).sin().powi(2);
+    for t in &w[..w.len() - 1] {
+        f += (t - 1.0).powi(2) * (1.0 + 10.0 * (pi * t + 1.0).sin().powi(2));
+    }
+    let last = w[w.len() - 1];
+    f += (last - 1.0).powi(2) * (1.0 + (2.0 * pi * last).sin().powi(2));
+    f + noise01(noise)
+}
+
+const RUGGED5: Fixture = Fixture {
+    file: "train.py",
+    text: RUGGED_5D,
+    f: rastrigin5,
     optimum: 0.0,
 };
+const RUGGED8: Fixture = Fixture {
+    file: "train.py",
+    text: RUGGED_8D,
+    f: levy8,
+    optimum: 0.0,
+};
+
+#[test]
+fn rugged_fixtures_agree_with_their_scripts() {
+    // As the scripts compute it: 0 (less the noise) at the optimum, far more at the start;
+    // only the marked literals are tuned.
+    for (fx, opt, prefix) in [
+        (&RUGGED5, vec![1.234, -2.071, 0.613, 2.897, -0.442], "X"),
+        (
+            &RUGGED8,
+            vec![2.37, -3.61, 0.83, 4.49, -1.27, 3.05, -4.78, 1.66],
+            "W",
+        ),
+    ] {
+        let at: BTreeMap<String, f64> = opt
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (format!("train.py:{prefix}{}", i + 1), *v))
+            .collect();
+        assert!((fx.f)(&at, &mut 1).abs() < 0.05);
+        let start = extract_params(&files(&[("train.py", fx.text)]));
+        assert_eq!(start.len(), opt.len(), "only the marked literals are tuned");
+        assert!((fx.f)(&start, &mut 1) > 50.0);
+    }
+}
 
 /// The fixture's params.sh with every literal moved to a random point within its bounds (log
 /// scale when the tuner uses one), drawn from `seed` (0 keeps the fixture's own start).
 fn start_text(text: &str, seed: u64) -> String {
+    start_text_of("params.sh", text, seed)
+}
+
+/// `start_text` for a file of any name (train.py's literals are found as Python's).
+fn start_text_of(file: &str, text: &str, seed: u64) -> String {
     if seed == 0 {
         return text.to_string();
     }
@@ -628,7 +724,7 @@ fn start_text(text: &str, seed: u64) -> String {
             .wrapping_add(1442695040888963407);
         (state >> 11) as f64 / (1u64 << 53) as f64
     };
-    let lits = find_literals("params.sh", text);
+    let lits = find_literals(file, text);
     let vals: Vec<f64> = lits
         .iter()
         .map(|l| {
@@ -678,8 +774,8 @@ fn simulate(fx: &Fixture, start_seed: u64, seed: u64, shape: Shape) -> (f64, usi
         fails: vec![0u32; shape.researchers],
         attempts: 0,
     };
-    let start = start_text(fx.text, start_seed);
-    let mut best_files = files(&[("params.sh", &start)]);
+    let start = start_text_of(fx.file, fx.text, start_seed);
+    let mut best_files = files(&[(fx.file, &start)]);
     let mut best_params = extract_params(&best_files);
     let mut best = (fx.f)(&best_params, &mut sim.noise);
     sim.log.push((
@@ -712,10 +808,10 @@ fn simulate(fx: &Fixture, start_seed: u64, seed: u64, shape: Shape) -> (f64, usi
         }
         (best, best_params) = sim.transfer(heads, &round_start, (best, best_params));
         let mut text = start.clone();
-        for lit in find_literals("params.sh", &start).iter().rev() {
+        for lit in find_literals(fx.file, &start).iter().rev() {
             text = rewrite(&text, lit, best_params[&lit.key]);
         }
-        best_files = files(&[("params.sh", &text)]);
+        best_files = files(&[(fx.file, &text)]);
         // Round order for later rounds' histories: by iteration, then researcher.
         sim.log.sort_by_key(|e| (e.0, e.1, e.2));
         best_moved = best < round_start.0;
@@ -1172,9 +1268,15 @@ fn report() {
             .unwrap_or(d)
     };
     let seeds = env("SEEDS", 40);
+    // FIX=2 or 6: that fixture alone (default both); FIX=5 or 8: rugged-5d or rugged-8d.
     let only = env("FIX", 0);
-    for (name, fx) in [("2-D", &TWO_D), ("6-D", &SIX_D)] {
-        if (only == 2 && name == "6-D") || (only == 6 && name == "2-D") {
+    for (id, name, fx) in [
+        (2, "2-D", &TWO_D),
+        (6, "6-D", &SIX_D),
+        (5, "rugged-5d", &RUGGED5),
+        (8, "rugged-8d", &RUGGED8),
+    ] {
+        if only != id && (only != 0 || id == 5 || id == 8) {
             continue;
         }
         for shape in [

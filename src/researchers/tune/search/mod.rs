@@ -9,7 +9,8 @@
 //! the others share the design; a lone researcher with many literals alternates the two.
 //!
 //! Then local searches: the good points are grouped into regions (local optima); researchers
-//! refine different promising regions (a lone researcher visits them in turn), a region that a
+//! refine different promising regions when the budget affords one each, else all the best (a
+//! lone researcher visits them in turn), a region that a
 //! few local moves did not make the best, or whose search stalled, gives way to the next (a
 //! restart), and the last quarter of the budget refines the best. Around a region's best the
 //! search proposes, in order of preference: an extrapolation of a move that just succeeded, (for

@@ -13,6 +13,21 @@ impl<'a> Search<'a> {
         (self.budget() / (LOCAL_COST * (nd + 1.0))).round() as usize
     }
 
+    /// How many regions are refined at once: as many as the budget can afford a local search
+    /// in (about `LOCAL_COST` evaluations per dimension each), at most one per researcher or
+    /// three; but several researchers that can afford fewer regions than there are of them
+    /// (at most three) all refine the best one. Split two to one over two regions, each local
+    /// search advanced by one or two points an iteration: on a rugged function (the shifted,
+    /// rotated Rastrigin of fixtures/rugged-5d, 60 evaluations) three researchers ended far
+    /// behind one, whose single chain of steps the three then match (BENCHMARKS.md, issue 41).
+    pub(super) fn regions_kept(&self, researchers: usize) -> usize {
+        let affordable = self.regions_affordable();
+        if researchers > 1 && affordable < researchers.min(3) {
+            return 1;
+        }
+        affordable.clamp(1, researchers.max(3))
+    }
+
     /// Chooses the centre of the local search and replays its region's history for the step
     /// size. Returns true when the chosen region has stalled and budget remains (restart).
     pub(super) fn focus(&mut self) -> bool {
@@ -54,9 +69,7 @@ impl<'a> Search<'a> {
             .filter(|&k| !stalled(&states[k]) && (k == 0 || states[k].evaluated < probe))
             .collect();
         let mut restart = false;
-        // As many regions as the budget can afford a local search in (about 6 evaluations per
-        // dimension each), at most one per researcher or three.
-        let k_max = self.regions_affordable().clamp(1, researchers.max(3));
+        let k_max = self.regions_kept(researchers);
         let promising: Vec<usize> = promising.into_iter().take(k_max).collect();
         self.regions = promising
             .iter()
@@ -155,5 +168,59 @@ impl<'a> Search<'a> {
             last_move,
             just_improved,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{ModelCache, Search};
+    use crate::researchers::tune::{Request, Trial};
+
+    /// The regions refined at once for `researchers` sharing `n` bounded literals, with a
+    /// conference budget of `total` attempts.
+    fn kept(n: usize, researchers: usize, total: u64) -> usize {
+        let text: String = (1..=n)
+            .map(|i| format!("X{i} = 0.5  # tune: [-5, 5]\n"))
+            .collect();
+        let files = vec![("train.py".to_string(), text)];
+        let history: Vec<Trial> = Vec::new();
+        let req = Request {
+            files: &files,
+            history: &history,
+            avoid: &[],
+            minimize: true,
+            seed: 1,
+            researcher: 0,
+            researchers,
+            assigned: false,
+            advocate: None,
+            streaks: &[],
+            budget_left: None,
+            budget_total: Some(total),
+            round_progress: None,
+            chosen_head: false,
+        };
+        let cache = ModelCache::default();
+        Search::new(&req, &cache)
+            .expect("literals")
+            .regions_kept(researchers)
+    }
+
+    #[test]
+    fn several_researchers_split_over_regions_only_when_each_has_one() {
+        // 5 literals, 54 attempts: two regions affordable. One researcher visits both; three
+        // do not split two to one, they all refine the best.
+        assert_eq!(kept(5, 1, 54), 2);
+        assert_eq!(kept(5, 3, 54), 1);
+        assert_eq!(kept(5, 4, 54), 1);
+        // Two researchers, two regions: one each.
+        assert_eq!(kept(5, 2, 54), 2);
+        // 200 attempts afford five regions: one per researcher, at most three.
+        assert_eq!(kept(5, 3, 200), 3);
+        assert_eq!(kept(5, 1, 200), 3);
+        // The 2-D fixture's shape (three regions for three researchers) and the 6-D one's (one
+        // region) are as before.
+        assert_eq!(kept(2, 3, 54), 3);
+        assert_eq!(kept(6, 3, 54), 1);
     }
 }

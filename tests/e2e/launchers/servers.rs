@@ -340,7 +340,22 @@ pub fn ray_bin() -> PathBuf {
 }
 
 impl RayHead {
+    /// A Ray head up and answering. The free ports it is given are free when chosen, not
+    /// reserved: another test's server may take one before Ray binds it, and Ray then never
+    /// comes up; such a head is stopped and another started on other ports (three tries).
     pub fn start() -> RayHead {
+        let mut why = String::new();
+        for _ in 0..3 {
+            let mut head = RayHead::spawn();
+            match head.wait_until_up() {
+                Ok(()) => return head,
+                Err(log) => why = log,
+            }
+        }
+        panic!("Ray never came up, three times; the last: {why}");
+    }
+
+    fn spawn() -> RayHead {
         let dir = tempfile::Builder::new()
             .prefix("gcr")
             .tempdir_in("/tmp")
@@ -392,21 +407,20 @@ impl RayHead {
         let child = cmd.spawn().expect("cannot run ray start");
         let group = child.id();
         let watchdog = watchdog(&format!("-{group}"));
-        let head = RayHead {
+        RayHead {
             address: format!("http://127.0.0.1:{dashboard_port}"),
             dashboard_port,
             group,
             child,
             _dir: dir,
             watchdog,
-        };
-        head.wait_until_up();
-        head
+        }
     }
 
     /// Until the Jobs API answers and the node's resources are known (up to 3 minutes: Ray
-    /// takes tens of seconds to start on a loaded box).
-    fn wait_until_up(&self) {
+    /// takes tens of seconds to start on a loaded box); `ray start` ending first is a failure
+    /// at once. The error is Ray's own log.
+    fn wait_until_up(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(180);
         loop {
             let nodes: serde_json::Value =
@@ -414,11 +428,13 @@ impl RayHead {
                     .unwrap_or_default();
             let nodes = nodes["data"]["result"]["result"].as_array().cloned();
             if nodes.is_some_and(|n| n.iter().any(|n| n["resources_total"]["GPU"] == 2.0)) {
-                return;
+                return Ok(());
             }
-            let log =
-                std::fs::read_to_string(self._dir.path().join("start.err")).unwrap_or_default();
-            assert!(Instant::now() < deadline, "Ray never came up: {log}");
+            let ended = self.child.try_wait().ok().flatten();
+            if ended.is_some() || Instant::now() > deadline {
+                let log = std::fs::read_to_string(self._dir.path().join("start.err"));
+                return Err(format!("{ended:?}: {}", log.unwrap_or_default()));
+            }
             std::thread::sleep(Duration::from_millis(250));
         }
     }

@@ -34,19 +34,8 @@ impl SweepRequest {
 /// Splits an agent's note into its text and its last `SWEEP:` line: the request, or why the
 /// line cannot be read (the attempt then goes on as a plain one, with that warning).
 pub fn split_sweep(note: &str) -> (String, Option<Result<SweepRequest, String>>) {
-    let mut kept = Vec::new();
-    let mut request = None;
-    for line in note.lines() {
-        let trimmed = line.trim_start();
-        let marker = trimmed
-            .get(..SWEEP_MARKER.len())
-            .filter(|m| m.eq_ignore_ascii_case(SWEEP_MARKER));
-        match marker {
-            Some(_) => request = Some(parse(trimmed[SWEEP_MARKER.len()..].trim())),
-            None => kept.push(line),
-        }
-    }
-    (kept.join("\n").trim().to_string(), request)
+    let (text, last) = super::tree::split_marked(note, SWEEP_MARKER);
+    (text, last.map(parse))
 }
 
 /// Reads `path:name = v1, v2, v3`.

@@ -268,28 +268,35 @@ pub enum BranchRequest {
 /// Splits an agent's note into its text and the last `BRANCH:` line it holds (the note "ends
 /// with" one; earlier ones give way to it). Case as written for ids; `fork` in any case.
 pub fn split_branch(note: &str) -> (String, Option<BranchRequest>) {
+    let (text, last) = split_marked(note, BRANCH_MARKER);
+    let request = last.map(|what| {
+        let what = what.trim_matches(|c: char| "`*\"'.".contains(c));
+        if what.eq_ignore_ascii_case("fork") {
+            BranchRequest::Fork
+        } else {
+            BranchRequest::Node(what.to_string())
+        }
+    });
+    (text, request)
+}
+
+/// Splits an agent's note into its text without the lines that start with `marker` (in any
+/// case, after leading blanks) and what follows the marker on the last of them, trimmed: the
+/// one reading of the note's requests (`BRANCH:`, `SWEEP:`).
+pub fn split_marked<'a>(note: &'a str, marker: &str) -> (String, Option<&'a str>) {
     let mut kept = Vec::new();
-    let mut request = None;
+    let mut last = None;
     for line in note.lines() {
         let trimmed = line.trim_start();
-        let marker = trimmed
-            .get(..BRANCH_MARKER.len())
-            .filter(|m| m.eq_ignore_ascii_case(BRANCH_MARKER));
-        match marker {
-            Some(_) => {
-                let what = trimmed[BRANCH_MARKER.len()..]
-                    .trim()
-                    .trim_matches(|c: char| "`*\"'.".contains(c));
-                request = Some(if what.eq_ignore_ascii_case("fork") {
-                    BranchRequest::Fork
-                } else {
-                    BranchRequest::Node(what.to_string())
-                });
-            }
-            None => kept.push(line),
+        let marked = trimmed
+            .get(..marker.len())
+            .is_some_and(|m| m.eq_ignore_ascii_case(marker));
+        match marked {
+            true => last = Some(trimmed[marker.len()..].trim()),
+            false => kept.push(line),
         }
     }
-    (kept.join("\n").trim().to_string(), request)
+    (kept.join("\n").trim().to_string(), last)
 }
 
 #[cfg(test)]

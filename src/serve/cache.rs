@@ -4,12 +4,13 @@
 //! time, and writing and escaping their 3.5 MB of JSON, costs most of a first paint and churns
 //! megabytes per request. One entry is kept (the server's memory stays that of one conference's
 //! attempts); a new event moves the tip and the next request reads them again. The attempt
-//! tree made of them is kept with them.
+//! tree and the importance table made of them are kept with them.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use anyhow::Result;
 use git2::Oid;
+use serde_json::Value;
 
 use crate::engine::Conference;
 
@@ -26,6 +27,8 @@ struct Entry {
     page_text: Option<Arc<str>>,
     /// The attempt tree read from them; made on first use.
     lineage: Option<Arc<Vec<LineageNode>>>,
+    /// Which change mattered, as the page's JSON; made on first use.
+    importance: Option<Arc<Value>>,
 }
 
 #[derive(Default)]
@@ -78,30 +81,63 @@ impl AttemptsCache {
         conf: &Conference,
         read: impl FnOnce() -> Result<Vec<AttemptRecord>>,
     ) -> Result<Arc<Vec<LineageNode>>> {
-        let (kept, attempts) = self.entry(conf, read)?;
-        if let Some(nodes) = kept.as_ref().and_then(|e| e.lineage.clone()) {
-            return Ok(nodes);
+        self.made_of(
+            conf,
+            read,
+            |e| &mut e.lineage,
+            |attempts| {
+                let mut reads = match self.reads.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                    Some((name, reads)) if name == *conf.name() => reads,
+                    _ => TreeReads::default(),
+                };
+                let nodes = lineage::nodes_with(conf, attempts, &mut reads)?;
+                *self.reads.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some((conf.name().to_string(), reads));
+                Ok(nodes)
+            },
+        )
+    }
+
+    /// Which change mattered (`views::importance_json` of `conf`'s attempts), kept with them:
+    /// the page asks for it at each event, and at 10,000 attempts it takes a tenth of a second.
+    pub fn importance(
+        &self,
+        conf: &Conference,
+        read: impl FnOnce() -> Result<Vec<AttemptRecord>>,
+    ) -> Result<Arc<Value>> {
+        self.made_of(
+            conf,
+            read,
+            |e| &mut e.importance,
+            |attempts| super::views::importance_json(conf, attempts),
+        )
+    }
+
+    /// What `make` makes of `conf`'s attempts, kept in the entry's `slot` for its events tip.
+    /// Made unlocked: at 10,000 attempts a tree or an importance table takes a tenth of a
+    /// second, which a page loaded meanwhile must not wait for.
+    fn made_of<T>(
+        &self,
+        conf: &Conference,
+        read: impl FnOnce() -> Result<Vec<AttemptRecord>>,
+        slot: impl Fn(&mut Entry) -> &mut Option<Arc<T>>,
+        make: impl FnOnce(&[AttemptRecord]) -> Result<T>,
+    ) -> Result<Arc<T>> {
+        let (mut kept, attempts) = self.entry(conf, read)?;
+        if let Some(made) = kept.as_mut().and_then(|e| slot(e).clone()) {
+            return Ok(made);
         }
-        // Made unlocked: at 10,000 attempts it takes a tenth of a second (half a second when
-        // every event was read anew for the picks), which a page loaded meanwhile must not
-        // wait for.
         drop(kept);
-        let mut reads = match self.reads.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            Some((name, reads)) if name == *conf.name() => reads,
-            _ => TreeReads::default(),
-        };
-        let nodes = Arc::new(lineage::nodes_with(conf, &attempts, &mut reads)?);
-        *self.reads.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some((conf.name().to_string(), reads));
+        let made = Arc::new(make(&attempts)?);
         let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
         let tip = conf.events_tip();
         if let Some(entry) = kept
             .as_mut()
             .filter(|e| e.name == *conf.name() && Some(e.tip) == tip)
         {
-            entry.lineage = Some(nodes.clone());
+            *slot(entry) = Some(made.clone());
         }
-        Ok(nodes)
+        Ok(made)
     }
 
     /// The entry of `conf` at its events tip (read with `read` when not kept), still locked, so
@@ -129,6 +165,7 @@ impl AttemptsCache {
                 attempts: attempts.clone(),
                 page_text: None,
                 lineage: None,
+                importance: None,
             });
         }
         Ok((kept, attempts))

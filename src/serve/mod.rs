@@ -319,7 +319,7 @@ fn api(
         "summary" => views::summary_json(repo, &conf, &cache.get(&conf, read)?),
         "queue" => views::queue_json(&conf),
         "rounds" => views::rounds_json(&conf, &conf.state()),
-        "importance" => views::importance_json(&conf, &cache.get(&conf, read)?)?,
+        "importance" => cache.importance(&conf, read)?.as_ref().clone(),
         "tree" => {
             let whole = match query.whole {
                 None | Some("0") => false,

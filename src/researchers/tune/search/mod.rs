@@ -125,30 +125,43 @@ struct Search<'a> {
 type ModelCache = std::cell::RefCell<Option<(Vec<Vec<f64>>, Vec<f64>, Model)>>;
 
 pub(crate) fn propose(req: &Request) -> Option<Proposal> {
+    propose_batch(req, 1).pop()
+}
+
+/// Up to `q` distinct points for this researcher to measure at once (`- sweep: q`). Each is
+/// proposed as the next one would be were the points before it measured: they are pending, so
+/// the surrogate believes each at its own prediction (kriging believer) and a candidate's score
+/// fades near them (local penalisation), the design hands out its next points, and no move
+/// returns a point already taken. This is how researchers that share literals already split
+/// one iteration among themselves, so a batch of q from one researcher spreads like q
+/// researchers would; the researchers before this one propose their batches first.
+pub(crate) fn propose_batch(req: &Request, q: usize) -> Vec<Proposal> {
     let cache = ModelCache::default();
-    if req.assigned || req.researchers <= 1 {
-        return propose_one(req, &cache);
-    }
     // The researchers before this one propose from the same history at the same time: their
     // points are pending, not to be proposed again.
+    let before = match req.assigned || req.researchers <= 1 {
+        true => 0,
+        false => req.researcher % req.researchers,
+    };
     let mut pending = req.avoid.to_vec();
-    for j in 0..req.researcher % req.researchers {
-        let other = Request {
-            researcher: j,
-            avoid: &pending,
-            ..req.clone()
-        };
-        if let Some(p) = propose_one(&other, &cache) {
-            pending.push(p.params);
+    let mut mine = Vec::new();
+    for j in (0..before).chain([req.researcher]) {
+        for _ in 0..q {
+            let one = Request {
+                researcher: j,
+                avoid: &pending,
+                ..req.clone()
+            };
+            let Some(p) = propose_one(&one, &cache) else {
+                break;
+            };
+            pending.push(p.params.clone());
+            if j == req.researcher {
+                mine.push(p);
+            }
         }
     }
-    propose_one(
-        &Request {
-            avoid: &pending,
-            ..req.clone()
-        },
-        &cache,
-    )
+    mine
 }
 
 fn propose_one(req: &Request, cache: &ModelCache) -> Option<Proposal> {

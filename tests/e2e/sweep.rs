@@ -330,24 +330,6 @@ fn sweep_settings_are_checked_with_the_line() {
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("Parameter sweep"), "{}", run.stderr);
     assert!(run.stderr.contains("must be on or off"), "{}", run.stderr);
-    // The tuner's batch (`- sweep: 4` under `## Agent`) is not built: refused, saying so.
-    let config = repo
-        .read("conference.md")
-        .replace("**Parameter sweep:** maybe", "**Parameter sweep:** on")
-        .replace(
-            "- command: sh ./agent.sh",
-            "- command: builtin:tune\n- sweep: 4",
-        );
-    repo.write("conference.md", &config);
-    repo.commit_all("tuner batch");
-    let run = repo.conference(&["start", NAME, "--yes"]);
-    assert_eq!(run.code, 2, "{}", run.stderr);
-    assert!(
-        run.stderr
-            .contains("`sweep` under `## Agent` (builtin:tune proposing a batch of points as one sweep) is not built yet"),
-        "{}",
-        run.stderr
-    );
 }
 
 /// What a conference recorded of its attempts, all but commits and times: (iteration, verdict,

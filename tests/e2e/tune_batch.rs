@@ -266,3 +266,44 @@ fn bad_batch_settings_are_refused_with_the_line() {
         run.stderr
     );
 }
+
+/// With pruning on, a batch's points race (successive halving): one evaluation slot, so the
+/// first point's curve is complete when the others run; those behind it at a rung by more than
+/// the noise are stopped there, the reason naming the points (not one literal's values). The
+/// attempt is a point that finished.
+#[test]
+fn with_pruning_on_a_batchs_points_behind_the_others_are_stopped() {
+    let repo = fixture(1, Some("4"));
+    let config = (repo.read("conference.md"))
+        .replace(
+            "- timeout: 30s\n",
+            "- timeout: 30s\n- prune: early\n- prune warmup: 2\n",
+        )
+        .replace(
+            "## Agent\n",
+            "## Environment\n- max parallel evaluations: 1\n\n## Agent\n",
+        );
+    repo.write("conference.md", &config);
+    repo.commit_all("prune");
+    (repo.conference_env(&["start", NAME, "--yes"], &[("SWEEP_CURVE", "0.3")])).ok();
+    let first = &attempts(&repo)[0];
+    let sweep = &first["sweep"];
+    let variants = sweep["variants"].as_array().unwrap();
+    let chosen = sweep["chosen"].as_u64().unwrap() as usize;
+    assert_eq!(variants[chosen]["status"], "ok", "{first}");
+    // A point behind the best's curve is stopped by the usual rule; one ahead of the best but
+    // behind another point of its batch, by the race among them.
+    let mut raced = 0;
+    for v in variants.iter().filter(|v| v["status"] == "pruned") {
+        let why = v["reason"].as_str().unwrap();
+        let label = v["value"].as_str().unwrap();
+        let halving = format!("successive halving in its sweep: at step 200 {label} read");
+        raced += usize::from(why.starts_with(&halving));
+        assert!(
+            why.starts_with(&halving) || why.starts_with("at step"),
+            "{why}"
+        );
+        assert!(!why.contains(" = "), "names the point as its label: {why}");
+    }
+    assert!(raced >= 1, "{first}");
+}

@@ -139,8 +139,12 @@ def main():
                    help="builtin:tune, one point per iteration against batches of 4")
     args = p.parse_args()
     bound = args.te / (args.ta + args.te)
-    print(f"T_a {args.ta}s, T_e {args.te}s, {args.devices} devices, {args.iterations} "
-          f"iterations per researcher; lone-researcher bound T_e/(T_a+T_e) = {bound:.0%}")
+    if args.tuner:
+        print(f"builtin:tune (thinks no time), T_e {args.te}s, {args.devices} devices, "
+              f"{args.iterations} iterations")
+    else:
+        print(f"T_a {args.ta}s, T_e {args.te}s, {args.devices} devices, {args.iterations} "
+              f"iterations per researcher; lone-researcher bound T_e/(T_a+T_e) = {bound:.0%}")
     print(f"{'setup':<28} {'evals':>5} {'window s':>9} {'evals/hour':>10} "
           f"{'busy (all devices)':>18} {'busy per device used':>20}")
     results = {}

@@ -8,7 +8,6 @@
 
 use serde_json::Value;
 
-use crate::common::crash::{self, Ending, Stop};
 use crate::common::TestRepo;
 
 const NAME: &str = "batch";
@@ -35,10 +34,7 @@ fn fixture(iterations: u32, batch: Option<&str>) -> TestRepo {
 
 /// The attempts' event payloads, in order.
 fn attempts(repo: &TestRepo) -> Vec<Value> {
-    repo.events_named(NAME, "researcher.iteration")
-        .into_iter()
-        .map(|e| e["payload"].clone())
-        .collect()
+    crate::sweep::attempts_of(repo, NAME)
 }
 
 /// The one parent of `commit`, as git prints it.
@@ -161,68 +157,22 @@ fn the_next_batch_is_proposed_knowing_every_point_of_the_last() {
     }
 }
 
-/// What a conference recorded of its attempts, all but commits and times.
-fn record_of(repo: &TestRepo) -> Vec<String> {
-    attempts(repo)
-        .iter()
-        .map(|a| {
-            let variants = (a["sweep"]["variants"].as_array())
-                .cloned()
-                .unwrap_or_default();
-            let curve: Vec<String> = (variants.iter())
-                .map(|v| format!("{}={}:{}", v["value"], v["metric"], v["status"]))
-                .collect();
-            format!(
-                "i{} {} {} {} [{}]",
-                a["iteration"],
-                a["status"],
-                a["metric_value"],
-                a["description"],
-                curve.join(" ")
-            )
-        })
-        .collect()
-}
-
 /// A kill at each step of a batch (its commits made, its evaluations done, its event written)
 /// resumes to the same record: the same points proposed again, every attempt once, the same
 /// head, nothing counted twice.
 #[test]
 fn a_kill_mid_batch_resumes_to_the_same_record() {
-    let reference = fixture(2, Some("3"));
-    reference.conference(&["start", NAME, "--yes"]).ok();
-    let head = |r: &TestRepo| {
-        r.git(&[
-            "rev-parse",
-            &format!("conference/{NAME}/researcher-A^{{tree}}"),
-        ])
-    };
-    let totals = |r: &TestRepo| {
-        let st = r.status_json(NAME);
-        (st["total_iterations"].clone(), st["sweeps"].clone())
-    };
-    for failpoint in [
-        "sweep.committed:1",
-        "sweep.evaluated:1",
-        "event.researcher.iteration:1",
-        "sweep.evaluated:2",
-    ] {
-        let repo = fixture(2, Some("3"));
-        let with = [("GIT_CONFERENCE_FAILPOINT", failpoint)];
-        let leg = crash::run(&repo, NAME, &["start", NAME, "--yes"], &with, Stop::Never);
-        assert_eq!(
-            leg.ending,
-            Ending::Signal(9),
-            "{failpoint} was reached\n{leg}"
-        );
-        crash::kill_strays(&repo);
-        let leg = crash::run(&repo, NAME, &["resume", NAME], &[], Stop::Never);
-        assert_eq!(leg.ending, Ending::Code(0), "{failpoint}\n{leg}");
-        assert_eq!(record_of(&repo), record_of(&reference), "{failpoint}");
-        assert_eq!(totals(&repo), totals(&reference), "{failpoint}");
-        assert_eq!(head(&repo), head(&reference), "{failpoint}");
-        repo.git(&["fsck", "--no-progress"]);
-    }
+    crate::sweep::kills_resume_to_the_same_record(
+        NAME,
+        &|| fixture(2, Some("3")),
+        &[],
+        &[
+            "sweep.committed:1",
+            "sweep.evaluated:1",
+            "event.researcher.iteration:1",
+            "sweep.evaluated:2",
+        ],
+    );
 }
 
 #[test]

@@ -212,18 +212,7 @@ fn the_variants_of_a_sweep_are_evaluated_at_once() {
 #[test]
 fn with_pruning_on_a_sweeps_variants_behind_the_others_are_stopped() {
     let repo = fixture(1, true);
-    let config = repo
-        .read("conference.md")
-        .replace(
-            "- timeout: 30s\n",
-            "- timeout: 30s\n- prune: early\n- prune warmup: 2\n",
-        )
-        .replace(
-            "## Agent\n",
-            "## Environment\n- max parallel evaluations: 1\n\n## Agent\n",
-        );
-    repo.write("conference.md", &config);
-    repo.commit_all("prune");
+    race_in_one_slot(&repo);
     let plan = "WIDTH=12|SWEEP: train.py:LEARNING_RATE = 0.001, 0.01, 0.0001, 0.002";
     repo.conference_env(
         &["start", NAME, "--yes"],
@@ -330,6 +319,23 @@ fn sweep_settings_are_checked_with_the_line() {
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("Parameter sweep"), "{}", run.stderr);
     assert!(run.stderr.contains("must be on or off"), "{}", run.stderr);
+}
+
+/// Pruning on (`early`, warmup 2) with one evaluation slot: a sweep's variants race, the later
+/// ones against the finished curves of those before.
+pub(crate) fn race_in_one_slot(repo: &TestRepo) {
+    let config = repo
+        .read("conference.md")
+        .replace(
+            "- timeout: 30s\n",
+            "- timeout: 30s\n- prune: early\n- prune warmup: 2\n",
+        )
+        .replace(
+            "## Agent\n",
+            "## Environment\n- max parallel evaluations: 1\n\n## Agent\n",
+        );
+    repo.write("conference.md", &config);
+    repo.commit_all("prune");
 }
 
 /// What conference `name` recorded of its attempts, all but commits and times: (iteration,

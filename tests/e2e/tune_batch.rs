@@ -224,17 +224,7 @@ fn bad_batch_settings_are_refused_with_the_line() {
 #[test]
 fn with_pruning_on_a_batchs_points_behind_the_others_are_stopped() {
     let repo = fixture(1, Some("4"));
-    let config = (repo.read("conference.md"))
-        .replace(
-            "- timeout: 30s\n",
-            "- timeout: 30s\n- prune: early\n- prune warmup: 2\n",
-        )
-        .replace(
-            "## Agent\n",
-            "## Environment\n- max parallel evaluations: 1\n\n## Agent\n",
-        );
-    repo.write("conference.md", &config);
-    repo.commit_all("prune");
+    crate::sweep::race_in_one_slot(&repo);
     (repo.conference_env(&["start", NAME, "--yes"], &[("SWEEP_CURVE", "0.3")])).ok();
     let first = &attempts(&repo)[0];
     let sweep = &first["sweep"];

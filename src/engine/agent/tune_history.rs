@@ -28,8 +28,8 @@ struct Seen {
     iteration: u32,
     interrupted: bool,
     kept: bool,
-    /// The measured points: the attempt's, when it measured one whose tree exists, then its
-    /// sweep's or batch's other variants (every evaluation is data for the model).
+    /// The measured points: its sweep's or batch's other variants (every evaluation is data for
+    /// the model), then the attempt's, when it measured one whose tree exists.
     trials: Vec<tune::Trial>,
 }
 
@@ -88,15 +88,18 @@ fn seen(repo: &Repository, a: AttemptRecord, paths: &[String]) -> Result<Seen> {
     let tree = a
         .tree_id()
         .filter(|&t| measured && repo.find_tree(t).is_ok());
-    let mut trials = Vec::new();
+    // A sweep's other variants first, the attempt (its best) last: they were all proposed
+    // from the same node, so the tuner's step-size replay sees the losers measured against that
+    // node and the batch's gain as its latest move (as one point per iteration would).
+    let mut trials = match &a.sweep {
+        Some(s) => swept_trials(repo, s, paths)?,
+        None => Vec::new(),
+    };
     if let Some(t) = tree {
         trials.push(tune::Trial {
             params: params_at(repo, t, paths)?,
             metric: a.metric,
         });
-    }
-    if let Some(s) = &a.sweep {
-        trials.extend(swept_trials(repo, s, paths)?);
     }
     Ok(Seen {
         interrupted: a.is_interrupted(),

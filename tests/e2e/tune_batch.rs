@@ -139,9 +139,7 @@ fn the_next_batch_is_proposed_knowing_every_point_of_the_last() {
         .collect();
     for (k, knew) in [2, 6, 10].iter().enumerate() {
         assert!(
-            said[k].ends_with(&format!(
-                "batch of 4 points proposed from {knew} measured points"
-            )),
+            said[k].ends_with(&format!("batch of 4 points from {knew} measured")),
             "iteration {}: {}",
             k + 1,
             said[k]

@@ -245,7 +245,7 @@ async fn run_tuner(conf: &Conference, call: &AgentCall<'_>) -> Result<AgentRun> 
             return Ok(AgentOutcome::Done(Some(proposals[0].description.clone())).into());
         }
         let description = format!(
-            "tune: batch of {} points proposed from {} measured points",
+            "tune: batch of {} points from {} measured",
             proposals.len(),
             history.len()
         );

@@ -146,13 +146,13 @@ pub(crate) fn propose_batch(req: &Request, q: usize) -> Vec<Proposal> {
     let mut pending = req.avoid.to_vec();
     let mut mine = Vec::new();
     for j in (0..before).chain([req.researcher]) {
-        for _ in 0..q {
+        for k in 0..q {
             let one = Request {
                 researcher: j,
                 avoid: &pending,
                 ..req.clone()
             };
-            let Some(p) = propose_one(&one, &cache) else {
+            let Some(p) = propose_one(&one, &cache, BATCH_STRIDES[k % BATCH_STRIDES.len()]) else {
                 break;
             };
             pending.push(p.params.clone());
@@ -164,12 +164,19 @@ pub(crate) fn propose_batch(req: &Request, q: usize) -> Vec<Proposal> {
     mine
 }
 
-fn propose_one(req: &Request, cache: &ModelCache) -> Option<Proposal> {
+/// The step size of a batch's k-th point, in the region's step sizes: the first is the point
+/// one iteration would measure, the others look farther and nearer, so that a batch also
+/// advances when the way to the optimum is long (four points at one step size made a quarter
+/// of the steps of one point per iteration).
+const BATCH_STRIDES: [f64; 8] = [1.0, 2.5, 0.5, 5.0, 1.5, 0.3, 3.5, 0.8];
+
+fn propose_one(req: &Request, cache: &ModelCache, stride: f64) -> Option<Proposal> {
     let mut s = Search::new(req, cache)?;
     if let Some(p) = s.design_phase() {
         return Some(p);
     }
     let restart = s.focus();
+    s.sigma = (s.sigma * stride).clamp(SIGMA_MIN, SIGMA_MAX.max(s.sigma));
     if restart {
         if let Some(p) = s.design_point_beyond_share() {
             return Some(p);

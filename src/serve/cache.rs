@@ -13,6 +13,7 @@ use git2::Oid;
 
 use crate::engine::Conference;
 
+use crate::engine::record::lineage::{self, MergedPicks};
 use crate::model::tree::LineageNode;
 use crate::model::AttemptRecord;
 
@@ -28,7 +29,12 @@ struct Entry {
 }
 
 #[derive(Default)]
-pub struct AttemptsCache(Mutex<Option<Entry>>);
+pub struct AttemptsCache {
+    kept: Mutex<Option<Entry>>,
+    /// The picks merged onto best of the conference whose tree was last made, by its name:
+    /// brought up to each new events tip by reading only the events since.
+    picks: Mutex<Option<(String, MergedPicks)>>,
+}
 
 /// The cache, locked.
 type Kept<'a> = MutexGuard<'a, Option<Entry>>;
@@ -65,7 +71,7 @@ impl AttemptsCache {
         Ok(text)
     }
 
-    /// The attempt tree of `conf` (`engine::record::lineage::nodes_of` its attempts), kept
+    /// The attempt tree of `conf` (`engine::record::lineage::nodes_with` its attempts), kept
     /// with them: the page asks for it at each event.
     pub fn lineage(
         &self,
@@ -76,11 +82,13 @@ impl AttemptsCache {
         if let Some(nodes) = kept.as_ref().and_then(|e| e.lineage.clone()) {
             return Ok(nodes);
         }
-        // Made unlocked: at 10,000 attempts it takes half a second, which a page loaded
-        // meanwhile must not wait for.
+        // Made unlocked: at 10,000 attempts it takes a tenth of a second (half a second when
+        // every event was read anew for the picks), which a page loaded meanwhile must not
+        // wait for.
         drop(kept);
-        let nodes = Arc::new(crate::engine::record::lineage::nodes_of(conf, &attempts)?);
-        let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let picks = self.merged_picks(conf)?;
+        let nodes = Arc::new(lineage::nodes_with(conf, &attempts, &picks)?);
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
         let tip = conf.events_tip();
         if let Some(entry) = kept
             .as_mut()
@@ -91,6 +99,18 @@ impl AttemptsCache {
         Ok(nodes)
     }
 
+    /// The picks merged onto `conf`'s best, up to its events' tip.
+    fn merged_picks(&self, conf: &Conference) -> Result<MergedPicks> {
+        let mut kept = self.picks.lock().unwrap_or_else(|p| p.into_inner());
+        let mut picks = match kept.take() {
+            Some((name, picks)) if name == *conf.name() => picks,
+            _ => MergedPicks::default(),
+        };
+        picks.update(conf, &conf.open_repo()?)?;
+        *kept = Some((conf.name().to_string(), picks.clone()));
+        Ok(picks)
+    }
+
     /// The entry of `conf` at its events tip (read with `read` when not kept), still locked, so
     /// that what is made of it is kept with it; and its attempts.
     fn entry(
@@ -99,7 +119,7 @@ impl AttemptsCache {
         read: impl FnOnce() -> Result<Vec<AttemptRecord>>,
     ) -> Result<(Kept<'_>, Arc<Vec<AttemptRecord>>)> {
         let (name, tip) = (conf.name(), conf.events_tip());
-        let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
         if let (Some(entry), Some(tip)) = (kept.as_ref(), tip) {
             if entry.name == *name && entry.tip == tip {
                 let attempts = entry.attempts.clone();

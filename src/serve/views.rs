@@ -55,7 +55,7 @@ pub fn conferences_json(repo: &Repository, names: &[String]) -> Value {
 /// What the page shows beside the state: the config's title, metric and direction, the status
 /// lines on budgets, running time and the end, the devices, the hardware classes of the
 /// readings, and the leases seen.
-pub fn summary_json(repo: &Repository, conf: &Conference) -> Value {
+pub fn summary_json(repo: &Repository, conf: &Conference, attempts: &[AttemptRecord]) -> Value {
     let st = conf.state();
     let cfg = conf.config();
     let running = crate::lock::runner(conf.run_dir()).is_some();
@@ -85,9 +85,7 @@ pub fn summary_json(repo: &Repository, conf: &Conference) -> Value {
         "running_lines": crate::engine::stop::budget::running_lines(cfg, &st, st.running_seconds() + live),
         "running_seconds": st.running_seconds() + live,
         "devices": cfg.environment.devices,
-        "hardware": crate::engine::record::ledger::all_attempts(conf, &st)
-            .ok()
-            .and_then(|a| crate::render::status::hardware(&a)),
+        "hardware": crate::render::status::hardware(attempts),
         "max_parallel_evaluations": cfg.environment.max_parallel_evaluations,
         "queue": queue_json(conf),
         "leases": leases,

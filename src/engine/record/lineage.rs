@@ -23,13 +23,25 @@ pub fn nodes(conf: &Conference) -> Result<Vec<LineageNode>> {
     nodes_of(conf, &ledger::all_attempts(conf, &conf.state())?)
 }
 
-/// [`nodes`], from the conference's attempts `all` already read (the page keeps them).
+/// [`nodes`], from the conference's attempts `all` already read.
 pub fn nodes_of(
     conf: &Conference,
     all: &[crate::model::AttemptRecord],
 ) -> Result<Vec<LineageNode>> {
+    let repo = conf.open_repo()?;
+    nodes_with(conf, all, &MergedPicks::read(conf, &repo)?)
+}
+
+/// [`nodes`], from the conference's attempts `all` and the picks merged onto best already read
+/// (the page keeps both between events).
+pub fn nodes_with(
+    conf: &Conference,
+    all: &[crate::model::AttemptRecord],
+    picks: &MergedPicks,
+) -> Result<Vec<LineageNode>> {
     let st = conf.state();
     let repo = conf.open_repo()?;
+    let picks = &picks.picks;
     let mut tree = Tree::default();
     let baseline = st.baseline_commit.oid();
     tree.add(LineageNode {
@@ -82,7 +94,6 @@ pub fn nodes_of(
             }
         }
     }
-    let picks = merged_picks(conf, &repo)?;
     // Best and the researchers' heads, when no attempt made them (a pick, a round's start).
     let tips = std::iter::once(&st.best.commit).chain(
         st.researchers
@@ -92,11 +103,11 @@ pub fn nodes_of(
     for tip in tips {
         let tip = tip.oid();
         if !tree.has(tip) && repo.graph_descendant_of(tip, baseline).unwrap_or(false) {
-            tree.add(between(&repo, tip, &picks));
+            tree.add(between(&repo, tip, picks));
         }
     }
-    tree.join_parents(&repo, baseline, &picks);
-    tree.mark(&st, &picks);
+    tree.join_parents(&repo, baseline, picks);
+    tree.mark(&st, picks);
     Ok(tree.nodes)
 }
 
@@ -289,17 +300,55 @@ fn between(repo: &Repository, commit: Oid, picks: &BTreeMap<Oid, TransferPick>) 
     }
 }
 
-/// The picks knowledge transfer merged onto best, by the commit each made.
-fn merged_picks(conf: &Conference, repo: &Repository) -> Result<BTreeMap<Oid, TransferPick>> {
-    let log = crate::store::EventLog::open(repo, conf.refs().clone())?;
-    Ok(log
-        .read_all(repo)?
-        .iter()
-        .filter_map(|e| match Event::parse(&e.event)? {
-            Event::TransferPick(p) if p.result == PickResult::Merged => {
-                Some((p.commit.as_ref()?.oid(), p))
+/// The picks knowledge transfer merged onto best, by the commit each made, as read up to an
+/// events tip. Reading them means reading every event (10,000 and more at a big conference,
+/// most of the cost of a tree), so [`MergedPicks::update`] reads only those since.
+#[derive(Debug, Clone, Default)]
+pub struct MergedPicks {
+    tip: Option<Oid>,
+    picks: BTreeMap<Oid, TransferPick>,
+}
+
+impl MergedPicks {
+    pub fn read(conf: &Conference, repo: &Repository) -> Result<MergedPicks> {
+        let mut picks = MergedPicks::default();
+        picks.update(conf, repo)?;
+        Ok(picks)
+    }
+
+    /// Brings them up to the events' tip: the events since the tip they were read at, newest
+    /// first down to it; all events again when that tip is no longer below (the log was
+    /// replaced) or a new event voids others (it may void an older pick).
+    pub fn update(&mut self, conf: &Conference, repo: &Repository) -> Result<()> {
+        let log = crate::store::EventLog::open(repo, conf.refs().clone())?;
+        if log.tip() == self.tip {
+            return Ok(());
+        }
+        let (mut fresh, mut reached, mut voids) = (Vec::new(), self.tip.is_none(), false);
+        log.walk(repo, |e| {
+            if Some(e.commit) == self.tip {
+                reached = true;
+                return false;
             }
-            _ => None,
-        })
-        .collect())
+            voids |= crate::store::events::voided_after(&e.event).is_some();
+            fresh.push(e);
+            true
+        })?;
+        if !reached || (voids && self.tip.is_some()) {
+            *self = MergedPicks::default();
+            return self.update(conf, repo);
+        }
+        for e in fresh.iter().rev() {
+            let Some(Event::TransferPick(p)) = Event::parse(&e.event) else {
+                continue;
+            };
+            if let Some(commit) = p.commit.as_ref().map(|c| c.oid()) {
+                if p.result == PickResult::Merged {
+                    self.picks.insert(commit, p);
+                }
+            }
+        }
+        self.tip = log.tip();
+        Ok(())
+    }
 }

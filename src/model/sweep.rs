@@ -2,7 +2,9 @@
 //! `SWEEP: <path>:<name> = v1, v2, v3`, and the conference then measures its edit once per value
 //! of that literal and keeps the best as the attempt. Here: the line read from a note, and what a
 //! sweep recorded (each value's commit and metric, the one chosen), as the iteration event, the
-//! attempt's record and its note hold it. The engine's side is `engine::phases::research::sweep`.
+//! attempt's record and its note hold it; also `builtin:tune`'s batch (`- sweep: q` under
+//! `## Agent`: q points measured the same way, recorded as a sweep marked `batch`). The
+//! engine's side is `engine::phases::research::sweep`.
 
 use serde::{Deserialize, Serialize};
 

@@ -13,7 +13,7 @@ use git2::Oid;
 
 use crate::engine::Conference;
 
-use crate::engine::record::lineage::{self, MergedPicks};
+use crate::engine::record::lineage::{self, TreeReads};
 use crate::model::tree::LineageNode;
 use crate::model::AttemptRecord;
 
@@ -31,9 +31,9 @@ struct Entry {
 #[derive(Default)]
 pub struct AttemptsCache {
     kept: Mutex<Option<Entry>>,
-    /// The picks merged onto best of the conference whose tree was last made, by its name:
-    /// brought up to each new events tip by reading only the events since.
-    picks: Mutex<Option<(String, MergedPicks)>>,
+    /// What making the tree of the conference last drawn read from git, by its name: the next
+    /// tree reads only the events and commits since.
+    reads: Mutex<Option<(String, TreeReads)>>,
 }
 
 /// The cache, locked.
@@ -52,7 +52,7 @@ impl AttemptsCache {
         Ok(attempts)
     }
 
-    /// What the page embeds of `conf`'s attempts: [`super::views::attempts_text`] of all of
+    /// What the page embeds of `conf`'s attempts: [`super::views::attempt_columns_text`] of all of
     /// them, escaped by [`super::views::script_json`]; kept with them.
     pub fn page_text(
         &self,
@@ -64,7 +64,7 @@ impl AttemptsCache {
             return Ok(text);
         }
         let text: Arc<str> =
-            super::views::script_json(&super::views::attempts_text(&attempts, 0)).into();
+            super::views::script_json(&super::views::attempt_columns_text(&attempts)).into();
         if let Some(entry) = kept.as_mut() {
             entry.page_text = Some(text.clone());
         }
@@ -86,8 +86,13 @@ impl AttemptsCache {
         // every event was read anew for the picks), which a page loaded meanwhile must not
         // wait for.
         drop(kept);
-        let picks = self.merged_picks(conf)?;
-        let nodes = Arc::new(lineage::nodes_with(conf, &attempts, &picks)?);
+        let mut reads = match self.reads.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            Some((name, reads)) if name == *conf.name() => reads,
+            _ => TreeReads::default(),
+        };
+        let nodes = Arc::new(lineage::nodes_with(conf, &attempts, &mut reads)?);
+        *self.reads.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((conf.name().to_string(), reads));
         let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
         let tip = conf.events_tip();
         if let Some(entry) = kept
@@ -97,18 +102,6 @@ impl AttemptsCache {
             entry.lineage = Some(nodes.clone());
         }
         Ok(nodes)
-    }
-
-    /// The picks merged onto `conf`'s best, up to its events' tip.
-    fn merged_picks(&self, conf: &Conference) -> Result<MergedPicks> {
-        let mut kept = self.picks.lock().unwrap_or_else(|p| p.into_inner());
-        let mut picks = match kept.take() {
-            Some((name, picks)) if name == *conf.name() => picks,
-            _ => MergedPicks::default(),
-        };
-        picks.update(conf, &conf.open_repo()?)?;
-        *kept = Some((conf.name().to_string(), picks.clone()));
-        Ok(picks)
     }
 
     /// The entry of `conf` at its events tip (read with `read` when not kept), still locked, so

@@ -397,7 +397,7 @@ fn conference_page(repo: &git2::Repository, name: &str, cache: &AttemptsCache) -
     let mut initial = views::script_json(&head);
     initial.pop(); // its closing brace
     initial.reserve(attempts.len() + 16);
-    initial.push_str(",\"attempts\":");
+    initial.push_str(",\"attempt_columns\":");
     initial.push_str(&attempts);
     initial.push('}');
     Ok(initial)

@@ -4,7 +4,7 @@
 //! round's start joining best) are nodes too. What `git conference log --graph` draws, what its
 //! JSON lists, what the page shows and the final report's path from the baseline to best.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use anyhow::Result;
 use git2::{Oid, Repository};
@@ -28,20 +28,19 @@ pub fn nodes_of(
     conf: &Conference,
     all: &[crate::model::AttemptRecord],
 ) -> Result<Vec<LineageNode>> {
-    let repo = conf.open_repo()?;
-    nodes_with(conf, all, &MergedPicks::read(conf, &repo)?)
+    nodes_with(conf, all, &mut TreeReads::default())
 }
 
-/// [`nodes`], from the conference's attempts `all` and the picks merged onto best already read
-/// (the page keeps both between events).
+/// [`nodes`], from the conference's attempts `all`, with what an earlier tree of it read from
+/// git (`reads`, brought up to date here; the page keeps it between events).
 pub fn nodes_with(
     conf: &Conference,
     all: &[crate::model::AttemptRecord],
-    picks: &MergedPicks,
+    reads: &mut TreeReads,
 ) -> Result<Vec<LineageNode>> {
     let st = conf.state();
     let repo = conf.open_repo()?;
-    let picks = &picks.picks;
+    reads.picks.update(conf, &repo)?;
     let mut tree = Tree::default();
     let baseline = st.baseline_commit.oid();
     tree.add(LineageNode {
@@ -64,12 +63,15 @@ pub fn nodes_with(
             continue;
         };
         // A record without a commit of its own names the node it started from: not a node.
-        if tree.has(commit) || !made_by(&repo, commit, &a.researcher, a.round, a.iteration) {
+        if tree.has(commit) {
             continue;
         }
+        let Some(parent) = reads.own_commit_parent(&repo, commit, a) else {
+            continue;
+        };
         let node = LineageNode {
             commit: commit.to_string(),
-            parent: first_parent(&repo, commit),
+            parent,
             label: attempt_label(&a.researcher, a.round, a.iteration),
             researcher: Some(a.researcher.clone()),
             round: Some(a.round),
@@ -94,6 +96,7 @@ pub fn nodes_with(
             }
         }
     }
+    let picks = &reads.picks.picks;
     // Best and the researchers' heads, when no attempt made them (a pick, a round's start).
     let tips = std::iter::once(&st.best.commit).chain(
         st.researchers
@@ -109,6 +112,37 @@ pub fn nodes_with(
     tree.join_parents(&repo, baseline, picks);
     tree.mark(&st, picks);
     Ok(tree.nodes)
+}
+
+/// What making the tree reads from git that later events leave true: the picks merged onto best
+/// (up to an events tip), and for each attempt's commit whether it is the attempt's own and its
+/// first parent (commits never change). Where every attempt is a commit, reading 10,000 of them
+/// and every event anew was most of what a tree cost at each event.
+#[derive(Debug, Default)]
+pub struct TreeReads {
+    picks: MergedPicks,
+    /// By commit and the attempt naming it: its first parent when it is that attempt's own.
+    commits: HashMap<(Oid, String, u32, u32), Option<Option<String>>>,
+}
+
+impl TreeReads {
+    /// `commit`'s first parent when `commit` is attempt `a`'s own ([`made_by`]); None when it
+    /// is the node `a` started from.
+    fn own_commit_parent(
+        &mut self,
+        repo: &Repository,
+        commit: Oid,
+        a: &crate::model::AttemptRecord,
+    ) -> Option<Option<String>> {
+        let key = (commit, a.researcher.clone(), a.round, a.iteration);
+        self.commits
+            .entry(key)
+            .or_insert_with(|| {
+                made_by(repo, commit, &a.researcher, a.round, a.iteration)
+                    .then(|| first_parent(repo, commit))
+            })
+            .clone()
+    }
 }
 
 #[derive(Default)]
@@ -304,22 +338,16 @@ fn between(repo: &Repository, commit: Oid, picks: &BTreeMap<Oid, TransferPick>) 
 /// events tip. Reading them means reading every event (10,000 and more at a big conference,
 /// most of the cost of a tree), so [`MergedPicks::update`] reads only those since.
 #[derive(Debug, Clone, Default)]
-pub struct MergedPicks {
+struct MergedPicks {
     tip: Option<Oid>,
     picks: BTreeMap<Oid, TransferPick>,
 }
 
 impl MergedPicks {
-    pub fn read(conf: &Conference, repo: &Repository) -> Result<MergedPicks> {
-        let mut picks = MergedPicks::default();
-        picks.update(conf, repo)?;
-        Ok(picks)
-    }
-
     /// Brings them up to the events' tip: the events since the tip they were read at, newest
     /// first down to it; all events again when that tip is no longer below (the log was
     /// replaced) or a new event voids others (it may void an older pick).
-    pub fn update(&mut self, conf: &Conference, repo: &Repository) -> Result<()> {
+    fn update(&mut self, conf: &Conference, repo: &Repository) -> Result<()> {
         let log = crate::store::EventLog::open(repo, conf.refs().clone())?;
         if log.tip() == self.tip {
             return Ok(());

@@ -15,6 +15,9 @@ the one device it can use, T_e / (D (T_a + T_e)) of all D devices.
 
     python3 bench/sweep_busy.py --binary target/release/git-conference
                                 [--ta 1.2] [--te 1.0] [--devices 4] [--iterations 8]
+
+With --tuner the researcher is builtin:tune (it thinks no time) on the same fixture and
+evaluations, one point per iteration against batches of 4 (`- sweep: 4` under `## Agent`).
 """
 
 import argparse
@@ -49,8 +52,11 @@ exit $rc
 """
 
 
-def config(researchers, iterations, devices, sweep, tmp):
-    sweep_line = "- **Parameter sweep:** on\n" if sweep else ""
+def config(researchers, iterations, devices, sweep, tmp, tuner=False):
+    sweep_line = "- **Parameter sweep:** on\n" if sweep and not tuner else ""
+    agent = f"- command: sh {tmp}/agent.sh\n"
+    if tuner:
+        agent = "- command: builtin:tune\n- seed: 1\n" + (f"- sweep: {sweep}\n" if sweep else "")
     device_list = ",".join(str(d) for d in range(devices))
     return f"""# Conference: Sweep busy bench
 ## Goal
@@ -80,8 +86,7 @@ metric
 ## Environment
 - devices: {device_list}
 ## Agent
-- command: sh {tmp}/agent.sh
-- timeout: 60s
+{agent}- timeout: 60s
 """
 
 
@@ -94,7 +99,7 @@ def run(args, researchers, sweep):
             with open(os.path.join(tmp, name), "w") as f:
                 f.write(text)
         with open(os.path.join(repo, "conference.md"), "w") as f:
-            f.write(config(researchers, args.iterations, args.devices, sweep, tmp))
+            f.write(config(researchers, args.iterations, args.devices, sweep, tmp, args.tuner))
         git = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.invalid"]
         subprocess.run(git + ["init", "-q"], cwd=repo, check=True)
         subprocess.run(git + ["add", "-A"], cwd=repo, check=True)
@@ -130,17 +135,26 @@ def main():
     p.add_argument("--te", type=float, default=1.0)
     p.add_argument("--devices", type=int, default=4)
     p.add_argument("--iterations", type=int, default=8)
+    p.add_argument("--tuner", action="store_true",
+                   help="builtin:tune, one point per iteration against batches of 4")
     args = p.parse_args()
     bound = args.te / (args.ta + args.te)
-    print(f"T_a {args.ta}s, T_e {args.te}s, {args.devices} devices, {args.iterations} "
-          f"iterations per researcher; lone-researcher bound T_e/(T_a+T_e) = {bound:.0%}")
+    if args.tuner:
+        print(f"builtin:tune (thinks no time), T_e {args.te}s, {args.devices} devices, "
+              f"{args.iterations} iterations")
+    else:
+        print(f"T_a {args.ta}s, T_e {args.te}s, {args.devices} devices, {args.iterations} "
+              f"iterations per researcher; lone-researcher bound T_e/(T_a+T_e) = {bound:.0%}")
     print(f"{'setup':<28} {'evals':>5} {'window s':>9} {'evals/hour':>10} "
           f"{'busy (all devices)':>18} {'busy per device used':>20}")
     results = {}
-    for name, researchers, sweep in (("1 researcher, no sweep", 1, 0),
-                                     ("1 researcher, sweeps of 4", 1, 4),
-                                     ("4 researchers, no sweep", 4, 0),
-                                     ("4 researchers, sweeps of 4", 4, 4)):
+    setups = (("1 researcher, no sweep", 1, 0),
+              ("1 researcher, sweeps of 4", 1, 4),
+              ("4 researchers, no sweep", 4, 0),
+              ("4 researchers, sweeps of 4", 4, 4))
+    if args.tuner:
+        setups = (("1 tuner, one point", 1, 0), ("1 tuner, batches of 4", 1, 4))
+    for name, researchers, sweep in setups:
         n, window, busy = run(args, researchers, sweep)
         per_hour = n / window * 3600
         used = min(args.devices, researchers * max(sweep, 1))
@@ -148,6 +162,10 @@ def main():
         print(f"{name:<28} {n:>5} {window:>9.1f} {per_hour:>10.0f} "
               f"{busy / (args.devices * window):>18.0%} {busy / (used * window):>20.0%}")
         sys.stdout.flush()
+    if args.tuner:
+        ratio = results["1 tuner, batches of 4"] / results["1 tuner, one point"]
+        print(f"batches of 4 against one point, builtin:tune: {ratio:.2f}x evaluations per wall-hour")
+        return
     ratio = results["1 researcher, sweeps of 4"] / results["1 researcher, no sweep"]
     print(f"sweeps of 4 against none, one researcher: {ratio:.2f}x evaluations per wall-hour")
 

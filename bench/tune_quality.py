@@ -52,8 +52,12 @@ FIXTURES = {
 # peer review's re-runs (which count as evaluations) twice, not once per handful of attempts.
 # builtin1-bf: builtin1 with `Branching: best-first` (the tree of ideas, issue 41).
 # builtin3-bf: builtin3 with best-first.
-SHAPES = {"builtin1": (1, 2), "builtin3": (3, 2), "builtin1-bf": (1, 2), "builtin3-bf": (3, 2)}
+SHAPES = {"builtin1": (1, 2), "builtin3": (3, 2), "builtin1-bf": (1, 2), "builtin3-bf": (3, 2),
+          "builtin1-b4": (1, 2)}
 BRANCHING = {"builtin1-bf": "best-first", "builtin3-bf": "best-first"}
+# Points per iteration (`- sweep: q` under `## Agent`): builtin1-b4 proposes batches of 4, each
+# iteration 4 evaluations, so it has a quarter of the iterations at equal evaluations.
+BATCH = {"builtin1-b4": 4}
 
 
 def ensure_optuna():
@@ -205,10 +209,11 @@ def run_tpe(space, evaluate, budget, seed, start):
 
 
 def conference_md(metric, target, attempts, seed, count, rounds, branching="off",
-                  params="params.sh"):
+                  params="params.sh", batch=1):
     """The conference.md builtin:tune runs with (one place, so the shape is easy to adjust)."""
     per_round = math.ceil(attempts / (count * rounds))
     tree = "" if branching == "off" else f"- **Branching:** {branching}\n"
+    sweep = "" if batch == 1 else f"- sweep: {batch}\n"
     return f"""# Conference: Tune bench
 ## Goal
 Minimise {metric}.
@@ -236,11 +241,11 @@ metric
 ## Agent
 - command: builtin:tune
 - seed: {seed}
-"""
+{sweep}"""
 
 
 def run_conference(fixture_dir, space, start, metric, target, attempts, seed, env, count, rounds,
-                   branching="off"):
+                   branching="off", batch=1):
     """One conference; returns (best metric, eval.sh runs)."""
     tmp = tempfile.mkdtemp(prefix="tunebench-repo-")
     try:
@@ -250,7 +255,8 @@ def run_conference(fixture_dir, space, start, metric, target, attempts, seed, en
         params = params_file(repo)
         write_params(os.path.join(repo, params), space, start)
         with open(os.path.join(repo, "conference.md"), "w") as f:
-            f.write(conference_md(metric, target, attempts, seed, count, rounds, branching, params))
+            f.write(conference_md(metric, target, attempts, seed, count, rounds, branching, params,
+                                  batch))
         git = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.invalid"]
         subprocess.run(git + ["init", "-q"], cwd=repo, check=True)
         subprocess.run(git + ["add", "-A"], cwd=repo, check=True)
@@ -272,17 +278,19 @@ def run_conference(fixture_dir, space, start, metric, target, attempts, seed, en
 
 
 def run_builtin(fixture_dir, space, start, metric, target, budget, seed, env, count, rounds,
-                branching="off"):
+                branching="off", batch=1):
     """A conference whose total evaluations stay within `budget`: the attempt budget starts at the
-    budget minus the expected overhead (baseline, review re-runs) and is lowered by any excess."""
-    attempts = budget - 1 - rounds * (count + 1)
+    budget minus the expected overhead (baseline, review re-runs) and is lowered by any excess.
+    With batches of q, an attempt is q evaluations."""
+    attempts = (budget - 1 - rounds * (count + 1)) // batch
     for _ in range(6):
         best, runs = run_conference(
-            fixture_dir, space, start, metric, target, attempts, seed, env, count, rounds, branching
+            fixture_dir, space, start, metric, target, attempts, seed, env, count, rounds, branching,
+            batch,
         )
         if runs <= budget:
             return best, runs
-        attempts -= runs - budget
+        attempts -= math.ceil((runs - budget) / batch)
     return best, runs
 
 
@@ -331,7 +339,8 @@ def main():
     ap.add_argument("--fixtures", default="tune-2d,tune-6d")
     ap.add_argument("--methods", default="random,tpe,builtin1,builtin3",
                     help="random, tpe, builtin1 (1-researcher conference), builtin3 (3 researchers), "
-                    "builtin1-bf (builtin1 with Branching: best-first)")
+                    "builtin1-bf (builtin1 with Branching: best-first), builtin1-b4 (builtin1 proposing "
+                    "batches of 4: - sweep: 4)")
     ap.add_argument("--cache", help="a JSON lines file of finished runs (every seed is "
                     "deterministic): kept, and reused by a rerun")
     ap.add_argument("--jobs", type=int, default=1, help="seeds measured at once (default 1)")
@@ -370,7 +379,7 @@ def main():
                     try:
                         best, runs = run_builtin(
                             fdir, space, start, metric, target, args.budget, seed, env, count, rounds,
-                            BRANCHING.get(method, "off"),
+                            BRANCHING.get(method, "off"), BATCH.get(method, 1),
                         )
                     except (RuntimeError, subprocess.CalledProcessError, KeyError, ValueError) as e:
                         print(f"{name} {method} seed {seed}: {e}", file=sys.stderr)

@@ -33,6 +33,8 @@ pub enum AgentOutcome {
 pub struct AgentRun {
     pub outcome: AgentOutcome,
     pub report: AgentReport,
+    /// `builtin:tune` with `- sweep: q`: the q points it proposed (the worktree holds the first).
+    pub batch: Option<crate::model::sweep::BatchRequest>,
 }
 
 impl AgentRun {
@@ -47,6 +49,7 @@ impl From<AgentOutcome> for AgentRun {
         AgentRun {
             outcome,
             report: AgentReport::default(),
+            batch: None,
         }
     }
 }

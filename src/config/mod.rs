@@ -258,6 +258,10 @@ pub struct Agent {
     pub timeout: Duration,
     /// Seed for built-in researchers (deterministic per seed).
     pub seed: u64,
+    /// `builtin:tune` proposes this many points per iteration, measured at once as one batch
+    /// (`- sweep: 4`, 2 to 8; none: one point per iteration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<u32>,
     /// Preset options (see `crate::agents::preset`): a turn limit, extra arguments (and the
     /// model below).
     #[serde(default)]

@@ -510,20 +510,6 @@ impl Reader {
         }
         match (raw, known) {
             (Some(raw), Some(key)) => self.setting(number, key, &raw),
-            // Issue 41's batch for the tuner, asked for but not built: said so, not "unknown".
-            (Some(raw), None)
-                if spec.kind == SectionKind::Agent && raw.key.eq_ignore_ascii_case("sweep") =>
-            {
-                self.error(
-                    number,
-                    "`sweep` under `## Agent` (builtin:tune proposing a batch of points as one \
-                     sweep) is not built yet"
-                        .to_string(),
-                    "remove this line; `- **Parameter sweep:** on` under `## Researchers` lets an \
-                     agent sweep one literal (docs/tree.md, Sweeps)"
-                        .to_string(),
-                );
-            }
             (Some(raw), None) => {
                 let names: Vec<&str> = spec.keys.iter().map(|k| k.name).collect();
                 let message = format!("unknown key `{}` in `## {}`", raw.key, spec.name);

@@ -398,6 +398,7 @@ pub static SECTIONS: &[SectionSpec] = &[
             key("command", &["cmd"], "- command: builtin:tune"),
             key("timeout", &["agent timeout"], "- timeout: 30m"),
             key("seed", &[], "- seed: 0"),
+            key("sweep", &["batch", "batch size"], "- sweep: 4"),
             key(
                 "max turns",
                 &["turn limit", "max-turns", "turns"],

@@ -2,7 +2,9 @@
 //! `SWEEP: <path>:<name> = v1, v2, v3`, and the conference then measures its edit once per value
 //! of that literal and keeps the best as the attempt. Here: the line read from a note, and what a
 //! sweep recorded (each value's commit and metric, the one chosen), as the iteration event, the
-//! attempt's record and its note hold it. The engine's side is `engine::phases::research::sweep`.
+//! attempt's record and its note hold it; also `builtin:tune`'s batch (`- sweep: q` under
+//! `## Agent`: q points measured the same way, recorded as a sweep marked `batch`). The
+//! engine's side is `engine::phases::research::sweep`.
 
 use serde::{Deserialize, Serialize};
 
@@ -104,14 +106,36 @@ impl SweepStep {
 }
 
 /// What a sweep measured: the literal, one variant per value (in the order the line gave them),
-/// and which became the attempt.
+/// and which became the attempt. A batch of `builtin:tune` (`- sweep: q` under `## Agent`) is
+/// recorded the same way: `literal` then names every literal its points move, and each
+/// variant's `value` is its point (`x=1.5 y=-2`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sweep {
-    /// `train.py:LEARNING_RATE`.
+    /// `train.py:LEARNING_RATE`; for a batch, the keys it moves (`params.sh:x, params.sh:y`).
     pub literal: String,
     pub variants: Vec<Variant>,
     /// The variant that is the attempt (the best measured; the first when none measured).
     pub chosen: usize,
+    /// A batch of the tuner's points rather than one literal's values.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub batch: bool,
+}
+
+/// What `builtin:tune` proposed for one iteration with `- sweep: q`: q points, each the files it
+/// changes (full new content) and the point as one label. The first is what the worktree holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchRequest {
+    /// The keys of the literals any point moves, in key order.
+    pub keys: Vec<String>,
+    pub points: Vec<BatchPoint>,
+}
+
+/// One point of a batch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchPoint {
+    /// The literals it moves from the start, as `name=value` (`x=1.5 y=-2`).
+    pub label: String,
+    pub files: Vec<(String, String)>,
 }
 
 /// One value of a sweep: its commit (a child of the node the attempt started from) and what
@@ -131,9 +155,19 @@ pub struct Variant {
 }
 
 impl Sweep {
-    /// The literal's name (`LEARNING_RATE`).
-    pub fn name(&self) -> &str {
-        self.literal.rsplit(':').next().unwrap_or(&self.literal)
+    /// The literal's name (`LEARNING_RATE`); a batch's literals (`x, y`).
+    pub fn name(&self) -> String {
+        let short = |key: &str| key.rsplit(':').next().unwrap_or(key).to_string();
+        let names: Vec<String> = self.literal.split(", ").map(short).collect();
+        names.join(", ")
+    }
+
+    /// A variant as one label: `LEARNING_RATE=3e-4`; a batch's point as it is (`x=1.5 y=-2`).
+    pub fn label(&self, v: &Variant) -> String {
+        match self.batch {
+            true => v.value.clone(),
+            false => format!("{}={}", self.name(), v.value),
+        }
     }
 
     /// The curve, value → metric in the line's order, the chosen one marked:
@@ -153,8 +187,21 @@ impl Sweep {
             .join(", ")
     }
 
-    /// `sweep of 3 values of LEARNING_RATE: 1e-4 → 0.91, …`, for progress lines, logs and notes.
+    /// A variant as a sentence says it: `LEARNING_RATE = 3e-4`; a batch's point as it is.
+    pub fn said(&self, v: &Variant) -> String {
+        match self.batch {
+            true => v.value.clone(),
+            false => format!("{} = {}", self.name(), v.value),
+        }
+    }
+
+    /// `sweep of 3 values of LEARNING_RATE: 1e-4 → 0.91, …`, for progress lines, logs and notes;
+    /// `batch of 4 points of x, y: x=1.5 y=-2 → 0.91, …` for the tuner's.
     pub fn summary(&self) -> String {
+        if self.batch {
+            let n = self.variants.len();
+            return format!("batch of {n} points of {}: {}", self.name(), self.curve());
+        }
         format!(
             "sweep of {} values of {}: {}",
             self.variants.len(),

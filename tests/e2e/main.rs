@@ -42,3 +42,4 @@ mod tree;
 mod trust;
 mod truth;
 mod tune;
+mod tune_batch;

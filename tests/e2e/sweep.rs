@@ -28,9 +28,9 @@ fn fixture(iterations: u32, sweep: bool) -> TestRepo {
     repo
 }
 
-/// The attempts' event payloads, in order.
-fn attempts(repo: &TestRepo) -> Vec<Value> {
-    repo.events_named(NAME, "researcher.iteration")
+/// The attempts' event payloads of conference `name`, in order.
+pub(crate) fn attempts_of(repo: &TestRepo, name: &str) -> Vec<Value> {
+    repo.events_named(name, "researcher.iteration")
         .into_iter()
         .map(|e| e["payload"].clone())
         .collect()
@@ -83,7 +83,7 @@ fn a_sweep_measures_each_value_and_keeps_the_best_as_the_attempt() {
     assert!(prompt.contains("## Parameter sweeps"), "{prompt}");
     assert!(prompt.contains("SWEEP: <path>:<name> = v1, v2, v3"));
 
-    let all = attempts(&repo);
+    let all = attempts_of(&repo, NAME);
     let (first, second, third) = (&all[0], &all[1], &all[2]);
     let baseline = repo.status_json(NAME)["baseline_commit"]
         .as_str()
@@ -196,7 +196,7 @@ fn the_variants_of_a_sweep_are_evaluated_at_once() {
         &[("SWEEP_PLAN", plan), ("SWEEP_BARRIER", &at)],
     )
     .ok();
-    let first = &attempts(&repo)[0];
+    let first = &attempts_of(&repo, NAME)[0];
     for v in first["sweep"]["variants"].as_array().unwrap() {
         assert_eq!(v["status"], "ok", "each waited for the 3 others: {v}");
     }
@@ -212,25 +212,14 @@ fn the_variants_of_a_sweep_are_evaluated_at_once() {
 #[test]
 fn with_pruning_on_a_sweeps_variants_behind_the_others_are_stopped() {
     let repo = fixture(1, true);
-    let config = repo
-        .read("conference.md")
-        .replace(
-            "- timeout: 30s\n",
-            "- timeout: 30s\n- prune: early\n- prune warmup: 2\n",
-        )
-        .replace(
-            "## Agent\n",
-            "## Environment\n- max parallel evaluations: 1\n\n## Agent\n",
-        );
-    repo.write("conference.md", &config);
-    repo.commit_all("prune");
+    race_in_one_slot(&repo);
     let plan = "WIDTH=12|SWEEP: train.py:LEARNING_RATE = 0.001, 0.01, 0.0001, 0.002";
     repo.conference_env(
         &["start", NAME, "--yes"],
         &[("SWEEP_PLAN", plan), ("SWEEP_CURVE", "1")],
     )
     .ok();
-    let first = &attempts(&repo)[0];
+    let first = &attempts_of(&repo, NAME)[0];
     assert_eq!(first["status"], "kept", "{first}");
     let sweep = &first["sweep"];
     assert_eq!(sweep["chosen"], 0);
@@ -279,7 +268,7 @@ fn a_bad_sweep_line_is_a_warning_and_the_attempt_goes_on() {
             &[("SWEEP_PLAN", &plan.join(";"))],
         )
         .ok();
-    let all = attempts(&repo);
+    let all = attempts_of(&repo, NAME);
     assert_eq!(all.len(), steps.len());
     for (a, (line, says)) in all.iter().zip(steps) {
         let warning = a["sweep"]["warning"].as_str().unwrap_or_default();
@@ -311,7 +300,7 @@ fn with_sweeps_off_a_sweep_line_changes_nothing() {
     .ok();
     let prompt = std::fs::read_to_string(prompts.join("1.md")).unwrap();
     assert!(!prompt.contains("SWEEP"), "{prompt}");
-    let a = &attempts(&repo)[0];
+    let a = &attempts_of(&repo, NAME)[0];
     assert!(a.get("sweep").is_none(), "{a}");
     assert_eq!(a["metric_value"], 4.25);
     let status = repo.conference(&["status", NAME]).ok().stdout;
@@ -330,30 +319,29 @@ fn sweep_settings_are_checked_with_the_line() {
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("Parameter sweep"), "{}", run.stderr);
     assert!(run.stderr.contains("must be on or off"), "{}", run.stderr);
-    // The tuner's batch (`- sweep: 4` under `## Agent`) is not built: refused, saying so.
-    let config = repo
-        .read("conference.md")
-        .replace("**Parameter sweep:** maybe", "**Parameter sweep:** on")
-        .replace(
-            "- command: sh ./agent.sh",
-            "- command: builtin:tune\n- sweep: 4",
-        );
-    repo.write("conference.md", &config);
-    repo.commit_all("tuner batch");
-    let run = repo.conference(&["start", NAME, "--yes"]);
-    assert_eq!(run.code, 2, "{}", run.stderr);
-    assert!(
-        run.stderr
-            .contains("`sweep` under `## Agent` (builtin:tune proposing a batch of points as one sweep) is not built yet"),
-        "{}",
-        run.stderr
-    );
 }
 
-/// What a conference recorded of its attempts, all but commits and times: (iteration, verdict,
-/// metric, each variant's value, metric and status).
-fn record_of(repo: &TestRepo) -> Vec<String> {
-    attempts(repo)
+/// Pruning on (`early`, warmup 2) with one evaluation slot: a sweep's variants race, the later
+/// ones against the finished curves of those before.
+pub(crate) fn race_in_one_slot(repo: &TestRepo) {
+    let config = repo
+        .read("conference.md")
+        .replace(
+            "- timeout: 30s\n",
+            "- timeout: 30s\n- prune: early\n- prune warmup: 2\n",
+        )
+        .replace(
+            "## Agent\n",
+            "## Environment\n- max parallel evaluations: 1\n\n## Agent\n",
+        );
+    repo.write("conference.md", &config);
+    repo.commit_all("prune");
+}
+
+/// What conference `name` recorded of its attempts, all but commits and times: (iteration,
+/// verdict, metric, description, each variant's value, metric and status).
+fn record_of(repo: &TestRepo, name: &str) -> Vec<String> {
+    attempts_of(repo, name)
         .iter()
         .map(|a| {
             let variants = a["sweep"]["variants"]
@@ -364,61 +352,81 @@ fn record_of(repo: &TestRepo) -> Vec<String> {
                 .map(|v| format!("{}={}:{}", v["value"], v["metric"], v["status"]))
                 .collect();
             format!(
-                "i{} {} {} [{}]",
+                "i{} {} {} {} [{}]",
                 a["iteration"],
                 a["status"],
                 a["metric_value"],
+                a["description"],
                 curve.join(" ")
             )
         })
         .collect()
 }
 
-/// A kill at each step of a sweep (its commits made, its evaluations done, its event written,
-/// the branch and worktree moved after it) resumes to the same record: every attempt once, with
-/// the same variants and metrics, the same head, nothing counted twice.
-#[test]
-fn a_kill_at_a_sweeps_steps_resumes_to_the_same_record() {
-    let env = [("SWEEP_PLAN", PLAN)];
-    let reference = fixture(3, true);
+/// Runs a fresh `fixture` killed at each of `failpoints` (with `env`), resumes it, and checks it
+/// ends with the record, the counts and the head of a run never killed: every attempt once,
+/// the same variants and metrics, nothing counted twice.
+pub(crate) fn kills_resume_to_the_same_record(
+    name: &str,
+    fixture: &dyn Fn() -> TestRepo,
+    env: &[(&str, &str)],
+    failpoints: &[&str],
+) {
+    let reference = fixture();
     reference
-        .conference_env(&["start", NAME, "--yes"], &env)
+        .conference_env(&["start", name, "--yes"], env)
         .ok();
     let head = |r: &TestRepo| {
         r.git(&[
             "rev-parse",
-            &format!("conference/{NAME}/researcher-A^{{tree}}"),
+            &format!("conference/{name}/researcher-A^{{tree}}"),
         ])
     };
     let totals = |r: &TestRepo| {
-        let st = r.status_json(NAME);
+        let st = r.status_json(name);
         (st["total_iterations"].clone(), st["sweeps"].clone())
     };
-    for failpoint in [
-        "sweep.committed:1",
-        "sweep.evaluated:1",
-        "event.researcher.iteration:1",
-        "iteration.recorded:1",
-        "worktree.put-back:1",
-        "sweep.committed:2",
-        "sweep.evaluated:2",
-        "event.researcher.iteration:3",
-    ] {
-        let repo = fixture(3, true);
+    for failpoint in failpoints {
+        let repo = fixture();
         let mut with = env.to_vec();
         with.push(("GIT_CONFERENCE_FAILPOINT", failpoint));
-        let leg = crash::run(&repo, NAME, &["start", NAME, "--yes"], &with, Stop::Never);
+        let leg = crash::run(&repo, name, &["start", name, "--yes"], &with, Stop::Never);
         assert_eq!(
             leg.ending,
             Ending::Signal(9),
             "{failpoint} was reached\n{leg}"
         );
         crash::kill_strays(&repo);
-        let leg = crash::run(&repo, NAME, &["resume", NAME], &env, Stop::Never);
+        let leg = crash::run(&repo, name, &["resume", name], env, Stop::Never);
         assert_eq!(leg.ending, Ending::Code(0), "{failpoint}\n{leg}");
-        assert_eq!(record_of(&repo), record_of(&reference), "{failpoint}");
+        assert_eq!(
+            record_of(&repo, name),
+            record_of(&reference, name),
+            "{failpoint}"
+        );
         assert_eq!(totals(&repo), totals(&reference), "{failpoint}");
         assert_eq!(head(&repo), head(&reference), "{failpoint}");
         repo.git(&["fsck", "--no-progress"]);
     }
+}
+
+/// A kill at each step of a sweep (its commits made, its evaluations done, its event written,
+/// the branch and worktree moved after it) resumes to the same record.
+#[test]
+fn a_kill_at_a_sweeps_steps_resumes_to_the_same_record() {
+    kills_resume_to_the_same_record(
+        NAME,
+        &|| fixture(3, true),
+        &[("SWEEP_PLAN", PLAN)],
+        &[
+            "sweep.committed:1",
+            "sweep.evaluated:1",
+            "event.researcher.iteration:1",
+            "iteration.recorded:1",
+            "worktree.put-back:1",
+            "sweep.committed:2",
+            "sweep.evaluated:2",
+            "event.researcher.iteration:3",
+        ],
+    );
 }

@@ -27,10 +27,12 @@ impl<'a> Validator<'a> {
         let command = command?;
         self.builtin_exists(&command);
         let (max_turns, extra_args) = self.preset_options(&command);
+        let sweep = self.tuner_batch(&command);
         Some(Agent {
             command,
             timeout,
             seed,
+            sweep,
             max_turns,
             extra_args,
             chair: self.optional(S::Agent, "chair"),
@@ -41,6 +43,43 @@ impl<'a> Validator<'a> {
             base_url,
             api_key_env,
         })
+    }
+
+    /// `- sweep: q` (2 to 8): builtin:tune proposes q points per iteration, measured at once
+    /// as one batch. Only the tuner proposes batches; an agent sweeps one literal with
+    /// `- **Parameter sweep:** on` under `## Researchers`.
+    fn tuner_batch(&mut self, command: &str) -> Option<u32> {
+        let s = self.get(S::Agent, "sweep")?;
+        let range = crate::model::sweep::MIN_VALUES as u32..=crate::model::sweep::MAX_VALUES as u32;
+        if crate::agents::Kind::of(command) != crate::agents::Kind::Tune {
+            let message = format!(
+                "`{}: {}` — only builtin:tune proposes a batch of points; an agent asks for a \
+                 sweep itself",
+                s.written, s.value
+            );
+            let fix = "remove this line, and write `- **Parameter sweep:** on` under \
+                       `## Researchers` to let the agent sweep one literal";
+            self.error(s.line, message, fix);
+            return None;
+        }
+        match s.value.trim().parse::<u32>() {
+            Ok(q) if range.contains(&q) => Some(q),
+            _ => {
+                let message = format!(
+                    "`{}: {}` — a batch is {} to {} points per iteration",
+                    s.written,
+                    s.value,
+                    range.start(),
+                    range.end()
+                );
+                self.error(
+                    s.line,
+                    message,
+                    "- sweep: 4   (or remove the line: one point per iteration)",
+                );
+                None
+            }
+        }
     }
 
     /// A `builtin:` name this release does not have would run as a shell command and fail on

@@ -115,6 +115,7 @@ fn the_example_round_trips_every_field() {
             ),
             timeout: DEFAULT_AGENT_TIMEOUT,
             seed: 0,
+            sweep: None,
             max_turns: None,
             extra_args: None,
             chair: None,

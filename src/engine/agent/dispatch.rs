@@ -23,7 +23,7 @@ pub async fn run(conf: &Conference, call: AgentCall<'_>) -> Result<AgentRun> {
     // working directory. The folder is ignored by git, so it is never part of an attempt.
     let files = agents::prepare(call.worktree, call.prompt)?;
     match conf.config.agent.kind() {
-        agents::Kind::Tune => return Ok(run_tuner(conf, &call).await?.into()),
+        agents::Kind::Tune => return run_tuner(conf, &call).await,
         agents::Kind::OpenAi => return run_openai(conf, &call).await,
         agents::Kind::UnknownBuiltin(_) | agents::Kind::Preset(..) | agents::Kind::Command => {}
     }
@@ -92,7 +92,11 @@ pub async fn run(conf: &Conference, call: AgentCall<'_>) -> Result<AgentRun> {
         }
         other => AgentOutcome::Crashed(with_problem(format!("agent {}", other.describe()))),
     };
-    Ok(AgentRun { outcome, report })
+    Ok(AgentRun {
+        outcome,
+        report,
+        batch: None,
+    })
 }
 
 /// Files the tuner may edit: tracked text files the guard allows.
@@ -162,12 +166,12 @@ pub fn check_tunable(config: &crate::config::Config, repo: &Repository, base: Oi
 /// Longest pause between two looks at the others' progress while waiting for them.
 const LOCKSTEP_POLL: Duration = Duration::from_millis(50);
 
-async fn run_tuner(conf: &Conference, call: &AgentCall<'_>) -> Result<AgentOutcome> {
+async fn run_tuner(conf: &Conference, call: &AgentCall<'_>) -> Result<AgentRun> {
     let ids = conf.config.researcher_ids();
     let index = ids.iter().position(|i| i == call.researcher).unwrap_or(0);
     let assigned = conf.config.strategy == crate::config::Strategy::Assigned;
     if !assigned && ids.len() > 1 && !wait_for_others(conf, call).await {
-        return Ok(AgentOutcome::Interrupted);
+        return Ok(AgentOutcome::Interrupted.into());
     }
     let repo = conf.open_repo()?;
     let paths = tunable_files(&conf.guard, &repo, call.head_tree)?;
@@ -190,6 +194,8 @@ async fn run_tuner(conf: &Conference, call: &AgentCall<'_>) -> Result<AgentOutco
     if let Some(max) = conf.config.max_total_iterations {
         total = total.min(max as u64);
     }
+    // A batch of q counts q evaluations: the search plans in evaluations.
+    let q = conf.config.agent.sweep.unwrap_or(1).max(1) as u64;
     let budget_left = (total / count).saturating_sub(st.researcher(call.researcher).attempts);
     let advocate = conf
         .config
@@ -210,27 +216,48 @@ async fn run_tuner(conf: &Conference, call: &AgentCall<'_>) -> Result<AgentOutco
             assigned,
             advocate,
             streaks: &streaks,
-            budget_left: Some(budget_left),
-            budget_total: Some(total),
+            budget_left: Some(budget_left * q),
+            budget_total: Some(total * q),
             round_progress: Some((
                 call.iteration.saturating_sub(1) as u64,
                 crate::engine::stop::rules::round_allotment(conf, &st, call.researcher) as u64,
             )),
             chosen_head: conf.config.branching == crate::model::tree::Branching::BestFirst,
         };
-        let Some(proposal) = tune::propose(&request) else {
-            return Ok(AgentOutcome::Exhausted);
-        };
-        if already_evaluated(conf, &repo, call.head_tree, &proposal)? {
-            avoid.push(proposal.params);
+        let proposals = tune::propose_batch(&request, q as usize);
+        if proposals.is_empty() {
+            return Ok(AgentOutcome::Exhausted.into());
+        }
+        let mut measured = Vec::new();
+        for p in &proposals {
+            if already_evaluated(conf, &repo, call.head_tree, p)? {
+                measured.push(p.params.clone());
+            }
+        }
+        if !measured.is_empty() {
+            avoid.extend(measured);
             continue;
         }
-        for (path, content) in &proposal.files {
+        for (path, content) in &proposals[0].files {
             std::fs::write(call.worktree.join(path), content)?;
         }
-        return Ok(AgentOutcome::Done(Some(proposal.description)));
+        if proposals.len() == 1 {
+            return Ok(AgentOutcome::Done(Some(proposals[0].description.clone())).into());
+        }
+        let description = format!(
+            "tune: batch of {} points from {} measured",
+            proposals.len(),
+            history.len()
+        );
+        return Ok(AgentRun {
+            outcome: AgentOutcome::Done(Some(description)),
+            report: Default::default(),
+            batch: Some(crate::engine::agent::tune_batch::request(
+                &files, &proposals,
+            )),
+        });
     }
-    Ok(AgentOutcome::Exhausted)
+    Ok(AgentOutcome::Exhausted.into())
 }
 
 /// Lock-step: waits until every other researcher has recorded the previous iteration of this

@@ -9,6 +9,7 @@ pub mod dispatch;
 pub mod integrity;
 pub mod prompt;
 pub mod prose;
+pub mod tune_batch;
 pub mod tune_history;
 pub mod windows;
 pub mod workspace;

@@ -28,8 +28,9 @@ struct Seen {
     iteration: u32,
     interrupted: bool,
     kept: bool,
-    /// The measured point, when the attempt measured one whose tree exists.
-    trial: Option<tune::Trial>,
+    /// The measured points: its sweep's or batch's other variants (every evaluation is data for
+    /// the model), then the attempt's, when it measured one whose tree exists.
+    trials: Vec<tune::Trial>,
 }
 
 /// What has been read of one round's attempts: its records' blobs (the whole file, or its
@@ -87,20 +88,55 @@ fn seen(repo: &Repository, a: AttemptRecord, paths: &[String]) -> Result<Seen> {
     let tree = a
         .tree_id()
         .filter(|&t| measured && repo.find_tree(t).is_ok());
-    let trial = match tree {
-        Some(t) => Some(tune::Trial {
+    // A sweep's other variants first, the attempt (its best) last: they were all proposed
+    // from the same node, so the tuner's step-size replay sees the losers measured against that
+    // node and the batch's gain as its latest move (as one point per iteration would).
+    let mut trials = match &a.sweep {
+        Some(s) => swept_trials(repo, s, paths)?,
+        None => Vec::new(),
+    };
+    if let Some(t) = tree {
+        trials.push(tune::Trial {
             params: params_at(repo, t, paths)?,
             metric: a.metric,
-        }),
-        None => None,
-    };
+        });
+    }
     Ok(Seen {
         interrupted: a.is_interrupted(),
         kept: a.verdict == Verdict::Kept,
         researcher: a.researcher,
         iteration: a.iteration,
-        trial,
+        trials,
     })
+}
+
+/// A sweep's variants other than the attempt, as points: a crash or timeout is a point without
+/// a metric (as for an attempt), a variant stopped by halving keeps the reading it stopped at,
+/// one that never finished (interrupted) is none.
+fn swept_trials(
+    repo: &Repository,
+    s: &crate::model::sweep::Sweep,
+    paths: &[String],
+) -> Result<Vec<tune::Trial>> {
+    let mut out = Vec::new();
+    for (k, v) in s.variants.iter().enumerate() {
+        let metric = match v.status.as_str() {
+            "ok" | "pruned" => v.metric,
+            "crashed" | "timeout" => None,
+            _ => continue,
+        };
+        let Ok(tree) = Oid::from_str(&v.tree) else {
+            continue;
+        };
+        if k == s.chosen || repo.find_tree(tree).is_err() {
+            continue;
+        }
+        out.push(tune::Trial {
+            params: params_at(repo, tree, paths)?,
+            metric,
+        });
+    }
+    Ok(out)
 }
 
 /// Every point the conference has measured that all researchers know at this iteration, in the
@@ -171,9 +207,7 @@ pub fn tuner_history(
             if let Some(s) = streaks.get_mut(order(&a.researcher)) {
                 *s = if a.kept { 0 } else { *s + 1 };
             }
-            if let Some(t) = &a.trial {
-                trials.push(t.clone());
-            }
+            trials.extend(a.trials.iter().cloned());
         }
     }
     Ok((trials, streaks))

@@ -15,10 +15,8 @@ use crate::protocol::prune::{self, Point};
 pub struct Race {
     /// Each variant's current run's readings.
     curves: Vec<Vec<Point>>,
-    /// The value each variant is (`0.001`), for the reasons.
-    values: Vec<String>,
-    /// The literal's name, for the reasons.
-    name: String,
+    /// Each variant as the reasons name it (`LEARNING_RATE = 0.001`; a batch's `x=1.5 y=-2`).
+    labels: Vec<String>,
 }
 
 /// One variant's seat in a race.
@@ -28,14 +26,13 @@ pub struct Seat {
     seat: usize,
 }
 
-/// A race among the variants with these values of literal `name`: one seat each, in order.
-pub fn seats(name: &str, values: &[String]) -> Vec<Seat> {
+/// A race among the variants of one sweep or batch, named by these labels: one seat each, in order.
+pub fn seats(labels: &[String]) -> Vec<Seat> {
     let race = Arc::new(Mutex::new(Race {
-        curves: vec![Vec::new(); values.len()],
-        values: values.to_vec(),
-        name: name.to_string(),
+        curves: vec![Vec::new(); labels.len()],
+        labels: labels.to_vec(),
     }));
-    (0..values.len())
+    (0..labels.len())
         .map(|seat| Seat {
             race: race.clone(),
             seat,
@@ -52,16 +49,14 @@ impl Seat {
         let others: Vec<usize> = (0..race.curves.len()).filter(|k| *k != self.seat).collect();
         let curves: Vec<&[Point]> = others.iter().map(|k| &race.curves[*k][..]).collect();
         let (leader, pruned) = prune::race(curve, &curves, rule)?;
-        let leader = &race.values[others[leader]];
+        let leader = &race.labels[others[leader]];
         let fmt = |v: f64| crate::render::format::fmt(Some(v));
         let why = format!(
-            "successive halving in its sweep: at step {} {} = {} read {}, behind {} = {leader} \
+            "successive halving in its sweep: at step {} {} read {}, behind {leader} \
              ({} there) by more than the noise margin {}{}",
             pruned.step,
-            race.name,
-            race.values[self.seat],
+            race.labels[self.seat],
             pruned.value,
-            race.name,
             fmt(pruned.reference),
             fmt(rule.effective_margin()),
             match rule.early {

@@ -255,17 +255,12 @@ fn swept(node: &LineageNode, s: &crate::model::sweep::Sweep) -> Vec<LineageNode>
     others
         .map(|(_, v)| LineageNode {
             commit: v.commit.to_string(),
-            label: format!("{} {}={}", node.label, s.name(), v.value),
+            label: format!("{} {}", node.label, s.label(v)),
             verdict: "swept".into(),
             metric: v.metric,
             description: match v.status.as_str() {
-                "ok" => format!("{} = {}, swept with {}", s.name(), v.value, node.label),
-                status => format!(
-                    "{} = {} ({status}), swept with {}",
-                    s.name(),
-                    v.value,
-                    node.label
-                ),
+                "ok" => format!("{}, swept with {}", s.said(v), node.label),
+                status => format!("{} ({status}), swept with {}", s.said(v), node.label),
             },
             ..node.clone()
         })

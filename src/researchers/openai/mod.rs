@@ -163,6 +163,7 @@ pub async fn run(conf: &Context<'_>, call: &AgentCall<'_>) -> Result<AgentRun> {
             usage,
             ..Default::default()
         },
+        batch: None,
     })
 }
 

@@ -110,3 +110,10 @@ pub struct Proposal {
 pub fn propose(req: &Request) -> Option<Proposal> {
     search::propose(req)
 }
+
+/// Up to `q` distinct points to measure at once (`- sweep: q` under `## Agent`), as `propose`
+/// would give them one after another were each measured at the model's prediction: see
+/// `search::propose_batch`. Deterministic like `propose`; fewer when fewer are left.
+pub fn propose_batch(req: &Request, q: usize) -> Vec<Proposal> {
+    search::propose_batch(req, q)
+}

@@ -69,6 +69,7 @@ impl<'a> Session<'a> {
             seconds,
             outcome: run.outcome,
             report: run.report,
+            batch: run.batch,
             damage: crate::engine::agent::integrity::repair_after_agent(conf),
             shared_before,
         })

@@ -162,6 +162,9 @@ struct AgentRan {
     /// What another researcher's agent wrote into this worktree before it ran (the paths, and
     /// the reason that rejects the attempt).
     foreign: Option<(Changes, String)>,
+    /// `builtin:tune`'s batch (`- sweep: q`): the points measured at once, the first of which
+    /// the worktree holds.
+    batch: Option<crate::model::sweep::BatchRequest>,
 }
 
 /// The attempt an iteration made, once captured from the worktree.

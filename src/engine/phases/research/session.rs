@@ -180,8 +180,11 @@ impl<'a> Session<'a> {
         let foreign = ran.foreign.map(|(seen, _)| seen);
         let captured = self.capture(&r, &base, head_tree, damage, foreign, &ran.shared_before)?;
         let tree = captured.snap.tree;
-        let (sweep, sweep_warning) = self.plan(sweep_request, tree);
-        let sweep_path = sweep.as_ref().map(|p| p.path().to_string());
+        let (sweep, sweep_warning) = match ran.batch.take() {
+            Some(batch) => (Some(super::sweep::Plan::batch(batch)), None),
+            None => self.plan(sweep_request, tree),
+        };
+        let sweep_paths = sweep.as_ref().map(|p| p.paths());
         // Nothing changed: what the agent claimed is no description; why nothing changed is.
         let unchanged = (agent_failure.is_none()
             && sweep.is_none()
@@ -220,8 +223,10 @@ impl<'a> Session<'a> {
         let Some(verdict) = self.judge(&st, &r, &captured, judged, &env).await? else {
             return Ok(Next::Stop);
         };
-        // The worktree holds the agent's value of a swept literal, not the chosen one's.
-        let also = sweep_path.map(|p| crate::git::watch::Changes::Paths(vec![p.into()]));
+        // The worktree holds the agent's value of a swept literal (the tuner's first point),
+        // not the chosen one's.
+        let also = sweep_paths
+            .map(|p| crate::git::watch::Changes::Paths(p.into_iter().map(Into::into).collect()));
         self.put_back(&r, &base, verdict, &captured.agent_changes, also)?;
         self.report_line(&st, iteration, verdict, &description);
         Ok(self.after(agent_timed_out))

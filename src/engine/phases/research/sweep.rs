@@ -8,6 +8,10 @@
 //! same `researcher.iteration` event (the commit point: a kill before it redoes the iteration, as
 //! for any attempt, and recovery sets the agent's edit aside), each with a note of its own.
 //!
+//! A batch of `builtin:tune` (`- sweep: q` under `## Agent`) goes the same way: the tuner's q
+//! points are the variants, each its own edit of the node the attempt started from (several
+//! literals may move), recorded as a sweep marked `batch`.
+//!
 //! A line that cannot be followed (no such file or literal, a path the attempt may not change, a
 //! value the literal cannot take) is a warning in the event and the note, and the attempt goes
 //! on as a plain one.
@@ -22,13 +26,23 @@ use crate::engine::record::attempt::{Attempt, SweepDone};
 use crate::engine::state::{ResearcherState, State};
 use crate::model::sweep::{SweepRequest, Variant};
 use crate::model::{EvalStatus, Verdict};
-use crate::researchers::tune::Literal;
 
-/// A `SWEEP:` line checked against the attempt's tree: the literal found, and the file's text.
+/// What a sweep measures: a `SWEEP:` line checked against the attempt's tree (one edit per
+/// value of its literal), or the tuner's batch (one edit per point).
 pub(super) struct Plan {
-    request: SweepRequest,
-    literal: Literal,
-    text: String,
+    /// The record's `literal`: the swept literal's key, or the keys a batch moves.
+    literal: String,
+    batch: bool,
+    /// The tree every edit applies to: the attempt's (a sweep edits the agent's change), or
+    /// None for the node the attempt started from (a batch's points each stand alone).
+    base: Option<Oid>,
+    edits: Vec<Edit>,
+}
+
+/// One variant to make: its value (or point), and the files it changes, full content.
+struct Edit {
+    value: String,
+    files: Vec<(String, String)>,
 }
 
 /// The note less its last `SWEEP:` line, and what that line asked (sweeps on).
@@ -110,10 +124,24 @@ impl<'a> Session<'a> {
                 ));
             }
         }
+        let edits = (request.values.iter())
+            .map(|value| Edit {
+                files: vec![(
+                    path.clone(),
+                    crate::researchers::tune::rewrite(
+                        &text,
+                        &literal,
+                        value.parse().unwrap_or(0.0),
+                    ),
+                )],
+                value: value.clone(),
+            })
+            .collect();
         Ok(Plan {
-            request: Plan::normalized(request, path),
-            literal,
-            text,
+            literal: key,
+            batch: false,
+            base: Some(tree),
+            edits,
         })
     }
 
@@ -139,10 +167,10 @@ impl<'a> Session<'a> {
         let direction = self.conf.direction();
         let chosen = best_of(&results, direction);
         let record = crate::model::sweep::Sweep {
-            literal: plan.request.literal(),
-            variants: (plan.request.values.iter().zip(&variants).zip(&results))
-                .map(|((value, (commit, tree)), (result, _))| Variant {
-                    value: value.clone(),
+            literal: plan.literal.clone(),
+            variants: (plan.edits.iter().zip(&variants).zip(&results))
+                .map(|((edit, (commit, tree)), (result, _))| Variant {
+                    value: edit.value.clone(),
                     commit: (*commit).into(),
                     tree: tree.to_string(),
                     metric: result.metric,
@@ -152,13 +180,24 @@ impl<'a> Session<'a> {
                 })
                 .collect(),
             chosen,
+            batch: plan.batch,
         };
         let done = SweepDone { record, results };
         let line = done.record.summary();
         self.sweep_line = Some(line);
         let (commit, tree) = variants[chosen];
+        // A batch's attempt is its chosen point: the description says which.
+        let description = match plan.batch {
+            true => format!(
+                "tune {}: best of a {}",
+                plan.edits[chosen].value,
+                attempt.description.trim_start_matches("tune: ")
+            ),
+            false => attempt.description.to_string(),
+        };
         let chosen_attempt = Attempt {
             tree,
+            description: &description,
             head: attempt.head,
             branch: attempt.branch.clone(),
             questions: attempt.questions.clone(),
@@ -196,19 +235,26 @@ impl<'a> Session<'a> {
         let st = conf.state();
         let author = crate::store::researcher_signature(&self.repo, a.id);
         let mut made = Vec::new();
-        for value in &plan.request.values {
-            let v: f64 = value.parse()?;
-            let text = crate::researchers::tune::rewrite(&plan.text, &plan.literal, v);
-            let tree = crate::git::snapshot::with_file(
-                &self.repo,
-                a.tree,
-                &plan.request.path,
-                text.as_bytes(),
-            )?;
+        for (k, edit) in plan.edits.iter().enumerate() {
+            let mut tree = match plan.base {
+                Some(tree) => tree,
+                None => self.repo.find_commit(a.head.oid())?.tree_id(),
+            };
+            for (path, text) in &edit.files {
+                tree = crate::git::snapshot::with_file(&self.repo, tree, path, text.as_bytes())?;
+            }
+            let what = match plan.batch {
+                true => format!(
+                    "Batch point {} of {}: {}",
+                    k + 1,
+                    plan.edits.len(),
+                    edit.value
+                ),
+                false => format!("Sweep: {} = {}", plan.literal, edit.value),
+            };
             let message = format!(
-                "{}\n\nSweep: {} = {value}\nResearcher {} · round {} · iteration {}\nConference: {}\n",
+                "{}\n\n{what}\nResearcher {} · round {} · iteration {}\nConference: {}\n",
                 a.description.lines().next().unwrap_or("change"),
-                plan.request.literal(),
                 a.id,
                 st.round,
                 a.iteration,
@@ -244,16 +290,12 @@ async fn evaluate_variants(
         crate::engine::agent::workspace::remove_ignored(conf, &path)?;
         places.push((label, path));
     }
-    let name = plan.request.name.clone();
-    let seats = crate::engine::measure::race::seats(&name, &plan.request.values);
+    let seats = crate::engine::measure::race::seats(&plan.labels());
     let runs = places.iter().enumerate().map(|(k, (label, path))| {
         let (commit, tree) = variants[k];
         let mut env = env.to_vec();
-        env.push(("CONFERENCE_SWEEP_LITERAL".into(), plan.request.literal()));
-        env.push((
-            "CONFERENCE_SWEEP_VALUE".into(),
-            plan.request.values[k].clone(),
-        ));
+        env.push(("CONFERENCE_SWEEP_LITERAL".into(), plan.literal.clone()));
+        env.push(("CONFERENCE_SWEEP_VALUE".into(), plan.edits[k].value.clone()));
         let log = format!("{}-r{}-i{}-v{}.eval", a.id, st.round, a.iteration, k + 1);
         let prune = crate::engine::measure::pruning::for_variant(conf, st, a.id, seats[k].clone());
         async move {
@@ -279,13 +321,39 @@ async fn evaluate_variants(
 }
 
 impl Plan {
-    /// The swept file.
-    pub(super) fn path(&self) -> &str {
-        &self.request.path
+    /// The tuner's batch: one edit per point, each of the node the attempt started from.
+    pub(super) fn batch(request: crate::model::sweep::BatchRequest) -> Plan {
+        Plan {
+            literal: request.keys.join(", "),
+            batch: true,
+            base: None,
+            edits: (request.points.into_iter())
+                .map(|p| Edit {
+                    value: p.label,
+                    files: p.files,
+                })
+                .collect(),
+        }
     }
 
-    fn normalized(request: SweepRequest, path: String) -> SweepRequest {
-        SweepRequest { path, ..request }
+    /// Every file a variant changes.
+    pub(super) fn paths(&self) -> Vec<String> {
+        let paths = self
+            .edits
+            .iter()
+            .flat_map(|e| e.files.iter().map(|(p, _)| p));
+        let set: std::collections::BTreeSet<&String> = paths.collect();
+        set.into_iter().cloned().collect()
+    }
+
+    /// Each variant as a halving reason names it: `LEARNING_RATE = 0.01`; a batch's point.
+    fn labels(&self) -> Vec<String> {
+        let name = self.literal.rsplit(':').next().unwrap_or(&self.literal);
+        let label = |e: &Edit| match self.batch {
+            true => e.value.clone(),
+            false => format!("{name} = {}", e.value),
+        };
+        self.edits.iter().map(label).collect()
     }
 }
 

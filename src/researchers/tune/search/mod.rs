@@ -125,38 +125,58 @@ struct Search<'a> {
 type ModelCache = std::cell::RefCell<Option<(Vec<Vec<f64>>, Vec<f64>, Model)>>;
 
 pub(crate) fn propose(req: &Request) -> Option<Proposal> {
-    let cache = ModelCache::default();
-    if req.assigned || req.researchers <= 1 {
-        return propose_one(req, &cache);
-    }
-    // The researchers before this one propose from the same history at the same time: their
-    // points are pending, not to be proposed again.
-    let mut pending = req.avoid.to_vec();
-    for j in 0..req.researcher % req.researchers {
-        let other = Request {
-            researcher: j,
-            avoid: &pending,
-            ..req.clone()
-        };
-        if let Some(p) = propose_one(&other, &cache) {
-            pending.push(p.params);
-        }
-    }
-    propose_one(
-        &Request {
-            avoid: &pending,
-            ..req.clone()
-        },
-        &cache,
-    )
+    propose_batch(req, 1).pop()
 }
 
-fn propose_one(req: &Request, cache: &ModelCache) -> Option<Proposal> {
+/// Up to `q` distinct points for this researcher to measure at once (`- sweep: q`). Each is
+/// proposed as the next one would be were the points before it measured: they are pending, so
+/// the surrogate believes each at its own prediction (kriging believer) and a candidate's score
+/// fades near them (local penalisation), the design hands out its next points, and no move
+/// returns a point already taken. This is how researchers that share literals already split
+/// one iteration among themselves, so a batch of q from one researcher spreads like q
+/// researchers would; the researchers before this one propose their batches first.
+pub(crate) fn propose_batch(req: &Request, q: usize) -> Vec<Proposal> {
+    let cache = ModelCache::default();
+    // The researchers before this one propose from the same history at the same time: their
+    // points are pending, not to be proposed again.
+    let before = match req.assigned || req.researchers <= 1 {
+        true => 0,
+        false => req.researcher % req.researchers,
+    };
+    let mut pending = req.avoid.to_vec();
+    let mut mine = Vec::new();
+    for j in (0..before).chain([req.researcher]) {
+        for k in 0..q {
+            let one = Request {
+                researcher: j,
+                avoid: &pending,
+                ..req.clone()
+            };
+            let Some(p) = propose_one(&one, &cache, BATCH_STRIDES[k % BATCH_STRIDES.len()]) else {
+                break;
+            };
+            pending.push(p.params.clone());
+            if j == req.researcher {
+                mine.push(p);
+            }
+        }
+    }
+    mine
+}
+
+/// The step size of a batch's k-th point, in the region's step sizes: the first is the point
+/// one iteration would measure, the others look farther and nearer, so that a batch also
+/// advances when the way to the optimum is long (four points at one step size made a quarter
+/// of the steps of one point per iteration).
+const BATCH_STRIDES: [f64; 8] = [1.0, 2.5, 0.5, 5.0, 1.5, 0.3, 3.5, 0.8];
+
+fn propose_one(req: &Request, cache: &ModelCache, stride: f64) -> Option<Proposal> {
     let mut s = Search::new(req, cache)?;
     if let Some(p) = s.design_phase() {
         return Some(p);
     }
     let restart = s.focus();
+    s.sigma = (s.sigma * stride).clamp(SIGMA_MIN, SIGMA_MAX.max(s.sigma));
     if restart {
         if let Some(p) = s.design_point_beyond_share() {
             return Some(p);

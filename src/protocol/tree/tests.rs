@@ -121,6 +121,11 @@ fn closings_past_n_and_stale_never_the_leader() {
     assert_eq!(closed[0].reason, "past 2 alive: the worst of 3");
 }
 
+/// A researcher's record: attempts (this one included), kept.
+fn rec(attempts: u64, kept: u64) -> Record {
+    Record { attempts, kept }
+}
+
 /// The record of a researcher whose every attempt so far gained.
 const GAINING: Record = Record {
     attempts: 1,
@@ -138,15 +143,7 @@ fn best_first_extends_the_best_until_its_children_keep_failing() {
             .label
     };
     let mut fails = 0;
-    while pick(
-        &b,
-        2,
-        Record {
-            attempts: 1 + fails as u64,
-            kept: 1,
-        },
-    ) == "b2"
-    {
+    while pick(&b, 2, rec(1 + fails as u64, 1)) == "b2" {
         b[1].tries += 1;
         b[1].stale += 1;
         fails += 1;
@@ -159,17 +156,7 @@ fn best_first_extends_the_best_until_its_children_keep_failing() {
         branch(2, 0.6, 3, 3),
         branch(3, 0.9, 0, 0),
     ];
-    assert_eq!(
-        pick(
-            &b,
-            1,
-            Record {
-                attempts: 6,
-                kept: 2
-            }
-        ),
-        "b3"
-    );
+    assert_eq!(pick(&b, 1, rec(6, 2)), "b3");
     // Among the others: a fresh branch before a fork point with children, whatever its metric.
     let b = vec![
         branch(1, 1.0, 2, 1),
@@ -188,17 +175,7 @@ fn best_first_extends_the_best_until_its_children_keep_failing() {
         branch(2, 0.7, 0, 0),
         branch(3, 0.7, 0, 0),
     ];
-    assert_eq!(
-        pick(
-            &b,
-            1,
-            Record {
-                attempts: 4,
-                kept: 1
-            }
-        ),
-        "b2"
-    );
+    assert_eq!(pick(&b, 1, rec(4, 1)), "b2");
 }
 
 #[test]
@@ -206,41 +183,13 @@ fn best_first_waits_longer_for_a_leader_when_gains_are_rare() {
     // Laplace's rule: the chance of the run at p = (kept + 1) / (attempts before it + 2).
     let table = [
         // One attempt, kept: p = 2/3, three failures (1/27) are already improbable.
-        (
-            Record {
-                attempts: 4,
-                kept: 1,
-            },
-            3,
-            3,
-        ),
+        (rec(4, 1), 3, 3),
         // One failure then one gain: p = 1/2, 1/2^5 < 0.05.
-        (
-            Record {
-                attempts: 5,
-                kept: 1,
-            },
-            3,
-            5,
-        ),
+        (rec(5, 1), 3, 5),
         // A climber near its best: 5 gains in 20 attempts, p = 6/22, 0.727^10 < 0.05.
-        (
-            Record {
-                attempts: 23,
-                kept: 5,
-            },
-            3,
-            10,
-        ),
+        (rec(23, 5), 3, 10),
         // Nothing ever gained: the cap.
-        (
-            Record {
-                attempts: 40,
-                kept: 0,
-            },
-            3,
-            MAX_PATIENCE,
-        ),
+        (rec(40, 0), 3, MAX_PATIENCE),
         // Nothing before the run: p = 1/2.
         (Record::default(), 0, 5),
     ];
@@ -259,28 +208,10 @@ fn best_first_waits_longer_for_a_leader_when_gains_are_rare() {
             .0
             .label
     };
-    assert_eq!(
-        pick(
-            &b,
-            Record {
-                attempts: 23,
-                kept: 5
-            }
-        ),
-        "b2"
-    );
+    assert_eq!(pick(&b, rec(23, 5)), "b2");
     b[1].stale = 10;
     b[1].tries = 10;
-    assert_eq!(
-        pick(
-            &b,
-            Record {
-                attempts: 30,
-                kept: 5
-            }
-        ),
-        "b1"
-    );
+    assert_eq!(pick(&b, rec(30, 5)), "b1");
 }
 
 #[test]

@@ -18,8 +18,10 @@ What it does, in a temporary folder:
    running (it showed about:blank before): the first load after the server starts. Then warm:
    the same server's page loaded --reps more times. The figures are the browser's own (headless
    Chromium through ChromeDriver's WebDriver endpoints), from the navigation's start: first
-   contentful paint, the page's HTML received whole (`responseEnd`), and the end of the page's
-   first full drawing (its `rendered` performance mark). The git objects are in the OS's page
+   contentful paint, the page's HTML received whole (`responseEnd`), the end of the page's first
+   full drawing by its script (its `rendered` mark), and the first paint: the frame that shows
+   that drawing, painted (its `painted` mark, set by a task queued from that frame's callback,
+   so after its layout and paint; a build whose page lacks it is measured by `rendered`). The git objects are in the OS's page
    cache (the conference was just grown): cold means the server's, not the disk's.
 3. Update: --reps times, `git conference steer NAME "…"` records an event while the page is open;
    the figure is from starting that command to the end of the page's drawing that follows
@@ -45,7 +47,7 @@ load also gives the time to the folded tree drawn (asked for after the first pai
 click on "show the whole tree", to every node drawn.
 
 Prints the figures as Markdown (BENCHMARKS.md has a run); --json FILE writes them raw. Exits 1
-when a target is missed: first paint <= 300 ms (cold and warm medians), update <= 1 s, no CPU while idle (at most one
+when a target is missed: first paint (the painted frame) <= 300 ms (cold and warm medians), update <= 1 s, no CPU while idle (at most one
 tick), memory flat (its trend over the second half adds at most 4 MiB, or 10%, an hour).
 """
 
@@ -256,11 +258,17 @@ def load(browser, url):
     """One load of the page: the browser's own figures, from the navigation's start."""
     browser.open(url)
     browser.wait_for("return performance.getEntriesByName('rendered').length > 0")
+    try:  # a build before the page marked its painted frame has only `rendered`
+        browser.wait_for("return performance.getEntriesByName('painted').length > 0", limit=2)
+    except RuntimeError:
+        pass
     return browser.run("""
         const nav = performance.getEntriesByType('navigation')[0];
         const fcp = performance.getEntriesByName('first-contentful-paint')[0];
+        const painted = performance.getEntriesByName('painted')[0];
         return {response_end: nav.responseEnd, fcp: fcp ? fcp.startTime : null,
                 rendered: performance.getEntriesByName('rendered')[0].startTime,
+                painted: painted ? painted.startTime : null,
                 bytes: nav.transferSize || nav.encodedBodySize, protocol: nav.nextHopProtocol};""")
 
 
@@ -443,15 +451,16 @@ def report_server_side(rows):
 
 def report_compare(attempts, binaries, rows):
     median = lambda paint, key: statistics.median(r[key] for r in paint if r[key] is not None)
-    print("| at %d attempts, median of %d | HTML received | first contentful paint | page drawn (each) |"
-          % (attempts, len(rows[binaries[0]]["cold"])))
-    print("| --- | ---: | ---: | --- |")
+    print("| at %d attempts, median of %d | HTML received | first contentful paint | page drawn | "
+          "its frame painted (each) |" % (attempts, len(rows[binaries[0]]["cold"])))
+    print("| --- | ---: | ---: | ---: | --- |")
     for b in binaries:
         for kind in ("cold", "warm"):
             paint = rows[b][kind]
-            print("| %s, %s (%.2f MB) | %.0f ms | %.0f ms | **%.0f ms** (%s) |" % (
+            print("| %s, %s (%.2f MB) | %.0f ms | %.0f ms | %.0f ms | **%s** (%s) |" % (
                 b, kind, paint[0]["bytes"] / 1e6, median(paint, "response_end"), median(paint, "fcp"),
-                median(paint, "rendered"), ", ".join("%.0f" % r["rendered"] for r in paint)))
+                median(paint, "rendered"), ms(median_painted(paint)),
+                ", ".join(ms(r["painted"]) for r in paint)))
     for b in binaries:
         trees = [t for t in rows[b]["tree"] if t]
         if not trees:
@@ -523,16 +532,31 @@ def main():
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+def ms(v):
+    return "—" if v is None else "%.0f ms" % v
+
+
+def median_painted(paint):
+    """The median time to the painted frame showing the whole page; None for a build whose page
+    does not mark it."""
+    times = [r["painted"] for r in paint if r.get("painted") is not None]
+    return statistics.median(times) if len(times) == len(paint) else None
+
+
 def paint_rows(label, paint, verdict):
-    """The lines of one set of loads; whether its median drawing meets 300 ms."""
+    """The lines of one set of loads; whether its first paint (the frame showing the whole page
+    painted; the end of its drawing for a build that does not mark that frame) meets 300 ms."""
     median = lambda key: statistics.median(r[key] for r in paint if r[key] is not None)
-    each = ", ".join("%.0f" % r["rendered"] for r in paint)
-    ok = median("rendered") <= 300
+    painted = median_painted(paint)
+    first = painted if painted is not None else median("rendered")
+    ok = first <= 300
     print("| %s: first contentful paint (median of %d) | %.0f ms | | |" % (label, len(paint), median("fcp")))
     print("| %s: the page's HTML received whole (median; %.1f MB, %s) | %.0f ms | | |"
           % (label, paint[0]["bytes"] / 1e6, paint[0]["protocol"], median("response_end")))
-    print("| %s: first paint, whole page drawn (median; each: %s) | %.0f ms | <= 300 ms | %s |"
-          % (label, each, median("rendered"), verdict(ok)))
+    print("| %s: whole page drawn by its script (median; each: %s) | %.0f ms | | |"
+          % (label, ", ".join("%.0f" % r["rendered"] for r in paint), median("rendered")))
+    print("| %s: first paint, the frame showing it painted (median; each: %s) | %s | <= 300 ms | %s |"
+          % (label, ", ".join(ms(r.get("painted")) for r in paint), ms(painted), verdict(ok)))
     return ok
 
 

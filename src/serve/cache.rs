@@ -13,6 +13,7 @@ use git2::Oid;
 
 use crate::engine::Conference;
 
+use crate::engine::record::lineage::{self, TreeReads};
 use crate::model::tree::LineageNode;
 use crate::model::AttemptRecord;
 
@@ -28,7 +29,12 @@ struct Entry {
 }
 
 #[derive(Default)]
-pub struct AttemptsCache(Mutex<Option<Entry>>);
+pub struct AttemptsCache {
+    kept: Mutex<Option<Entry>>,
+    /// What making the tree of the conference last drawn read from git, by its name: the next
+    /// tree reads only the events and commits since.
+    reads: Mutex<Option<(String, TreeReads)>>,
+}
 
 /// The cache, locked.
 type Kept<'a> = MutexGuard<'a, Option<Entry>>;
@@ -46,7 +52,7 @@ impl AttemptsCache {
         Ok(attempts)
     }
 
-    /// What the page embeds of `conf`'s attempts: [`super::views::attempts_text`] of all of
+    /// What the page embeds of `conf`'s attempts: [`super::views::attempt_columns_text`] of all of
     /// them, escaped by [`super::views::script_json`]; kept with them.
     pub fn page_text(
         &self,
@@ -58,14 +64,14 @@ impl AttemptsCache {
             return Ok(text);
         }
         let text: Arc<str> =
-            super::views::script_json(&super::views::attempts_text(&attempts, 0)).into();
+            super::views::script_json(&super::views::attempt_columns_text(&attempts)).into();
         if let Some(entry) = kept.as_mut() {
             entry.page_text = Some(text.clone());
         }
         Ok(text)
     }
 
-    /// The attempt tree of `conf` (`engine::record::lineage::nodes_of` its attempts), kept
+    /// The attempt tree of `conf` (`engine::record::lineage::nodes_with` its attempts), kept
     /// with them: the page asks for it at each event.
     pub fn lineage(
         &self,
@@ -76,11 +82,18 @@ impl AttemptsCache {
         if let Some(nodes) = kept.as_ref().and_then(|e| e.lineage.clone()) {
             return Ok(nodes);
         }
-        // Made unlocked: at 10,000 attempts it takes half a second, which a page loaded
-        // meanwhile must not wait for.
+        // Made unlocked: at 10,000 attempts it takes a tenth of a second (half a second when
+        // every event was read anew for the picks), which a page loaded meanwhile must not
+        // wait for.
         drop(kept);
-        let nodes = Arc::new(crate::engine::record::lineage::nodes_of(conf, &attempts)?);
-        let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut reads = match self.reads.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            Some((name, reads)) if name == *conf.name() => reads,
+            _ => TreeReads::default(),
+        };
+        let nodes = Arc::new(lineage::nodes_with(conf, &attempts, &mut reads)?);
+        *self.reads.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((conf.name().to_string(), reads));
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
         let tip = conf.events_tip();
         if let Some(entry) = kept
             .as_mut()
@@ -99,7 +112,7 @@ impl AttemptsCache {
         read: impl FnOnce() -> Result<Vec<AttemptRecord>>,
     ) -> Result<(Kept<'_>, Arc<Vec<AttemptRecord>>)> {
         let (name, tip) = (conf.name(), conf.events_tip());
-        let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
         if let (Some(entry), Some(tip)) = (kept.as_ref(), tip) {
             if entry.name == *name && entry.tip == tip {
                 let attempts = entry.attempts.clone();

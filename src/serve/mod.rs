@@ -316,7 +316,7 @@ fn api(
     let read = || views::attempts(&conf, &conf.state());
     let value = match what {
         "status" => views::status_json(repo, name, &conf)?,
-        "summary" => views::summary_json(repo, &conf),
+        "summary" => views::summary_json(repo, &conf, &cache.get(&conf, read)?),
         "queue" => views::queue_json(&conf),
         "rounds" => views::rounds_json(&conf, &conf.state()),
         "importance" => views::importance_json(&conf, &cache.get(&conf, read)?)?,
@@ -389,7 +389,7 @@ fn conference_page(repo: &git2::Repository, name: &str, cache: &AttemptsCache) -
     let head = json!({
         "name": name,
         "status": views::status_json(repo, name, &conf)?,
-        "summary": views::summary_json(repo, &conf),
+        "summary": views::summary_json(repo, &conf, &cache.get(&conf, || views::attempts(&conf, &st))?),
         "rounds": views::rounds_json(&conf, &st),
     })
     .to_string();
@@ -397,7 +397,7 @@ fn conference_page(repo: &git2::Repository, name: &str, cache: &AttemptsCache) -
     let mut initial = views::script_json(&head);
     initial.pop(); // its closing brace
     initial.reserve(attempts.len() + 16);
-    initial.push_str(",\"attempts\":");
+    initial.push_str(",\"attempt_columns\":");
     initial.push_str(&attempts);
     initial.push('}');
     Ok(initial)

@@ -55,7 +55,7 @@ pub fn conferences_json(repo: &Repository, names: &[String]) -> Value {
 /// What the page shows beside the state: the config's title, metric and direction, the status
 /// lines on budgets, running time and the end, the devices, the hardware classes of the
 /// readings, and the leases seen.
-pub fn summary_json(repo: &Repository, conf: &Conference) -> Value {
+pub fn summary_json(repo: &Repository, conf: &Conference, attempts: &[AttemptRecord]) -> Value {
     let st = conf.state();
     let cfg = conf.config();
     let running = crate::lock::runner(conf.run_dir()).is_some();
@@ -85,9 +85,7 @@ pub fn summary_json(repo: &Repository, conf: &Conference) -> Value {
         "running_lines": crate::engine::stop::budget::running_lines(cfg, &st, st.running_seconds() + live),
         "running_seconds": st.running_seconds() + live,
         "devices": cfg.environment.devices,
-        "hardware": crate::engine::record::ledger::all_attempts(conf, &st)
-            .ok()
-            .and_then(|a| crate::render::status::hardware(&a)),
+        "hardware": crate::render::status::hardware(attempts),
         "max_parallel_evaluations": cfg.environment.max_parallel_evaluations,
         "queue": queue_json(conf),
         "leases": leases,
@@ -147,6 +145,67 @@ pub fn attempts_text(all: &[AttemptRecord], since: usize) -> String {
     }
     out.push(']');
     out
+}
+
+/// The fields of each attempt the page shows, in [`attempt_columns_text`]'s order.
+const PAGE_FIELDS: [&str; 14] = [
+    "n",
+    "round",
+    "researcher",
+    "iteration",
+    "commit",
+    "metric",
+    "delta",
+    "verdict",
+    "description",
+    "reason",
+    "tokens",
+    "cost_usd",
+    "agent_s",
+    "eval_s",
+];
+
+/// What the page embeds of the attempts: for each field it shows (`n` the index), the list of
+/// its values in the attempts' order, as JSON text. At 10,000 attempts, objects with every key
+/// written out ([`attempts_text`], what the API sends) were two and a half times the text for
+/// the browser to receive and read before its first paint.
+pub fn attempt_columns_text(all: &[AttemptRecord]) -> String {
+    let mut columns: Vec<String> = vec![String::with_capacity(all.len() * 8); PAGE_FIELDS.len()];
+    for (n, a) in all.iter().enumerate() {
+        let commit = a.commit.as_ref().map(|c| c.to_string()).unwrap_or_default();
+        let values = [
+            json_text(&n),
+            json_text(&a.round),
+            json_text(&a.researcher),
+            json_text(&a.iteration),
+            json_text(&commit),
+            json_text(&a.metric),
+            json_text(&a.delta),
+            json_text(&a.verdict),
+            json_text(&a.description),
+            json_text(&a.reason),
+            json_text(&a.tokens),
+            json_text(&a.cost_usd),
+            json_text(&a.agent_s),
+            json_text(&a.eval_s),
+        ];
+        for (column, value) in columns.iter_mut().zip(values) {
+            if n > 0 {
+                column.push(',');
+            }
+            column.push_str(&value);
+        }
+    }
+    let fields: Vec<String> = PAGE_FIELDS
+        .iter()
+        .zip(&columns)
+        .map(|(name, column)| format!("\"{name}\":[{column}]"))
+        .collect();
+    format!("{{{}}}", fields.join(","))
+}
+
+fn json_text<T: serde::Serialize + ?Sized>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| "null".into())
 }
 
 /// Each round's peer review (the findings and their verdicts) and knowledge transfer (each
@@ -279,5 +338,37 @@ mod tests {
         assert!(!s.contains('<') && !s.contains('>') && !s.contains('&'));
         let back: Value = serde_json::from_str(&s).unwrap();
         assert_eq!(back, v);
+    }
+
+    /// The page's columns hold, for each attempt, what the API's objects hold for each field
+    /// the page shows: a kept attempt with tokens and times, one without a commit or metric.
+    #[test]
+    fn the_pages_columns_hold_what_the_apis_objects_do() {
+        let line = |iteration: u32, rest: &str| {
+            format!(
+                r#"{{"round":2,"researcher":"B","iteration":{iteration},"tree":"t","description":"x \"y\" </script>","timestamp":"t","sub_metrics":{{}},{rest}}}"#
+            )
+        };
+        let records: Vec<AttemptRecord> = [
+            line(1, &format!(r#""commit":"{}","metric":0.5,"delta":-0.25,"verdict":"kept","reason":null,"tokens":{{"input":10,"output":3}},"cost_usd":0.02,"agent_s":1.5,"eval_s":2.0"#, "a".repeat(40))),
+            line(2, r#""commit":"","metric":null,"delta":null,"verdict":"crashed","reason":"exit 1""#),
+        ]
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+        let objects: Vec<Value> = serde_json::from_str(&attempts_text(&records, 0)).unwrap();
+        let columns: Value = serde_json::from_str(&attempt_columns_text(&records)).unwrap();
+        let fields: Vec<&String> = columns.as_object().unwrap().keys().collect();
+        assert_eq!(fields.len(), PAGE_FIELDS.len());
+        for (n, object) in objects.iter().enumerate() {
+            for field in PAGE_FIELDS {
+                let column = &columns[field][n];
+                assert_eq!(
+                    column,
+                    object.get(field).unwrap_or(&Value::Null),
+                    "{field} of {n}"
+                );
+            }
+        }
     }
 }

@@ -4,7 +4,7 @@
 //! round's start joining best) are nodes too. What `git conference log --graph` draws, what its
 //! JSON lists, what the page shows and the final report's path from the baseline to best.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use anyhow::Result;
 use git2::{Oid, Repository};
@@ -23,13 +23,24 @@ pub fn nodes(conf: &Conference) -> Result<Vec<LineageNode>> {
     nodes_of(conf, &ledger::all_attempts(conf, &conf.state())?)
 }
 
-/// [`nodes`], from the conference's attempts `all` already read (the page keeps them).
+/// [`nodes`], from the conference's attempts `all` already read.
 pub fn nodes_of(
     conf: &Conference,
     all: &[crate::model::AttemptRecord],
 ) -> Result<Vec<LineageNode>> {
+    nodes_with(conf, all, &mut TreeReads::default())
+}
+
+/// [`nodes`], from the conference's attempts `all`, with what an earlier tree of it read from
+/// git (`reads`, brought up to date here; the page keeps it between events).
+pub fn nodes_with(
+    conf: &Conference,
+    all: &[crate::model::AttemptRecord],
+    reads: &mut TreeReads,
+) -> Result<Vec<LineageNode>> {
     let st = conf.state();
     let repo = conf.open_repo()?;
+    reads.picks.update(conf, &repo)?;
     let mut tree = Tree::default();
     let baseline = st.baseline_commit.oid();
     tree.add(LineageNode {
@@ -52,12 +63,15 @@ pub fn nodes_of(
             continue;
         };
         // A record without a commit of its own names the node it started from: not a node.
-        if tree.has(commit) || !made_by(&repo, commit, &a.researcher, a.round, a.iteration) {
+        if tree.has(commit) {
             continue;
         }
+        let Some(parent) = reads.own_commit_parent(&repo, commit, a) else {
+            continue;
+        };
         let node = LineageNode {
             commit: commit.to_string(),
-            parent: first_parent(&repo, commit),
+            parent,
             label: attempt_label(&a.researcher, a.round, a.iteration),
             researcher: Some(a.researcher.clone()),
             round: Some(a.round),
@@ -82,7 +96,7 @@ pub fn nodes_of(
             }
         }
     }
-    let picks = merged_picks(conf, &repo)?;
+    let picks = &reads.picks.picks;
     // Best and the researchers' heads, when no attempt made them (a pick, a round's start).
     let tips = std::iter::once(&st.best.commit).chain(
         st.researchers
@@ -92,12 +106,43 @@ pub fn nodes_of(
     for tip in tips {
         let tip = tip.oid();
         if !tree.has(tip) && repo.graph_descendant_of(tip, baseline).unwrap_or(false) {
-            tree.add(between(&repo, tip, &picks));
+            tree.add(between(&repo, tip, picks));
         }
     }
-    tree.join_parents(&repo, baseline, &picks);
-    tree.mark(&st, &picks);
+    tree.join_parents(&repo, baseline, picks);
+    tree.mark(&st, picks);
     Ok(tree.nodes)
+}
+
+/// What making the tree reads from git that later events leave true: the picks merged onto best
+/// (up to an events tip), and for each attempt's commit whether it is the attempt's own and its
+/// first parent (commits never change). Where every attempt is a commit, reading 10,000 of them
+/// and every event anew was most of what a tree cost at each event.
+#[derive(Debug, Default)]
+pub struct TreeReads {
+    picks: MergedPicks,
+    /// By commit and the attempt naming it: its first parent when it is that attempt's own.
+    commits: HashMap<(Oid, String, u32, u32), Option<Option<String>>>,
+}
+
+impl TreeReads {
+    /// `commit`'s first parent when `commit` is attempt `a`'s own ([`made_by`]); None when it
+    /// is the node `a` started from.
+    fn own_commit_parent(
+        &mut self,
+        repo: &Repository,
+        commit: Oid,
+        a: &crate::model::AttemptRecord,
+    ) -> Option<Option<String>> {
+        let key = (commit, a.researcher.clone(), a.round, a.iteration);
+        self.commits
+            .entry(key)
+            .or_insert_with(|| {
+                made_by(repo, commit, &a.researcher, a.round, a.iteration)
+                    .then(|| first_parent(repo, commit))
+            })
+            .clone()
+    }
 }
 
 #[derive(Default)]
@@ -294,17 +339,49 @@ fn between(repo: &Repository, commit: Oid, picks: &BTreeMap<Oid, TransferPick>) 
     }
 }
 
-/// The picks knowledge transfer merged onto best, by the commit each made.
-fn merged_picks(conf: &Conference, repo: &Repository) -> Result<BTreeMap<Oid, TransferPick>> {
-    let log = crate::store::EventLog::open(repo, conf.refs().clone())?;
-    Ok(log
-        .read_all(repo)?
-        .iter()
-        .filter_map(|e| match Event::parse(&e.event)? {
-            Event::TransferPick(p) if p.result == PickResult::Merged => {
-                Some((p.commit.as_ref()?.oid(), p))
+/// The picks knowledge transfer merged onto best, by the commit each made, as read up to an
+/// events tip. Reading them means reading every event (10,000 and more at a big conference,
+/// most of the cost of a tree), so [`MergedPicks::update`] reads only those since.
+#[derive(Debug, Clone, Default)]
+struct MergedPicks {
+    tip: Option<Oid>,
+    picks: BTreeMap<Oid, TransferPick>,
+}
+
+impl MergedPicks {
+    /// Brings them up to the events' tip: the events since the tip they were read at, newest
+    /// first down to it; all events again when that tip is no longer below (the log was
+    /// replaced) or a new event voids others (it may void an older pick).
+    fn update(&mut self, conf: &Conference, repo: &Repository) -> Result<()> {
+        let log = crate::store::EventLog::open(repo, conf.refs().clone())?;
+        if log.tip() == self.tip {
+            return Ok(());
+        }
+        let (mut fresh, mut reached, mut voids) = (Vec::new(), self.tip.is_none(), false);
+        log.walk(repo, |e| {
+            if Some(e.commit) == self.tip {
+                reached = true;
+                return false;
             }
-            _ => None,
-        })
-        .collect())
+            voids |= crate::store::events::voided_after(&e.event).is_some();
+            fresh.push(e);
+            true
+        })?;
+        if !reached || (voids && self.tip.is_some()) {
+            *self = MergedPicks::default();
+            return self.update(conf, repo);
+        }
+        for e in fresh.iter().rev() {
+            let Some(Event::TransferPick(p)) = Event::parse(&e.event) else {
+                continue;
+            };
+            if let Some(commit) = p.commit.as_ref().map(|c| c.oid()) {
+                if p.result == PickResult::Merged {
+                    self.picks.insert(commit, p);
+                }
+            }
+        }
+        self.tip = log.tip();
+        Ok(())
+    }
 }

@@ -9,6 +9,18 @@ use super::{
 };
 use crate::common::TestRepo;
 
+/// For each reading on the chart, what the browser drew where the page says its marker is:
+/// `[verdict, the centre pixel's colour, the researcher's colour, whether a pixel of that colour
+/// lies within 5 pixels]`, read back from the chart's canvas.
+const MARKER_PIXELS: &str = "const c = document.querySelector('#chart canvas'), r = c.getBoundingClientRect(); \
+    const g = c.getContext('2d'), sx = c.width / r.width, sy = c.height / r.height; \
+    const hex = d => '#' + [...d.slice(0, 3)].map(v => v.toString(16).padStart(2, '0')).join(''); \
+    return page.data.attempts.filter(a => a.metric !== null).map(a => { \
+      const p = chartPoint(a.n), x = Math.floor((p.x - r.left) * sx), y = Math.floor((p.y - r.top) * sy); \
+      const colour = researcherColor(a.researcher), near = g.getImageData(x - 5, y - 5, 11, 11).data; \
+      let ring = false; for (let i = 0; i < near.length; i += 4) ring ||= hex(near.subarray(i, i + 3)) === colour; \
+      return [a.verdict, hex(g.getImageData(x, y, 1, 1).data), colour, ring]; })";
+
 /// Where the page's screenshot is kept (printed by the test that takes it).
 fn artifact(name: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name)
@@ -61,12 +73,17 @@ fn the_page_follows_a_running_conference_and_opens_a_diff() {
         browser.run("return document.querySelectorAll('#attempts tr.attempt').length"),
         8
     );
-    // The chart has a marker per reading; hovering one names its attempt.
-    assert_eq!(
-        browser.run("return document.querySelectorAll('#chart circle[data-n]').length === page.data.attempts.filter(a => a.metric !== null).length"),
-        true
+    // The chart has a marker per reading, each drawn where it says; pointing at one names its
+    // attempt.
+    browser.wait_for(
+        "return document.querySelector('#chart canvas').dataset.drawn === String(page.data.attempts.filter(a => a.metric !== null).length)",
+        Duration::from_secs(10),
     );
-    let hover = browser.run("document.querySelector('#chart circle[data-n=\"0\"]').dispatchEvent(new MouseEvent('mouseover', { bubbles: true })); return document.getElementById('hover').textContent");
+    let marks: Vec<(String, String, String, bool)> =
+        serde_json::from_value(browser.run(MARKER_PIXELS)).unwrap();
+    assert_eq!(marks.len(), 8, "{marks:?}");
+    assert!(marks.iter().all(|(.., ring)| *ring), "{marks:?}");
+    let hover = browser.run("const p = chartPoint(0); document.querySelector('#chart .plot').dispatchEvent(new MouseEvent('mousemove', { clientX: p.x, clientY: p.y, bubbles: true })); return document.getElementById('hover').textContent");
     assert!(
         hover
             .as_str()
@@ -123,22 +140,25 @@ fn kept_readings_are_filled_and_the_others_hollow_as_in_the_report() {
     let browser = Browser::start();
     browser.open(&served.url);
     browser.wait_for(
-        "return document.querySelectorAll('#chart circle').length > 0",
+        "const c = document.querySelector('#chart canvas'); return c && Number(c.dataset.drawn) > 0",
         Duration::from_secs(10),
     );
-    let marks = browser.run(
-        "return [...document.querySelectorAll('#chart circle')].map(c => { \
-         const a = page.data.attempts[Number(c.getAttribute('data-n'))]; \
-         return [a.verdict, c.getAttribute('fill'), c.getAttribute('stroke')]; })",
-    );
-    let marks: Vec<(String, String, String)> = serde_json::from_value(marks).unwrap();
-    assert!(marks.iter().any(|(v, _, _)| v == "kept"), "{marks:?}");
-    assert!(marks.iter().any(|(v, _, _)| v != "kept"), "{marks:?}");
-    for (verdict, fill, stroke) in &marks {
+    let marks: Vec<(String, String, String, bool)> =
+        serde_json::from_value(browser.run(MARKER_PIXELS)).unwrap();
+    assert!(marks.iter().any(|(v, ..)| v == "kept"), "{marks:?}");
+    assert!(marks.iter().any(|(v, ..)| v != "kept"), "{marks:?}");
+    for (verdict, centre, colour, ring) in &marks {
+        assert!(
+            ring,
+            "each marker is ringed in its researcher's colour: {marks:?}"
+        );
         if verdict == "kept" {
-            assert_eq!(fill, stroke, "a kept reading is filled: {marks:?}");
+            assert_eq!(centre, colour, "a kept reading is filled: {marks:?}");
         } else {
-            assert_eq!(fill, "#fff", "a {verdict} reading is hollow: {marks:?}");
+            assert_eq!(
+                centre, "#ffffff",
+                "a {verdict} reading is hollow: {marks:?}"
+            );
         }
     }
     let legend = browser.run("return document.querySelector('#chart .legend').textContent");

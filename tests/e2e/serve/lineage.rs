@@ -134,6 +134,35 @@ fn the_tree_endpoint_folds_to_alive_branches_and_best_and_gives_each_ancestry() 
     assert!(body.contains("whole is 1"), "{body}");
 }
 
+/// The server keeps the picks merged onto best between events and reads only the events since:
+/// after another round, with picks of its own, its whole tree is still the one `log --graph`
+/// reads from every event.
+#[test]
+fn after_another_round_the_kept_tree_is_the_one_read_anew() {
+    let repo = paused_conference("again");
+    let served = Served::start(&repo, &["again"]);
+    let merged = |tree: &Value| {
+        let nodes = tree["nodes"].as_array().unwrap();
+        nodes.iter().filter(|n| n["verdict"] == "merged").count()
+    };
+    let before = get_json(&served, "/api/again/tree?whole=1");
+    assert_eq!(
+        before["nodes"].as_array().unwrap(),
+        &graph_nodes(&repo, "again")
+    );
+    let resumed = repo.conference(&["resume", "again"]);
+    assert_eq!(resumed.code, 0, "{}{}", resumed.stdout, resumed.stderr);
+    let after = get_json(&served, "/api/again/tree?whole=1");
+    assert!(
+        merged(&after) > merged(&before),
+        "round 2 merged picks: {after}"
+    );
+    assert_eq!(
+        after["nodes"].as_array().unwrap(),
+        &graph_nodes(&repo, "again")
+    );
+}
+
 /// With branching off the tree is each researcher's chain: the folded view shows each one's
 /// head and the path to best.
 #[test]

@@ -18,6 +18,7 @@ bench/tune_quality.py (--methods builtin1,builtin1-bf).
     python3 bench/tree_quality.py --binary target/release/git-conference
                                   [--part mechanism,cost] [--seeds 20] [--attempts 24]
                                   [--cost-attempts 30] [--fixtures tune-2d,tune-6d,multimodal]
+                                  [--modes off,best-first,agent-decided] [--jobs 1]
                                   [--cache FILE]
 
 Every seed is deterministic (the agent's draws, the start point), so a conference's result can be
@@ -26,6 +27,7 @@ killed a long run, say) takes it from there instead of running it again.
 """
 
 import argparse
+import concurrent.futures
 import json
 import os
 import random
@@ -34,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -110,7 +113,7 @@ class Cache:
     lines file when one is given."""
 
     def __init__(self, path):
-        self.path, self.done = path, {}
+        self.path, self.done, self.lock = path, {}, threading.Lock()
         if path and os.path.exists(path):
             with open(path) as f:
                 for line in f:
@@ -120,11 +123,13 @@ class Cache:
 
     def get(self, key, compute):
         if key not in self.done:
-            self.done[key] = compute()
-            if self.path:
-                best, attempts = self.done[key]
-                with open(self.path, "a") as f:
-                    f.write(json.dumps({"key": key, "best": best, "attempts": attempts}) + "\n")
+            result = compute()
+            with self.lock:
+                self.done[key] = result
+                if self.path:
+                    best, attempts = result
+                    with open(self.path, "a") as f:
+                        f.write(json.dumps({"key": key, "best": best, "attempts": attempts}) + "\n")
         return self.done[key]
 
 
@@ -133,19 +138,24 @@ def quartiles(values):
     return statistics.median(values), q[0], q[2]
 
 
+def each_seed(args, compute):
+    """compute(seed) for every seed, --jobs at a time, in seed order."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        return list(pool.map(compute, range(args.seeds)))
+
+
 def mechanism(args, env):
     print(f"mechanism: fixtures/tree, {args.attempts} attempts, {args.seeds} seeds; "
           f"best region: loss <= {BEST_REGION}")
     print(f"{'branching':<14} {'attempts':>8} {'reached':>8} {'median best':>12} {'q25':>6} {'q75':>6}")
-    for mode in ("off", "best-first", "agent-decided"):
-        bests, attempts = [], []
-        for seed in range(args.seeds):
+    for mode in args.modes:
+        def one(seed):
             config = conference_md("loss", "path.txt", mode, args.attempts, 8)
             key = f"tree|{mode}|{seed}|{args.attempts}"
             best, made = args.cache.get(key, lambda: run("tree", config, seed, env))
-            bests.append(best)
-            attempts.append(made)
             print(f"tree {mode} seed {seed}: best {best} attempts {made}", file=sys.stderr)
+            return best, made
+        bests, attempts = map(list, zip(*each_seed(args, one)))
         reached = sum(b <= BEST_REGION for b in bests)
         med, q1, q3 = quartiles(bests)
         span = f"{min(attempts)}" if min(attempts) == max(attempts) else f"{min(attempts)}-{max(attempts)}"
@@ -159,16 +169,16 @@ def cost(args, env):
     for name in args.fixtures.split(","):
         metric, optimum = COST[name]
         space = read_space(os.path.join(ROOT, "fixtures", name))
-        for mode in ("off", "best-first"):
-            gaps = []
-            for seed in range(args.seeds):
+        for mode in (m for m in args.modes if m != "agent-decided"):
+            def one(seed):
                 start = start_point(space, seed)
                 config = conference_md(metric, "params.sh", mode, args.cost_attempts, 10)
                 key = f"{name}|{mode}|{seed}|{args.cost_attempts}"
                 best, made = args.cache.get(
                     key, lambda: run(name, config, seed, env, start, space))
-                gaps.append(best - optimum)
                 print(f"{name} {mode} seed {seed}: best {best:.6f} attempts {made}", file=sys.stderr)
+                return best - optimum
+            gaps = each_seed(args, one)
             med, q1, q3 = quartiles(gaps)
             print(f"{name:<11} {mode:<11} {med:>11.4f} {q1:>9.4f} {q3:>9.4f} {max(gaps):>9.4f}")
 
@@ -182,7 +192,11 @@ def main():
     ap.add_argument("--cost-attempts", type=int, default=30)
     ap.add_argument("--fixtures", default=",".join(COST))
     ap.add_argument("--cache", help="a JSON lines file of finished conferences (kept, reused)")
+    ap.add_argument("--modes", default="off,best-first,agent-decided",
+                    help="the Branching values measured (cost: all but agent-decided)")
+    ap.add_argument("--jobs", type=int, default=1, help="conferences run at once")
     args = ap.parse_args()
+    args.modes = args.modes.split(",")
     args.cache = Cache(args.cache)
     env = builtin_env(args.binary)
     if env is None:

@@ -7,8 +7,9 @@
 //! - branches are closed past N alive (the worst beyond N), and when one is behind the leader
 //!   by more than the noise after [`STALE_TRIES`] attempts from it without a gain; the leader
 //!   (the researcher's best alive head) is never closed;
-//! - `best-first` picks the head to extend by [`pick_best_first`]: the best while it gives,
-//!   then the others by a score with a bonus for heads with few children (UCB).
+//! - `best-first` picks the head to extend by [`pick_best_first`]: the best while it gives
+//!   (until its run of failures is one its researcher's success rate does not explain), then
+//!   the others by a score with a bonus for heads with few children (UCB).
 //!
 //! The engine plans an attempt's [`TreeStep`] with [`plan`] before recording it; the reducer
 //! applies the recorded step with [`apply`], so both run the same code and a resume replays the
@@ -172,10 +173,49 @@ pub fn cap(branches: &[Branch], keep: &CommitId, rules: &Rules) -> Vec<Closed> {
     closed
 }
 
+/// The chance below which a leader's run of attempts without a gain counts as stuck in
+/// [`patience`]: a run its researcher's success rate explains 19 times in 20 is left alone.
+pub const STUCK_CHANCE: f64 = 0.05;
+
+/// The most attempts in a row without a gain [`patience`] waits for, however rarely the
+/// researcher's attempts gain.
+pub const MAX_PATIENCE: u32 = 12;
+
+/// A researcher's attempts so far, this one included: how many, and how many were kept.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Record {
+    pub attempts: u64,
+    pub kept: u64,
+}
+
+/// How many attempts in a row without a gain from the leader `best-first` waits for before it
+/// tries elsewhere, given the researcher's record before the leader's current run of `stale`
+/// failures: the shortest run, at least [`STALE_TRIES`] and at most [`MAX_PATIENCE`], whose
+/// chance is below [`STUCK_CHANCE`] at the researcher's success rate
+///
+///     p = (kept + 1) / (attempts before the run + 2)     (Laplace's rule: 2/3 after one kept)
+///
+/// Why: a searcher that refines a good leader (a hill climber's steps, builtin:tune's
+/// shrinking local search) fails most of its attempts near it, and three failures in a row are
+/// then its usual way to converge, not a dead end; leaving the leader there spends attempts on
+/// heads behind it. A first gain that is a dead end fails where its researcher's attempts had
+/// been gaining: its run is soon improbable, and it is left as early as before.
+pub fn patience(record: Record, stale: u32) -> u32 {
+    let before = record.attempts.saturating_sub(stale as u64);
+    let kept = record.kept.min(before);
+    let p = (kept as f64 + 1.0) / (before as f64 + 2.0);
+    let mut n = STALE_TRIES;
+    while n < MAX_PATIENCE && (1.0 - p).powi(n as i32) >= STUCK_CHANCE {
+        n += 1;
+    }
+    n
+}
+
 /// `best-first`'s pick of the head to extend:
 ///
-/// - the leader (the best alive head) while it gives: until [`STALE_TRIES`] attempts in a row
-///   from it failed to gain;
+/// - the leader (the best alive head) while it gives: until its run of attempts without a gain
+///   is longer than its researcher's success rate explains ([`patience`]; once the conference
+///   left it, [`STALE_TRIES`] keep it left, so that a gain behind it does not call it back);
 /// - then, among the other alive heads, the one with the highest
 ///
 ///     score = v + EXPLORATION · √( ln(1 + T) / (1 + n) )
@@ -185,17 +225,30 @@ pub fn cap(branches: &[Branch], keep: &CommitId, rules: &Rules) -> Vec<Closed> {
 ///   every alive head: UCB1 with the head's own metric as its value, so a head with few
 ///   children (a fresh branch, a fork point) gets its turn before one that keeps failing.
 ///
+/// `from` is the node the attempt just made started from, `record` its researcher's attempts.
+///
 /// Why: extending the best is what the loop without a tree does, and while the best keeps
-/// improving nothing beats it; a best that failed a few times in a row may be a dead end (the
-/// first big gain often is), and the way on may start from a smaller gain elsewhere. A pure
-/// UCB over all heads needs a large bonus to ever leave a leader whose metric is far ahead
-/// (the whole 0..1 range), and that bonus then spreads attempts over ancestors while the best
-/// still gives; here the bonus only orders the alternatives. An alternative that fails
-/// [`STALE_TRIES`] times while behind the leader is closed ([`closings`]), so a dead end costs
-/// a few attempts, not a share of the budget. Ties: the better metric, then the first opened.
-pub fn pick_best_first(branches: &[Branch], rules: &Rules) -> Option<(Node, String)> {
+/// improving nothing beats it; a best that failed more often in a row than its researcher's
+/// attempts usually do may be a dead end (the first big gain often is), and the way on may
+/// start from a smaller gain elsewhere. A pure UCB over all heads needs a large bonus to ever
+/// leave a leader whose metric is far ahead (the whole 0..1 range), and that bonus then spreads
+/// attempts over ancestors while the best still gives; here the bonus only orders the
+/// alternatives. An alternative that fails [`STALE_TRIES`] times while behind the leader is
+/// closed ([`closings`]), so a dead end costs a few attempts, not a share of the budget. Ties:
+/// the better metric, then the first opened.
+pub fn pick_best_first(
+    branches: &[Branch],
+    rules: &Rules,
+    from: &CommitId,
+    record: Record,
+) -> Option<(Node, String)> {
     let lead = leader(branches, rules)?;
-    if lead.stale < STALE_TRIES || branches.len() == 1 {
+    let wait = if *from == lead.head {
+        patience(record, lead.stale)
+    } else {
+        STALE_TRIES
+    };
+    if lead.stale < wait || branches.len() == 1 {
         let why = format!(
             "best-first: the leader {} ({} attempt(s) from it without a gain)",
             lead.label, lead.stale

@@ -201,6 +201,14 @@ async fn run_tuner(conf: &Conference, call: &AgentCall<'_>) -> Result<AgentRun> 
         .config
         .devils_advocate_id()
         .and_then(|id| ids.iter().position(|i| *i == id));
+    // With best-first, a head the conference chose away from the researcher's best (it left
+    // its leader) is the region the tuner refines; from the best it chooses its region as it
+    // does without a tree (visiting its promising regions: kept to the leader's region, a lone
+    // tuner on tune-2d ended in the other basin in 7 seeds of 20, BENCHMARKS.md).
+    let chosen_head = conf.config.branching == crate::model::tree::Branching::BestFirst
+        && repo
+            .find_commit(st.researcher(call.researcher).head.oid())
+            .map_or(true, |c| c.tree_id() != call.head_tree);
     let mut avoid = Vec::new();
     // A point some researcher measured (or is measuring) that this history does not hold is
     // found in the evaluation cache: avoid it and ask again.
@@ -222,7 +230,7 @@ async fn run_tuner(conf: &Conference, call: &AgentCall<'_>) -> Result<AgentRun> 
                 call.iteration.saturating_sub(1) as u64,
                 crate::engine::stop::rules::round_allotment(conf, &st, call.researcher) as u64,
             )),
-            chosen_head: conf.config.branching == crate::model::tree::Branching::BestFirst,
+            chosen_head,
         };
         let proposals = tune::propose_batch(&request, q as usize);
         if proposals.is_empty() {

@@ -121,39 +121,97 @@ fn closings_past_n_and_stale_never_the_leader() {
     assert_eq!(closed[0].reason, "past 2 alive: the worst of 3");
 }
 
+/// A researcher's record: attempts (this one included), kept.
+fn rec(attempts: u64, kept: u64) -> Record {
+    Record { attempts, kept }
+}
+
+/// The record of a researcher whose every attempt so far gained.
+const GAINING: Record = Record {
+    attempts: 1,
+    kept: 1,
+};
+
 #[test]
 fn best_first_extends_the_best_until_its_children_keep_failing() {
-    // The first gain (b2) from the baseline (b1, one child so far).
+    // The first gain (b2) from the baseline (b1, one child so far), the first attempt made.
     let mut b = vec![branch(1, 1.0, 1, 0), branch(2, 0.6, 0, 0)];
-    let pick = |b: &[Branch]| pick_best_first(b, &rules(3)).unwrap().0.label;
+    let pick = |b: &[Branch], from: u8, record: Record| {
+        pick_best_first(b, &rules(3), &id(from), record)
+            .unwrap()
+            .0
+            .label
+    };
     let mut fails = 0;
-    while pick(&b) == "b2" {
+    while pick(&b, 2, rec(1 + fails as u64, 1)) == "b2" {
         b[1].tries += 1;
         b[1].stale += 1;
         fails += 1;
         assert!(fails < 20, "the fork point never gets its turn");
     }
     assert_eq!(fails, STALE_TRIES, "the leader gets {STALE_TRIES} tries");
-    assert_eq!(pick(&b), "b1");
+    // Once left, it stays left: a gain behind it (b3 from b1) does not call it back.
+    let b = vec![
+        branch(1, 1.0, 2, 0),
+        branch(2, 0.6, 3, 3),
+        branch(3, 0.9, 0, 0),
+    ];
+    assert_eq!(pick(&b, 1, rec(6, 2)), "b3");
     // Among the others: a fresh branch before a fork point with children, whatever its metric.
     let b = vec![
         branch(1, 1.0, 2, 1),
         branch(2, 0.6, 4, 4),
         branch(3, 0.9, 0, 0),
     ];
-    assert_eq!(pick(&b), "b3");
+    assert_eq!(pick(&b, 1, GAINING), "b3");
     // A leader that gained again is extended again.
     let b = vec![branch(2, 0.6, 4, 0), branch(3, 0.9, 0, 0)];
-    assert_eq!(pick(&b), "b2");
+    assert_eq!(pick(&b, 3, GAINING), "b2");
     // A lone head is extended however it fails.
-    assert_eq!(pick(&[branch(2, 0.6, 9, 9)]), "b2");
+    assert_eq!(pick(&[branch(2, 0.6, 9, 9)], 2, GAINING), "b2");
     // Equal scores among the others: the better metric.
     let b = vec![
         branch(1, 0.5, 3, 3),
         branch(2, 0.7, 0, 0),
         branch(3, 0.7, 0, 0),
     ];
-    assert_eq!(pick(&b), "b2");
+    assert_eq!(pick(&b, 1, rec(4, 1)), "b2");
+}
+
+#[test]
+fn best_first_waits_longer_for_a_leader_when_gains_are_rare() {
+    // Laplace's rule: the chance of the run at p = (kept + 1) / (attempts before it + 2).
+    let table = [
+        // One attempt, kept: p = 2/3, three failures (1/27) are already improbable.
+        (rec(4, 1), 3, 3),
+        // One failure then one gain: p = 1/2, 1/2^5 < 0.05.
+        (rec(5, 1), 3, 5),
+        // A climber near its best: 5 gains in 20 attempts, p = 6/22, 0.727^10 < 0.05.
+        (rec(23, 5), 3, 10),
+        // Nothing ever gained: the cap.
+        (rec(40, 0), 3, MAX_PATIENCE),
+        // Nothing before the run: p = 1/2.
+        (Record::default(), 0, 5),
+    ];
+    for (record, stale, expected) in table {
+        assert_eq!(
+            patience(record, stale),
+            expected,
+            "{record:?} stale {stale}"
+        );
+    }
+    // The climber's leader after 3 failures in a row is extended, not left; after 10 it is.
+    let mut b = vec![branch(1, 1.0, 4, 0), branch(2, 0.6, 3, 3)];
+    let pick = |b: &[Branch], record| {
+        pick_best_first(b, &rules(3), &id(2), record)
+            .unwrap()
+            .0
+            .label
+    };
+    assert_eq!(pick(&b, rec(23, 5)), "b2");
+    b[1].stale = 10;
+    b[1].tries = 10;
+    assert_eq!(pick(&b, rec(30, 5)), "b1");
 }
 
 #[test]

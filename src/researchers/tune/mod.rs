@@ -84,10 +84,11 @@ pub struct Request<'a> {
     /// round allows, if known: a researcher that has kept nothing this round refines carefully
     /// only near the round's end (where a round without a kept attempt counts as stalled).
     pub round_progress: Option<(u64, u64)>,
-    /// With `Branching: best-first`: the conference chose the head these files hold, so the
-    /// local search refines the region holding it (the region whose best point is nearest)
-    /// instead of choosing its own — the tuner's regions are its tree, and the conference
-    /// picks which branch it extends.
+    /// With `Branching: best-first`, when the conference chose a head other than the
+    /// researcher's best (it left its leader): the files hold that head, so the local search
+    /// refines the region holding it (the region whose best point is nearest) instead of
+    /// choosing its own — the tuner's regions are its tree, and the conference picks which
+    /// branch it extends. From the best the tuner chooses as it does without a tree.
     pub chosen_head: bool,
 }
 

@@ -89,6 +89,11 @@ pub(super) fn plan_step(
     let AttemptBranch { from, request } = a.branch.clone()?;
     let r = st.researcher(a.id);
     let rules = tree::rules(conf, st);
+    // The researcher's attempts, this one included (best-first's patience with its leader).
+    let record = crate::protocol::tree::Record {
+        attempts: r.counts.total() + 1,
+        kept: r.counts.kept + u64::from(verdict == Verdict::Kept),
+    };
     let opened = match (verdict, commit) {
         (Verdict::Kept, Some(c)) => Some(Branch {
             head: c.into(),
@@ -115,20 +120,25 @@ pub(super) fn plan_step(
         opened,
         tried,
         &rules,
-        |alive, from, opened| next_node(mode, &rules, alive, from, opened, request, asked),
+        |alive, from, opened| {
+            let ask = (request, asked);
+            next_node(mode, (&rules, record), alive, from, opened, ask)
+        },
     ))
 }
 
 /// The node the next attempt starts from, why, and the warning a `BRANCH:` line that could not
-/// be followed leaves.
+/// be followed leaves. `ask` is the attempt's `BRANCH:` request and, for a node, what it names.
 fn next_node(
     mode: Branching,
-    rules: &crate::protocol::tree::Rules,
+    (rules, record): (&crate::protocol::tree::Rules, crate::protocol::tree::Record),
     alive: &[Branch],
     from: &Node,
     opened: Option<&Branch>,
-    request: Option<BranchRequest>,
-    asked: Option<std::result::Result<Node, String>>,
+    (request, asked): (
+        Option<BranchRequest>,
+        Option<std::result::Result<Node, String>>,
+    ),
 ) -> (Node, String, Option<String>) {
     // Without a request: on from the branch the attempt opened, else from the same node (or,
     // when that one was just closed, from the leader).
@@ -148,7 +158,8 @@ fn next_node(
     match mode {
         Branching::BestFirst => {
             let (node, why) =
-                crate::protocol::tree::pick_best_first(alive, rules).unwrap_or_else(on);
+                crate::protocol::tree::pick_best_first(alive, rules, &from.commit, record)
+                    .unwrap_or_else(on);
             let warning = request.map(|_| {
                 "a BRANCH: line is followed with `Branching: agent-decided`; here best-first picks the node".to_string()
             });

@@ -35,8 +35,15 @@ struct Cluster {
 }
 
 fn cluster(config: &str) -> Cluster {
-    let repo = TestRepo::from_fixture("machines");
-    repo.write("conference.md", config);
+    cluster_of("machines", &[("conference.md", config)])
+}
+
+/// [`cluster`] of fixture `fixture`, with `files` written over it (conference.md among them).
+fn cluster_of(fixture: &str, files: &[(&str, &str)]) -> Cluster {
+    let repo = TestRepo::from_fixture(fixture);
+    for (path, text) in files {
+        repo.write(path, text);
+    }
     repo.commit_all("conference.md");
     let served = repo.tmp.path().join("served");
     let remote = served.join("remote.git");
@@ -589,6 +596,7 @@ fn a_machine_whose_clock_is_hours_ahead_runs_its_researcher_within_the_time_budg
 }
 
 mod remotes;
+mod sweeps;
 mod under_fire;
 mod under_fire_again;
 

@@ -184,18 +184,7 @@ impl Cluster {
 
     /// The remote's events, oldest first, as a fresh clone reads them (`log --format jsonl`).
     fn remote_events(&self) -> Vec<serde_json::Value> {
-        let reader = self.repo.tmp.path().join(format!(
-            "reader-{}",
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos()
-        ));
-        self.repo
-            .git(&["clone", "-q", &self.url, reader.to_str().unwrap()]);
-        self.repo
-            .conference_in(&reader, &["fetch", &self.url, "--name", NAME])
-            .ok();
+        let reader = self.fresh_clone();
         let log = self
             .repo
             .conference_in(&reader, &["log", NAME, "--format", "jsonl"])
@@ -204,6 +193,23 @@ impl Cluster {
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
+    }
+
+    /// A clone of the remote made now (a folder of its own), with the conference fetched into it.
+    fn fresh_clone(&self) -> PathBuf {
+        let dir = self.repo.tmp.path().join(format!(
+            "reader-{}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        self.repo
+            .git(&["clone", "-q", &self.url, dir.to_str().unwrap()]);
+        self.repo
+            .conference_in(&dir, &["fetch", &self.url, "--name", NAME])
+            .ok();
+        dir
     }
 
     fn wait_for(&self, what: &str, mut done: impl FnMut() -> bool) {

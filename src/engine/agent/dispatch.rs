@@ -179,12 +179,8 @@ async fn run_tuner(conf: &Conference, call: &AgentCall<'_>) -> Result<AgentRun> 
     let (history, streaks) =
         crate::engine::agent::tune_history::tuner_history(conf, &repo, call, &ids, &paths)?;
     let st = conf.state();
-    let minimize = conf
-        .config
-        .metric
-        .as_ref()
-        .map(|m| m.direction == crate::config::Direction::Minimize)
-        .unwrap_or(false);
+    let metric = conf.config.metric.as_ref();
+    let minimize = metric.is_some_and(|m| m.direction == crate::config::Direction::Minimize);
     // The conference's attempt budget and this researcher's share of it, from the configuration
     // and the researcher's own count only, so every researcher sees the same numbers. It only
     // steers how bold the search is near the end: `stop::round_allotment` enforces the real cap

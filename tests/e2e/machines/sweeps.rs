@@ -45,17 +45,6 @@ fn agent_sweeps(iterations: u32) -> Cluster {
 }
 
 impl Cluster {
-    /// A clone of the remote made now, with the conference fetched into it.
-    fn fresh_clone(&self) -> PathBuf {
-        let dir = self.repo.tmp.path().join("fresh");
-        self.repo
-            .git(&["clone", "-q", &self.url, dir.to_str().unwrap()]);
-        self.repo
-            .conference_in(&dir, &["fetch", &self.url, "--name", NAME])
-            .ok();
-        dir
-    }
-
     /// `git conference <args>` in `dir`, its output.
     fn says(&self, dir: &Path, args: &[&str]) -> String {
         self.repo.conference_in(dir, args).ok().stdout
@@ -291,13 +280,6 @@ fn a_machine_killed_while_its_variants_are_evaluated_rejoins_to_the_same_record(
 fn record(attempts: &[Value]) -> Vec<String> {
     let mut all: Vec<String> = (attempts.iter())
         .map(|a| {
-            let variants = a["sweep"]["variants"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            let curve: Vec<String> = (variants.iter())
-                .map(|v| format!("{}={}:{}", v["value"], v["metric"], v["status"]))
-                .collect();
             format!(
                 "{} r{} i{} {} {} [{}]",
                 a["researcher"],
@@ -305,7 +287,7 @@ fn record(attempts: &[Value]) -> Vec<String> {
                 a["iteration"],
                 a["status"],
                 a["metric_value"],
-                curve.join(" ")
+                crate::sweep::curve_of(a)
             )
         })
         .collect();

@@ -214,3 +214,28 @@ fn a_wild_reading_is_left_off_the_chart_and_the_report_says_so() {
         .stdout;
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"));
 }
+
+/// An agent's note whose first paragraph has several lines is the attempt's description; the
+/// progress line keeps it on one line.
+#[test]
+fn a_note_of_several_lines_is_one_line_in_the_progress() {
+    let repo = TestRepo::from_fixture("loop");
+    repo.write_executable(
+        "agents/lines.sh",
+        "#!/bin/sh\nawk '{ print $1 - 1 }' value.txt >v && mv v value.txt\n\
+         printf 'decrement the value\\nwhy: smaller is better\\n' >\"$CONFERENCE_NOTE_FILE\"\n",
+    );
+    repo.commit_all("an agent writing a note of several lines");
+    let config = ConfigBuilder::new("Lines", "./agents/lines.sh")
+        .iterations(1)
+        .rounds(1)
+        .build();
+    let run = repo.start(NAME, &config).ok();
+    let line = run.stderr.lines().find(|l| l.contains(" r1 i1: ")).unwrap();
+    assert!(
+        line.ends_with("  decrement the value why: smaller is better"),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.lines().any(|l| l.starts_with("why:")), "{}", run.stderr);
+}

@@ -179,20 +179,15 @@ async fn run_tuner(conf: &Conference, call: &AgentCall<'_>) -> Result<AgentRun> 
     let (history, streaks) =
         crate::engine::agent::tune_history::tuner_history(conf, &repo, call, &ids, &paths)?;
     let st = conf.state();
-    let metric = conf.config.metric.as_ref();
-    let minimize = metric.is_some_and(|m| m.direction == crate::config::Direction::Minimize);
-    // The conference's attempt budget and this researcher's share of it, from the configuration
-    // and the researcher's own count only, so every researcher sees the same numbers. It only
-    // steers how bold the search is near the end: `stop::round_allotment` enforces the real cap
-    // (which, with an uneven split, may give this researcher one attempt more or fewer).
-    let count = conf.config.count.max(1) as u64;
-    let mut total = conf.config.max_rounds as u64 * count * conf.config.iterations_per_round as u64;
-    if let Some(max) = conf.config.max_total_iterations {
-        total = total.min(max as u64);
-    }
+    let minimize = conf
+        .config
+        .metric
+        .as_ref()
+        .map(|m| m.direction == crate::config::Direction::Minimize)
+        .unwrap_or(false);
+    let (total, budget_left) = attempt_budget(conf, &st, call.researcher);
     // A batch of q counts q evaluations: the search plans in evaluations.
     let q = conf.config.agent.sweep.unwrap_or(1).max(1) as u64;
-    let budget_left = (total / count).saturating_sub(st.researcher(call.researcher).attempts);
     let advocate = conf
         .config
         .devils_advocate_id()
@@ -262,6 +257,22 @@ async fn run_tuner(conf: &Conference, call: &AgentCall<'_>) -> Result<AgentRun> 
         });
     }
     Ok(AgentOutcome::Exhausted.into())
+}
+
+/// The conference's attempt budget and what is left of researcher `id`'s share of it, from the
+/// configuration and the researcher's own count only, so every researcher sees the same numbers.
+/// It only steers how bold the search is near the end: `stop::round_allotment` enforces the real
+/// cap (which, with an uneven split, may give this researcher one attempt more or fewer).
+fn attempt_budget(conf: &Conference, st: &crate::engine::state::State, id: &str) -> (u64, u64) {
+    let count = conf.config.count.max(1) as u64;
+    let mut total = conf.config.max_rounds as u64 * count * conf.config.iterations_per_round as u64;
+    if let Some(max) = conf.config.max_total_iterations {
+        total = total.min(max as u64);
+    }
+    (
+        total,
+        (total / count).saturating_sub(st.researcher(id).attempts),
+    )
 }
 
 /// Lock-step: waits until every other researcher this machine runs has recorded the previous

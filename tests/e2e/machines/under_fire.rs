@@ -547,7 +547,13 @@ fn a_researcher_given_back_with_ctrl_c_is_taken_by_a_live_machine() {
     c.finishes(1, m2);
     c.reached_the_one_machine_best(&config);
     let waited = c.log(0) + &c.log(1);
-    assert!(waited.contains("runs researcher C"), "{waited}");
+    // One of them takes C: as given back, or, when machine 3's last heartbeat was older than
+    // the lease by the time its give-back arrived (seen under the whole suite beside two
+    // benchmarks on two cores), as silent.
+    assert!(
+        waited.contains("runs researcher C") || waited.contains("took over researcher C from"),
+        "{waited}"
+    );
     // Mid-round, machines 1 and 2 end their own research of the round and wait for C, which
     // no machine holds until the lease has passed; between rounds they may be busy meanwhile.
     assert!(

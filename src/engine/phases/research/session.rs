@@ -308,8 +308,11 @@ impl<'a> Session<'a> {
         let sweep = (self.sweep_line.as_deref())
             .map(|s| format!(" — {s}"))
             .unwrap_or_default();
+        // An agent's note of several lines (or a very long one) is its description: the line
+        // keeps it on one line, cut where it runs long.
+        let said = crate::render::format::one_line(description, 300);
         self.conf.ui.info(&format!(
-            "  {} r{} i{iteration}: {verdict:<9} best {}  {description}{why}{sweep}",
+            "  {} r{} i{iteration}: {verdict:<9} best {}  {said}{why}{sweep}",
             self.id,
             st.round,
             fmt_metric(now.researcher(self.id).best_metric),

@@ -255,6 +255,17 @@ words! {
     }
 }
 
+impl EvalStatus {
+    /// Whether an evaluation that ended so measured its tree, and is kept in the evaluation
+    /// cache (the status parsed from a record; `None`, a word this version does not know: no).
+    pub fn is_cached(status: &str) -> bool {
+        matches!(
+            Self::parse(status),
+            Some(Self::Ok | Self::Crashed | Self::Timeout)
+        )
+    }
+}
+
 words! {
     /// Why a conference ended (`state.json`'s `final_status`, the final report's status).
     FinalStatus {

@@ -35,8 +35,15 @@ struct Cluster {
 }
 
 fn cluster(config: &str) -> Cluster {
-    let repo = TestRepo::from_fixture("machines");
-    repo.write("conference.md", config);
+    cluster_of("machines", &[("conference.md", config)])
+}
+
+/// [`cluster`] of fixture `fixture`, with `files` written over it (conference.md among them).
+fn cluster_of(fixture: &str, files: &[(&str, &str)]) -> Cluster {
+    let repo = TestRepo::from_fixture(fixture);
+    for (path, text) in files {
+        repo.write(path, text);
+    }
     repo.commit_all("conference.md");
     let served = repo.tmp.path().join("served");
     let remote = served.join("remote.git");
@@ -177,18 +184,7 @@ impl Cluster {
 
     /// The remote's events, oldest first, as a fresh clone reads them (`log --format jsonl`).
     fn remote_events(&self) -> Vec<serde_json::Value> {
-        let reader = self.repo.tmp.path().join(format!(
-            "reader-{}",
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos()
-        ));
-        self.repo
-            .git(&["clone", "-q", &self.url, reader.to_str().unwrap()]);
-        self.repo
-            .conference_in(&reader, &["fetch", &self.url, "--name", NAME])
-            .ok();
+        let reader = self.fresh_clone();
         let log = self
             .repo
             .conference_in(&reader, &["log", NAME, "--format", "jsonl"])
@@ -197,6 +193,23 @@ impl Cluster {
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
+    }
+
+    /// A clone of the remote made now (a folder of its own), with the conference fetched into it.
+    fn fresh_clone(&self) -> PathBuf {
+        let dir = self.repo.tmp.path().join(format!(
+            "reader-{}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        self.repo
+            .git(&["clone", "-q", &self.url, dir.to_str().unwrap()]);
+        self.repo
+            .conference_in(&dir, &["fetch", &self.url, "--name", NAME])
+            .ok();
+        dir
     }
 
     fn wait_for(&self, what: &str, mut done: impl FnMut() -> bool) {
@@ -589,6 +602,7 @@ fn a_machine_whose_clock_is_hours_ahead_runs_its_researcher_within_the_time_budg
 }
 
 mod remotes;
+mod sweeps;
 mod under_fire;
 mod under_fire_again;
 

@@ -344,23 +344,28 @@ fn record_of(repo: &TestRepo, name: &str) -> Vec<String> {
     attempts_of(repo, name)
         .iter()
         .map(|a| {
-            let variants = a["sweep"]["variants"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            let curve: Vec<String> = (variants.iter())
-                .map(|v| format!("{}={}:{}", v["value"], v["metric"], v["status"]))
-                .collect();
             format!(
                 "i{} {} {} {} [{}]",
                 a["iteration"],
                 a["status"],
                 a["metric_value"],
                 a["description"],
-                curve.join(" ")
+                curve_of(a)
             )
         })
         .collect()
+}
+
+/// An attempt's sweep as its variants' value, metric and status (empty when it swept nothing).
+pub(crate) fn curve_of(attempt: &Value) -> String {
+    let variants = attempt["sweep"]["variants"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let curve: Vec<String> = (variants.iter())
+        .map(|v| format!("{}={}:{}", v["value"], v["metric"], v["status"]))
+        .collect();
+    curve.join(" ")
 }
 
 /// Runs a fresh `fixture` killed at each of `failpoints` (with `env`), resumes it, and checks it

@@ -275,11 +275,14 @@ fn attempt_budget(conf: &Conference, st: &crate::engine::state::State, id: &str)
     )
 }
 
-/// Lock-step: waits until every other researcher has recorded the previous iteration of this
-/// round (or finished the round), so that all researchers propose from the same history — the
-/// conference stays deterministic for a seed, and each proposal learns from every result before
-/// it. After about two evaluation timeouts it goes on without them (a researcher that stopped
-/// for good must not hold the others). False when the run is interrupted meanwhile.
+/// Lock-step: waits until every other researcher this machine runs has recorded the previous
+/// iteration of this round (or finished the round), so that all researchers propose from the
+/// same history — the conference stays deterministic for a seed, and each proposal learns from
+/// every result before it. Researchers another machine runs are not waited for: their results
+/// arrive only between this machine's steps (`run::shared`), never while its researchers
+/// iterate, so a wait for them would last the whole limit each iteration. After about two
+/// evaluation timeouts it goes on without them (a researcher that stopped for good must not
+/// hold the others). False when the run is interrupted meanwhile.
 async fn wait_for_others(conf: &Conference, call: &AgentCall<'_>) -> bool {
     let needed = call.iteration.saturating_sub(1);
     let started = std::time::Instant::now();
@@ -295,7 +298,10 @@ async fn wait_for_others(conf: &Conference, call: &AgentCall<'_>) -> bool {
         let st = conf.state();
         let ready = st.round != call.round
             || st.researchers.iter().all(|(id, r)| {
-                id == call.researcher || r.round_iterations >= needed || r.round_finished.is_some()
+                id == call.researcher
+                    || r.round_iterations >= needed
+                    || r.round_finished.is_some()
+                    || !conf.runs_here(id)
             });
         if ready || started.elapsed() >= limit {
             return true;

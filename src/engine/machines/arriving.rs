@@ -510,6 +510,17 @@ mod tests {
         candidate: Oid,
         extra: impl Fn(&State) -> Vec<StateChange>,
     ) -> (Oid, Oid) {
+        log_sweeping_with(repo, baseline, candidate, None, extra)
+    }
+
+    /// [`log_keeping_with`], the attempt a sweep when `sweep` is given.
+    fn log_sweeping_with(
+        repo: &Repository,
+        baseline: Oid,
+        candidate: Oid,
+        sweep: Option<crate::model::sweep::Sweep>,
+        extra: impl Fn(&State) -> Vec<StateChange>,
+    ) -> (Oid, Oid) {
         let mut state = crate::model::state::sample();
         let base = crate::model::CommitId::from(baseline);
         state.baseline_commit = base.clone();
@@ -551,7 +562,7 @@ mod tests {
             questions: vec![],
             placement: None,
             branch: None,
-            sweep: None,
+            sweep: sweep.map(|s| Box::new(crate::model::sweep::SweepStep::Ran(s))),
         });
         let next = reduced(&state, &event, "t2", Some("m9"), None).unwrap();
         let mut line = event.line("t2".into());
@@ -563,6 +574,81 @@ mod tests {
         changes.extend(extra(&state));
         let second = write_commit(repo, Some(first), &line, "A r1 i1 [m9]", &changes).unwrap();
         (first, second)
+    }
+
+    /// A sweep's event may also write the entry of each variant it measured, holding that
+    /// variant's metric; not one of a variant stopped early (pruned), nor another metric.
+    #[test]
+    fn a_sweep_writes_the_evaluation_cache_entries_of_its_measured_variants() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repository::init(dir.path()).unwrap();
+        let baseline = commit(&repo, None, &[("x.txt", "1")]);
+        let values = ["0", "7", "5"];
+        let commits: Vec<Oid> = (values.iter())
+            .map(|v| commit(&repo, Some(baseline), &[("x.txt", v)]))
+            .collect();
+        let tree_of = |c: Oid| repo.find_commit(c).unwrap().tree_id();
+        let variant = |k: usize, metric: f64, status: &str| crate::model::sweep::Variant {
+            value: values[k].into(),
+            commit: commits[k].into(),
+            tree: tree_of(commits[k]).to_string(),
+            metric: Some(metric),
+            status: status.into(),
+            reason: None,
+            eval_s: None,
+        };
+        let sweep = crate::model::sweep::Sweep {
+            literal: "x.txt:X".into(),
+            variants: vec![
+                variant(0, 9.0, "ok"),
+                variant(1, 12.0, "ok"),
+                variant(2, 11.0, "pruned"),
+            ],
+            chosen: 0,
+            batch: false,
+        };
+        let arrivals = Arrivals {
+            name: "c".into(),
+            frozen: PathRules::new(&[]),
+        };
+        let trees: Vec<String> = commits.iter().map(|c| tree_of(*c).to_string()).collect();
+        let entries = |wrote: Vec<(usize, f64)>| {
+            let trees = trees.clone();
+            move |st: &State| {
+                (wrote.iter())
+                    .map(|(k, metric)| {
+                        let result = serde_json::json!({"metric": metric, "runs": [metric],
+                            "sub_metrics": {}, "status": "ok", "reason": null, "seconds": 1.0});
+                        StateChange::Put(
+                            files::eval_cache(&st.eval_settings, &trees[*k]),
+                            serde_json::to_vec(&result).unwrap(),
+                        )
+                    })
+                    .collect()
+            }
+        };
+        let honest = entries(vec![(0, 9.0), (1, 12.0)]);
+        let (first, second) =
+            log_sweeping_with(&repo, baseline, commits[0], Some(sweep.clone()), honest);
+        assert!(arrivals.check(&repo, first, second).is_ok());
+        let planted = [
+            (
+                vec![(0, 9.0), (2, 11.0)],
+                "not the one of the tree it measured",
+            ),
+            (vec![(0, 9.0), (1, 1.0)], "holds metric Some(1.0)"),
+        ];
+        for (wrote, why) in planted {
+            let extra = entries(wrote);
+            let (first, second) =
+                log_sweeping_with(&repo, baseline, commits[0], Some(sweep.clone()), extra);
+            match arrivals.check(&repo, first, second) {
+                Err(NotFollowed::Voidable(refusal)) => {
+                    assert!(refusal.why.contains(why), "{}", refusal.why);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     /// A kept attempt that the reducer accounts for is still refused when its commit changes a

@@ -371,12 +371,7 @@ fn every_machine_voids(
             dir.display()
         );
     }
-    let clone = c.repo.tmp.path().join("fresh");
-    c.repo
-        .git(&["clone", "-q", &c.url, clone.to_str().unwrap()]);
-    c.repo
-        .conference_in(&clone, &["fetch", &c.url, "--name", NAME])
-        .ok();
+    let clone = c.fresh_clone();
     let status = c.repo.conference_in(&clone, &["status", NAME]).ok();
     assert!(
         status.stdout.contains("machine `mallory`: "),

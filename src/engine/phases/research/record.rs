@@ -177,12 +177,8 @@ pub(super) fn record_iteration(
     )];
     // A measurement of the tree (an agent failure, a rejection or a cut-short run is not one)
     // is cached, so the next attempt that produces the same tree is not measured again.
-    let cacheable = commit.is_some()
-        && measured.of_the_tree
-        && matches!(
-            EvalStatus::parse(&result.status),
-            Some(EvalStatus::Ok | EvalStatus::Crashed | EvalStatus::Timeout)
-        );
+    let cacheable =
+        commit.is_some() && measured.of_the_tree && EvalStatus::is_cached(&result.status);
     if cacheable {
         produced.push(StateChange::Put(
             files::eval_cache(&st.eval_settings, &a.tree.to_string()),

@@ -102,12 +102,7 @@ pub(super) fn cache_entries(settings: &str, s: &SweepDone) -> Result<Vec<StateCh
     let variants = s.record.variants.iter().zip(&s.results).enumerate();
     // The chosen one's is the attempt's, which `record_iteration` keeps.
     for (_, (v, (result, of_the_tree))) in variants.filter(|(k, _)| *k != s.record.chosen) {
-        let status = EvalStatus::parse(&result.status);
-        let keep = matches!(
-            status,
-            Some(EvalStatus::Ok | EvalStatus::Crashed | EvalStatus::Timeout)
-        );
-        if *of_the_tree && keep {
+        if *of_the_tree && EvalStatus::is_cached(&result.status) {
             out.push(StateChange::Put(
                 crate::engine::state::files::eval_cache(settings, &v.tree),
                 serde_json::to_vec(result)?,

@@ -237,5 +237,9 @@ fn a_note_of_several_lines_is_one_line_in_the_progress() {
         "{}",
         run.stderr
     );
-    assert!(!run.stderr.lines().any(|l| l.starts_with("why:")), "{}", run.stderr);
+    assert!(
+        !run.stderr.lines().any(|l| l.starts_with("why:")),
+        "{}",
+        run.stderr
+    );
 }

@@ -311,17 +311,8 @@ fn resume_after_kill_9_cancels_the_orphan_on_the_host() {
     );
     repo.commit_all("config");
     // Open the gate once the baseline has run: the first attempt's evaluation hangs.
-    let opener = {
-        let (log, gate) = (log.clone(), gate.clone());
-        std::thread::spawn(move || {
-            while !log_lines(&log).iter().any(|l| l.starts_with("end 10")) {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            std::fs::write(&gate, "").unwrap();
-        })
-    };
-    let runner = start_in_background(&repo);
-    opener.join().unwrap();
+    let mut runner = start_in_background(&repo);
+    hang_the_first_attempt(&log, &gate, &mut runner);
     let pid_file = tmp.path().join("gate.pid");
     wait_for(&pid_file);
     repo.kill_runner("launch", runner);
@@ -719,17 +710,8 @@ fn resume_after_kill_9_cancels_the_orphaned_slurm_job() {
     let env = slurm.environment(&staging, "");
     repo.write("conference.md", &config(2, &log, Some(&gate), "60s", &env));
     repo.commit_all("config");
-    let opener = {
-        let (log, gate) = (log.clone(), gate.clone());
-        std::thread::spawn(move || {
-            while !log_lines(&log).iter().any(|l| l.starts_with("end 10")) {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            std::fs::write(&gate, "").unwrap();
-        })
-    };
     let conf = slurm.conf.display().to_string();
-    let runner = repo
+    let mut runner = repo
         .command(env!("CARGO_BIN_EXE_git-conference"))
         .args(["start", "launch"])
         .env("SLURM_CONF", &conf)
@@ -738,7 +720,7 @@ fn resume_after_kill_9_cancels_the_orphaned_slurm_job() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    opener.join().unwrap();
+    hang_the_first_attempt(&log, &gate, &mut runner);
     let pid_file = tmp.path().join("gate.pid");
     wait_for(&pid_file);
     repo.kill_runner("launch", runner);
@@ -829,16 +811,31 @@ fn evaluations_on_different_gpu_models_are_named_in_the_review_and_the_report() 
     }
 }
 
-/// Opens `gate` once the baseline's evaluation ended (its `end 10` in `log`): the next
-/// evaluation, the first attempt's, hangs until it is ended.
-fn hang_the_first_attempt(log: &Path, gate: &Path) -> std::thread::JoinHandle<()> {
-    let (log, gate) = (log.to_path_buf(), gate.to_path_buf());
-    std::thread::spawn(move || {
-        while !log_lines(&log).iter().any(|l| l.starts_with("end 10")) {
-            std::thread::sleep(std::time::Duration::from_millis(20));
+/// Waits for the baseline's evaluation to end (its `end 10` line), then opens the gate the first
+/// attempt's evaluation hangs at. Fails with the runner's output when the runner ends first (a
+/// launcher that could not run the baseline), or after 5 minutes.
+fn hang_the_first_attempt(log: &Path, gate: &Path, runner: &mut std::process::Child) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while !log_lines(log).iter().any(|l| l.starts_with("end 10")) {
+        if let Ok(Some(status)) = runner.try_wait() {
+            let mut said = String::new();
+            use std::io::Read;
+            if let Some(mut out) = runner.stdout.take() {
+                let _ = out.read_to_string(&mut said);
+            }
+            if let Some(mut err) = runner.stderr.take() {
+                let _ = err.read_to_string(&mut said);
+            }
+            panic!("the runner ended ({status}) before the baseline was measured:\n{said}");
         }
-        std::fs::write(&gate, "").unwrap();
-    })
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the baseline's evaluation did not end in 5 minutes: {:?}",
+            log_lines(log)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::fs::write(gate, "").unwrap();
 }
 
 /// A conference on one ssh host whose first attempt's evaluation hangs there: the host, the
@@ -859,9 +856,8 @@ fn hung_on_one_host(
         &config(2, &log, Some(&gate), "60s", &hosts.environment("")),
     );
     repo.commit_all("config");
-    let opener = hang_the_first_attempt(&log, &gate);
-    let runner = start_in_background(&repo);
-    opener.join().unwrap();
+    let mut runner = start_in_background(&repo);
+    hang_the_first_attempt(&log, &gate, &mut runner);
     let pid_file = tmp.join("gate.pid");
     wait_for(&pid_file);
     (hosts, repo, runner, pid_file)
@@ -943,8 +939,7 @@ fn ctrl_c_cancels_the_slurm_job() {
     let env = slurm.environment(&staging, "");
     repo.write("conference.md", &config(2, &log, Some(&gate), "60s", &env));
     repo.commit_all("config");
-    let opener = hang_the_first_attempt(&log, &gate);
-    let runner = repo
+    let mut runner = repo
         .command(env!("CARGO_BIN_EXE_git-conference"))
         .args(["start", "launch"])
         .env("SLURM_CONF", &slurm.conf)
@@ -953,7 +948,7 @@ fn ctrl_c_cancels_the_slurm_job() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    opener.join().unwrap();
+    hang_the_first_attempt(&log, &gate, &mut runner);
     let pid_file = tmp.path().join("gate.pid");
     wait_for(&pid_file);
     let pid = std::fs::read_to_string(&pid_file).unwrap();

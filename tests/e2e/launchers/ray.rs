@@ -67,9 +67,8 @@ fn hung_on(head: &RayHead, tmp: &Path) -> (TestRepo, std::process::Child, std::p
     let text = config(1, 2, &log, Some(&gate), "60s", &head.environment(""));
     repo.write("conference.md", &text);
     repo.commit_all("config");
-    let opener = super::hang_the_first_attempt(&log, &gate);
-    let runner = start_in_background(&repo);
-    opener.join().unwrap();
+    let mut runner = start_in_background(&repo);
+    super::hang_the_first_attempt(&log, &gate, &mut runner);
     let pid_file = tmp.join("gate.pid");
     wait_for(&pid_file);
     (repo, runner, pid_file)

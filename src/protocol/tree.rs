@@ -192,8 +192,7 @@ pub struct Record {
 /// tries elsewhere, given the researcher's record before the leader's current run of `stale`
 /// failures: the shortest run, at least [`STALE_TRIES`] and at most [`MAX_PATIENCE`], whose
 /// chance is below [`STUCK_CHANCE`] at the researcher's success rate
-///
-///     p = (kept + 1) / (attempts before the run + 2)     (Laplace's rule: 2/3 after one kept)
+/// `p = (kept + 1) / (attempts before the run + 2)` (Laplace's rule: 2/3 after one kept).
 ///
 /// Why: a searcher that refines a good leader (a hill climber's steps, builtin:tune's
 /// shrinking local search) fails most of its attempts near it, and three failures in a row are

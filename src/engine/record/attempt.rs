@@ -120,20 +120,36 @@ pub(in crate::engine) fn default_description(changed: &[String]) -> String {
     }
 }
 
+/// The line of an attempt's commit message that names the attempt: the tree of ideas tells an
+/// attempt's own commit from the node it started from by it (`lineage`).
+pub(in crate::engine) fn attempt_trailer(id: &str, round: u32, iteration: u32) -> String {
+    format!("Researcher {id} · round {round} · iteration {iteration}")
+}
+
+/// The commit message of attempt `a` (or, with `variant`, of one of its sweep's variants): its
+/// description's first line, the variant's line, the trailer and the conference.
+pub(in crate::engine) fn attempt_message(
+    conf: &Conference,
+    a: &Attempt,
+    round: u32,
+    variant: Option<&str>,
+) -> String {
+    format!(
+        "{}\n\n{}{}\nConference: {}\n",
+        a.description.lines().next().unwrap_or("change"),
+        variant.map(|v| format!("{v}\n")).unwrap_or_default(),
+        attempt_trailer(a.id, round, a.iteration),
+        conf.name
+    )
+}
+
 pub(in crate::engine) fn commit_attempt(
     conf: &Conference,
     repo: &Repository,
     a: &Attempt,
 ) -> Result<Oid> {
     let st = conf.state();
-    let message = format!(
-        "{}\n\nResearcher {} · round {} · iteration {}\nConference: {}\n",
-        a.description.lines().next().unwrap_or("change"),
-        a.id,
-        st.round,
-        a.iteration,
-        conf.name
-    );
+    let message = attempt_message(conf, a, st.round, None);
     let author = store::researcher_signature(repo, a.id);
     let commit = snapshot::commit(repo, a.tree, &[a.head.oid()], &message, &author)?;
     crate::failpoint::hit("snapshot.committed");

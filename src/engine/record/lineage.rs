@@ -270,7 +270,7 @@ fn swept(node: &LineageNode, s: &crate::model::sweep::Sweep) -> Vec<LineageNode>
 /// Whether `commit` is the attempt researcher `id` made at `round`, `iteration` (its message
 /// says so), not the node an attempt without a commit of its own started from.
 fn made_by(repo: &Repository, commit: Oid, id: &str, round: u32, iteration: u32) -> bool {
-    let trailer = format!("Researcher {id} · round {round} · iteration {iteration}");
+    let trailer = crate::engine::record::attempt::attempt_trailer(id, round, iteration);
     repo.find_commit(commit)
         .is_ok_and(|c| c.message().is_some_and(|m| m.contains(&trailer)))
 }

@@ -22,7 +22,7 @@ use git2::Oid;
 use super::judge::evaluate_cached;
 use super::*;
 use crate::engine::measure::evaluate::EvalResult;
-use crate::engine::record::attempt::{Attempt, SweepDone};
+use crate::engine::record::attempt::{attempt_message, Attempt, SweepDone};
 use crate::engine::state::{ResearcherState, State};
 use crate::model::sweep::{SweepRequest, Variant};
 use crate::model::{EvalStatus, Verdict};
@@ -252,14 +252,7 @@ impl<'a> Session<'a> {
                 ),
                 false => format!("Sweep: {} = {}", plan.literal, edit.value),
             };
-            let message = format!(
-                "{}\n\n{what}\nResearcher {} · round {} · iteration {}\nConference: {}\n",
-                a.description.lines().next().unwrap_or("change"),
-                a.id,
-                st.round,
-                a.iteration,
-                conf.name
-            );
+            let message = attempt_message(conf, a, st.round, Some(&what));
             let commit =
                 crate::git::snapshot::commit(&self.repo, tree, &[a.head.oid()], &message, &author)?;
             made.push((commit, tree));

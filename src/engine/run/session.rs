@@ -240,7 +240,6 @@ pub fn join(repo: &Repository, opts: JoinOptions, ui: &Ui) -> Result<Outcome> {
         ));
     }
     gate(repo, &name, &conf.config, None)?;
-    crate::engine::record::recovery::reconcile(&conf, false)?;
     let link = link(repo, &conf, &remote, &machine)?;
     link.check_push_access(repo).map_err(|e| {
         usage(format!(
@@ -255,8 +254,14 @@ pub fn join(repo: &Repository, opts: JoinOptions, ui: &Ui) -> Result<Outcome> {
             link.machine, remote, remote
         )));
     }
+    // Before a killed run's unpublished events go out (`sync_shared`): those of its slots
+    // still this machine's are published, not dropped as if another machine had taken them.
+    let taken_back = link.take_back_own(repo)?;
     take_knowledge(repo, &conf, &remote);
     conf.share(link.clone())?;
+    // Shared first: the partial work a killed run left is recorded by this machine (its events
+    // name it, as every machine checks) and published with that run's events.
+    crate::engine::record::recovery::reconcile(&conf, false)?;
     match conf.sync_shared() {
         // A killed run's events still to publish: the run's loop syncs once they are out.
         Err(e) if e.is::<crate::remote::link::Unpublished>() => {}
@@ -265,9 +270,17 @@ pub fn join(repo: &Repository, opts: JoinOptions, ui: &Ui) -> Result<Outcome> {
         }
     }
     if conf.state().phase == Phase::Done {
+        link.release_all(repo);
         return Ok(Outcome::AlreadyComplete(Box::new(conf.state())));
     }
     ui.info(&format!("{} joins `{name}` on {}", link.machine, remote));
+    for slot in taken_back {
+        ui.info(&format!(
+            "{}: runs {}",
+            link.machine,
+            shared::slot_named(&slot)
+        ));
+    }
     run_through_gc(repo, conf, run).map(Outcome::Ended)
 }
 

@@ -135,10 +135,7 @@ fn claim(conf: &Conference, link: &Link) -> Result<()> {
         .flat_map(|m| m.researchers.iter().cloned())
         .collect();
     for (slot, from) in link.claim(&repo, &researchers, &released)? {
-        let what = match slot.as_str() {
-            CHAIR => "the chair (baseline, round starts, poster, review, transfer)".to_string(),
-            id => format!("researcher {id}"),
-        };
+        let what = slot_named(&slot);
         match from {
             Some(machine) => conf.ui.info(&format!(
                 "{}: took over {what} from {machine}, silent for longer than its lease",
@@ -155,6 +152,14 @@ fn claim(conf: &Conference, link: &Link) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// A slot as the lines that say who runs it name it.
+pub(super) fn slot_named(slot: &str) -> String {
+    match slot {
+        CHAIR => "the chair (baseline, round starts, poster, review, transfer)".to_string(),
+        id => format!("researcher {id}"),
+    }
 }
 
 /// What this machine waits for, as one line: the researchers still running this round (and

@@ -71,7 +71,7 @@ fn events_tip(repo: &Repository, name: &str) -> Option<git2::Oid> {
 }
 
 /// The conference as `resume` finds it after a failed run: refs whose objects are gone put
-/// back, what the run left running stopped, worktrees reconciled, the link shared again.
+/// back, what the run left running stopped, the link shared again, worktrees reconciled.
 fn reopened(
     repo: &Repository,
     name: &str,
@@ -84,10 +84,11 @@ fn reopened(
     let repo = Repository::open(repo.path())?;
     recover_lost_refs(&repo, name, ui)?;
     let conf = Conference::open(repo.path(), name, ui.clone())?;
-    crate::engine::record::recovery::reconcile(&conf, false)?;
+    // Shared first: on several machines, what reconciling records names this machine.
     if let Some(link) = link {
         conf.share(link)?;
     }
+    crate::engine::record::recovery::reconcile(&conf, false)?;
     Ok(conf)
 }
 

@@ -149,6 +149,29 @@ impl Link {
         Ok(taken)
     }
 
+    /// Takes back the leases a killed run of this machine left (they still name it, as the
+    /// last fetch saw them), before that run's unpublished events go out: the events of a slot
+    /// that is still this machine's are then published, not dropped as a lost slot's (only
+    /// held slots' events are replayed). Returns the slots taken back.
+    pub fn take_back_own(&self, repo: &Repository) -> Result<Vec<String>> {
+        let mut inner = self.inner.lock().unwrap();
+        let view = self.view(repo)?;
+        let leases = self.leases(repo);
+        let mut taken = Vec::new();
+        for (slot, &value) in &view.leases {
+            let own = lease::holder(repo, value).as_deref() == Some(self.machine.as_str());
+            if !own || inner.held.contains_key(slot) || !self.has_room(&inner, slot) {
+                continue;
+            }
+            if let Some(held) = leases.take_over(slot, value)? {
+                inner.held.insert(slot.clone(), held);
+                inner.expiry.remove(slot);
+                taken.push(slot.clone());
+            }
+        }
+        Ok(taken)
+    }
+
     /// Another clone taking part under this machine's name (a copy of this clone, `cp -a`): a
     /// slot whose lease names this machine and is renewed while this one holds nothing. Two
     /// clones under one name would take each other's leases back and forth, so the caller

@@ -294,3 +294,184 @@ fn record(attempts: &[Value]) -> Vec<String> {
     all.sort();
     all
 }
+
+/// The subjects of the remote's events (`git log --format=%s` of the events ref).
+fn published(c: &Cluster) -> String {
+    let events = format!("refs/conference/{NAME}/events");
+    c.repo.git_in(&c.remote, &["log", "--format=%s", &events])
+}
+
+/// Machine 1 starts a conference of builtin:tune's batches (2 of 4 points per researcher), and
+/// machine 2 joins it as B once A's two batches are on the remote, with `env`; returns both.
+///
+/// builtin:tune proposes from what its machine has read, and another machine's events arrive
+/// only between this machine's steps or when its own publication is replayed over them: had B
+/// joined at once, its second batch would know A's first only if it had arrived in time, in
+/// the run never killed as in the one restarted. Joining after A's batches makes B's history
+/// one thing in every run: its first batch from the baseline and round start, its second with
+/// A's first batch and its own.
+fn tuner_batches(env: &[(&str, &str)]) -> (Cluster, Child, Child) {
+    let c = sweep_cluster(2, "- command: builtin:tune\n- seed: 3\n- sweep: 4\n");
+    let m1 = c.start();
+    c.wait_for("A's 2 batches on the remote", || {
+        published(&c).contains("A r1 i2")
+    });
+    let m2 = c.join_env(1, "B", env);
+    (c, m1, m2)
+}
+
+/// Machine 2's batches wait at a barrier their 4 points cannot pass (5 of 4), and the machine
+/// is killed (`kill -9` of its process group) once all 4 points of a batch are running: in its
+/// first batch (nothing of B published yet), then, restarted with `join` and its first batch
+/// let through, in its second (the first on the remote, the second not). Restarted each time,
+/// it sets aside what the kill left in B's worktree (the batch's first point, written there) as
+/// an interrupted attempt, as one machine does, published under its name; it proposes the same
+/// 4 points again (the barrier's files name them), and both machines and a fresh clone end with
+/// the record of a run never killed besides those: each attempt, variant and note with its
+/// values, metrics and statuses, `log --graph` and the `Sweeps:` line (commits by their trees:
+/// a commit made again differs by its time).
+#[test]
+fn a_machine_killed_while_its_tuner_batch_is_evaluated_rejoins_to_the_same_record() {
+    let barrier = tempfile::tempdir().unwrap();
+    let at = format!("{}:5", barrier.path().display());
+    let env = [("SWEEP_BARRIER", at.as_str())];
+    let (c, m1, mut m2) = tuner_batches(&env);
+    // The points of B's batch `i` that reached the barrier, as `<i>-<point>`.
+    let running = |i: u64| -> Vec<String> {
+        let files = std::fs::read_dir(barrier.path()).unwrap();
+        let mut names: Vec<String> = (files.map(|f| f.unwrap().file_name()))
+            .map(|n| n.to_string_lossy().to_string())
+            .filter(|n| n.starts_with(&format!("{i}-")) && !n.ends_with("-through"))
+            .collect();
+        names.sort();
+        names
+    };
+    for i in [1, 2] {
+        if i == 2 {
+            c.wait_for("B's first batch on the remote", || {
+                published(&c).contains("B r1 i1")
+            });
+        }
+        c.wait_for(&format!("B's batch {i} running"), || running(i).len() == 4);
+        c.kill_machine(1, &mut m2);
+        let before = published(&c);
+        assert!(!before.contains(&format!("B r1 i{i}")), "killed: {before}");
+        // Restarted, its batch goes through the barrier as its points start.
+        std::fs::write(barrier.path().join(format!("{i}-through")), "").unwrap();
+        m2 = c.spawn_join_env(1, "B", &env);
+    }
+    c.finishes(0, m1);
+    c.finishes(1, m2);
+    let attempts = every_clone_has_the_sweeps(&c, 4, 12);
+    let fresh = c.fresh_clone();
+    let set_aside = set_aside_in(&c, &fresh);
+    for dir in &c.machines[..2] {
+        assert_eq!(set_aside_in(&c, dir), set_aside, "{}", dir.display());
+    }
+    let mut left = vec![];
+    for a in attempts.iter().filter(|a| a["researcher"] == "B") {
+        let i = a["iteration"].as_u64().unwrap();
+        let variants = a["sweep"]["variants"].as_array().unwrap();
+        let mut again: Vec<String> = (variants.iter())
+            .map(|v| format!("{i}-{}", v["value"].as_str().unwrap()))
+            .collect();
+        again.sort();
+        assert_eq!(
+            again,
+            running(i),
+            "the killed batch's points, proposed again"
+        );
+        left.push(format!("B i{i} {} m2", variants[0]["tree"]));
+    }
+    assert_eq!(set_aside, left);
+    let (reference, r1, r2) = tuner_batches(&[]);
+    reference.finishes(0, r1);
+    reference.finishes(1, r2);
+    let reference_fresh = reference.fresh_clone();
+    assert_eq!(
+        set_aside_in(&reference, &reference_fresh),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        the_record(&c, &fresh),
+        the_record(&reference, &reference_fresh)
+    );
+}
+
+/// The interrupted attempts the clone in `dir` reads (set aside by a restarted machine):
+/// researcher, iteration, tree and the machine that recorded each.
+fn set_aside_in(c: &Cluster, dir: &Path) -> Vec<String> {
+    let log = c.says(dir, &["log", NAME, "--format", "jsonl"]);
+    (log.lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()))
+    .filter(|e| e["event"] == "attempt.interrupted")
+    .map(|e| {
+        let p = &e["payload"];
+        let i = &p["notes"][0]["iteration"];
+        let who = p["researcher"].as_str().unwrap();
+        format!(
+            "{who} i{i} {} {}",
+            p["tree"],
+            p["machine"].as_str().unwrap()
+        )
+    })
+    .collect()
+}
+
+/// What the clone in `dir` reads of the conference, all but times and interrupted attempts,
+/// its commits named by their trees: each attempt's payload (its sweep's variants, their
+/// notes), the note of each variant, `log --graph` and the `Sweeps:` line.
+fn the_record(c: &Cluster, dir: &Path) -> String {
+    let mut record = vec![];
+    for mut a in attempts_in(c, dir) {
+        for v in a["sweep"]["variants"].as_array().unwrap() {
+            let commit = v["commit"].as_str().unwrap();
+            record.push(Value::Array(notes_in(c, dir, commit)));
+        }
+        record.push(a.take());
+    }
+    record.iter_mut().for_each(without_times);
+    let mut text: String = (record.iter()).map(|v| format!("{v}\n")).collect();
+    let graph = c.says(dir, &["log", NAME, "--graph"]);
+    for line in graph.lines() {
+        if !line.trim_start().starts_with("interrupted ") {
+            text += &format!("{line}\n");
+        }
+    }
+    text += &sweeps_line(c, dir);
+    by_trees(c, dir, &text)
+}
+
+/// `value` without its durations (the keys that end in `_s`).
+fn without_times(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|k, _| !k.ends_with("_s"));
+            map.values_mut().for_each(without_times);
+        }
+        Value::Array(all) => all.iter_mut().for_each(without_times),
+        _ => {}
+    }
+}
+
+/// `text` with each commit id of `dir` (whole, or the 10 characters `log --graph` prints)
+/// replaced by its tree's: trees are content, the same in two runs that wrote the same files.
+fn by_trees(c: &Cluster, dir: &Path, text: &str) -> String {
+    let all = c.repo.git_in(dir, &["log", "--all", "--format=%H %T"]);
+    let tree_of = |id: &str| {
+        (all.lines().filter_map(|l| l.split_once(' ')))
+            .find(|(commit, _)| [10, 40].contains(&id.len()) && commit.starts_with(id))
+            .map_or(id.to_string(), |(_, tree)| format!("tree:{}", &tree[..10]))
+    };
+    let (mut out, mut hex) = (String::new(), String::new());
+    for ch in text.chars().chain(['\n']) {
+        if ch.is_ascii_digit() || ('a'..='f').contains(&ch) {
+            hex.push(ch);
+            continue;
+        }
+        out += &tree_of(&hex);
+        out.push(ch);
+        hex.clear();
+    }
+    out
+}

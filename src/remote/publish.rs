@@ -23,7 +23,7 @@ use git2::{Oid, Repository};
 #[error("{0}")]
 pub struct Refused(pub String);
 
-use crate::model::event::Event;
+use crate::model::event::{Event, EventLine};
 use crate::model::state::{files, State};
 use crate::store::events::{parse_event_commit, read_path, write_commit};
 use crate::store::{ConferenceRefs, StateChange};
@@ -66,11 +66,14 @@ pub fn replay_onto(
     let base = repo
         .merge_base(local, onto)
         .map_err(|_| anyhow!("the local event log and the remote's share no history"))?;
-    replay_since(repo, base, local, onto, keep)
+    // A push the remote took before this machine's log followed it (its run was killed in
+    // between, and `join` took the slot back) holds some of these events already.
+    let published = event_lines(repo, base, onto)?;
+    replay_since(repo, base, local, onto, &published, keep)
 }
 
 /// Replays the local events after `base` (an ancestor of `local`) onto `onto`, oldest first,
-/// those `keep` accepts. An event of the chair's phases found over other machines' events
+/// those `keep` accepts and not in `published` (lines `onto` holds already). An event of the chair's phases found over other machines' events
 /// (what a participant published meanwhile; the chair's phases run on one machine at a time)
 /// is left out with every later one: a participant cannot stop the chair, which runs that
 /// phase again from what the remote holds.
@@ -79,6 +82,7 @@ pub fn replay_since(
     base: Oid,
     local: Oid,
     onto: Oid,
+    published: &[EventLine],
     keep: impl Fn(&Event) -> bool,
 ) -> Result<Replayed> {
     let mut mine = Vec::new();
@@ -94,11 +98,11 @@ pub fn replay_since(
         superseded: Vec::new(),
     };
     for commit in mine.into_iter().rev() {
-        let summary = repo
-            .find_commit(commit)?
-            .summary()
-            .unwrap_or_default()
-            .to_string();
+        let c = repo.find_commit(commit)?;
+        if published.contains(&parse_event_commit(commit, c.message().unwrap_or(""))?.event) {
+            continue;
+        }
+        let summary = c.summary().unwrap_or_default().to_string();
         if !out.superseded.is_empty() {
             out.superseded.push(summary);
             continue;
@@ -110,6 +114,24 @@ pub fn replay_since(
         }
     }
     Ok(out)
+}
+
+/// The events of the chain `onto` after `base` (its ancestor), as their lines: a replayed event
+/// keeps its line, every field as recorded.
+fn event_lines(repo: &Repository, base: Oid, onto: Oid) -> Result<Vec<EventLine>> {
+    let mut lines = Vec::new();
+    let mut at = onto;
+    while at != base {
+        let commit = repo.find_commit(at)?;
+        if let Ok(logged) = parse_event_commit(at, commit.message().unwrap_or("")) {
+            lines.push(logged.event);
+        }
+        match commit.parent_id(0) {
+            Ok(parent) => at = parent,
+            Err(_) => break,
+        }
+    }
+    Ok(lines)
 }
 
 /// What became of one replayed event.

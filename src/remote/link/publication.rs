@@ -214,8 +214,10 @@ impl Link {
             tip
         } else if repo.graph_descendant_of(now, from)? {
             let held: BTreeSet<String> = self.inner.lock().unwrap().held.keys().cloned().collect();
-            let replayed =
-                publish::replay_since(repo, from, now, tip, |event| held.contains(event.slot()))?;
+            // Recorded after `from` was pushed: none of them is on the remote.
+            let replayed = publish::replay_since(repo, from, now, tip, &[], |event| {
+                held.contains(event.slot())
+            })?;
             self.say_dropped(&replayed);
             replayed.tip
         } else if now == tip || repo.graph_descendant_of(now, tip)? {

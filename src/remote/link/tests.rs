@@ -476,3 +476,40 @@ fn an_event_reaches_the_remote_after_the_attempts_chain_that_holds_its_commits()
         "the event reached the remote before {ahead}"
     );
 }
+
+/// A log that does not follow what the remote took: its run killed right after the push.
+struct KilledAfterPush<'a> {
+    machine: &'a Machine,
+}
+
+impl super::LocalLog for KilledAfterPush<'_> {
+    fn tip(&self) -> anyhow::Result<Oid> {
+        Ok(self
+            .machine
+            .repo
+            .refname_to_id("refs/conference/c/events")?)
+    }
+    fn settle(&self, from: Oid, _tip: Oid) -> anyhow::Result<Oid> {
+        Ok(from)
+    }
+}
+
+/// Events the remote took, replayed over another machine's, before the local log followed
+/// (the run killed in between, its slot still this machine's when it joins again) are not
+/// published a second time with what it records next.
+#[test]
+fn events_the_remote_took_before_the_local_log_followed_go_out_once() {
+    let (_tmp, ms) = machines(&["A", "B"]);
+    let [m0, m1] = &ms[..] else { unreachable!() };
+    record(&m1.repo, iteration("B", 1));
+    m1.link.publish(&m1.repo).unwrap();
+    record(&m0.repo, iteration("A", 1));
+    let killed = KilledAfterPush { machine: m0 };
+    m0.link.publish_from(&m0.repo, &killed).unwrap();
+    record(&m0.repo, iteration("A", 2));
+    let tip = m0.link.publish(&m0.repo).unwrap();
+    let (state, lines) = published(&m0.repo, tip);
+    assert_eq!(lines.len(), 3, "B 1, A 1 once, A 2: {lines:?}");
+    assert_eq!(state.researcher("A").attempts, 2);
+    assert_eq!(state.events, 4);
+}

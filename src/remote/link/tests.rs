@@ -246,6 +246,11 @@ fn events_two_machines_record_at_once_all_reach_the_remote_in_one_chain() {
     assert_eq!(chain.trim(), "5");
 }
 
+/// The tip of `machine`'s local event log.
+fn log_tip(machine: &Machine) -> anyhow::Result<Oid> {
+    Ok(machine.repo.refname_to_id("refs/conference/c/events")?)
+}
+
 /// A log whose writer records one more event while the publication is out (as a researcher
 /// does through the recorder while the publisher pushes), right before the local log settles.
 struct RecordingMeanwhile<'a> {
@@ -254,10 +259,7 @@ struct RecordingMeanwhile<'a> {
 
 impl super::LocalLog for RecordingMeanwhile<'_> {
     fn tip(&self) -> anyhow::Result<Oid> {
-        Ok(self
-            .machine
-            .repo
-            .refname_to_id("refs/conference/c/events")?)
+        log_tip(self.machine)
     }
     fn settle(&self, from: Oid, tip: Oid) -> anyhow::Result<Oid> {
         record(&self.machine.repo, iteration("A", 2));
@@ -484,10 +486,7 @@ struct KilledAfterPush<'a> {
 
 impl super::LocalLog for KilledAfterPush<'_> {
     fn tip(&self) -> anyhow::Result<Oid> {
-        Ok(self
-            .machine
-            .repo
-            .refname_to_id("refs/conference/c/events")?)
+        log_tip(self.machine)
     }
     fn settle(&self, from: Oid, _tip: Oid) -> anyhow::Result<Oid> {
         Ok(from)

@@ -10,6 +10,7 @@
 //! worktree from one snapshot to another is a checkout of the files that differ (see `snapshot`).
 
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
 
 use anyhow::{Context, Result};
 use git2::Repository;
@@ -18,6 +19,19 @@ use super::git;
 
 /// Git config key naming the folder that holds conference worktrees.
 pub const WORKTREES_PATH_KEY: &str = "conference.worktreesPath";
+
+/// `git worktree add` and `prune` read every registration under `.git/worktrees`, and `prune`
+/// deletes one that lacks its files: run at once, as researchers making their sweeps' variant
+/// worktrees do, an `add` fails on another's half-made registration ("failed to read
+/// worktrees/sweep-D-3/commondir") or a `prune` deletes it. This process makes and removes
+/// registrations one at a time.
+static REGISTRATIONS: Mutex<()> = Mutex::new(());
+
+/// Holds the registrations for one `ensure` or `remove` (a panic elsewhere does not poison it:
+/// git's own files are the state).
+fn registrations() -> MutexGuard<'static, ()> {
+    REGISTRATIONS.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// Per-conference working folder inside the git dir: lock, logs, prompts.
 pub fn run_dir(repo: &Repository, name: &str) -> PathBuf {
@@ -135,6 +149,7 @@ pub fn ensure(repo: &Repository, name: &str, label: &str, checkout: Checkout) ->
     if usable(repo, &path) {
         return Ok(path);
     }
+    let _registrations = registrations();
     let top = repo.commondir().to_path_buf();
     if used_by_another_repository(repo, &path) {
         anyhow::bail!(
@@ -404,6 +419,7 @@ fn drop_dead_registration(repo: &Repository, path: &Path) {
 
 /// Removes a worktree (files and registration). Missing ones are fine.
 pub fn remove(repo: &Repository, path: &Path) -> Result<()> {
+    let _registrations = registrations();
     let top = repo.commondir().to_path_buf();
     if path.exists() {
         let p = path.to_string_lossy().into_owned();

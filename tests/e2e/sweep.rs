@@ -282,6 +282,46 @@ fn a_bad_sweep_line_is_a_warning_and_the_attempt_goes_on() {
     }
 }
 
+/// Each researcher sets its own width and sweeps 8 learning rates.
+const WIDTHS: &str = r#"case $CONFERENCE_RESEARCHER in A) w=9 ;; B) w=10 ;; C) w=11 ;; *) w=13 ;; esac
+sed "s/^WIDTH = .*/WIDTH = $w/" train.py > train.py.new && mv train.py.new train.py
+printf 'width %s\nSWEEP: train.py:LEARNING_RATE = 0.01, 0.001, 0.0001, 0.003, 0.02, 0.0003, 0.005, 0.0005\n' "$w" > "$CONFERENCE_NOTE_FILE"
+"#;
+
+/// Four researchers sweep 8 values each at once: one process registers 32 variant worktrees
+/// while the researchers run in parallel (`git worktree add` fails on another add's half-made
+/// registration, "failed to read worktrees/sweep-D-3/commondir", and `prune` deletes one,
+/// unless the process makes them one at a time; the conference stopped with exit 1). Every
+/// sweep is measured and recorded, and git lists every variant's worktree.
+#[test]
+fn four_researchers_sweeping_at_once_each_get_their_variants() {
+    let repo = TestRepo::from_fixture("sweep");
+    let config = (repo.read("conference.md"))
+        .replace("**Count:** 1", "**Count:** 4")
+        .replace("**Iterations per round:** 4", "**Iterations per round:** 1")
+        .replace("sh ./agent.sh", "sh ./widths.sh")
+        .replace("frozen: eval.sh,", "frozen: eval.sh, widths.sh,");
+    repo.write("conference.md", &config);
+    repo.write("widths.sh", WIDTHS);
+    repo.commit_all("four researchers sweeping");
+    repo.conference(&["start", NAME, "--yes"]).ok();
+    let attempts = attempts_of(&repo, NAME);
+    assert_eq!(attempts.len(), 4, "{attempts:?}");
+    for a in &attempts {
+        let variants = a["sweep"]["variants"].as_array().unwrap();
+        assert_eq!(variants.len(), 8, "{a}");
+        assert!(variants.iter().all(|v| v["status"] == "ok"), "{a}");
+    }
+    let listed = repo.git(&["worktree", "list", "--porcelain"]);
+    for id in ["A", "B", "C", "D"] {
+        for k in 1..=8 {
+            let label = format!("/sweep-{id}-{k}\n");
+            assert!(listed.contains(&label), "{label} in {listed}");
+        }
+    }
+    repo.git(&["fsck", "--no-progress"]);
+}
+
 #[test]
 fn with_sweeps_off_a_sweep_line_changes_nothing() {
     let repo = fixture(1, false);

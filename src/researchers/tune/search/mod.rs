@@ -13,7 +13,9 @@
 //! lone researcher visits them in turn), a region that a
 //! few local moves did not make the best, or whose search stalled, gives way to the next (a
 //! restart), and the last quarter of the budget refines the best. Around a region's best the
-//! search proposes, in order of preference: an extrapolation of a move that just succeeded, (for
+//! search proposes, in order of preference: an extrapolation of a move that just succeeded,
+//! (every third point) the minimum of a quadratic trend fitted to every point measured (`trend`:
+//! on a rugged function it points past the local minima to the bottom of the trend), (for
 //! a lone researcher) a step along a literal the latest attempts all left alone, the point of
 //! best expected improvement under a Gaussian-process model within a trust region, the
 //! minimiser of a quadratic (or linear) model, a coordinate poll, a random step. The step size
@@ -30,7 +32,8 @@
 
 //!
 //! The folder: the search's state and its order of proposals here; `dims` (the space), `design`,
-//! `regions`, `moves`, `model` (the surrogates), `values` (points as written values), `linalg`.
+//! `regions`, `moves`, `model` (the surrogates), `trend`, `values` (points as written values),
+//! `linalg`.
 
 mod design;
 mod dims;
@@ -38,6 +41,7 @@ mod linalg;
 mod model;
 mod moves;
 mod regions;
+mod trend;
 mod values;
 
 use dims::{mix, Dim, Point, Rng};
@@ -191,6 +195,9 @@ fn propose_one(req: &Request, cache: &ModelCache, stride: f64) -> Option<Proposa
             if s.cautious() {
                 v.extend([Move::AnyGain, Move::Descent]);
             }
+            if s.trend_turn() {
+                v.push(Move::Trend);
+            }
             if s.sharing() == 1 {
                 v.push(Move::Neglected);
             }
@@ -240,6 +247,8 @@ enum Move {
     Random,
     Bold,
     Explore,
+    /// The minimum of a quadratic trend over every point measured.
+    Trend,
 }
 
 impl<'a> Search<'a> {

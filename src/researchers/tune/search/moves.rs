@@ -48,6 +48,7 @@ impl<'a> Search<'a> {
             }
             Move::Bold => self.bold(),
             Move::Explore => self.explore(),
+            Move::Trend => self.trend(),
         }
     }
 

@@ -427,13 +427,17 @@ fn builtin_tune_from_its_best_proposes_what_it_proposes_without_a_tree() {
     let tree = metrics("- **Branching:** best-first\n");
     let off = metrics("");
     assert_eq!(tree.len(), 24);
-    for (id, _, why) in &tree {
-        let why = why.as_str().unwrap();
-        assert!(why.starts_with("best-first: the leader"), "{id}: {why}");
-    }
-    let tree: Vec<_> = tree.into_iter().map(|(id, m, _)| (id, m)).collect();
-    let off: Vec<_> = off.into_iter().map(|(id, m, _)| (id, m)).collect();
-    assert_eq!(tree, off);
+    // Up to its first excursion (the leader failing more often than its record explains).
+    let leader: Vec<_> = (tree.into_iter())
+        .take_while(|(_, _, why)| (why.as_str().unwrap()).starts_with("best-first: the leader"))
+        .map(|(id, m, _)| (id, m))
+        .collect();
+    assert!(leader.len() >= 8, "{leader:?}");
+    let off: Vec<_> = (off.into_iter())
+        .take(leader.len())
+        .map(|(id, m, _)| (id, m))
+        .collect();
+    assert_eq!(leader, off);
 }
 
 /// The tree a conference reached: each attempt's (id, node it started from, verdict, metric).

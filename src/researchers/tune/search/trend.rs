@@ -23,10 +23,17 @@ const TREND_RIDGE: f64 = 1e-3;
 
 impl<'a> Search<'a> {
     /// Whether this proposal tries the trend's minimum first: every `TREND_EVERY`-th point
-    /// measured (researchers of one iteration take turns), before the endgame.
+    /// measured (the researchers of one iteration take turns), before the endgame.
     pub(super) fn trend_turn(&self) -> bool {
-        !self.endgame()
-            && (self.distinct_points() + self.req.researcher).is_multiple_of(TREND_EVERY)
+        // Researchers refining regions of their own take the turn in rotation, iteration by
+        // iteration (else one of them would measure the trend at every iteration and never
+        // refine its region); sharing one region, the one whose turn it is by points measured.
+        let sharing = self.sharing();
+        let turn = match sharing > 1 && self.regions_kept(sharing) > 1 {
+            true => self.distinct_points() / sharing + self.req.researcher,
+            false => self.distinct_points() + self.req.researcher,
+        };
+        !self.endgame() && turn.is_multiple_of(TREND_EVERY)
     }
 
     /// The minimiser, within the bounds, of a separable quadratic fitted (ridge least squares)
@@ -141,21 +148,67 @@ mod tests {
             .collect()
     }
 
-    /// What `trend` proposes once `points` were measured.
-    fn trend_after(points: &[Vec<f64>]) -> Option<Vec<f64>> {
+    /// Which of three researchers sharing the 3 literals takes the trend's turn once `points`
+    /// were measured, with a conference budget of `total` attempts.
+    fn whose_turn(points: &[Vec<f64>], total: u64) -> Vec<usize> {
+        let (files, history) = measured(points);
+        (0..3)
+            .filter(|&researcher| {
+                let req = Request {
+                    researcher,
+                    researchers: 3,
+                    budget_total: Some(total),
+                    ..request(&files, &history)
+                };
+                let cache = ModelCache::default();
+                Search::new(&req, &cache).unwrap().trend_turn()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn researchers_with_regions_of_their_own_take_the_trend_in_rotation() {
+        let points = scattered(36);
+        // 200 attempts afford a region per researcher: the turn moves on each iteration.
+        let turns: Vec<Vec<usize>> = [30, 33, 36]
+            .iter()
+            .map(|&n| whose_turn(&points[..n], 200))
+            .collect();
+        assert_eq!(turns, [vec![2], vec![1], vec![0]]);
+        // 30 attempts afford one region, refined by all three: the turn goes by points
+        // measured, the same researcher each iteration.
+        let turns: Vec<Vec<usize>> = [30, 33, 36]
+            .iter()
+            .map(|&n| whose_turn(&points[..n], 30))
+            .collect();
+        assert_eq!(turns, [vec![0], vec![0], vec![0]]);
+    }
+
+    type Files = Vec<(String, String)>;
+
+    /// The 3-literal train.py, and `points` measured on `rastrigin`.
+    fn measured(points: &[Vec<f64>]) -> (Files, Vec<Trial>) {
         let text =
             "X1 = 4.2  # tune: [-5, 5]\nX2 = 3.1  # tune: [-5, 5]\nX3 = -4.4  # tune: [-5, 5]\n";
         let files = vec![("train.py".to_string(), text.to_string())];
-        let key = |i: usize| format!("train.py:X{}", i + 1);
         let history: Vec<Trial> = (points.iter())
             .map(|x| Trial {
                 params: (x.iter().enumerate()).map(|(i, v)| (key(i), *v)).collect(),
                 metric: Some(rastrigin(x)),
             })
             .collect();
-        let req = Request {
-            files: &files,
-            history: &history,
+        (files, history)
+    }
+
+    fn key(i: usize) -> String {
+        format!("train.py:X{}", i + 1)
+    }
+
+    /// A lone researcher's request, 60 attempts in all.
+    fn request<'a>(files: &'a Files, history: &'a [Trial]) -> Request<'a> {
+        Request {
+            files,
+            history,
             avoid: &[],
             minimize: true,
             seed: 1,
@@ -168,7 +221,13 @@ mod tests {
             budget_total: Some(60),
             round_progress: None,
             chosen_head: false,
-        };
+        }
+    }
+
+    /// What `trend` proposes once `points` were measured.
+    fn trend_after(points: &[Vec<f64>]) -> Option<Vec<f64>> {
+        let (files, history) = measured(points);
+        let req = request(&files, &history);
         let cache = ModelCache::default();
         let proposal = Search::new(&req, &cache)?.trend()?;
         let params: &BTreeMap<String, f64> = &proposal.params;

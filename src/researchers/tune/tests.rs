@@ -364,7 +364,13 @@ fn quantize_for_test(l: &Literal, v: f64) -> f64 {
     }
 }
 
-fn req<'a>(fs: &'a [(String, String)], hist: &'a [Trial], seed: u64, _attempt: u64) -> Request<'a> {
+/// A lone researcher's request with no budget (the search's tests build theirs from it).
+pub(crate) fn req<'a>(
+    fs: &'a [(String, String)],
+    hist: &'a [Trial],
+    seed: u64,
+    _attempt: u64,
+) -> Request<'a> {
     Request {
         files: fs,
         history: hist,

@@ -207,20 +207,8 @@ mod tests {
     /// A lone researcher's request, 60 attempts in all.
     fn request<'a>(files: &'a Files, history: &'a [Trial]) -> Request<'a> {
         Request {
-            files,
-            history,
-            avoid: &[],
-            minimize: true,
-            seed: 1,
-            researcher: 0,
-            researchers: 1,
-            assigned: false,
-            advocate: None,
-            streaks: &[],
-            budget_left: None,
             budget_total: Some(60),
-            round_progress: None,
-            chosen_head: false,
+            ..crate::researchers::tune::tests::req(files, history, 1, 0)
         }
     }
 

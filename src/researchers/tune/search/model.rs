@@ -247,13 +247,16 @@ impl<'a> Search<'a> {
         Some(s.iter().map(|x| x * rho).collect())
     }
 
+    /// The points of this researcher's slice with a metric, each counted once.
+    pub(super) fn measured(&self) -> impl Iterator<Item = &Point> {
+        (self.points.iter()).filter(|p| p.y.is_finite() && p.in_slice && !p.duplicate)
+    }
+
     /// The measured points of this researcher's slice within five steps of the centre, nearest
     /// first, with their distance.
     pub(super) fn nearest_points(&self) -> Vec<(f64, &Point)> {
         let mut pts: Vec<(f64, &Point)> = self
-            .points
-            .iter()
-            .filter(|p| p.y.is_finite() && p.in_slice && !p.duplicate)
+            .measured()
             .map(|p| (dist(&p.z, &self.zc), p))
             .filter(|(d, _)| *d <= 5.0 * self.sigma)
             .collect();

@@ -46,9 +46,7 @@ impl<'a> Search<'a> {
         if self.bounded().len() != n {
             return None;
         }
-        let pts: Vec<&Point> = (self.points.iter())
-            .filter(|p| p.y.is_finite() && p.in_slice && !p.duplicate)
-            .collect();
+        let pts: Vec<&Point> = self.measured().collect();
         if pts.len() < n + 3 {
             return None;
         }

@@ -73,10 +73,10 @@ pub fn replay_onto(
 }
 
 /// Replays the local events after `base` (an ancestor of `local`) onto `onto`, oldest first,
-/// those `keep` accepts and not in `published` (lines `onto` holds already). An event of the chair's phases found over other machines' events
-/// (what a participant published meanwhile; the chair's phases run on one machine at a time)
-/// is left out with every later one: a participant cannot stop the chair, which runs that
-/// phase again from what the remote holds.
+/// those `keep` accepts and not in `published` (lines `onto` holds already). An event of the
+/// chair's phases found over other machines' events (what a participant published meanwhile;
+/// the chair's phases run on one machine at a time) is left out with every later one: a
+/// participant cannot stop the chair, which runs that phase again from what the remote holds.
 pub fn replay_since(
     repo: &Repository,
     base: Oid,

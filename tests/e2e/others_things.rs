@@ -214,6 +214,56 @@ fn git_gc_prune_now_in_a_loop_during_a_run_does_not_stop_it() {
     repo.git(&["fsck", "--no-progress"]);
 }
 
+/// A `git prune` that deletes the objects of a start's very first event before its ref moves
+/// (the `start` paused there, then let go): the start writes that event again and the
+/// conference runs to its end (it said "did not start … start it again" before).
+#[test]
+fn a_prune_that_deletes_the_first_events_objects_does_not_stop_the_start() {
+    let repo = TestRepo::from_fixture("loop");
+    let config = ConfigBuilder::new("First", "./agents/improve.sh")
+        .iterations(1)
+        .frozen("eval.sh, agents/**")
+        .build();
+    repo.write("conference.md", &config);
+    repo.commit_all("conference");
+    let pause = repo.tmp.path().join("pause");
+    std::fs::create_dir_all(&pause).unwrap();
+    std::fs::write(pause.join("armed"), "").unwrap();
+    let runner = repo
+        .command(env!("CARGO_BIN_EXE_git-conference"))
+        .args(["start", "first"])
+        .env(
+            "GIT_CONFERENCE_FAILPOINT",
+            format!("event.before-ref:pause={}", pause.display()),
+        )
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let paused = pause.join("paused");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !paused.exists() {
+        assert!(std::time::Instant::now() < deadline, "the start never paused");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let before = repo.git(&["count-objects"]);
+    repo.git(&["prune", "--expire=now"]);
+    assert_ne!(repo.git(&["count-objects"]), before, "the prune deleted nothing");
+    std::fs::remove_file(&paused).unwrap();
+    let out = runner.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("objects it had just written were deleted before a ref named them"),
+        "the start says what happened: {stderr}"
+    );
+    assert_eq!(repo.status_json("first")["status"], "completed");
+    let started = repo.events_named("first", "conference.started");
+    assert_eq!(started.len(), 1, "{started:?}");
+    repo.git(&["fsck", "--no-progress"]);
+}
+
 /// An agent that moves the user's `main` (`git branch -f main HEAD~`, else `git update-ref`) is
 /// named and its move undone; a branch and a commit the user makes while that agent runs are
 /// theirs: not named, not undone, and the attempt's verdict is what the agent's change earned.

@@ -12,7 +12,9 @@ use anyhow::{Context, Result};
 use git2::{Oid, Repository};
 
 use crate::config::Config;
-use crate::engine::run::through_gc::{changed_under_it, recover_lost_refs, run_through_gc};
+use crate::engine::run::through_gc::{
+    again_through_gc, changed_under_it, recover_lost_refs, reopened, run_through_gc,
+};
 use crate::engine::run::{driver, shared};
 use crate::engine::state::{Phase, State};
 use crate::engine::{Conference, RunOutcome};
@@ -107,7 +109,19 @@ pub fn start(repo: &Repository, opts: StartOptions, ui: &Ui, say: &dyn Narrator)
     crate::engine::record::recovery::clear_stale_ref_locks(repo.commondir(), &name);
     // The user wrote these commands: this clone trusts them (see `crate::trust`).
     crate::trust::approve(repo, &name, &cfg)?;
-    let conf = match Conference::create(repo.path(), &name, cfg, text, base, ui.clone()) {
+    // A `git gc --prune=now` may delete the first event's objects: written again, as the run's
+    // steps are (see `through_gc`).
+    let created = again_through_gc(&name, ui, || {
+        Conference::create(
+            repo.path(),
+            &name,
+            cfg.clone(),
+            text.clone(),
+            base,
+            ui.clone(),
+        )
+    });
+    let conf = match created {
         Ok(conf) => conf,
         Err(e) => {
             crate::trust::forget(repo, &name);
@@ -115,21 +129,26 @@ pub fn start(repo: &Repository, opts: StartOptions, ui: &Ui, say: &dyn Narrator)
         }
     };
     say.started(&conf, base);
-    if let Err(e) = crate::engine::record::recovery::reconcile(&conf, false) {
-        // A `git gc` deleted what it had just written: the conference stays, to be resumed.
-        if changed_under_it(&e).is_some() {
-            return Err(e);
+    let mut created = Some(conf);
+    let reconciled = again_through_gc(&name, ui, || match created.take() {
+        Some(conf) => crate::engine::record::recovery::reconcile(&conf, false).map(|_| conf),
+        None => reopened(repo, &name, ui, &run_dir, None),
+    });
+    let conf = match reconciled {
+        Ok(conf) => conf,
+        // The repository kept changing under it for a minute: the conference stays, to be resumed.
+        Err(e) if changed_under_it(&e).is_some() => return Err(e),
+        Err(e) => {
+            // Git could not make the worktrees (a failing post-checkout hook, a filter program
+            // that is missing): nothing ran yet, so nothing of the conference is kept.
+            crate::engine::commands::clean::undo_start(repo, &name, lock)?;
+            return Err(usage(format!(
+                "git could not check out the baseline for the researchers: {e:#}\nFix that (a \
+                 failing post-checkout hook, a missing filter such as git-lfs), then start again; \
+                 nothing of `{name}` was kept."
+            )));
         }
-        // Git could not make the worktrees (a failing post-checkout hook, a filter program that
-        // is missing): nothing ran yet, so nothing of the conference is kept.
-        drop(conf);
-        crate::engine::commands::clean::undo_start(repo, &name, lock)?;
-        return Err(usage(format!(
-            "git could not check out the baseline for the researchers: {e:#}\nFix that (a \
-             failing post-checkout hook, a missing filter such as git-lfs), then start again; \
-             nothing of `{name}` was kept."
-        )));
-    }
+    };
     if let Some(remote) = &remote {
         if let Err(e) = share(repo, &conf, remote, &machine) {
             drop(conf);

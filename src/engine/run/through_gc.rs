@@ -4,9 +4,11 @@
 //! nothing recorded for it (the event log is the commit point). The run then does what
 //! `resume` would: puts back the refs whose objects are gone, stops what the failed run left
 //! running, reopens the repository (libgit2 forgets the packs `git gc` deleted), reconciles the
-//! worktrees with the recorded state and runs on from there, writing the objects again. Only a
-//! repository that keeps changing under the run for [`GIVES_UP_AFTER`] stops it, with the
-//! sentence that says what to do (`session::said_of_git`).
+//! worktrees with the recorded state and runs on from there, writing the objects again. The
+//! first steps of a `start` (its first event, the worktrees) are done again the same way. Only
+//! a repository that keeps changing under the run for [`GIVES_UP_AFTER`] and
+//! [`GIVES_UP_AFTER_TRIES`] failed steps stops it, with the sentence that says what to do
+//! (`session::said_of_git`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,6 +22,11 @@ use crate::remote::link::Link;
 /// How long the repository may keep changing under the run, each step failing, before the run
 /// stops: a prune that keeps deleting for a minute is not one that ran once.
 const GIVES_UP_AFTER: Duration = Duration::from_secs(60);
+
+/// How many times in a row a step fails before the run stops, however long that took: on a
+/// loaded machine a step takes longer, so a minute of a `git gc` loop is a few tries of a long
+/// step, each of which the next try may pass.
+const GIVES_UP_AFTER_TRIES: u32 = 20;
 
 /// A pause before the run goes on: the `git gc` that failed the step is likely still running.
 const PAUSE: Duration = Duration::from_millis(500);
@@ -35,32 +42,70 @@ pub fn run_through_gc<T>(
     let (name, ui, link) = (conf.name.clone(), conf.ui.clone(), conf.link());
     let run_dir = conf.run_dir().to_path_buf();
     let mut conf = conf;
-    let mut failing_since: Option<Instant> = None;
+    let mut streak = Streak::default();
     loop {
         let before = events_tip(repo, &name);
         let result = run(conf);
-        let what = match &result {
-            Err(e) => changed_under_it(e),
-            Ok(_) => None,
-        };
-        let Some(what) = what else {
-            return result;
-        };
         if events_tip(repo, &name) != before {
             // It recorded steps before this failure: a new streak.
-            failing_since = None;
+            streak = Streak::default();
         }
-        if failing_since.get_or_insert_with(Instant::now).elapsed() > GIVES_UP_AFTER {
-            return result;
+        if let Some(ended) = streak.ends_with(result, &name, &ui) {
+            return ended;
         }
-        let e = result.err().unwrap_or_else(|| anyhow::anyhow!("{what}"));
-        let said = format!("{e:#}");
+        conf = reopened(repo, &name, &ui, &run_dir, link.clone())?;
+    }
+}
+
+/// Does `step` again each time it failed because the repository changed under it, until it has
+/// kept failing for [`GIVES_UP_AFTER`]: the first steps of a `start`, before the run (and
+/// [`run_through_gc`]) takes over. `step` puts back what it needs itself (see [`reopened`]).
+pub fn again_through_gc<T>(
+    name: &str,
+    ui: &crate::ui::Ui,
+    mut step: impl FnMut() -> Result<T>,
+) -> Result<T> {
+    let mut streak = Streak::default();
+    loop {
+        if let Some(ended) = streak.ends_with(step(), name, ui) {
+            return ended;
+        }
+    }
+}
+
+/// Consecutive failures of steps because the repository changed under them.
+#[derive(Default)]
+struct Streak {
+    since: Option<Instant>,
+    failed: u32,
+}
+
+impl Streak {
+    /// `Some(result)` when a step's `result` ends the streak: it succeeded, it failed for
+    /// another reason, or failures have lasted [`GIVES_UP_AFTER`] and numbered
+    /// [`GIVES_UP_AFTER_TRIES`]. `None`, after a warning and a [`PAUSE`], when the step is to
+    /// be done again.
+    fn ends_with<T>(
+        &mut self,
+        result: Result<T>,
+        name: &str,
+        ui: &crate::ui::Ui,
+    ) -> Option<Result<T>> {
+        let Some(what) = result.as_ref().err().and_then(changed_under_it) else {
+            return Some(result);
+        };
+        self.failed += 1;
+        let lasted = self.since.get_or_insert_with(Instant::now).elapsed();
+        if lasted > GIVES_UP_AFTER && self.failed >= GIVES_UP_AFTER_TRIES {
+            return Some(result);
+        }
+        let said = result.err().map(|e| format!("{e:#}")).unwrap_or_default();
         ui.warn(&format!(
             "warning: {what}: {}; `{name}` puts back what git lost and goes on from its last recorded step",
             said.lines().next().unwrap_or_default()
         ));
         std::thread::sleep(PAUSE);
-        conf = reopened(repo, &name, &ui, &run_dir, link.clone())?;
+        None
     }
 }
 
@@ -72,7 +117,7 @@ fn events_tip(repo: &Repository, name: &str) -> Option<git2::Oid> {
 
 /// The conference as `resume` finds it after a failed run: refs whose objects are gone put
 /// back, what the run left running stopped, the link shared again, worktrees reconciled.
-fn reopened(
+pub fn reopened(
     repo: &Repository,
     name: &str,
     ui: &crate::ui::Ui,

@@ -244,12 +244,19 @@ fn a_prune_that_deletes_the_first_events_objects_does_not_stop_the_start() {
     let paused = pause.join("paused");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while !paused.exists() {
-        assert!(std::time::Instant::now() < deadline, "the start never paused");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the start never paused"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let before = repo.git(&["count-objects"]);
     repo.git(&["prune", "--expire=now"]);
-    assert_ne!(repo.git(&["count-objects"]), before, "the prune deleted nothing");
+    assert_ne!(
+        repo.git(&["count-objects"]),
+        before,
+        "the prune deleted nothing"
+    );
     std::fs::remove_file(&paused).unwrap();
     let out = runner.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -875,6 +875,24 @@ fn simulate(fx: &Fixture, start_seed: u64, seed: u64, shape: Shape) -> (f64, usi
             break;
         }
     }
+    // TRAJECTORY=1: where the search stood after a quarter, half, three quarters of the
+    // attempts (the best gap so far), then at the end and after the last transfer.
+    if std::env::var("TRAJECTORY").is_ok() {
+        let ys: Vec<f64> = sim.log.iter().filter_map(|e| e.3.metric).collect();
+        let at = |f: f64| {
+            let k = ((ys.len() as f64 * f).round() as usize).clamp(1, ys.len());
+            ys[..k].iter().copied().fold(f64::INFINITY, f64::min) - fx.optimum
+        };
+        eprintln!(
+            "trajectory {} researchers: {:.3} {:.3} {:.3} {:.3} {:.3}",
+            shape.researchers,
+            at(0.25),
+            at(0.5),
+            at(0.75),
+            at(1.0),
+            best - fx.optimum
+        );
+    }
     (best, sim.attempts)
 }
 
@@ -1306,7 +1324,8 @@ fn a_lone_researcher_steps_a_literal_its_latest_attempts_left_alone() {
 }
 
 /// `cargo test --release --lib tune::tests::report -- --ignored --nocapture`: the simulated
-/// search quality over many seeds (SEEDS, ROUNDS, ITERS environment variables).
+/// search quality over many seeds (SEEDS, ROUNDS3, ITERS3, ROUNDS1, ITERS1, FIX environment
+/// variables; TRAJECTORY=1 prints each seed's gap along the way).
 #[test]
 #[ignore]
 fn report() {

@@ -49,15 +49,23 @@ impl<'a> Search<'a> {
     }
 
     /// This researcher's place among the researchers that explore, and their number (none under
-    /// `assigned` partitioning): under `free` partitioning researcher A keeps refining the best point found (so the conference
-    /// keeps improving while the others explore) and the others share the design, researcher B
-    /// taking points 0, R−1, 2(R−1)… of one conference-wide sequence.
+    /// `assigned` partitioning): under `free` partitioning researcher A keeps refining the best
+    /// point found (so the conference keeps improving while the others explore) and the others
+    /// share the design, researcher B taking points 0, R−1, 2(R−1)… of one conference-wide
+    /// sequence. When the budget affords each researcher a region of its own, all R share the
+    /// design: A's early steps refined a region the design had not yet shown to be the best,
+    /// and the design took the others a whole round, so each region then got fewer steps than
+    /// a lone researcher's turns give it (rugged-5d at 200 evaluations, BENCHMARKS.md).
     pub(super) fn explorer(&self) -> Option<(usize, usize)> {
         if self.req.assigned && self.req.researchers > 1 {
             // Each researcher refines its own literals from the combined best.
             return None;
         }
         let r = self.sharing();
+        if r > 1 && self.regions_kept(r) >= r {
+            // Each will refine a region of its own: all explore first.
+            return Some((self.req.researcher % r, r));
+        }
         match r {
             1 => Some((0, 1)),
             _ if self.req.researcher.is_multiple_of(r) => None,
@@ -105,5 +113,50 @@ impl<'a> Search<'a> {
             return None;
         }
         self.build_with(&z, "explore", true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::researchers::tune::{Request, Trial};
+    use std::collections::BTreeMap;
+
+    /// How each of three researchers sharing five bounded literals proposes its first point,
+    /// with a conference budget of `total` attempts: whether it explores (a design point).
+    fn explores(total: u64) -> Vec<bool> {
+        let text: String = (1..=5)
+            .map(|i| format!("X{i} = 0.5  # tune: [-5, 5]\n"))
+            .collect();
+        let files = vec![("train.py".to_string(), text)];
+        let baseline = Trial {
+            params: (1..=5)
+                .map(|i| (format!("train.py:X{i}"), 0.5))
+                .collect::<BTreeMap<_, _>>(),
+            metric: Some(10.0),
+        };
+        let history = vec![baseline];
+        (0..3)
+            .map(|researcher| {
+                let req = Request {
+                    researcher,
+                    researchers: 3,
+                    budget_total: Some(total),
+                    budget_left: Some(total / 3),
+                    ..crate::researchers::tune::tests::req(&files, &history, 1, 0)
+                };
+                let p = super::super::propose(&req).expect("a proposal");
+                p.description.ends_with("(explore)")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn researchers_with_regions_of_their_own_all_measure_the_design_first() {
+        // 198 attempts afford a region each: all three measure the design, so that it is done
+        // in a third of the time and each region gets as many steps as a lone researcher's
+        // turns give it (rugged-5d at 200 evaluations, BENCHMARKS.md).
+        assert_eq!(explores(198), [true, true, true]);
+        // 54 attempts afford one region for the three: A refines the best meanwhile.
+        assert_eq!(explores(54), [false, true, true]);
     }
 }

@@ -6,7 +6,8 @@
 //! budget affords local searches in several regions) goes to a seeded low-discrepancy design over
 //! the bounds, so the result does not hinge on where the user's start happens to be, and the seed
 //! changes every run. Under `free` partitioning researcher A refines the best point meanwhile and
-//! the others share the design; a lone researcher with many literals alternates the two.
+//! the others share the design (all of them, when each will refine a region of its own); a lone
+//! researcher with many literals alternates the two.
 //!
 //! Then local searches: the good points are grouped into regions (local optima); researchers
 //! refine different promising regions when the budget affords one each, else all the best (a

@@ -5,9 +5,8 @@
 //! When the literals have written bounds, a share of the budget (a fifth; three tenths when the
 //! budget affords local searches in several regions) goes to a seeded low-discrepancy design over
 //! the bounds, so the result does not hinge on where the user's start happens to be, and the seed
-//! changes every run. Under `free` partitioning researcher A refines the best point meanwhile and
-//! the others share the design (all of them, when each will refine a region of its own); a lone
-//! researcher with many literals alternates the two.
+//! changes every run. Under `free` partitioning the researchers share the design; a lone
+//! researcher with many literals alternates it with refining the best point.
 //!
 //! Then local searches: the good points are grouped into regions (local optima); researchers
 //! refine different promising regions when the budget affords one each, else all the best (a

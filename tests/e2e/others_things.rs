@@ -229,27 +229,13 @@ fn a_prune_that_deletes_the_first_events_objects_does_not_stop_the_start() {
     let pause = repo.tmp.path().join("pause");
     std::fs::create_dir_all(&pause).unwrap();
     std::fs::write(pause.join("armed"), "").unwrap();
-    let runner = repo
-        .command(env!("CARGO_BIN_EXE_git-conference"))
-        .args(["start", "first"])
-        .env(
-            "GIT_CONFERENCE_FAILPOINT",
-            format!("event.before-ref:pause={}", pause.display()),
-        )
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let failpoint = format!("event.before-ref:pause={}", pause.display());
+    let runner = repo.spawn_conference(
+        &["start", "first"],
+        &[("GIT_CONFERENCE_FAILPOINT", failpoint.as_str())],
+    );
     let paused = pause.join("paused");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !paused.exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the start never paused"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    common::wait_for_file(&paused, "the start never paused");
     let before = repo.git(&["count-objects"]);
     repo.git(&["prune", "--expire=now"]);
     assert_ne!(

@@ -58,8 +58,9 @@ pub fn run_through_gc<T>(
 }
 
 /// Does `step` again each time it failed because the repository changed under it, until it has
-/// kept failing for [`GIVES_UP_AFTER`]: the first steps of a `start`, before the run (and
-/// [`run_through_gc`]) takes over. `step` puts back what it needs itself (see [`reopened`]).
+/// kept failing for [`GIVES_UP_AFTER`] and [`GIVES_UP_AFTER_TRIES`] tries, as a run does: the
+/// first steps of a `start`, before the run (and [`run_through_gc`]) takes over. `step` puts
+/// back what it needs itself (see [`reopened`]).
 pub fn again_through_gc<T>(
     name: &str,
     ui: &crate::ui::Ui,

@@ -41,6 +41,19 @@ pub fn open_terminal() -> (std::fs::File, std::os::fd::OwnedFd) {
 }
 
 /// The line number (1-based) of the first line of `text` containing `needle`.
+/// Waits (a minute at most, else panics with `why` and the path) until `path` exists.
+pub fn wait_for_file(path: &Path, why: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !path.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{why}: {}",
+            path.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 pub fn line_of(text: &str, needle: &str) -> usize {
     text.lines()
         .position(|l| l.contains(needle))
@@ -387,25 +400,21 @@ impl TestRepo {
     /// Starts `git-conference start NAME` in the background (output piped) and returns once
     /// `marker` exists in the git dir (an agent of the fixture writes it when it runs).
     pub fn start_until(&self, name: &str, marker: &str) -> std::process::Child {
-        let child = self
-            .command(env!("CARGO_BIN_EXE_git-conference"))
-            .args(["start", name])
+        let child = self.spawn_conference(&["start", name], &[]);
+        wait_for_file(&self.git_dir().join(marker), "the agent never wrote it");
+        child
+    }
+
+    /// `git-conference <args>` with `env` added, in the background (output piped).
+    pub fn spawn_conference(&self, args: &[&str], env: &[(&str, &str)]) -> std::process::Child {
+        self.command(env!("CARGO_BIN_EXE_git-conference"))
+            .args(args)
+            .envs(env.iter().copied())
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
-            .unwrap();
-        let marker = self.git_dir().join(marker);
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while !marker.exists() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the agent never wrote {}",
-                marker.display()
-            );
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        child
+            .unwrap()
     }
 
     /// SIGKILLs the runner of conference `name` (the process its run lock names; `git` is only
